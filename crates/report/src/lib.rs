@@ -1,0 +1,1 @@
+//! ordo-report: renders any ordo result as a self-contained HTML page (inline SVG) or terminal tables.

@@ -1,0 +1,35 @@
+#!/usr/bin/env bash
+# Installs what ordo's build, tests and benchmarks need on a fresh Debian machine, and nothing when it is
+# already there. Safe to run repeatedly. Set ORDO_SETUP_PEERS=1 to also install the peers used by bench/
+# (nginx, apache2, haproxy, wrk, ab, sysbench, hey, h2load, stress-ng, perf).
+set -euo pipefail
+
+need=()
+command -v cc >/dev/null 2>&1 || need+=(gcc)
+command -v make >/dev/null 2>&1 || need+=(make)
+# Headless Chromium for the report's browser test.
+command -v chromium >/dev/null 2>&1 || need+=(chromium)
+if [ "${ORDO_SETUP_PEERS:-0}" = 1 ]; then
+  command -v nginx >/dev/null 2>&1 || need+=(nginx)
+  command -v apache2 >/dev/null 2>&1 || need+=(apache2)
+  command -v haproxy >/dev/null 2>&1 || need+=(haproxy)
+  command -v wrk >/dev/null 2>&1 || need+=(wrk)
+  command -v ab >/dev/null 2>&1 || need+=(apache2-utils)
+  command -v sysbench >/dev/null 2>&1 || need+=(sysbench)
+  command -v hey >/dev/null 2>&1 || need+=(hey)
+  command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
+  command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
+  command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+fi
+
+if [ ${#need[@]} -gt 0 ]; then
+  if [ "$(id -u)" -ne 0 ]; then
+    echo "setup: missing ${need[*]}; run as root (or install them) to continue" >&2
+    exit 1
+  fi
+  echo "setup: installing ${need[*]}" >&2
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq >/dev/null
+  apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found: install a Rust toolchain (rustup)" >&2; exit 1; }

@@ -1,0 +1,1 @@
+//! End-to-end tests of `ordo demo` (owned by the demo work; see docs/demo.md).
