@@ -1,2 +1,4 @@
 //! ordo-lab: experiments — specs, designs, the runner and its repetition rule, the SQLite store, statistics,
 //! and the seed-003 demo.
+
+pub mod demo;
