@@ -1,4 +1,18 @@
 //! ordo-sys: everything Linux — knobs behind one interface with a configurable root and a journal, /proc
 //! readers, getrusage and the machine fingerprint. The only crate allowed `unsafe`.
 
+pub mod clock;
+pub mod error;
+pub mod fingerprint;
 pub mod knobs;
+pub mod procfs;
+pub mod rusage;
+pub mod sampler;
+pub mod thread;
+
+pub use error::SysError;
+pub use fingerprint::Fingerprint;
+pub use procfs::ProcRoot;
+pub use rusage::Rusage;
+pub use sampler::{DetailedSnapshot, ProcessSampler, ProcessSnapshot, ThreadSnapshot};
+pub use thread::Policy;

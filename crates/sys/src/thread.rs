@@ -1,0 +1,495 @@
+//! Per-thread scheduling controls: policy (other, batch, idle, fifo:P, rr:P) and the per-task slice through
+//! the sched_setattr/sched_getattr system calls, nice through setpriority, CPU affinity, pinning, and the
+//! thread list of a process. Errors say whether the kernel refused for permission (EPERM), because the task
+//! is gone (ESRCH) or because the value is not supported (EINVAL/ENOSYS).
+
+use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::SysError;
+use crate::procfs::ProcRoot;
+
+const SCHED_OTHER: u32 = 0;
+const SCHED_FIFO: u32 = 1;
+const SCHED_RR: u32 = 2;
+const SCHED_BATCH: u32 = 3;
+const SCHED_IDLE: u32 = 5;
+const SCHED_DEADLINE: u32 = 6;
+const SCHED_EXT: u32 = 7;
+const SCHED_FLAG_RESET_ON_FORK: u64 = 0x01;
+
+/// A thread's scheduling policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Policy {
+    /// SCHED_OTHER (EEVDF / CFS), the default.
+    Other,
+    /// SCHED_BATCH: CPU-bound, never preempts on wake-up.
+    Batch,
+    /// SCHED_IDLE: runs only when nothing else wants the CPU.
+    Idle,
+    /// SCHED_FIFO with a real-time priority 1..=99.
+    Fifo(u32),
+    /// SCHED_RR with a real-time priority 1..=99.
+    Rr(u32),
+    /// SCHED_DEADLINE (read only here).
+    Deadline,
+    /// SCHED_EXT (a BPF scheduler; read only here).
+    Ext,
+    /// A policy number this crate does not know.
+    Unknown(u32),
+}
+
+impl Policy {
+    /// The kernel's policy number and real-time priority.
+    pub fn to_raw(self) -> (u32, u32) {
+        match self {
+            Policy::Other => (SCHED_OTHER, 0),
+            Policy::Batch => (SCHED_BATCH, 0),
+            Policy::Idle => (SCHED_IDLE, 0),
+            Policy::Fifo(p) => (SCHED_FIFO, p),
+            Policy::Rr(p) => (SCHED_RR, p),
+            Policy::Deadline => (SCHED_DEADLINE, 0),
+            Policy::Ext => (SCHED_EXT, 0),
+            Policy::Unknown(n) => (n, 0),
+        }
+    }
+
+    /// From the kernel's policy number (as in /proc/PID/stat field 41) and real-time priority.
+    pub fn from_raw(policy: u32, rt_priority: u32) -> Self {
+        match policy {
+            SCHED_OTHER => Policy::Other,
+            SCHED_BATCH => Policy::Batch,
+            SCHED_IDLE => Policy::Idle,
+            SCHED_FIFO => Policy::Fifo(rt_priority),
+            SCHED_RR => Policy::Rr(rt_priority),
+            SCHED_DEADLINE => Policy::Deadline,
+            SCHED_EXT => Policy::Ext,
+            n => Policy::Unknown(n),
+        }
+    }
+
+    /// SCHED_OTHER or SCHED_BATCH: the policies a per-task slice and nice apply to.
+    pub fn is_fair(self) -> bool {
+        matches!(self, Policy::Other | Policy::Batch)
+    }
+
+    pub fn is_realtime(self) -> bool {
+        matches!(self, Policy::Fifo(_) | Policy::Rr(_))
+    }
+}
+
+impl fmt::Display for Policy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Policy::Other => f.write_str("other"),
+            Policy::Batch => f.write_str("batch"),
+            Policy::Idle => f.write_str("idle"),
+            Policy::Fifo(p) => write!(f, "fifo:{p}"),
+            Policy::Rr(p) => write!(f, "rr:{p}"),
+            Policy::Deadline => f.write_str("deadline"),
+            Policy::Ext => f.write_str("ext"),
+            Policy::Unknown(n) => write!(f, "policy{n}"),
+        }
+    }
+}
+
+/// The error of parsing a policy name.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error(
+    "invalid scheduling policy {0:?}: expected other, batch, idle, fifo:P or rr:P with P in 1..=99"
+)]
+pub struct ParsePolicyError(pub String);
+
+impl FromStr for Policy {
+    type Err = ParsePolicyError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        let err = || ParsePolicyError(s.to_string());
+        let lower = s.trim().to_ascii_lowercase();
+        let (name, prio) = match lower.split_once(':') {
+            Some((n, p)) => (
+                n.to_string(),
+                Some(p.trim().parse::<u32>().map_err(|_| err())?),
+            ),
+            None => (lower.clone(), None),
+        };
+        let rt = |p: Option<u32>| match p {
+            Some(p) if (1..=99).contains(&p) => Ok(p),
+            _ => Err(err()),
+        };
+        match (name.as_str(), prio) {
+            ("other" | "normal" | "sched_other", None) => Ok(Policy::Other),
+            ("batch" | "sched_batch", None) => Ok(Policy::Batch),
+            ("idle" | "sched_idle", None) => Ok(Policy::Idle),
+            ("fifo" | "sched_fifo", p) => Ok(Policy::Fifo(rt(p)?)),
+            ("rr" | "sched_rr", p) => Ok(Policy::Rr(rt(p)?)),
+            _ => Err(err()),
+        }
+    }
+}
+
+impl Serialize for Policy {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Policy {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = String::deserialize(d)?;
+        match s.as_str() {
+            "deadline" => Ok(Policy::Deadline),
+            "ext" => Ok(Policy::Ext),
+            _ => match s.strip_prefix("policy").and_then(|n| n.parse().ok()) {
+                Some(n) => Ok(Policy::Unknown(n)),
+                None => s.parse().map_err(serde::de::Error::custom),
+            },
+        }
+    }
+}
+
+/// `struct sched_attr` (include/uapi/linux/sched/types.h, SCHED_ATTR_SIZE_VER1 = 56 bytes).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default)]
+struct SchedAttr {
+    size: u32,
+    sched_policy: u32,
+    sched_flags: u64,
+    sched_nice: i32,
+    sched_priority: u32,
+    sched_runtime: u64,
+    sched_deadline: u64,
+    sched_period: u64,
+    sched_util_min: u32,
+    sched_util_max: u32,
+}
+
+const ATTR_SIZE: u32 = std::mem::size_of::<SchedAttr>() as u32;
+
+fn getattr(tid: i32) -> Result<SchedAttr, SysError> {
+    let mut attr = SchedAttr {
+        size: ATTR_SIZE,
+        ..Default::default()
+    };
+    // SAFETY: `attr` is a valid, writable repr(C) sched_attr of ATTR_SIZE bytes; the kernel writes at most
+    // that many bytes into it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_getattr,
+            tid as libc::c_long,
+            &mut attr as *mut SchedAttr,
+            ATTR_SIZE as libc::c_long,
+            0 as libc::c_long,
+        )
+    };
+    if rc != 0 {
+        return Err(SysError::from_errno(
+            "sched_getattr",
+            tid,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(attr)
+}
+
+fn setattr(tid: i32, attr: &SchedAttr) -> Result<(), SysError> {
+    let mut attr = *attr;
+    attr.size = ATTR_SIZE;
+    // SAFETY: `attr` is a valid repr(C) sched_attr whose `size` field is its true size; the kernel only
+    // reads it.
+    let rc = unsafe {
+        libc::syscall(
+            libc::SYS_sched_setattr,
+            tid as libc::c_long,
+            &attr as *const SchedAttr,
+            0 as libc::c_long,
+        )
+    };
+    if rc != 0 {
+        return Err(SysError::from_errno(
+            "sched_setattr",
+            tid,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// A task's scheduling settings as the kernel reports them.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct TaskSched {
+    pub policy: Policy,
+    pub nice: i32,
+    /// The task's slice in ns for SCHED_OTHER/BATCH on kernels ≥ 6.12 (None where the kernel reports 0).
+    pub slice_ns: Option<u64>,
+    pub reset_on_fork: bool,
+}
+
+/// The calling thread's id (gettid).
+pub fn current_tid() -> i32 {
+    // SAFETY: gettid has no preconditions and cannot fail.
+    unsafe { libc::gettid() }
+}
+
+/// Policy, nice and slice of task `tid` (0 = the calling thread).
+pub fn get_sched(tid: i32) -> Result<TaskSched, SysError> {
+    let a = getattr(tid)?;
+    let policy = Policy::from_raw(a.sched_policy, a.sched_priority);
+    Ok(TaskSched {
+        policy,
+        nice: a.sched_nice,
+        slice_ns: if policy.is_fair() && a.sched_runtime > 0 {
+            Some(a.sched_runtime)
+        } else {
+            None
+        },
+        reset_on_fork: a.sched_flags & SCHED_FLAG_RESET_ON_FORK != 0,
+    })
+}
+
+/// The scheduling policy of task `tid` (0 = the calling thread).
+pub fn get_policy(tid: i32) -> Result<Policy, SysError> {
+    Ok(get_sched(tid)?.policy)
+}
+
+/// Set task `tid`'s policy, keeping its nice value (and its slice when staying fair).
+/// Real-time policies need CAP_SYS_NICE (or RLIMIT_RTPRIO).
+pub fn set_policy(tid: i32, policy: Policy) -> Result<(), SysError> {
+    let (raw, prio) = policy.to_raw();
+    if !(policy.is_fair() || policy.is_realtime() || policy == Policy::Idle) {
+        return Err(SysError::Unsupported(format!("setting policy {policy}")));
+    }
+    let cur = getattr(tid)?;
+    let cur_policy = Policy::from_raw(cur.sched_policy, cur.sched_priority);
+    let attr = SchedAttr {
+        sched_policy: raw,
+        sched_priority: prio,
+        sched_flags: cur.sched_flags & SCHED_FLAG_RESET_ON_FORK,
+        sched_nice: cur.sched_nice,
+        // Keep a custom slice only between fair policies (0 = the default slice).
+        sched_runtime: if policy.is_fair() && cur_policy.is_fair() {
+            cur.sched_runtime
+        } else {
+            0
+        },
+        ..Default::default()
+    };
+    setattr(tid, &attr)?;
+    Ok(())
+}
+
+/// The nice value of task `tid` (0 = the calling thread).
+pub fn get_nice(tid: i32) -> Result<i32, SysError> {
+    Ok(getattr(tid)?.sched_nice)
+}
+
+/// Set the nice value (-20..=19) of task `tid` (per thread on Linux; 0 = the calling thread).
+pub fn set_nice(tid: i32, nice: i32) -> Result<(), SysError> {
+    if !(-20..=19).contains(&nice) {
+        return Err(SysError::Unsupported(format!(
+            "nice {nice}: must be in -20..=19"
+        )));
+    }
+    // SAFETY: setpriority takes plain integers and has no memory-safety preconditions.
+    let rc = unsafe { libc::setpriority(libc::PRIO_PROCESS, tid as libc::id_t, nice) };
+    if rc != 0 {
+        return Err(SysError::from_errno(
+            "setpriority",
+            tid,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok(())
+}
+
+/// Kernel release as (major, minor), from uname.
+pub fn kernel_version() -> Option<(u32, u32)> {
+    let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
+    parse_release(&rel)
+}
+
+/// "6.12.3-foo" → (6, 12).
+pub fn parse_release(rel: &str) -> Option<(u32, u32)> {
+    let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
+    let major = it.next()?.parse().ok()?;
+    let minor = it.next()?.parse().ok()?;
+    Some((major, minor))
+}
+
+/// Does the running kernel honour a per-task slice (`sched_runtime` for SCHED_OTHER/BATCH, Linux ≥ 6.12)?
+pub fn per_task_slice_supported() -> bool {
+    kernel_version().is_some_and(|v| v >= (6, 12))
+}
+
+/// Set task `tid`'s slice (SCHED_OTHER/BATCH only; 0 restores the default). Returns the slice the kernel
+/// reports afterwards (it clamps requests to 0.1–100 ms). `Unsupported` when the task is not fair-class or
+/// the kernel ignores the value (before 6.12 the read-back is 0).
+pub fn set_slice(tid: i32, slice_ns: u64) -> Result<u64, SysError> {
+    let cur = getattr(tid)?;
+    let policy = Policy::from_raw(cur.sched_policy, cur.sched_priority);
+    if !policy.is_fair() {
+        return Err(SysError::Unsupported(format!(
+            "a per-task slice applies to SCHED_OTHER/BATCH tasks; task {tid} runs {policy}"
+        )));
+    }
+    let attr = SchedAttr {
+        sched_runtime: slice_ns,
+        ..cur
+    };
+    setattr(tid, &attr)?;
+    let after = getattr(tid)?.sched_runtime;
+    if slice_ns > 0 && after == 0 {
+        return Err(SysError::Unsupported(
+            "per-task slice: this kernel ignores sched_runtime for SCHED_OTHER (needs Linux 6.12 or later)"
+                .into(),
+        ));
+    }
+    Ok(after)
+}
+
+/// The task's current slice, ns (None before 6.12 or for non-fair policies).
+pub fn get_slice(tid: i32) -> Result<Option<u64>, SysError> {
+    Ok(get_sched(tid)?.slice_ns)
+}
+
+/// The CPUs task `tid` may run on (0 = the calling thread).
+pub fn get_affinity(tid: i32) -> Result<Vec<usize>, SysError> {
+    // SAFETY: an all-zero cpu_set_t is the empty set, a valid value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    // SAFETY: `set` is a valid writable cpu_set_t and the size passed is its size.
+    let rc =
+        unsafe { libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set) };
+    if rc != 0 {
+        return Err(SysError::from_errno(
+            "sched_getaffinity",
+            tid,
+            std::io::Error::last_os_error(),
+        ));
+    }
+    Ok((0..libc::CPU_SETSIZE as usize)
+        // SAFETY: `c` is below CPU_SETSIZE, so the bit index is inside `set`.
+        .filter(|&c| unsafe { libc::CPU_ISSET(c, &set) })
+        .collect())
+}
+
+/// Restrict task `tid` (0 = the calling thread) to `cpus`.
+pub fn set_affinity(tid: i32, cpus: &[usize]) -> Result<(), SysError> {
+    if cpus.is_empty() {
+        return Err(SysError::Unsupported("an empty CPU set".into()));
+    }
+    // SAFETY: an all-zero cpu_set_t is the empty set, a valid value.
+    let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
+    for &c in cpus {
+        if c >= libc::CPU_SETSIZE as usize {
+            return Err(SysError::Unsupported(format!(
+                "CPU {c} is beyond CPU_SETSIZE"
+            )));
+        }
+        // SAFETY: `c` was checked to be below CPU_SETSIZE, so the bit index is inside `set`.
+        unsafe { libc::CPU_SET(c, &mut set) };
+    }
+    // SAFETY: `set` is a valid cpu_set_t and the size passed is its size; the kernel only reads it.
+    let rc = unsafe { libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set) };
+    if rc != 0 {
+        let err = std::io::Error::last_os_error();
+        if err.raw_os_error() == Some(libc::EINVAL) {
+            return Err(SysError::Unsupported(format!(
+                "CPU set {cpus:?} for task {tid}: no online CPU allowed in it"
+            )));
+        }
+        return Err(SysError::from_errno("sched_setaffinity", tid, err));
+    }
+    Ok(())
+}
+
+/// Pin the calling thread to one CPU.
+pub fn pin_current_thread(cpu: usize) -> Result<(), SysError> {
+    set_affinity(0, &[cpu])
+}
+
+/// Online CPUs (sysconf(_SC_NPROCESSORS_ONLN)), at least 1.
+pub fn cpu_count() -> usize {
+    // SAFETY: sysconf only reads a configuration value.
+    let n = unsafe { libc::sysconf(libc::_SC_NPROCESSORS_ONLN) };
+    if n > 0 { n as usize } else { 1 }
+}
+
+/// The thread ids of process `pid`, from /proc/PID/task.
+pub fn list_threads(pid: i32) -> Result<Vec<i32>, SysError> {
+    ProcRoot::default().tasks(pid)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn policy_parse_and_display() {
+        for s in ["other", "batch", "idle", "fifo:10", "rr:99"] {
+            let p: Policy = s.parse().unwrap();
+            assert_eq!(p.to_string(), s);
+            let j = serde_json::to_string(&p).unwrap();
+            assert_eq!(serde_json::from_str::<Policy>(&j).unwrap(), p);
+        }
+        assert_eq!("FIFO:5".parse::<Policy>().unwrap(), Policy::Fifo(5));
+        for bad in ["fifo", "fifo:0", "rr:100", "other:3", "deadline", "x"] {
+            assert!(bad.parse::<Policy>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn release() {
+        assert_eq!(parse_release("6.12.3-arch1"), Some((6, 12)));
+        assert_eq!(parse_release("5.4.0"), Some((5, 4)));
+        assert_eq!(parse_release("x"), None);
+    }
+
+    #[test]
+    fn attr_is_56_bytes() {
+        assert_eq!(ATTR_SIZE, 56);
+    }
+
+    #[test]
+    fn own_thread_round_trips() {
+        // Runs on a spawned thread so the test harness's threads are untouched.
+        std::thread::spawn(|| {
+            let tid = current_tid();
+            let s = get_sched(0).unwrap();
+            assert_eq!(s.policy, Policy::Other);
+            // Raising nice never needs privileges.
+            set_nice(tid, s.nice.clamp(5, 19)).unwrap();
+            assert_eq!(get_nice(0).unwrap(), s.nice.clamp(5, 19));
+            set_policy(0, Policy::Batch).unwrap();
+            assert_eq!(get_policy(tid).unwrap(), Policy::Batch);
+            assert_eq!(
+                get_nice(0).unwrap(),
+                s.nice.clamp(5, 19),
+                "nice kept across policy change"
+            );
+            set_policy(0, Policy::Other).unwrap();
+            let cpus = get_affinity(0).unwrap();
+            assert!(!cpus.is_empty());
+            pin_current_thread(cpus[0]).unwrap();
+            assert_eq!(get_affinity(0).unwrap(), vec![cpus[0]]);
+            if per_task_slice_supported() {
+                let got = set_slice(0, 3_000_000).unwrap();
+                assert_eq!(got, 3_000_000);
+                assert_eq!(get_slice(0).unwrap(), Some(3_000_000));
+            }
+            assert!(set_nice(0, 40).is_err());
+            assert!(set_affinity(0, &[]).is_err());
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn gone_task_is_named() {
+        // PID numbers above pid_max (4194304 at most) never exist.
+        match get_sched(99_999_999) {
+            Err(SysError::ProcessGone(99_999_999)) => {}
+            other => panic!("{other:?}"),
+        }
+    }
+}
