@@ -1,0 +1,486 @@
+//! The [`Scheduler`]: owns the queued requests and the active policy, applies caps, timeouts and admission,
+//! and keeps every queued request across `reconfigure`. This is the only type the caller talks to.
+
+use std::collections::HashMap;
+
+use crate::policy::{self, Choice, Estimates, HeadPicker, Policy};
+use crate::queue::{Handle, QEntry, Queues, Slab};
+use crate::{
+    ClassId, ConfigError, Dispatched, Meta, Nanos, PolicyKind, RejectReason, Rejected, SchedConfig,
+};
+
+/// Per-class FIFO queues plus a dispatch policy. Not thread-safe by itself; wrap it in a mutex.
+pub struct Scheduler<T> {
+    cfg: SchedConfig,
+    slab: Slab<T>,
+    queues: Queues,
+    policy: Box<dyn Policy>,
+    est: Estimates,
+    len: usize,
+    next_seq: u64,
+    closed: bool,
+}
+
+impl<T> Scheduler<T> {
+    /// A scheduler with a built-in policy (`cfg.policy` must not be `Custom`).
+    pub fn new(cfg: SchedConfig) -> Result<Self, ConfigError> {
+        Self::build(cfg, None)
+    }
+
+    /// A scheduler with the custom policy: `picker` chooses among the queue heads.
+    pub fn with_picker(cfg: SchedConfig, picker: Box<dyn HeadPicker>) -> Result<Self, ConfigError> {
+        Self::build(cfg, Some(picker))
+    }
+
+    fn build(cfg: SchedConfig, picker: Option<Box<dyn HeadPicker>>) -> Result<Self, ConfigError> {
+        check(&cfg, picker.is_some(), false)?;
+        let n = cfg.classes.len();
+        Ok(Scheduler {
+            policy: policy::build(&cfg, picker),
+            slab: Slab::new(),
+            queues: Queues::new(n),
+            est: Estimates::new(n),
+            cfg,
+            len: 0,
+            next_seq: 0,
+            closed: false,
+        })
+    }
+
+    /// Queue a request, or hand it back with the reason it cannot be queued (caps, edf admission, closed).
+    pub fn enqueue(&mut self, item: T, mut meta: Meta, now: Nanos) -> Result<(), Rejected<T>> {
+        if meta.class >= self.cfg.classes.len() {
+            meta.class = 0;
+        }
+        let spec = &self.cfg.classes[meta.class];
+        if meta.deadline.is_none() {
+            meta.deadline = spec.deadline.map(|d| meta.arrival.saturating_add(d));
+        }
+        let reject = |item, reason| Err(Rejected { item, meta, reason });
+        if self.closed {
+            return reject(item, RejectReason::Shutdown);
+        }
+        if spec
+            .queue_cap
+            .is_some_and(|cap| self.queues.len(meta.class) >= cap)
+        {
+            return reject(item, RejectReason::ClassQueueFull);
+        }
+        if self.cfg.global_queue_cap.is_some_and(|cap| self.len >= cap) {
+            return reject(item, RejectReason::GlobalQueueFull);
+        }
+        if let Err(reason) = self.policy.admit(&self.queues, &meta, now, &self.est) {
+            return reject(item, reason);
+        }
+        let seq = self.next_seq;
+        self.next_seq += 1;
+        let entry = self.slab.insert(item, |h| QEntry { h, seq, meta });
+        self.push(entry);
+        Ok(())
+    }
+
+    fn push(&mut self, entry: QEntry) {
+        let cq = &mut self.queues.classes[entry.meta.class];
+        cq.fifo.push_back(entry);
+        cq.len += 1;
+        self.len += 1;
+        self.policy.on_enqueue(&self.queues, &entry);
+    }
+
+    /// The next request to serve, by the policy; `None` when nothing is queued.
+    pub fn dispatch(&mut self, now: Nanos) -> Option<Dispatched<T>> {
+        if self.len == 0 {
+            return None;
+        }
+        let chosen = match self.policy.pick(&self.queues, now) {
+            Some(Choice::Head(c)) => self.queues.head(c).map(|e| e.h),
+            Some(Choice::Entry(h)) => Some(h),
+            None => None,
+        };
+        // A policy that names nothing valid (it should not happen) falls back to FCFS.
+        let (item, e) = match chosen.and_then(|h| self.remove(h, true, now)) {
+            Some(x) => x,
+            None => {
+                let c = self.queues.oldest_head()?;
+                let h = self.queues.head(c)?.h;
+                self.remove(h, true, now)?
+            }
+        };
+        Some(Dispatched {
+            item,
+            meta: e.meta,
+            waited: now.saturating_sub(e.meta.arrival),
+        })
+    }
+
+    fn remove(&mut self, h: Handle, dispatched: bool, now: Nanos) -> Option<(T, QEntry)> {
+        let (item, e) = self.slab.remove(h)?;
+        let cq = &mut self.queues.classes[e.meta.class];
+        cq.len -= 1;
+        self.len -= 1;
+        while cq.fifo.front().is_some_and(|f| !self.slab.is_live(f.h)) {
+            cq.fifo.pop_front();
+        }
+        if cq.fifo.len() > 2 * cq.len + 32 {
+            let slab = &self.slab;
+            cq.fifo.retain(|x| slab.is_live(x.h));
+        }
+        self.policy.on_remove(&self.queues, &e, dispatched, now);
+        Some((item, e))
+    }
+
+    /// Remove requests whose queue timeout has passed (`QueueTimeout`) and, under edf, whose deadline has
+    /// passed (`DeadlineUnreachable`), appending them to `out`. Only class heads and the edf deadline index
+    /// are examined, so the cost is proportional to the number of expired requests plus the classes.
+    pub fn expire(&mut self, now: Nanos, out: &mut Vec<Rejected<T>>) {
+        for c in 0..self.queues.classes.len() {
+            let Some(timeout) = self.cfg.timeout_of(c) else {
+                continue;
+            };
+            while let Some(head) = self.queues.head(c) {
+                if head.waited(now) < timeout {
+                    break;
+                }
+                let h = head.h;
+                if let Some((item, e)) = self.remove(h, false, now) {
+                    out.push(Rejected {
+                        item,
+                        meta: e.meta,
+                        reason: RejectReason::QueueTimeout,
+                    });
+                }
+            }
+        }
+        while let Some(h) = self.policy.pop_expired(now) {
+            if let Some((item, e)) = self.remove(h, false, now) {
+                out.push(Rejected {
+                    item,
+                    meta: e.meta,
+                    reason: RejectReason::DeadlineUnreachable,
+                });
+            }
+        }
+    }
+
+    /// The earliest time at which [`Scheduler::expire`] will have something to remove.
+    pub fn next_expiry(&self) -> Option<Nanos> {
+        let timeouts = (0..self.queues.classes.len()).filter_map(|c| {
+            let t = self.cfg.timeout_of(c)?;
+            Some(self.queues.head(c)?.meta.arrival.saturating_add(t))
+        });
+        timeouts.chain(self.policy.next_expiry()).min()
+    }
+
+    /// Switch to a new configuration without losing a queued request: classes are matched by name, the
+    /// requests of removed classes move to class 0, each class queue is in arrival order, and the policy
+    /// state is rebuilt from the queued requests so new weights and policy apply to them. Caps are not
+    /// applied to requests already queued. With `custom` and no `picker`, the current picker is kept.
+    /// A bad configuration is refused and the scheduler is left as it was.
+    pub fn reconfigure(
+        &mut self,
+        cfg: SchedConfig,
+        picker: Option<Box<dyn HeadPicker>>,
+    ) -> Result<(), ConfigError> {
+        check(
+            &cfg,
+            picker.is_some(),
+            self.cfg.policy == PolicyKind::Custom,
+        )?;
+        let old = std::mem::replace(&mut self.policy, policy::placeholder());
+        let picker = picker.or_else(|| old.take_picker());
+
+        let mapping: Vec<ClassId> = self
+            .cfg
+            .classes
+            .iter()
+            .map(|c| cfg.class_by_name(&c.name).unwrap_or(0))
+            .collect();
+        let mut entries: Vec<QEntry> = Vec::with_capacity(self.len);
+        for cq in self.queues.classes.drain(..) {
+            entries.extend(cq.fifo.into_iter().filter(|e| self.slab.is_live(e.h)));
+        }
+        entries.sort_by_key(|e| (e.meta.arrival, e.seq));
+
+        let by_name: HashMap<&str, Option<Nanos>> = self
+            .cfg
+            .classes
+            .iter()
+            .zip(&self.est.per_class)
+            .map(|(c, e)| (c.name.as_str(), *e))
+            .collect();
+        let mut est = Estimates::new(cfg.classes.len());
+        for (slot, c) in est.per_class.iter_mut().zip(&cfg.classes) {
+            *slot = by_name.get(c.name.as_str()).copied().flatten();
+        }
+        est.global = self.est.global;
+        est.capacity = self.est.capacity;
+
+        self.queues = Queues::new(cfg.classes.len());
+        self.policy = policy::build(&cfg, picker);
+        self.est = est;
+        self.cfg = cfg;
+        self.len = 0;
+        for mut e in entries {
+            e.meta.class = mapping[e.meta.class];
+            e.seq = self.next_seq;
+            self.next_seq += 1;
+            if let Some(stored) = self.slab.get_mut(e.h) {
+                *stored = e;
+            }
+            self.push(e);
+        }
+        Ok(())
+    }
+
+    /// Take every queued request out (for shutdown), in enqueue order.
+    pub fn drain(&mut self, out: &mut Vec<T>) {
+        let mut all: Vec<(T, QEntry)> = self.slab.drain().collect();
+        all.sort_by_key(|(_, e)| e.seq);
+        out.extend(all.into_iter().map(|(item, _)| item));
+        self.queues = Queues::new(self.cfg.classes.len());
+        self.len = 0;
+        let old = std::mem::replace(&mut self.policy, policy::placeholder());
+        self.policy = policy::build(&self.cfg, old.take_picker());
+    }
+
+    /// Refuse every later enqueue with [`RejectReason::Shutdown`] (queued requests stay until drained).
+    pub fn close(&mut self) {
+        self.closed = true;
+    }
+
+    /// Whether [`Scheduler::close`] was called.
+    pub fn is_closed(&self) -> bool {
+        self.closed
+    }
+
+    /// Requests queued over all classes.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    /// Whether nothing is queued.
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    /// Requests queued in `class` (0 for an unknown class).
+    pub fn class_len(&self, class: ClassId) -> usize {
+        self.queues.len(class)
+    }
+
+    /// The configuration in force.
+    pub fn config(&self) -> &SchedConfig {
+        &self.cfg
+    }
+
+    /// Record how long a request of `class` took to serve (feeds edf's admission estimate).
+    pub fn observe_service(&mut self, class: ClassId, service: Nanos) {
+        self.est.observe(class, service);
+    }
+
+    /// Record how many workers serve in parallel (feeds edf's admission estimate; 0 counts as 1).
+    pub fn set_capacity(&mut self, workers: usize) {
+        self.est.capacity = workers.max(1);
+    }
+
+    /// edf's current estimate of when a request with absolute deadline `deadline`, enqueued at `now`,
+    /// would start (exposed for status pages and tests).
+    pub fn estimated_start(&self, deadline: Nanos, now: Nanos) -> Nanos {
+        policy::estimated_start(&self.queues, deadline, now, &self.est)
+    }
+}
+
+/// Validate `cfg` and the picker/policy pairing.
+fn check(cfg: &SchedConfig, has_picker: bool, keeps_picker: bool) -> Result<(), ConfigError> {
+    cfg.validate()?;
+    match (cfg.policy == PolicyKind::Custom, has_picker) {
+        (true, false) if !keeps_picker => Err(ConfigError::MissingPicker),
+        (false, true) => Err(ConfigError::UnexpectedPicker(cfg.policy)),
+        _ => Ok(()),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ClassSpec, Head};
+
+    fn classes(names: &[&str]) -> Vec<ClassSpec> {
+        names.iter().map(|n| ClassSpec::new(*n)).collect()
+    }
+
+    fn sched(names: &[&str], policy: PolicyKind) -> Scheduler<u32> {
+        Scheduler::new(SchedConfig::new(classes(names), policy)).unwrap()
+    }
+
+    fn drain_ids(s: &mut Scheduler<u32>, now: Nanos) -> Vec<u32> {
+        std::iter::from_fn(|| s.dispatch(now).map(|d| d.item)).collect()
+    }
+
+    #[test]
+    fn fcfs_serves_in_enqueue_order_across_classes() {
+        let mut s = sched(&["a", "b", "c"], PolicyKind::Fcfs);
+        for i in 0..30u32 {
+            s.enqueue(i, Meta::new((i % 3) as usize, u64::from(i)), u64::from(i))
+                .unwrap();
+        }
+        assert_eq!(s.len(), 30);
+        assert_eq!(s.class_len(1), 10);
+        let d = s.dispatch(100).unwrap();
+        assert_eq!((d.item, d.waited), (0, 100));
+        assert_eq!(drain_ids(&mut s, 100), (1..30).collect::<Vec<_>>());
+        assert!(s.is_empty() && s.dispatch(100).is_none());
+    }
+
+    #[test]
+    fn unknown_class_goes_to_class_zero_and_deadline_is_filled() {
+        let mut cs = classes(&["a", "b"]);
+        cs[1].deadline = Some(50);
+        let mut s: Scheduler<u32> = Scheduler::new(SchedConfig::new(cs, PolicyKind::Fcfs)).unwrap();
+        s.enqueue(1, Meta::new(9, 0), 0).unwrap();
+        s.enqueue(2, Meta::new(1, 10), 10).unwrap();
+        assert_eq!(s.class_len(0), 1);
+        assert_eq!(s.dispatch(10).unwrap().meta.class, 0);
+        assert_eq!(s.dispatch(10).unwrap().meta.deadline, Some(60));
+    }
+
+    #[test]
+    fn class_and_global_caps() {
+        let mut cs = classes(&["a", "b"]);
+        cs[0].queue_cap = Some(2);
+        let mut cfg = SchedConfig::new(cs, PolicyKind::Fcfs);
+        cfg.global_queue_cap = Some(3);
+        let mut s: Scheduler<u32> = Scheduler::new(cfg).unwrap();
+        s.enqueue(1, Meta::new(0, 0), 0).unwrap();
+        s.enqueue(2, Meta::new(0, 0), 0).unwrap();
+        let r = s.enqueue(3, Meta::new(0, 0), 0).unwrap_err();
+        assert_eq!((r.item, r.reason), (3, RejectReason::ClassQueueFull));
+        s.enqueue(4, Meta::new(1, 0), 0).unwrap();
+        let r = s.enqueue(5, Meta::new(1, 0), 0).unwrap_err();
+        assert_eq!((r.item, r.reason), (5, RejectReason::GlobalQueueFull));
+        s.dispatch(0).unwrap();
+        s.enqueue(6, Meta::new(0, 0), 0).unwrap();
+        assert_eq!(s.len(), 3);
+    }
+
+    #[test]
+    fn timeouts_expire_heads_and_next_expiry_says_when() {
+        let mut cs = classes(&["fast", "slow"]);
+        cs[0].queue_timeout = Some(10);
+        let mut cfg = SchedConfig::new(cs, PolicyKind::Fcfs);
+        cfg.queue_timeout = Some(100);
+        let mut s: Scheduler<u32> = Scheduler::new(cfg).unwrap();
+        assert_eq!(s.next_expiry(), None);
+        for t in 0..5u32 {
+            s.enqueue(t, Meta::new(0, u64::from(t)), u64::from(t))
+                .unwrap();
+            s.enqueue(100 + t, Meta::new(1, u64::from(t)), u64::from(t))
+                .unwrap();
+        }
+        assert_eq!(s.next_expiry(), Some(10));
+        let mut out = Vec::new();
+        s.expire(9, &mut out);
+        assert!(out.is_empty());
+        s.expire(12, &mut out);
+        let ids: Vec<u32> = out.iter().map(|r| r.item).collect();
+        assert_eq!(ids, vec![0, 1, 2]);
+        assert!(out.iter().all(|r| r.reason == RejectReason::QueueTimeout));
+        assert_eq!(s.next_expiry(), Some(13));
+        out.clear();
+        s.expire(1000, &mut out);
+        assert_eq!(out.len(), 7);
+        assert!(s.is_empty());
+        assert_eq!(s.next_expiry(), None);
+    }
+
+    #[test]
+    fn reconfigure_keeps_every_request_and_moves_removed_classes_to_zero() {
+        let mut s = sched(&["a", "b", "c"], PolicyKind::Fcfs);
+        for i in 0..30u32 {
+            s.enqueue(i, Meta::new((i % 3) as usize, u64::from(i)), u64::from(i))
+                .unwrap();
+        }
+        // "b" removed, "c" moves to index 0, a new class "d".
+        let cfg = SchedConfig::new(classes(&["c", "a", "d"]), PolicyKind::Priority);
+        s.reconfigure(cfg, None).unwrap();
+        assert_eq!(s.len(), 30);
+        assert_eq!(
+            (s.class_len(0), s.class_len(1), s.class_len(2)),
+            (20, 10, 0)
+        );
+        let mut seen = Vec::new();
+        while let Some(d) = s.dispatch(100) {
+            let expect = if d.item % 3 == 0 { 1 } else { 0 };
+            assert_eq!(d.meta.class, expect, "item {}", d.item);
+            seen.push(d.item);
+        }
+        // Class 0 ("c" plus the old "b") keeps arrival order; all priorities equal, so FCFS overall.
+        assert_eq!(seen, (0..30).collect::<Vec<_>>());
+    }
+
+    #[test]
+    fn bad_reconfigure_leaves_the_scheduler_unchanged() {
+        let mut s = sched(&["a"], PolicyKind::Fcfs);
+        s.enqueue(1, Meta::new(0, 0), 0).unwrap();
+        let bad = SchedConfig::new(vec![ClassSpec::new("a").weight(0)], PolicyKind::Stride);
+        assert!(s.reconfigure(bad, None).is_err());
+        let custom = SchedConfig::new(classes(&["a"]), PolicyKind::Custom);
+        assert_eq!(s.reconfigure(custom, None), Err(ConfigError::MissingPicker));
+        assert_eq!(s.config().policy, PolicyKind::Fcfs);
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn constructor_checks_picker_pairing() {
+        let cfg = SchedConfig::new(classes(&["a"]), PolicyKind::Custom);
+        assert_eq!(
+            Scheduler::<u32>::new(cfg).err(),
+            Some(ConfigError::MissingPicker)
+        );
+        struct First;
+        impl HeadPicker for First {
+            fn pick(&mut self, heads: &[Head<'_>], _now: Nanos) -> Option<ClassId> {
+                heads.first().map(|h| h.class)
+            }
+        }
+        let cfg = SchedConfig::new(classes(&["a"]), PolicyKind::Fcfs);
+        assert_eq!(
+            Scheduler::<u32>::with_picker(cfg, Box::new(First)).err(),
+            Some(ConfigError::UnexpectedPicker(PolicyKind::Fcfs))
+        );
+    }
+
+    #[test]
+    fn drain_and_close() {
+        let mut s = sched(&["a", "b"], PolicyKind::Srpt);
+        for i in 0..10u32 {
+            let mut m = Meta::new((i % 2) as usize, 0);
+            m.size_hint = u64::from(10 - i);
+            s.enqueue(i, m, 0).unwrap();
+        }
+        s.close();
+        let r = s.enqueue(99, Meta::new(0, 0), 0).unwrap_err();
+        assert_eq!(r.reason, RejectReason::Shutdown);
+        let mut out = Vec::new();
+        s.drain(&mut out);
+        assert_eq!(out, (0..10).collect::<Vec<_>>());
+        assert!(s.is_empty() && s.dispatch(0).is_none());
+    }
+
+    #[test]
+    fn removing_from_the_middle_keeps_memory_bounded() {
+        // srpt serves the small requests behind a large head; tombstones must not pile up.
+        let mut s = sched(&["a"], PolicyKind::Srpt);
+        let mut big = Meta::new(0, 0);
+        big.size_hint = 1_000_000;
+        s.enqueue(0, big, 0).unwrap();
+        for i in 1..10_000u32 {
+            let mut m = Meta::new(0, 0);
+            m.size_hint = 1;
+            s.enqueue(i, m, 0).unwrap();
+            assert_eq!(s.dispatch(0).unwrap().item, i);
+            assert!(s.queues.classes[0].fifo.len() <= 2 * s.class_len(0) + 33);
+        }
+        assert_eq!(s.dispatch(0).unwrap().item, 0);
+    }
+}
