@@ -1,3 +1,72 @@
 //! Scheduler and system knobs behind one interface with a configurable root directory and a journal of
 //! original values, so every change can be restored — after each configuration, on error, on signals and
 //! after a crash (`ordo tune recover`).
+//!
+//! Everything that reads or writes a knob goes through this module:
+//! - [`SysRoot`] resolves `/proc/sys`, `/sys/kernel/debug/sched`, `/sys/fs/cgroup` and `/proc/PID` under a
+//!   root directory (`/` on the machine, a temporary tree in tests);
+//! - [`KnobId`] names a knob (`sysctl:vm.swappiness`, `debugfs:base_slice_ns`, `policy`, `nice`, `slice`,
+//!   `affinity`, `cgroup:cpu.weight`, `param:threads`);
+//! - [`Checker`] decides before anything runs whether a knob exists, is writable, accepts the levels and can
+//!   affect the target, and otherwise says why not ([`Refusal`]);
+//! - [`Applier`] writes values, journalling each original value (fsync) before the write, and restores them;
+//!   [`recover`] restores whatever a crashed run left in its journal.
+
+mod apply;
+mod check;
+mod id;
+mod journal;
+mod root;
+mod threads;
+
+pub use apply::{Applier, RestoreNote, Target, recover};
+pub use check::{CheckContext, Checker, Refusal, RefusalKind, removed_knob};
+pub use id::{KnobId, Scope, ThreadKnob, parse_cpu_list, parse_policy};
+pub use journal::{Journal, JournalEntry};
+pub use root::{SysRoot, kernel_at_least, parse_kernel_release};
+pub use threads::{FakeThreads, RealThreads, ThreadOps};
+
+use std::path::PathBuf;
+
+/// Why a knob could not be read, written, journalled or restored.
+#[derive(Debug, thiserror::Error)]
+pub enum KnobError {
+    #[error(
+        "unknown knob `{0}` (expected sysctl:NAME, debugfs:NAME, policy, nice, slice, affinity, cgroup:FILE or param:NAME)"
+    )]
+    UnknownKnob(String),
+    #[error("invalid value `{value}` for {knob}: {reason}")]
+    InvalidValue {
+        knob: String,
+        value: String,
+        reason: String,
+    },
+    #[error("{path}: {source}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("thread {tid}: {what}: {source}")]
+    Thread {
+        tid: i32,
+        what: &'static str,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("journal {path}: {reason}")]
+    Journal { path: PathBuf, reason: String },
+    #[error("{knob} needs a target ({what})")]
+    NoTarget { knob: String, what: &'static str },
+    #[error("{0}")]
+    Refused(Refusal),
+}
+
+impl KnobError {
+    pub(crate) fn io(path: impl Into<PathBuf>, source: std::io::Error) -> Self {
+        KnobError::Io {
+            path: path.into(),
+            source,
+        }
+    }
+}

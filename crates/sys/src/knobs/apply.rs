@@ -1,0 +1,579 @@
+//! Applying knob values and putting the originals back: every original goes to the journal (fsynced) before
+//! the write; [`Applier::restore`] undoes everything in reverse order; [`recover`] does the same from the
+//! journal file alone after a crash.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::sync::Arc;
+
+use super::KnobError;
+use super::id::KnobId;
+use super::journal::{Journal, JournalEntry, now_unix};
+use super::root::{SysRoot, read_trimmed, write_value};
+use super::threads::ThreadOps;
+
+/// What a knob acts on: the target's main pid (for its cgroup) and the selected thread ids.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct Target {
+    pub pid: Option<i32>,
+    pub tids: Vec<i32>,
+}
+
+/// What happened to one journalled change when it was restored.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum RestoreNote {
+    Restored {
+        knob: String,
+        target: String,
+        value: String,
+    },
+    /// Nothing to restore (the thread exited, its cgroup is gone).
+    Moot {
+        knob: String,
+        target: String,
+        reason: String,
+    },
+    Failed {
+        knob: String,
+        target: String,
+        error: String,
+    },
+}
+
+impl RestoreNote {
+    pub fn failed(&self) -> bool {
+        matches!(self, RestoreNote::Failed { .. })
+    }
+}
+
+impl fmt::Display for RestoreNote {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            RestoreNote::Restored {
+                knob,
+                target,
+                value,
+            } => {
+                write!(f, "restored {knob} on {target} to {value}")
+            }
+            RestoreNote::Moot {
+                knob,
+                target,
+                reason,
+            } => {
+                write!(f, "{knob} on {target}: restoring is moot ({reason})")
+            }
+            RestoreNote::Failed {
+                knob,
+                target,
+                error,
+            } => {
+                write!(f, "FAILED to restore {knob} on {target}: {error}")
+            }
+        }
+    }
+}
+
+/// Applies knob values through one journal and restores them (also on drop).
+pub struct Applier {
+    root: SysRoot,
+    journal: Journal,
+    threads: Arc<dyn ThreadOps>,
+    active: Vec<JournalEntry>,
+}
+
+impl fmt::Debug for Applier {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Applier")
+            .field("root", &self.root)
+            .field("journal", &self.journal.path())
+            .field("active", &self.active)
+            .finish()
+    }
+}
+
+/// For `debugfs:features`, the state of the named feature (`FOO` or `NO_FOO`) in the current list.
+fn feature_state(list: &str, value: &str) -> Option<String> {
+    let base = value.trim().trim_start_matches("NO_");
+    list.split_whitespace()
+        .find(|t| t.trim_start_matches("NO_") == base)
+        .map(str::to_string)
+}
+
+impl Applier {
+    /// An applier journalling to `journal`. Refuses to start while the journal holds entries of an earlier
+    /// run: those must be recovered first (`ordo tune recover`).
+    pub fn new(
+        root: SysRoot,
+        journal: impl Into<PathBuf>,
+        threads: Arc<dyn ThreadOps>,
+    ) -> Result<Self, KnobError> {
+        let journal = Journal::open(journal)?;
+        let pending = journal.entries()?;
+        if !pending.is_empty() {
+            return Err(KnobError::Journal {
+                path: journal.path().to_path_buf(),
+                reason: format!(
+                    "holds {} change(s) of an earlier run that were never restored; run `ordo tune recover --journal {}` first",
+                    pending.len(),
+                    journal.path().display()
+                ),
+            });
+        }
+        Ok(Applier {
+            root,
+            journal,
+            threads,
+            active: Vec::new(),
+        })
+    }
+
+    pub fn root(&self) -> &SysRoot {
+        &self.root
+    }
+
+    pub fn journal_path(&self) -> &std::path::Path {
+        self.journal.path()
+    }
+
+    /// Changes currently applied (and journalled).
+    pub fn active(&self) -> &[JournalEntry] {
+        &self.active
+    }
+
+    /// The file a file-based knob lives in.
+    pub fn knob_path(&self, knob: &KnobId, target: &Target) -> Result<Option<PathBuf>, KnobError> {
+        Ok(match knob {
+            KnobId::Sysctl(n) => Some(self.root.sysctl_path(n)),
+            KnobId::Debugfs(n) => Some(self.root.debugfs_path(n)),
+            KnobId::Cgroup(f) => {
+                let pid = target.pid.ok_or_else(|| KnobError::NoTarget {
+                    knob: knob.to_string(),
+                    what: "a process whose cgroup to change",
+                })?;
+                let dir = self
+                    .root
+                    .cgroup_dir(pid, f)
+                    .map_err(|reason| KnobError::Journal {
+                        path: self.root.proc_pid(pid).join("cgroup"),
+                        reason,
+                    })?;
+                Some(dir.join(f))
+            }
+            KnobId::Thread(_) | KnobId::Param(_) => None,
+        })
+    }
+
+    /// Read a knob's current value (for thread knobs: of the first target thread).
+    pub fn read(&self, knob: &KnobId, target: &Target) -> Result<String, KnobError> {
+        match knob {
+            KnobId::Thread(t) => {
+                let tid = *target.tids.first().ok_or_else(|| KnobError::NoTarget {
+                    knob: knob.to_string(),
+                    what: "threads",
+                })?;
+                self.threads.get(tid, *t)
+            }
+            KnobId::Param(_) => Err(KnobError::NoTarget {
+                knob: knob.to_string(),
+                what: "a command (parameters live in the target's command, not on the machine)",
+            }),
+            _ => {
+                let path = self.knob_path(knob, target)?.unwrap_or_default();
+                read_trimmed(&path)
+            }
+        }
+    }
+
+    fn already(&self, knob: &str, target: &str) -> bool {
+        self.active
+            .iter()
+            .any(|e| e.knob == knob && e.target == target)
+    }
+
+    fn journal_then(&mut self, entry: JournalEntry) -> Result<(), KnobError> {
+        if !self.already(&entry.knob, &entry.target) {
+            self.journal.record(&entry)?;
+            self.active.push(entry);
+        }
+        Ok(())
+    }
+
+    /// Set `knob` to `value` on `target`, journalling the original first. Parameters (`param:`) change
+    /// nothing on the machine and are ignored here.
+    pub fn apply(&mut self, knob: &KnobId, target: &Target, value: &str) -> Result<(), KnobError> {
+        let name = knob.to_string();
+        match knob {
+            KnobId::Param(_) => Ok(()),
+            KnobId::Thread(t) => {
+                if target.tids.is_empty() {
+                    return Err(KnobError::NoTarget {
+                        knob: name,
+                        what: "threads",
+                    });
+                }
+                for &tid in &target.tids {
+                    let original = self.threads.get(tid, *t)?;
+                    self.journal_then(JournalEntry {
+                        knob: name.clone(),
+                        target: format!("tid:{tid}"),
+                        original,
+                        applied: value.to_string(),
+                        path: None,
+                        at: now_unix(),
+                    })?;
+                    self.threads.set(tid, *t, value)?;
+                }
+                Ok(())
+            }
+            _ => {
+                if !self.root.privileged() {
+                    return Err(KnobError::Refused(super::Refusal::not_privileged(knob)));
+                }
+                let path = self.knob_path(knob, target)?.unwrap_or_default();
+                let current = read_trimmed(&path)?;
+                let is_features = matches!(knob, KnobId::Debugfs(n) if n == "features");
+                let original = if is_features {
+                    feature_state(&current, value).ok_or_else(|| KnobError::InvalidValue {
+                        knob: name.clone(),
+                        value: value.into(),
+                        reason: "no such scheduler feature".into(),
+                    })?
+                } else if matches!(knob, KnobId::Debugfs(n) if n == "preempt") {
+                    // `none voluntary (full) lazy`: the current mode is the one in parentheses.
+                    current
+                        .split_whitespace()
+                        .find(|t| t.starts_with('('))
+                        .map(|t| t.trim_matches(|c| c == '(' || c == ')').to_string())
+                        .unwrap_or(current)
+                } else {
+                    current
+                };
+                let tgt = match knob {
+                    KnobId::Cgroup(_) => format!(
+                        "cgroup:{}",
+                        path.parent()
+                            .map(|p| p.display().to_string())
+                            .unwrap_or_default()
+                    ),
+                    _ => "system".to_string(),
+                };
+                self.journal_then(JournalEntry {
+                    knob: name,
+                    target: tgt,
+                    original,
+                    applied: value.to_string(),
+                    path: Some(path.clone()),
+                    at: now_unix(),
+                })?;
+                write_value(&path, value)
+            }
+        }
+    }
+
+    /// Restore every active change in reverse order; clear the journal when nothing failed.
+    pub fn restore(&mut self) -> Vec<RestoreNote> {
+        let notes: Vec<RestoreNote> = self
+            .active
+            .iter()
+            .rev()
+            .map(|e| restore_entry(self.threads.as_ref(), e))
+            .collect();
+        if notes.iter().all(|n| !n.failed()) {
+            self.active.clear();
+            if let Err(e) = self.journal.clear() {
+                tracing::warn!("could not clear the journal: {e}");
+            }
+        } else {
+            self.active.retain(|e| {
+                notes.iter().any(|n| {
+                    matches!(n, RestoreNote::Failed { knob, target, .. } if *knob == e.knob && *target == e.target)
+                })
+            });
+        }
+        notes
+    }
+
+    /// Restore everything and remove the journal file (end of an experiment).
+    pub fn finish(mut self) -> Vec<RestoreNote> {
+        let notes = self.restore();
+        if self.active.is_empty() {
+            let _ = std::fs::remove_file(self.journal.path());
+        }
+        notes
+    }
+}
+
+impl Drop for Applier {
+    fn drop(&mut self) {
+        if !self.active.is_empty() {
+            for n in self.restore() {
+                if n.failed() {
+                    tracing::error!("{n}");
+                }
+            }
+        }
+    }
+}
+
+fn restore_entry(threads: &dyn ThreadOps, e: &JournalEntry) -> RestoreNote {
+    let failed = |error: String| RestoreNote::Failed {
+        knob: e.knob.clone(),
+        target: e.target.clone(),
+        error,
+    };
+    let moot = |reason: String| RestoreNote::Moot {
+        knob: e.knob.clone(),
+        target: e.target.clone(),
+        reason,
+    };
+    if let Some(tid) = e.target.strip_prefix("tid:") {
+        let Ok(tid) = tid.parse::<i32>() else {
+            return failed(format!("bad target `{}`", e.target));
+        };
+        let knob = match e.knob.parse::<KnobId>() {
+            Ok(KnobId::Thread(t)) => t,
+            _ => return failed(format!("`{}` is not a per-thread knob", e.knob)),
+        };
+        if !threads.alive(tid) {
+            return moot(format!("thread {tid} has exited"));
+        }
+        return match threads.set(tid, knob, &e.original) {
+            Ok(()) => RestoreNote::Restored {
+                knob: e.knob.clone(),
+                target: e.target.clone(),
+                value: e.original.clone(),
+            },
+            Err(_) if !threads.alive(tid) => moot(format!("thread {tid} has exited")),
+            Err(err) => failed(err.to_string()),
+        };
+    }
+    let Some(path) = &e.path else {
+        return failed("journal entry has no path".into());
+    };
+    if e.target.starts_with("cgroup:") && !path.parent().is_some_and(|p| p.exists()) {
+        return moot("the cgroup no longer exists".into());
+    }
+    match write_value(path, &e.original) {
+        Ok(()) => RestoreNote::Restored {
+            knob: e.knob.clone(),
+            target: e.target.clone(),
+            value: e.original.clone(),
+        },
+        Err(err) => failed(err.to_string()),
+    }
+}
+
+/// Restore every change in the journal at `path` (newest first) and remove the journal when all of them were
+/// restored or moot. A missing journal means there is nothing to do.
+pub fn recover(
+    path: &std::path::Path,
+    threads: &dyn ThreadOps,
+) -> Result<Vec<RestoreNote>, KnobError> {
+    let entries = Journal::entries_at(path)?;
+    let notes: Vec<RestoreNote> = entries
+        .iter()
+        .rev()
+        .map(|e| restore_entry(threads, e))
+        .collect();
+    if notes.iter().all(|n| !n.failed()) && path.exists() {
+        std::fs::remove_file(path).map_err(|e| KnobError::io(path, e))?;
+    }
+    Ok(notes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::super::id::ThreadKnob;
+    use super::super::threads::FakeThreads;
+    use super::*;
+
+    fn fake_root() -> (tempfile::TempDir, SysRoot) {
+        let d = tempfile::tempdir().unwrap();
+        let w = |rel: &str, v: &str| {
+            let p = d.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        };
+        w("proc/sys/vm/swappiness", "60\n");
+        w("proc/sys/kernel/sched_rr_timeslice_ms", "100\n");
+        w("sys/kernel/debug/sched/base_slice_ns", "3000000\n");
+        w(
+            "sys/kernel/debug/sched/features",
+            "PLACE_LAG RUN_TO_PARITY NO_HRTICK\n",
+        );
+        w("proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
+        w("proc/42/cgroup", "0::/web\n");
+        w("sys/fs/cgroup/web/cpu.weight", "100\n");
+        let r = SysRoot::at(d.path());
+        (d, r)
+    }
+
+    fn read(r: &SysRoot, rel: &str) -> String {
+        std::fs::read_to_string(r.join(rel))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    #[test]
+    fn apply_restore_clears_journal() {
+        let (d, r) = fake_root();
+        let threads = Arc::new(FakeThreads::new());
+        threads.insert(100, "0-1");
+        threads.insert(101, "0-1");
+        let jp = d.path().join("journal.jsonl");
+        let mut a = Applier::new(r.clone(), &jp, threads.clone()).unwrap();
+        let target = Target {
+            pid: Some(42),
+            tids: vec![100, 101],
+        };
+        let k = |s: &str| s.parse::<KnobId>().unwrap();
+        a.apply(&k("sysctl:vm.swappiness"), &target, "10").unwrap();
+        a.apply(&k("sysctl:vm.swappiness"), &target, "20").unwrap();
+        a.apply(&k("debugfs:features"), &target, "NO_PLACE_LAG")
+            .unwrap();
+        a.apply(&k("cgroup:cpu.weight"), &target, "500").unwrap();
+        a.apply(&k("policy"), &target, "rr:5").unwrap();
+        a.apply(&k("param:threads"), &target, "8").unwrap();
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "20");
+        assert_eq!(read(&r, "sys/fs/cgroup/web/cpu.weight"), "500");
+        assert_eq!(threads.get(101, ThreadKnob::Policy).unwrap(), "rr:5");
+        // swappiness journalled once (first original), features, cgroup, two threads.
+        let entries = Journal::entries_at(&jp).unwrap();
+        assert_eq!(entries.len(), 5);
+        assert_eq!(entries[0].original, "60");
+        assert_eq!(entries[1].original, "PLACE_LAG");
+        threads.kill(101);
+        let notes = a.restore();
+        assert_eq!(notes.len(), 5);
+        assert!(
+            notes
+                .iter()
+                .any(|n| matches!(n, RestoreNote::Moot { target, .. } if target == "tid:101"))
+        );
+        assert!(notes.iter().all(|n| !n.failed()));
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "60");
+        assert_eq!(read(&r, "sys/kernel/debug/sched/features"), "PLACE_LAG");
+        assert_eq!(read(&r, "sys/fs/cgroup/web/cpu.weight"), "100");
+        assert_eq!(threads.get(100, ThreadKnob::Policy).unwrap(), "other");
+        assert!(Journal::entries_at(&jp).unwrap().is_empty());
+        let _ = a.finish();
+        assert!(!jp.exists());
+    }
+
+    #[test]
+    fn drop_restores_and_stale_journal_blocks_start() {
+        let (d, r) = fake_root();
+        let threads: Arc<dyn ThreadOps> = Arc::new(FakeThreads::new());
+        let jp = d.path().join("j");
+        {
+            let mut a = Applier::new(r.clone(), &jp, threads.clone()).unwrap();
+            a.apply(
+                &"sysctl:kernel.sched_rr_timeslice_ms".parse().unwrap(),
+                &Target::default(),
+                "5",
+            )
+            .unwrap();
+            assert_eq!(read(&r, "proc/sys/kernel/sched_rr_timeslice_ms"), "5");
+        }
+        assert_eq!(read(&r, "proc/sys/kernel/sched_rr_timeslice_ms"), "100");
+
+        // Simulate a crash: an applier whose restore never ran (forgotten), then recover.
+        let mut a = Applier::new(r.clone(), &jp, threads.clone()).unwrap();
+        a.apply(
+            &"sysctl:vm.swappiness".parse().unwrap(),
+            &Target::default(),
+            "1",
+        )
+        .unwrap();
+        a.apply(
+            &"debugfs:base_slice_ns".parse().unwrap(),
+            &Target::default(),
+            "700000",
+        )
+        .unwrap();
+        std::mem::forget(a);
+        assert!(Applier::new(r.clone(), &jp, threads.clone()).is_err());
+        let notes = recover(&jp, threads.as_ref()).unwrap();
+        assert_eq!(notes.len(), 2);
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "60");
+        assert_eq!(read(&r, "sys/kernel/debug/sched/base_slice_ns"), "3000000");
+        assert!(!jp.exists());
+        assert!(recover(&jp, threads.as_ref()).unwrap().is_empty());
+    }
+
+    #[test]
+    fn unprivileged_system_knob_is_refused_before_any_write() {
+        let (d, r) = fake_root();
+        let r = r.with_privileged(false);
+        let mut a =
+            Applier::new(r.clone(), d.path().join("j"), Arc::new(FakeThreads::new())).unwrap();
+        assert!(
+            a.apply(
+                &"sysctl:vm.swappiness".parse().unwrap(),
+                &Target::default(),
+                "1"
+            )
+            .is_err()
+        );
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "60");
+        assert!(a.active().is_empty());
+    }
+}
+
+/// The one test that touches the real machine: only as root, only `vm.stat_interval` (how often per-CPU
+/// vm statistics are folded; harmless), restored by a guard on every path and verified afterwards.
+#[cfg(test)]
+mod real_machine {
+    use super::super::threads::RealThreads;
+    use super::*;
+
+    const KNOB: &str = "/proc/sys/vm/stat_interval";
+
+    struct Guard(String);
+
+    impl Drop for Guard {
+        fn drop(&mut self) {
+            let _ = write_value(std::path::Path::new(KNOB), &self.0);
+        }
+    }
+
+    #[test]
+    fn harmless_sysctl_is_restored_on_every_path() {
+        let root = SysRoot::real();
+        let path = std::path::Path::new(KNOB);
+        if !root.privileged() || std::fs::OpenOptions::new().write(true).open(path).is_err() {
+            eprintln!("skipped: needs root and a writable {KNOB}");
+            return;
+        }
+        let original = read_trimmed(path).unwrap();
+        let _guard = Guard(original.clone());
+        let other = if original == "2" { "3" } else { "2" };
+        let knob: KnobId = "sysctl:vm.stat_interval".parse().unwrap();
+        let d = tempfile::tempdir().unwrap();
+        let jp = d.path().join("journal");
+        let threads: Arc<dyn ThreadOps> = Arc::new(RealThreads);
+
+        // Normal path: apply, restore.
+        let mut a = Applier::new(root.clone(), &jp, threads.clone()).unwrap();
+        a.apply(&knob, &Target::default(), other).unwrap();
+        assert_eq!(read_trimmed(path).unwrap(), other);
+        assert!(a.restore().iter().all(|n| !n.failed()));
+        assert_eq!(read_trimmed(path).unwrap(), original);
+
+        // Error path: the applier is dropped mid-configuration.
+        a.apply(&knob, &Target::default(), other).unwrap();
+        drop(a);
+        assert_eq!(read_trimmed(path).unwrap(), original);
+
+        // Crash path: nothing restores but the journal.
+        let mut a = Applier::new(root.clone(), &jp, threads.clone()).unwrap();
+        a.apply(&knob, &Target::default(), other).unwrap();
+        std::mem::forget(a);
+        assert_eq!(read_trimmed(path).unwrap(), other);
+        let notes = recover(&jp, threads.as_ref()).unwrap();
+        assert_eq!(notes.len(), 1, "{notes:?}");
+        assert_eq!(read_trimmed(path).unwrap(), original);
+    }
+}
