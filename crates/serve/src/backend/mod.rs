@@ -1,0 +1,61 @@
+//! Backends that answer requests: static files, reverse proxy and synthetic work. The HTTP layer and the
+//! scheduler know nothing about them; a route owns one [`Backend`] and the server calls it once per request.
+
+pub mod mime;
+pub mod proxy;
+pub mod static_files;
+pub mod synthetic;
+
+use crate::http::{Request, Response};
+
+/// Why a backend could not be built from its config.
+#[derive(Debug, thiserror::Error)]
+pub enum BackendError {
+    #[error("static root {path}: {source}")]
+    Root {
+        path: std::path::PathBuf,
+        source: std::io::Error,
+    },
+    #[error("static root {0} is not a directory")]
+    NotADirectory(std::path::PathBuf),
+    #[error("{field}: {msg}")]
+    Invalid { field: &'static str, msg: String },
+}
+
+/// The backend of one route.
+#[derive(Debug)]
+pub enum Backend {
+    Static(static_files::StaticBackend),
+    Proxy(proxy::ProxyBackend),
+    Synthetic(synthetic::SyntheticBackend),
+}
+
+impl Backend {
+    /// Answers one request (never fails: errors become 4xx/5xx responses).
+    pub async fn call(&self, req: &Request) -> Response {
+        match self {
+            Backend::Static(b) => b.call(req).await,
+            Backend::Proxy(b) => b.call(req).await,
+            Backend::Synthetic(b) => b.call(req).await,
+        }
+    }
+
+    /// What the backend knows of the request's size before serving it: a static file's size in bytes, a
+    /// synthetic request's work in microseconds; `None` when it cannot tell (a proxied request).
+    pub fn size_hint(&self, req: &Request) -> Option<u64> {
+        match self {
+            Backend::Static(b) => b.size_hint(req),
+            Backend::Proxy(_) => None,
+            Backend::Synthetic(b) => b.size_hint(req),
+        }
+    }
+
+    /// "static", "proxy" or "synthetic".
+    pub fn kind(&self) -> &'static str {
+        match self {
+            Backend::Static(_) => "static",
+            Backend::Proxy(_) => "proxy",
+            Backend::Synthetic(_) => "synthetic",
+        }
+    }
+}

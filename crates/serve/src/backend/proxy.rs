@@ -1,0 +1,658 @@
+//! The proxy backend: forwards requests to HTTP/1.1 upstreams (round-robin over the list) over a keep-alive
+//! connection pool, and maps upstream failures to gateway statuses:
+//! - connect refused or unreachable → 502; connect not done within `connect_timeout` → 504;
+//! - no (complete) response head within `read_timeout` → 504 (the timeout applies to each read);
+//! - a malformed response (bad head, bare LF, conflicting lengths, bad chunking, early close) → 502;
+//! - a pooled connection found closed by the upstream before any response byte → retried once on a new one.
+//!
+//! Hop-by-hop headers (Connection and those it names, Keep-Alive, Proxy-Connection, TE, Trailer,
+//! Transfer-Encoding, Upgrade) are dropped both ways; the client's address is appended to X-Forwarded-For.
+//! Responses with a Content-Length up to `buffer_max_bytes` are read whole; longer, chunked or
+//! close-delimited ones are streamed to the client as they arrive.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::{BufMut, Bytes, BytesMut};
+use serde::Deserialize;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::mpsc;
+
+use super::BackendError;
+use crate::http::duration;
+use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf};
+use crate::http::{Body, Request, Response};
+
+/// `[routes.proxy]`.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(default, deny_unknown_fields)]
+pub struct ProxyConfig {
+    /// `host:port` or `http://host:port` (port 80 when omitted); used round-robin.
+    pub upstreams: Vec<String>,
+    /// Time to establish an upstream connection; exceeded → 504.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub connect_timeout: Duration,
+    /// Time allowed for each read from the upstream (and each write to it); exceeded → 504.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub read_timeout: Duration,
+    /// Idle connections kept per upstream.
+    pub pool_max_idle: usize,
+    /// An idle pooled connection older than this is closed instead of reused.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub pool_idle_timeout: Duration,
+    /// Responses with a Content-Length up to this are buffered; others are streamed.
+    pub buffer_max_bytes: u64,
+    /// Largest upstream response head.
+    pub max_response_head_bytes: usize,
+}
+
+impl Default for ProxyConfig {
+    fn default() -> Self {
+        ProxyConfig {
+            upstreams: Vec::new(),
+            connect_timeout: Duration::from_secs(2),
+            read_timeout: Duration::from_secs(30),
+            pool_max_idle: 32,
+            pool_idle_timeout: Duration::from_secs(60),
+            buffer_max_bytes: 256 * 1024,
+            max_response_head_bytes: 16 * 1024,
+        }
+    }
+}
+
+#[derive(Debug)]
+struct UpConn {
+    stream: TcpStream,
+    buf: BytesMut,
+}
+
+#[derive(Debug)]
+struct Upstream {
+    addr: String,
+    idle: Mutex<Vec<(UpConn, Instant)>>,
+    max_idle: usize,
+    idle_timeout: Duration,
+}
+
+impl Upstream {
+    fn checkin(&self, conn: UpConn) {
+        if !conn.buf.is_empty() {
+            return;
+        }
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if idle.len() < self.max_idle {
+            idle.push((conn, Instant::now()));
+        }
+    }
+
+    fn checkout_idle(&self) -> Option<UpConn> {
+        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        while let Some((c, since)) = idle.pop() {
+            if since.elapsed() < self.idle_timeout {
+                return Some(c);
+            }
+        }
+        None
+    }
+}
+
+/// See the module documentation.
+#[derive(Debug)]
+pub struct ProxyBackend {
+    upstreams: Vec<Arc<Upstream>>,
+    next: AtomicUsize,
+    cfg: ProxyConfig,
+}
+
+enum ExchangeError {
+    /// The connection was closed before any response byte (a stale pooled connection).
+    Stale(String),
+    Timeout(String),
+    Bad(String),
+}
+
+/// Hop-by-hop headers never forwarded.
+fn hop_by_hop(name: &str) -> bool {
+    matches!(
+        name,
+        "connection"
+            | "keep-alive"
+            | "proxy-connection"
+            | "te"
+            | "trailer"
+            | "transfer-encoding"
+            | "upgrade"
+    )
+}
+
+fn parse_upstream(s: &str) -> Result<String, String> {
+    let t = s.trim();
+    let lower = t.to_ascii_lowercase();
+    if lower.starts_with("https://") {
+        return Err(format!("{s:?}: https upstreams are not supported"));
+    }
+    let hostport = if lower.starts_with("http://") {
+        &t[7..]
+    } else {
+        t
+    }
+    .trim_end_matches('/');
+    if hostport.is_empty() || hostport.contains(['/', '?', '#', ' ', '@']) {
+        return Err(format!("{s:?}: expected host:port or http://host:port"));
+    }
+    let has_port = if let Some(rest) = hostport.strip_prefix('[') {
+        rest.contains("]:")
+    } else {
+        hostport.contains(':')
+    };
+    if has_port {
+        let port = hostport.rsplit(':').next().unwrap_or("");
+        if port.parse::<u16>().is_err() {
+            return Err(format!("{s:?}: bad port {port:?}"));
+        }
+        Ok(hostport.to_string())
+    } else {
+        Ok(format!("{hostport}:80"))
+    }
+}
+
+impl ProxyBackend {
+    pub fn new(cfg: &ProxyConfig) -> Result<Self, BackendError> {
+        if cfg.upstreams.is_empty() {
+            return Err(BackendError::Invalid {
+                field: "upstreams",
+                msg: "at least one upstream is needed".into(),
+            });
+        }
+        let mut upstreams = Vec::new();
+        for u in &cfg.upstreams {
+            let addr = parse_upstream(u).map_err(|msg| BackendError::Invalid {
+                field: "upstreams",
+                msg,
+            })?;
+            upstreams.push(Arc::new(Upstream {
+                addr,
+                idle: Mutex::new(Vec::new()),
+                max_idle: cfg.pool_max_idle,
+                idle_timeout: cfg.pool_idle_timeout,
+            }));
+        }
+        Ok(ProxyBackend {
+            upstreams,
+            next: AtomicUsize::new(0),
+            cfg: cfg.clone(),
+        })
+    }
+
+    pub async fn call(&self, req: &Request) -> Response {
+        let i = self.next.fetch_add(1, Ordering::Relaxed) % self.upstreams.len();
+        let up = &self.upstreams[i];
+        let mut retried = false;
+        loop {
+            let (conn, reused) = match up.checkout_idle() {
+                Some(c) => (c, true),
+                None => match self.connect(up).await {
+                    Ok(c) => (c, false),
+                    Err(resp) => return resp,
+                },
+            };
+            match self.exchange(conn, req, up).await {
+                Ok(resp) => return resp,
+                Err(ExchangeError::Stale(_)) if reused && !retried => retried = true,
+                Err(ExchangeError::Stale(m)) | Err(ExchangeError::Bad(m)) => {
+                    tracing::debug!(upstream = %up.addr, "{m}");
+                    return Response::text(502, &format!("bad gateway: {m}"));
+                }
+                Err(ExchangeError::Timeout(m)) => {
+                    tracing::debug!(upstream = %up.addr, "{m}");
+                    return Response::text(504, &format!("gateway timeout: {m}"));
+                }
+            }
+        }
+    }
+
+    async fn connect(&self, up: &Upstream) -> Result<UpConn, Response> {
+        match tokio::time::timeout(
+            self.cfg.connect_timeout,
+            TcpStream::connect(up.addr.as_str()),
+        )
+        .await
+        {
+            Err(_) => Err(Response::text(
+                504,
+                &format!(
+                    "gateway timeout: connecting to upstream {} timed out",
+                    up.addr
+                ),
+            )),
+            Ok(Err(e)) => Err(Response::text(
+                502,
+                &format!("bad gateway: cannot connect to upstream {}: {e}", up.addr),
+            )),
+            Ok(Ok(stream)) => {
+                let _ = stream.set_nodelay(true);
+                Ok(UpConn {
+                    stream,
+                    buf: BytesMut::with_capacity(8 * 1024),
+                })
+            }
+        }
+    }
+
+    fn render_request(&self, req: &Request, up: &Upstream) -> BytesMut {
+        let mut out = BytesMut::with_capacity(512);
+        out.put_slice(req.method.as_bytes());
+        out.put_u8(b' ');
+        out.put_slice(origin_form(&req.target).as_bytes());
+        out.put_slice(b" HTTP/1.1\r\n");
+        let named: Vec<String> = req
+            .headers
+            .iter()
+            .filter(|(k, _)| k == "connection")
+            .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
+            .collect();
+        let mut xff: Option<String> = None;
+        let mut host = false;
+        for (k, v) in &req.headers {
+            if hop_by_hop(k)
+                || named.iter().any(|n| n == k)
+                || k == "content-length"
+                || k == "expect"
+            {
+                continue;
+            }
+            if k == "x-forwarded-for" {
+                match &mut xff {
+                    Some(x) => {
+                        x.push_str(", ");
+                        x.push_str(v);
+                    }
+                    None => xff = Some(v.clone()),
+                }
+                continue;
+            }
+            host |= k == "host";
+            put_header(&mut out, k, v);
+        }
+        if !host {
+            put_header(&mut out, "host", &up.addr);
+        }
+        let ip = req.peer.ip().to_string();
+        let xff = match xff {
+            Some(x) if !x.is_empty() => format!("{x}, {ip}"),
+            _ => ip,
+        };
+        put_header(&mut out, "x-forwarded-for", &xff);
+        if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
+            put_header(&mut out, "content-length", &req.body.len().to_string());
+        }
+        out.put_slice(b"\r\n");
+        out
+    }
+
+    async fn exchange(
+        &self,
+        mut conn: UpConn,
+        req: &Request,
+        up: &Arc<Upstream>,
+    ) -> Result<Response, ExchangeError> {
+        let t = self.cfg.read_timeout;
+        let head = self.render_request(req, up);
+        let write = async {
+            conn.stream.write_all(&head).await?;
+            if !req.body.is_empty() {
+                conn.stream.write_all(&req.body).await?;
+            }
+            Ok::<(), std::io::Error>(())
+        };
+        match tokio::time::timeout(t, write).await {
+            Err(_) => {
+                return Err(ExchangeError::Timeout(
+                    "writing to upstream timed out".into(),
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(ExchangeError::Stale(format!(
+                    "writing to upstream failed: {e}"
+                )));
+            }
+            Ok(Ok(())) => {}
+        }
+        conn.buf.clear();
+        let parsed = loop {
+            match self.parse_response_head(&conn.buf)? {
+                Some(p) if (100..200).contains(&p.status) => {
+                    if p.status == 101 {
+                        return Err(ExchangeError::Bad("upstream switched protocols".into()));
+                    }
+                    let _ = conn.buf.split_to(p.head_len);
+                    continue;
+                }
+                Some(p) => break p,
+                None => {}
+            }
+            conn.buf.reserve(8 * 1024);
+            match tokio::time::timeout(t, conn.stream.read_buf(&mut conn.buf)).await {
+                Err(_) => {
+                    return Err(ExchangeError::Timeout(
+                        "upstream did not answer in time".into(),
+                    ));
+                }
+                Ok(Ok(0)) | Ok(Err(_)) if conn.buf.is_empty() => {
+                    return Err(ExchangeError::Stale(
+                        "upstream closed the connection".into(),
+                    ));
+                }
+                Ok(Ok(0)) => return Err(ExchangeError::Bad("upstream closed mid-head".into())),
+                Ok(Err(e)) => {
+                    return Err(ExchangeError::Bad(format!("reading from upstream: {e}")));
+                }
+                Ok(Ok(_)) => {}
+            }
+        };
+        let _ = conn.buf.split_to(parsed.head_len);
+        let no_body = req.method == "HEAD" || parsed.status == 204 || parsed.status == 304;
+        let mut headers = parsed.headers;
+        if no_body {
+            if let Some(n) = parsed.content_length {
+                headers.push(("content-length".into(), n.to_string()));
+            }
+            if parsed.reusable {
+                up.checkin(conn);
+            }
+            return Ok(Response {
+                status: parsed.status,
+                headers,
+                body: Body::Empty,
+            });
+        }
+        let status = parsed.status;
+        match (parsed.content_length, parsed.chunked) {
+            (Some(n), _) if n <= self.cfg.buffer_max_bytes => {
+                let n = n as usize;
+                while conn.buf.len() < n {
+                    conn.buf.reserve(n - conn.buf.len());
+                    match tokio::time::timeout(t, conn.stream.read_buf(&mut conn.buf)).await {
+                        Err(_) => {
+                            return Err(ExchangeError::Timeout("upstream body timed out".into()));
+                        }
+                        Ok(Ok(0)) | Ok(Err(_)) => {
+                            return Err(ExchangeError::Bad("upstream closed mid-body".into()));
+                        }
+                        Ok(Ok(_)) => {}
+                    }
+                }
+                let body = conn.buf.split_to(n).freeze();
+                if parsed.reusable {
+                    up.checkin(conn);
+                }
+                Ok(Response {
+                    status,
+                    headers,
+                    body: Body::Bytes(body),
+                })
+            }
+            (len, chunked) => {
+                let (tx, rx) = mpsc::channel(8);
+                let up = up.clone();
+                let reusable = parsed.reusable && (len.is_some() || chunked);
+                tokio::spawn(stream_body(conn, up, tx, len, chunked, reusable, t));
+                Ok(Response {
+                    status,
+                    headers,
+                    body: Body::Stream { rx, len },
+                })
+            }
+        }
+    }
+
+    fn parse_response_head(&self, buf: &[u8]) -> Result<Option<ParsedHead>, ExchangeError> {
+        let mut storage = [httparse::EMPTY_HEADER; 100];
+        let mut resp = httparse::Response::new(&mut storage);
+        let head_len = match resp.parse(buf) {
+            Ok(httparse::Status::Complete(n)) => n,
+            Ok(httparse::Status::Partial) => {
+                if buf.len() > self.cfg.max_response_head_bytes {
+                    return Err(ExchangeError::Bad(
+                        "upstream response head too large".into(),
+                    ));
+                }
+                return Ok(None);
+            }
+            Err(e) => {
+                return Err(ExchangeError::Bad(format!(
+                    "malformed upstream response: {e}"
+                )));
+            }
+        };
+        if has_bare_lf(&buf[..head_len]) {
+            return Err(ExchangeError::Bad("bare LF in upstream response".into()));
+        }
+        let status = resp.code.unwrap_or(0);
+        if !(100..=999).contains(&status) {
+            return Err(ExchangeError::Bad("bad upstream status".into()));
+        }
+        let mut reusable = resp.version == Some(1);
+        let named: Vec<String> = resp
+            .headers
+            .iter()
+            .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+            .flat_map(|h| {
+                String::from_utf8_lossy(h.value)
+                    .split(',')
+                    .map(|t| t.trim().to_ascii_lowercase())
+                    .collect::<Vec<_>>()
+            })
+            .collect();
+        if named.iter().any(|n| n == "close") {
+            reusable = false;
+        }
+        let mut content_length: Option<u64> = None;
+        let mut chunked = false;
+        let mut headers = Vec::with_capacity(resp.headers.len());
+        for h in resp.headers.iter() {
+            let name = h.name.to_ascii_lowercase();
+            let value = String::from_utf8_lossy(h.value).trim().to_string();
+            if name == "content-length" {
+                let n: u64 = value
+                    .parse()
+                    .ok()
+                    .filter(|_| value.bytes().all(|b| b.is_ascii_digit()))
+                    .ok_or_else(|| ExchangeError::Bad("bad upstream Content-Length".into()))?;
+                if content_length.is_some_and(|c| c != n) {
+                    return Err(ExchangeError::Bad(
+                        "conflicting upstream Content-Length".into(),
+                    ));
+                }
+                content_length = Some(n);
+                continue;
+            }
+            if name == "transfer-encoding" {
+                if !value.eq_ignore_ascii_case("chunked") || chunked {
+                    return Err(ExchangeError::Bad(format!(
+                        "unsupported upstream Transfer-Encoding {value:?}"
+                    )));
+                }
+                chunked = true;
+                continue;
+            }
+            if hop_by_hop(&name) || named.contains(&name) {
+                continue;
+            }
+            headers.push((name, value));
+        }
+        if chunked && content_length.is_some() {
+            return Err(ExchangeError::Bad(
+                "upstream sent Content-Length with Transfer-Encoding".into(),
+            ));
+        }
+        if !chunked && content_length.is_none() && !(status == 204 || status == 304 || status < 200)
+        {
+            // close-delimited body
+            reusable = false;
+        }
+        Ok(Some(ParsedHead {
+            status,
+            headers,
+            content_length: if chunked { None } else { content_length },
+            chunked,
+            reusable,
+            head_len,
+        }))
+    }
+}
+
+struct ParsedHead {
+    status: u16,
+    headers: Vec<(String, String)>,
+    content_length: Option<u64>,
+    chunked: bool,
+    reusable: bool,
+    head_len: usize,
+}
+
+fn put_header(out: &mut BytesMut, k: &str, v: &str) {
+    out.put_slice(k.as_bytes());
+    out.put_slice(b": ");
+    out.put_slice(v.as_bytes());
+    out.put_slice(b"\r\n");
+}
+
+/// The origin-form of a request-target (absolute-form loses its scheme and authority).
+fn origin_form(target: &str) -> &str {
+    if target.starts_with('/') {
+        return target;
+    }
+    let lower = target.get(..8).unwrap_or(target).to_ascii_lowercase();
+    let rest = if lower.starts_with("http://") {
+        &target[7..]
+    } else if lower.starts_with("https://") {
+        &target[8..]
+    } else {
+        return "/";
+    };
+    match rest.find(['/', '?']) {
+        Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
+        _ => "/",
+    }
+}
+
+/// Streams the rest of a response body to the client's connection task; returns the upstream connection
+/// to the pool when the body ended cleanly on a reusable connection.
+async fn stream_body(
+    mut conn: UpConn,
+    up: Arc<Upstream>,
+    tx: mpsc::Sender<std::io::Result<Bytes>>,
+    len: Option<u64>,
+    chunked: bool,
+    reusable: bool,
+    t: Duration,
+) {
+    let mut left = len.unwrap_or(u64::MAX);
+    let mut dec = ChunkedDecoder::new(u64::MAX);
+    loop {
+        if chunked {
+            let mut out = BytesMut::new();
+            match dec.decode(&mut conn.buf, |c| out.extend_from_slice(c)) {
+                Ok(done) => {
+                    if !out.is_empty() && tx.send(Ok(out.freeze())).await.is_err() {
+                        return;
+                    }
+                    if done {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let msg = match e {
+                        ChunkError::Invalid(m) => m,
+                        ChunkError::TooLarge => "chunk too large",
+                    };
+                    let _ = tx
+                        .send(Err(std::io::Error::other(format!(
+                            "bad upstream chunking: {msg}"
+                        ))))
+                        .await;
+                    return;
+                }
+            }
+        } else if !conn.buf.is_empty() {
+            let k = (conn.buf.len() as u64).min(left) as usize;
+            let chunk = conn.buf.split_to(k).freeze();
+            left -= k as u64;
+            if tx.send(Ok(chunk)).await.is_err() {
+                return;
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        if left == 0 {
+            break;
+        }
+        conn.buf.reserve(64 * 1024);
+        match tokio::time::timeout(t, conn.stream.read_buf(&mut conn.buf)).await {
+            Err(_) => {
+                let _ = tx
+                    .send(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "upstream body timed out",
+                    )))
+                    .await;
+                return;
+            }
+            Ok(Ok(0)) | Ok(Err(_)) => {
+                if len.is_none() && !chunked {
+                    return; // close-delimited: the end of the connection is the end of the body
+                }
+                let _ = tx
+                    .send(Err(std::io::Error::other("upstream closed mid-body")))
+                    .await;
+                return;
+            }
+            Ok(Ok(_)) => {}
+        }
+    }
+    if reusable {
+        up.checkin(conn);
+    }
+}
+
+impl ProxyBackend {
+    /// The upstream addresses in use (`host:port`).
+    pub fn upstreams(&self) -> Vec<String> {
+        self.upstreams.iter().map(|u| u.addr.clone()).collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn upstream_addresses() {
+        assert_eq!(
+            parse_upstream("127.0.0.1:8080"),
+            Ok("127.0.0.1:8080".into())
+        );
+        assert_eq!(
+            parse_upstream("http://backend:81/"),
+            Ok("backend:81".into())
+        );
+        assert_eq!(parse_upstream("backend"), Ok("backend:80".into()));
+        assert_eq!(parse_upstream("[::1]:9000"), Ok("[::1]:9000".into()));
+        assert!(parse_upstream("https://x:1").is_err());
+        assert!(parse_upstream("x:notaport").is_err());
+        assert!(parse_upstream("x:1/path").is_err());
+        assert!(parse_upstream("").is_err());
+    }
+
+    #[test]
+    fn origin_forms() {
+        assert_eq!(origin_form("/a?b"), "/a?b");
+        assert_eq!(origin_form("http://h:1/x?y"), "/x?y");
+        assert_eq!(origin_form("http://h:1"), "/");
+        assert_eq!(origin_form("http://h?q"), "/");
+    }
+}

@@ -1,0 +1,278 @@
+//! The per-connection loop: read a head (within the head timeout), read its body (within the body limit),
+//! call the handler, write the response, and either go round again (keep-alive, pipelining) or close.
+//! One request at a time, so responses leave in request order; pipelined requests wait in the read buffer.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio::time::{Instant, timeout, timeout_at};
+
+use super::parse::{ChunkError, ChunkedDecoder, Framing, HeadError, parse_head};
+use super::write::{WriteCtx, write_response};
+use super::{Handler, Limits, Request, Response, shutdown_signalled};
+
+/// Initial read-buffer size; also the least free space kept before each read.
+const READ_CHUNK: usize = 8 * 1024;
+/// Buffers that grew beyond this (a large body) are given back between requests.
+const KEEP_CAPACITY: usize = 64 * 1024;
+/// After an error answer: how long and how much unread input to drain so the close does not turn into a
+/// reset that could destroy the answer before the client reads it.
+const LINGER_TIME: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 256 * 1024;
+
+enum ReadOutcome {
+    Data,
+    Closed,
+    TimedOut,
+}
+
+fn reserve(buf: &mut BytesMut) {
+    if buf.capacity() - buf.len() < 1024 {
+        buf.reserve(READ_CHUNK);
+    }
+}
+
+async fn read_until(stream: &mut TcpStream, buf: &mut BytesMut, deadline: Instant) -> ReadOutcome {
+    reserve(buf);
+    match timeout_at(deadline, stream.read_buf(buf)).await {
+        Err(_) => ReadOutcome::TimedOut,
+        Ok(Ok(0)) | Ok(Err(_)) => ReadOutcome::Closed,
+        Ok(Ok(_)) => ReadOutcome::Data,
+    }
+}
+
+pub(crate) async fn serve<H: Handler>(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    handler: Arc<H>,
+    limits: Arc<Limits>,
+    mut shutdown: watch::Receiver<bool>,
+) {
+    let _ = stream.set_nodelay(true);
+    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
+    let mut wbuf = BytesMut::with_capacity(4 * 1024);
+    let mut served: u64 = 0;
+    let accepted = Instant::now();
+    loop {
+        // Wait for the first byte of the next request: the head timeout on a fresh connection, the idle
+        // timeout between requests; shutdown closes a connection that is between requests.
+        let deadline = if rbuf.is_empty() {
+            let wait_until = if served == 0 {
+                accepted + limits.head_timeout
+            } else {
+                Instant::now() + limits.idle_timeout
+            };
+            reserve(&mut rbuf);
+            let r = tokio::select! {
+                biased;
+                r = timeout_at(wait_until, stream.read_buf(&mut rbuf)) => r,
+                _ = shutdown_signalled(&mut shutdown) => return,
+            };
+            match r {
+                Ok(Ok(n)) if n > 0 => {}
+                _ => return,
+            }
+            if served == 0 {
+                accepted + limits.head_timeout
+            } else {
+                Instant::now() + limits.head_timeout
+            }
+        } else {
+            Instant::now() + limits.head_timeout
+        };
+
+        let head = loop {
+            match parse_head(&rbuf, limits.max_head_bytes) {
+                Ok(h) => break h,
+                Err(HeadError::Status(status, msg)) => {
+                    return fail(stream, &mut wbuf, status, msg, &limits).await;
+                }
+                Err(HeadError::Partial) => match read_until(&mut stream, &mut rbuf, deadline).await
+                {
+                    ReadOutcome::Data => {}
+                    ReadOutcome::Closed => return,
+                    ReadOutcome::TimedOut => {
+                        return fail(
+                            stream,
+                            &mut wbuf,
+                            408,
+                            "request head not received in time",
+                            &limits,
+                        )
+                        .await;
+                    }
+                },
+            }
+        };
+        rbuf.advance(head.len);
+
+        let body = match head.framing {
+            Framing::None => Bytes::new(),
+            Framing::Length(n) => {
+                if n > limits.max_body_bytes {
+                    return fail(stream, &mut wbuf, 413, "request body too large", &limits).await;
+                }
+                let n = n as usize;
+                if head.expect_continue
+                    && rbuf.is_empty()
+                    && stream
+                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+                while rbuf.len() < n {
+                    rbuf.reserve((n - rbuf.len()).min(1 << 20));
+                    match read_until(&mut stream, &mut rbuf, Instant::now() + limits.head_timeout)
+                        .await
+                    {
+                        ReadOutcome::Data => {}
+                        ReadOutcome::Closed => return,
+                        ReadOutcome::TimedOut => {
+                            return fail(
+                                stream,
+                                &mut wbuf,
+                                408,
+                                "request body not received in time",
+                                &limits,
+                            )
+                            .await;
+                        }
+                    }
+                }
+                rbuf.split_to(n).freeze()
+            }
+            Framing::Chunked => {
+                if head.expect_continue
+                    && rbuf.is_empty()
+                    && stream
+                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+                let mut dec = ChunkedDecoder::new(limits.max_body_bytes);
+                let mut body = BytesMut::new();
+                loop {
+                    match dec.decode(&mut rbuf, |c| body.extend_from_slice(c)) {
+                        Ok(true) => break,
+                        Ok(false) => match read_until(
+                            &mut stream,
+                            &mut rbuf,
+                            Instant::now() + limits.head_timeout,
+                        )
+                        .await
+                        {
+                            ReadOutcome::Data => {}
+                            ReadOutcome::Closed => return,
+                            ReadOutcome::TimedOut => {
+                                return fail(
+                                    stream,
+                                    &mut wbuf,
+                                    408,
+                                    "request body not received in time",
+                                    &limits,
+                                )
+                                .await;
+                            }
+                        },
+                        Err(ChunkError::TooLarge) => {
+                            return fail(stream, &mut wbuf, 413, "request body too large", &limits)
+                                .await;
+                        }
+                        Err(ChunkError::Invalid(msg)) => {
+                            return fail(stream, &mut wbuf, 400, msg, &limits).await;
+                        }
+                    }
+                }
+                body.freeze()
+            }
+        };
+
+        let head_request = head.method == "HEAD";
+        let version = head.version;
+        let keep_alive = head.keep_alive;
+        let req = Request {
+            method: head.method,
+            target: head.target,
+            path: head.path,
+            query: head.query,
+            version,
+            headers: head.headers,
+            body,
+            peer,
+            keep_alive,
+        };
+        let resp = handler.handle(req).await;
+        served += 1;
+        let keep = keep_alive
+            && !*shutdown.borrow()
+            && limits
+                .max_requests_per_connection
+                .is_none_or(|m| served < m);
+        let mut ctx = WriteCtx {
+            version,
+            head_request,
+            keep_alive: keep,
+            write_timeout: limits.idle_timeout,
+        };
+        if write_response(&mut stream, &mut wbuf, resp, &mut ctx)
+            .await
+            .is_err()
+        {
+            return;
+        }
+        if !ctx.keep_alive {
+            return linger_close(stream).await;
+        }
+        if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
+            rbuf = BytesMut::with_capacity(READ_CHUNK);
+        }
+        if wbuf.capacity() > KEEP_CAPACITY {
+            wbuf = BytesMut::with_capacity(4 * 1024);
+        }
+    }
+}
+
+/// Answers a request the connection cannot go on from, then closes.
+async fn fail(mut stream: TcpStream, wbuf: &mut BytesMut, status: u16, msg: &str, limits: &Limits) {
+    tracing::debug!(status, msg, "closing connection after a bad request");
+    let mut ctx = WriteCtx {
+        version: super::Version::Http11,
+        head_request: false,
+        keep_alive: false,
+        write_timeout: limits.idle_timeout.min(Duration::from_secs(5)),
+    };
+    if write_response(&mut stream, wbuf, Response::text(status, msg), &mut ctx)
+        .await
+        .is_ok()
+    {
+        linger_close(stream).await;
+    }
+}
+
+/// Half-closes, then drains (bounded) what the client still sends, so the kernel does not answer unread
+/// input with a reset that would discard our last response.
+async fn linger_close(mut stream: TcpStream) {
+    if stream.shutdown().await.is_err() {
+        return;
+    }
+    let mut sink = [0u8; 8192];
+    let mut drained = 0usize;
+    let _ = timeout(LINGER_TIME, async {
+        while drained < LINGER_BYTES {
+            match stream.read(&mut sink).await {
+                Ok(0) | Err(_) => break,
+                Ok(n) => drained += n,
+            }
+        }
+    })
+    .await;
+}

@@ -1,0 +1,153 @@
+//! Durations in config files as human strings ("250ms", "10s", "2m"): the one parser and serde helpers that
+//! every duration field of ordo-serve's TOML uses.
+
+use std::time::Duration;
+
+use serde::{Deserialize, Deserializer, Serializer};
+
+/// Parses `<number><unit>` with unit `ns`, `us`, `ms`, `s`, `m` or `h`; the number may have a fraction
+/// ("1.5s"). A bare number is refused because its unit would be a guess.
+pub fn parse(s: &str) -> Result<Duration, String> {
+    let t = s.trim();
+    let split = t
+        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
+        .ok_or_else(|| {
+            format!("invalid duration {s:?}: missing unit (e.g. \"250ms\", \"10s\", \"2m\")")
+        })?;
+    let (num, unit) = t.split_at(split);
+    let scale_ns: f64 = match unit.trim() {
+        "ns" => 1.0,
+        "us" | "µs" => 1e3,
+        "ms" => 1e6,
+        "s" => 1e9,
+        "m" | "min" => 60e9,
+        "h" => 3600e9,
+        other => {
+            return Err(format!(
+                "invalid duration {s:?}: unknown unit {other:?} (use ns, us, ms, s, m or h)"
+            ));
+        }
+    };
+    if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1
+    {
+        return Err(format!(
+            "invalid duration {s:?}: expected a number before the unit"
+        ));
+    }
+    if let Ok(n) = num.parse::<u64>() {
+        let ns = (n as u128) * (scale_ns as u128);
+        return u64::try_from(ns)
+            .map(Duration::from_nanos)
+            .map_err(|_| format!("invalid duration {s:?}: too large"));
+    }
+    let n: f64 = num
+        .parse()
+        .map_err(|_| format!("invalid duration {s:?}: expected a number before the unit"))?;
+    let ns = n * scale_ns;
+    if !ns.is_finite() || ns > u64::MAX as f64 {
+        return Err(format!("invalid duration {s:?}: too large"));
+    }
+    Ok(Duration::from_nanos(ns as u64))
+}
+
+/// Formats a duration the way [`parse`] reads it back, in the largest unit that keeps it exact.
+pub fn format(d: Duration) -> String {
+    let ns = d.as_nanos();
+    for (unit, scale) in [
+        ("h", 3_600_000_000_000u128),
+        ("m", 60_000_000_000),
+        ("s", 1_000_000_000),
+        ("ms", 1_000_000),
+        ("us", 1_000),
+    ] {
+        if ns >= scale && ns % scale == 0 {
+            return format!("{}{unit}", ns / scale);
+        }
+    }
+    format!("{ns}ns")
+}
+
+/// `#[serde(deserialize_with = "crate::http::duration::deserialize")]` for a `Duration` field.
+pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    let s = String::deserialize(d)?;
+    parse(&s).map_err(serde::de::Error::custom)
+}
+
+/// The same helper under the name the interface in SERVE.md uses.
+pub fn deserialize_duration<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
+    deserialize(d)
+}
+
+/// For an `Option<Duration>` field (combine with `#[serde(default)]`).
+pub fn deserialize_opt<'de, D: Deserializer<'de>>(d: D) -> Result<Option<Duration>, D::Error> {
+    let s = Option::<String>::deserialize(d)?;
+    s.map(|s| parse(&s).map_err(serde::de::Error::custom))
+        .transpose()
+}
+
+/// `#[serde(serialize_with = "crate::http::duration::serialize")]`: writes the string form.
+pub fn serialize<S: Serializer>(d: &Duration, s: S) -> Result<S::Ok, S::Error> {
+    s.serialize_str(&format(*d))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn parses_units() {
+        assert_eq!(parse("250ms"), Ok(Duration::from_millis(250)));
+        assert_eq!(parse("10s"), Ok(Duration::from_secs(10)));
+        assert_eq!(parse("2m"), Ok(Duration::from_secs(120)));
+        assert_eq!(parse("1h"), Ok(Duration::from_secs(3600)));
+        assert_eq!(parse("500us"), Ok(Duration::from_micros(500)));
+        assert_eq!(parse("1.5s"), Ok(Duration::from_millis(1500)));
+        assert_eq!(parse(" 7ns "), Ok(Duration::from_nanos(7)));
+    }
+
+    #[test]
+    fn refuses_garbage() {
+        for bad in [
+            "",
+            "10",
+            "s",
+            "1.s",
+            ".5s",
+            "1..2s",
+            "10 parsecs",
+            "-1s",
+            "99999999999999999999h",
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?} should be refused");
+        }
+        assert!(parse("10").unwrap_err().contains("missing unit"));
+    }
+
+    #[test]
+    fn format_round_trips() {
+        for d in [
+            Duration::from_millis(250),
+            Duration::from_secs(120),
+            Duration::from_nanos(1234),
+            Duration::from_secs(7200),
+        ] {
+            assert_eq!(parse(&format(d)), Ok(d));
+        }
+    }
+
+    #[test]
+    fn serde_field() {
+        #[derive(Deserialize)]
+        struct C {
+            #[serde(deserialize_with = "deserialize")]
+            t: Duration,
+        }
+        let c: C = toml::from_str("t = \"250ms\"").unwrap();
+        assert_eq!(c.t, Duration::from_millis(250));
+        let e = toml::from_str::<C>("t = \"5 fortnights\"")
+            .err()
+            .unwrap()
+            .to_string();
+        assert!(e.contains("unknown unit"), "{e}");
+    }
+}

@@ -1,0 +1,348 @@
+//! HTTP/1.x server side: the request/response types the rest of ordo-serve sees, the limits, the accept loop
+//! and the per-connection loop (no hyper: httparse for heads, hand-written framing).
+//!
+//! Behaviour worth knowing (the details live in docs/serve.md and the module docs below):
+//! - keep-alive is the default for HTTP/1.1 and opt-in (`Connection: keep-alive`) for HTTP/1.0; pipelined
+//!   requests wait in the read buffer and are answered one after the other, in order;
+//! - limits answer with their status and then close: head > `max_head_bytes` → 431, head not complete within
+//!   `head_timeout` → 408, body > `max_body_bytes` → 413; an idle keep-alive connection is closed silently;
+//!   beyond `max_connections` the accept loop stops accepting (the kernel backlog holds the newcomers);
+//! - anything that could let a request be smuggled (duplicate or conflicting Content-Length, Content-Length
+//!   with Transfer-Encoding, a Transfer-Encoding other than a single `chunked`, bad chunk sizes, bare LF,
+//!   obs-fold, invalid header bytes) is answered 400 and the connection is closed.
+
+mod conn;
+pub mod date;
+pub mod duration;
+pub(crate) mod parse;
+mod write;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::Bytes;
+use serde::Deserialize;
+use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{Semaphore, mpsc, watch};
+
+pub use parse::{percent_decode_component, reason_phrase};
+
+/// The protocol version of a request.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Version {
+    Http10,
+    Http11,
+}
+
+impl Version {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Version::Http10 => "HTTP/1.0",
+            Version::Http11 => "HTTP/1.1",
+        }
+    }
+}
+
+/// One parsed request with its whole body (bounded by [`Limits::max_body_bytes`], chunked framing decoded).
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The method as sent (a validated token, case preserved).
+    pub method: String,
+    /// The raw request-target.
+    pub target: String,
+    /// Percent-decoded, normalised path without the query (`.` and `..` segments resolved; a `..` that would
+    /// climb above `/` is refused with 400 before a handler sees it).
+    pub path: String,
+    /// The raw query string (without `?`), if any.
+    pub query: Option<String>,
+    pub version: Version,
+    /// Header names lower-cased, values trimmed, in the order received.
+    pub headers: Vec<(String, String)>,
+    pub body: Bytes,
+    pub peer: SocketAddr,
+    /// Whether the client asked to keep the connection open after this request.
+    pub keep_alive: bool,
+}
+
+impl Request {
+    /// A request for tests and tools: GET, HTTP/1.1, no headers, peer 127.0.0.1:0.
+    pub fn get(target: &str) -> Request {
+        let (path, query) = match target.split_once('?') {
+            Some((p, q)) => (p.to_string(), Some(q.to_string())),
+            None => (target.to_string(), None),
+        };
+        Request {
+            method: "GET".into(),
+            target: target.into(),
+            path,
+            query,
+            version: Version::Http11,
+            headers: Vec::new(),
+            body: Bytes::new(),
+            peer: SocketAddr::from(([127, 0, 0, 1], 0)),
+            keep_alive: true,
+        }
+    }
+
+    /// The first header with this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+
+    /// The value of a cookie from the `Cookie` header(s), as sent.
+    pub fn cookie(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .filter(|(k, _)| k == "cookie")
+            .flat_map(|(_, v)| v.split(';'))
+            .filter_map(|pair| pair.trim().split_once('='))
+            .find(|(k, _)| *k == name)
+            .map(|(_, v)| v.trim_matches('"'))
+    }
+
+    /// The first value of a query parameter, percent-decoded (`+` is a space). A parameter present without
+    /// `=` yields an empty string.
+    pub fn query_param(&self, name: &str) -> Option<String> {
+        let q = self.query.as_deref()?;
+        for pair in q.split('&') {
+            let (k, v) = pair.split_once('=').unwrap_or((pair, ""));
+            if k == name || percent_decode_component(k).as_deref() == Some(name) {
+                return Some(percent_decode_component(v).unwrap_or_else(|| v.to_string()));
+            }
+        }
+        None
+    }
+}
+
+/// A response body. The HTTP layer derives the framing from it: `Content-Length` for every variant whose
+/// length is known, chunked (HTTP/1.1) or close-delimited (HTTP/1.0) for a stream of unknown length.
+#[derive(Debug)]
+pub enum Body {
+    Empty,
+    Bytes(Bytes),
+    /// `len` bytes of `file` from `offset`, streamed in chunks (never loaded whole).
+    File {
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+    },
+    /// A body with header lines rendered ahead of time (each line ends in CRLF, e.g. the static backend's
+    /// Content-Type, ETag and Last-Modified of a cached file); written after the response's `headers`.
+    /// Content-Length is still written by the HTTP layer from `body`.
+    Prerendered {
+        head: Bytes,
+        body: Bytes,
+    },
+    /// Chunks produced by another task (a proxied response). `len`, when known, becomes Content-Length and
+    /// must be the exact total. An `Err` chunk aborts the response: the connection is closed.
+    Stream {
+        rx: mpsc::Receiver<std::io::Result<Bytes>>,
+        len: Option<u64>,
+    },
+}
+
+impl Body {
+    /// The body's length when known in advance.
+    pub fn len(&self) -> Option<u64> {
+        match self {
+            Body::Empty => Some(0),
+            Body::Bytes(b) => Some(b.len() as u64),
+            Body::File { len, .. } => Some(*len),
+            Body::Prerendered { body, .. } => Some(body.len() as u64),
+            Body::Stream { len, .. } => *len,
+        }
+    }
+
+    /// True for a body known to be empty.
+    pub fn is_empty(&self) -> bool {
+        self.len() == Some(0)
+    }
+}
+
+/// A response. `Content-Length`, `Transfer-Encoding`, `Connection`, `Date` and `Server` are written by the
+/// HTTP layer and dropped from `headers` — except that a handler's `Content-Length` is kept on answers to HEAD
+/// and on 304 (a proxy passes the upstream's), and `Connection: close` from a handler closes the connection.
+#[derive(Debug)]
+pub struct Response {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: Body,
+}
+
+impl Response {
+    /// An empty response with this status.
+    pub fn new(status: u16) -> Self {
+        Response {
+            status,
+            headers: Vec::new(),
+            body: Body::Empty,
+        }
+    }
+
+    /// A `text/plain` response; a newline is appended to `msg` when it lacks one.
+    pub fn text(status: u16, msg: &str) -> Self {
+        let mut s = String::with_capacity(msg.len() + 1);
+        s.push_str(msg);
+        if !s.ends_with('\n') {
+            s.push('\n');
+        }
+        Response {
+            status,
+            headers: vec![(
+                "content-type".to_string(),
+                "text/plain; charset=utf-8".to_string(),
+            )],
+            body: Body::Bytes(Bytes::from(s)),
+        }
+    }
+
+    /// A response with this body and Content-Type.
+    pub fn bytes(status: u16, content_type: &str, body: Bytes) -> Self {
+        Response {
+            status,
+            headers: vec![("content-type".to_string(), content_type.to_string())],
+            body: Body::Bytes(body),
+        }
+    }
+
+    /// Adds a header (names are written as given).
+    pub fn with_header(mut self, name: impl Into<String>, value: impl Into<String>) -> Self {
+        self.headers.push((name.into(), value.into()));
+        self
+    }
+
+    /// The first header with this name (case-insensitive).
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// What answers requests. Runs once per request; responses on one connection are written in request order.
+pub trait Handler: Send + Sync + 'static {
+    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send;
+}
+
+/// Connection and request limits (TOML: the `[limits]` table; durations as strings such as "10s").
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct Limits {
+    /// Largest request head (request line + headers); larger → 431 and close.
+    pub max_head_bytes: usize,
+    /// Time allowed to receive a whole head (from accept for the first request, from its first byte for
+    /// later ones), and between two reads of a body; exceeded → 408 and close.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub head_timeout: Duration,
+    /// Largest request body (after chunked decoding); larger → 413 and close.
+    pub max_body_bytes: u64,
+    /// How long a kept-alive connection may sit idle between requests; then it is closed silently. Also
+    /// bounds each write of a response to a client that does not read.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub idle_timeout: Duration,
+    /// Open client connections at most; beyond it the listener stops accepting until one closes.
+    pub max_connections: usize,
+    /// Requests served on one connection before it is closed (`Connection: close` on the last one).
+    pub max_requests_per_connection: Option<u64>,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Limits {
+            max_head_bytes: 16 * 1024,
+            head_timeout: Duration::from_secs(10),
+            max_body_bytes: 1024 * 1024,
+            idle_timeout: Duration::from_secs(60),
+            max_connections: 10_000,
+            max_requests_per_connection: None,
+        }
+    }
+}
+
+/// Resolves once `shutdown` carries `true`; never resolves if every sender is gone without signalling.
+pub(crate) async fn shutdown_signalled(shutdown: &mut watch::Receiver<bool>) {
+    loop {
+        if *shutdown.borrow_and_update() {
+            return;
+        }
+        if shutdown.changed().await.is_err() {
+            if *shutdown.borrow() {
+                return;
+            }
+            std::future::pending::<()>().await;
+        }
+    }
+}
+
+/// Accept loop: enforces `max_connections` (by not accepting beyond it: newcomers wait in the kernel's
+/// backlog), spawns [`serve_connection`] per socket, stops accepting when `shutdown` becomes true, then waits
+/// for the open connections to finish their in-flight request (idle ones close at once).
+pub async fn run_listener<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    limits: Arc<Limits>,
+    mut shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    let max = limits
+        .max_connections
+        .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
+    let slots = Arc::new(Semaphore::new(max));
+    loop {
+        let permit = tokio::select! {
+            biased;
+            _ = shutdown_signalled(&mut shutdown) => break,
+            p = slots.clone().acquire_owned() => match p {
+                Ok(p) => p,
+                Err(_) => break,
+            },
+        };
+        let accepted = tokio::select! {
+            biased;
+            _ = shutdown_signalled(&mut shutdown) => break,
+            r = listener.accept() => r,
+        };
+        match accepted {
+            Ok((stream, peer)) => {
+                let handler = handler.clone();
+                let limits = limits.clone();
+                let shutdown = shutdown.clone();
+                tokio::spawn(async move {
+                    serve_connection(stream, peer, handler, limits, shutdown).await;
+                    drop(permit);
+                });
+            }
+            Err(e) => {
+                use std::io::ErrorKind::*;
+                if !matches!(
+                    e.kind(),
+                    ConnectionAborted | ConnectionReset | Interrupted | WouldBlock
+                ) {
+                    // EMFILE/ENFILE/ENOBUFS: back off instead of spinning.
+                    tracing::warn!(error = %e, "accept failed");
+                    tokio::time::sleep(Duration::from_millis(50)).await;
+                }
+            }
+        }
+    }
+    drop(listener);
+    // Every connection holds a permit until it ends: having them all back means all connections are done.
+    let _all = slots.acquire_many(max as u32).await;
+    Ok(())
+}
+
+/// Serves one client connection until it closes, a limit closes it, or shutdown closes it between requests.
+pub async fn serve_connection<H: Handler>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    handler: Arc<H>,
+    limits: Arc<Limits>,
+    shutdown: watch::Receiver<bool>,
+) {
+    conn::serve(stream, peer, handler, limits, shutdown).await
+}

@@ -1,0 +1,794 @@
+//! Request-head parsing and message framing, strict where leniency would let a request be smuggled: httparse
+//! does the tokenising, this module adds the HTTP/1.1 rules httparse leaves to its caller (bare LF, one
+//! Content-Length, only `chunked`, Host) and the chunked decoder shared with the proxy backend.
+
+use bytes::{Buf, BytesMut};
+
+use super::Version;
+
+/// Most headers a request may carry; more → 431.
+pub(crate) const MAX_HEADERS: usize = 100;
+/// Longest chunk-size line (with extensions) or trailer section accepted in a chunked body.
+const MAX_CHUNK_LINE: usize = 4096;
+const MAX_TRAILER_BYTES: usize = 16 * 1024;
+
+/// How a message body is delimited.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Framing {
+    None,
+    Length(u64),
+    Chunked,
+}
+
+/// A request head turned into owned parts.
+#[derive(Debug)]
+pub(crate) struct Head {
+    pub method: String,
+    pub target: String,
+    pub path: String,
+    pub query: Option<String>,
+    pub version: Version,
+    pub headers: Vec<(String, String)>,
+    pub framing: Framing,
+    pub keep_alive: bool,
+    pub expect_continue: bool,
+    /// Bytes of the head in the buffer, including the final CRLF CRLF.
+    pub len: usize,
+}
+
+/// Why a head could not be parsed: the status to answer with (and then close).
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum HeadError {
+    /// Not complete yet.
+    Partial,
+    Status(u16, &'static str),
+}
+
+fn bad(msg: &'static str) -> HeadError {
+    HeadError::Status(400, msg)
+}
+
+/// Parses a request head from the start of `buf`.
+pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError> {
+    let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut storage);
+    let len = match req.parse(buf) {
+        Ok(httparse::Status::Complete(n)) => n,
+        Ok(httparse::Status::Partial) => {
+            return Err(if buf.len() > max_head {
+                HeadError::Status(431, "request head too large")
+            } else {
+                HeadError::Partial
+            });
+        }
+        Err(httparse::Error::TooManyHeaders) => {
+            return Err(HeadError::Status(431, "too many headers"));
+        }
+        Err(httparse::Error::Version) => {
+            return Err(if looks_like_other_version(buf) {
+                HeadError::Status(505, "HTTP version not supported")
+            } else {
+                bad("bad request line")
+            });
+        }
+        Err(httparse::Error::Token) | Err(httparse::Error::Status) => {
+            return Err(bad("bad request line"));
+        }
+        Err(_) => return Err(bad("malformed header")),
+    };
+    if len > max_head {
+        return Err(HeadError::Status(431, "request head too large"));
+    }
+    // httparse accepts a bare LF as a line end; HTTP/1.1 servers must not (a front end and a back end that
+    // disagree on line ends is a classic smuggling vector).
+    if has_bare_lf(&buf[..len]) {
+        return Err(bad("bare LF in request head"));
+    }
+    let version = match req.version {
+        Some(0) => Version::Http10,
+        Some(1) => Version::Http11,
+        _ => return Err(HeadError::Status(505, "HTTP version not supported")),
+    };
+    let method = req.method.unwrap_or("");
+    let target = req.path.unwrap_or("");
+    let (path, query) = split_target(method, target)?;
+
+    let mut headers = Vec::with_capacity(req.headers.len());
+    let mut content_length: Option<u64> = None;
+    let mut chunked = false;
+    let mut host_seen = false;
+    let mut conn_close = false;
+    let mut conn_keep_alive = false;
+    let mut expect_continue = false;
+    for h in req.headers.iter() {
+        let name = h.name.to_ascii_lowercase();
+        let value = match std::str::from_utf8(h.value) {
+            Ok(v) => v.trim_matches(|c| c == ' ' || c == '\t').to_string(),
+            Err(_) => String::from_utf8_lossy(h.value).trim().to_string(),
+        };
+        match name.as_str() {
+            "content-length" => {
+                if content_length.is_some() {
+                    return Err(bad("more than one Content-Length"));
+                }
+                content_length =
+                    Some(parse_content_length(&value).ok_or(bad("invalid Content-Length"))?);
+            }
+            "transfer-encoding" => {
+                if chunked {
+                    return Err(bad("more than one Transfer-Encoding"));
+                }
+                if !value.eq_ignore_ascii_case("chunked") {
+                    return Err(bad("Transfer-Encoding other than chunked"));
+                }
+                chunked = true;
+            }
+            "host" => {
+                if host_seen {
+                    return Err(bad("more than one Host"));
+                }
+                host_seen = true;
+            }
+            "connection" => {
+                for tok in value.split(',') {
+                    let tok = tok.trim();
+                    if tok.eq_ignore_ascii_case("close") {
+                        conn_close = true;
+                    } else if tok.eq_ignore_ascii_case("keep-alive") {
+                        conn_keep_alive = true;
+                    }
+                }
+            }
+            "expect" => {
+                if value.eq_ignore_ascii_case("100-continue") {
+                    expect_continue = version == Version::Http11;
+                } else {
+                    return Err(HeadError::Status(417, "unsupported Expect"));
+                }
+            }
+            _ => {}
+        }
+        headers.push((name, value));
+    }
+    if version == Version::Http11 && !host_seen {
+        return Err(bad("missing Host header"));
+    }
+    let framing = match (content_length, chunked) {
+        (Some(_), true) => return Err(bad("Content-Length together with Transfer-Encoding")),
+        (None, true) if version == Version::Http10 => {
+            return Err(bad("Transfer-Encoding in HTTP/1.0"));
+        }
+        (None, true) => Framing::Chunked,
+        (Some(0), false) | (None, false) => Framing::None,
+        (Some(n), false) => Framing::Length(n),
+    };
+    let keep_alive = match version {
+        Version::Http11 => !conn_close,
+        Version::Http10 => conn_keep_alive && !conn_close,
+    };
+    Ok(Head {
+        method: method.to_string(),
+        target: target.to_string(),
+        path,
+        query,
+        version,
+        headers,
+        framing,
+        keep_alive,
+        expect_continue: expect_continue && framing != Framing::None,
+        len,
+    })
+}
+
+fn parse_content_length(v: &str) -> Option<u64> {
+    if v.is_empty() || v.len() > 19 || !v.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    v.parse().ok()
+}
+
+/// A request line that names some other HTTP version (`HTTP/2.0`, `HTTP/1.2`) earns 505, garbage 400.
+fn looks_like_other_version(buf: &[u8]) -> bool {
+    let line_end = buf
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(buf.len());
+    let line = &buf[..line_end];
+    if line.iter().filter(|&&b| b == b' ').count() != 2 {
+        return false;
+    }
+    let Some(sp) = line.iter().rposition(|&b| b == b' ') else {
+        return false;
+    };
+    let v = &line[sp + 1..];
+    v.len() >= 6
+        && v.starts_with(b"HTTP/")
+        && v[5..].iter().all(|b| b.is_ascii_digit() || *b == b'.')
+        && v[5].is_ascii_digit()
+}
+
+pub(crate) fn has_bare_lf(head: &[u8]) -> bool {
+    let mut prev = 0u8;
+    for &b in head {
+        if b == b'\n' && prev != b'\r' {
+            return true;
+        }
+        prev = b;
+    }
+    false
+}
+
+/// Splits a request-target into the normalised, decoded path and the raw query.
+fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), HeadError> {
+    let origin = if target.starts_with('/') {
+        target
+    } else if target == "*" {
+        if method == "OPTIONS" {
+            return Ok(("*".to_string(), None));
+        }
+        return Err(bad("bad request target"));
+    } else if let Some(rest) = strip_scheme(target) {
+        // absolute-form: drop the authority.
+        match rest.find(['/', '?']) {
+            Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
+            _ => "/",
+        }
+    } else {
+        return Err(bad("bad request target"));
+    };
+    let (raw_path, query) = match origin.split_once('?') {
+        Some((p, q)) => (p, Some(q.to_string())),
+        None => (origin, None),
+    };
+    let decoded = decode_path(raw_path).ok_or(bad("bad percent-encoding in path"))?;
+    let path = normalise(&decoded).ok_or(bad("path escapes the root"))?;
+    Ok((path, query))
+}
+
+fn strip_scheme(t: &str) -> Option<&str> {
+    let lower = t.get(..8).unwrap_or(t).to_ascii_lowercase();
+    if lower.starts_with("http://") {
+        Some(&t[7..])
+    } else if lower.starts_with("https://") {
+        Some(&t[8..])
+    } else {
+        None
+    }
+}
+
+fn hex(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Percent-decodes a path; refuses bad escapes, control bytes (NUL included) and non-UTF-8 results.
+fn decode_path(raw: &str) -> Option<String> {
+    if !raw.contains('%') {
+        if raw.bytes().any(|b| b < 0x20 || b == 0x7f) {
+            return None;
+        }
+        return Some(raw.to_string());
+    }
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let c = if b[i] == b'%' {
+            let hi = hex(*b.get(i + 1)?)?;
+            let lo = hex(*b.get(i + 2)?)?;
+            i += 3;
+            hi << 4 | lo
+        } else {
+            i += 1;
+            b[i - 1]
+        };
+        if c < 0x20 || c == 0x7f {
+            return None;
+        }
+        out.push(c);
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Percent-decodes a query component (`+` is a space); `None` on a bad escape or non-UTF-8 result.
+pub fn percent_decode_component(raw: &str) -> Option<String> {
+    if !raw.contains(['%', '+']) {
+        return Some(raw.to_string());
+    }
+    let b = raw.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        match b[i] {
+            b'%' => {
+                let hi = hex(*b.get(i + 1)?)?;
+                let lo = hex(*b.get(i + 2)?)?;
+                out.push(hi << 4 | lo);
+                i += 3;
+            }
+            b'+' => {
+                out.push(b' ');
+                i += 1;
+            }
+            c => {
+                out.push(c);
+                i += 1;
+            }
+        }
+    }
+    String::from_utf8(out).ok()
+}
+
+/// Resolves `.` and `..` segments and collapses empty ones, keeping a trailing slash. `None` when `..`
+/// would climb above the root.
+fn normalise(path: &str) -> Option<String> {
+    if !path.contains("/.") && !path.contains("//") {
+        return Some(path.to_string());
+    }
+    let mut segs: Vec<&str> = Vec::new();
+    let mut trailing = path.ends_with('/');
+    for seg in path.split('/') {
+        match seg {
+            "" => {}
+            "." => trailing = true,
+            ".." => {
+                segs.pop()?;
+                trailing = true;
+            }
+            s => {
+                segs.push(s);
+                trailing = false;
+            }
+        }
+    }
+    if path.ends_with('/') {
+        trailing = true;
+    }
+    let mut out = String::with_capacity(path.len());
+    for s in &segs {
+        out.push('/');
+        out.push_str(s);
+    }
+    if out.is_empty() || trailing {
+        out.push('/');
+    }
+    Some(out)
+}
+
+/// Incremental decoder of a chunked body (RFC 9112 §7.1), strict about sizes and line ends.
+#[derive(Debug)]
+pub(crate) struct ChunkedDecoder {
+    state: ChunkState,
+    total: u64,
+    max: u64,
+    trailer_bytes: usize,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    Size,
+    Data(u64),
+    DataEnd,
+    Trailer,
+    Done,
+}
+
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum ChunkError {
+    Invalid(&'static str),
+    TooLarge,
+}
+
+impl ChunkedDecoder {
+    /// A decoder refusing more than `max` decoded bytes.
+    pub(crate) fn new(max: u64) -> Self {
+        ChunkedDecoder {
+            state: ChunkState::Size,
+            total: 0,
+            max,
+            trailer_bytes: 0,
+        }
+    }
+
+    #[cfg(test)]
+    pub(crate) fn is_done(&self) -> bool {
+        self.state == ChunkState::Done
+    }
+
+    /// Consumes what it can from `src`, appending decoded data through `out`. Returns `Ok(true)` once the
+    /// last chunk and trailers have been read (bytes after them stay in `src`).
+    pub(crate) fn decode(
+        &mut self,
+        src: &mut BytesMut,
+        mut out: impl FnMut(&[u8]),
+    ) -> Result<bool, ChunkError> {
+        loop {
+            match self.state {
+                ChunkState::Done => return Ok(true),
+                ChunkState::Size => {
+                    let Some(nl) = src.iter().position(|&b| b == b'\n') else {
+                        if src.len() > MAX_CHUNK_LINE {
+                            return Err(ChunkError::Invalid("chunk-size line too long"));
+                        }
+                        return Ok(false);
+                    };
+                    if nl == 0 || src[nl - 1] != b'\r' {
+                        return Err(ChunkError::Invalid("bare LF in chunk-size line"));
+                    }
+                    let size = parse_chunk_size(&src[..nl - 1])?;
+                    src.advance(nl + 1);
+                    if size == 0 {
+                        self.state = ChunkState::Trailer;
+                    } else {
+                        if self.total.saturating_add(size) > self.max {
+                            return Err(ChunkError::TooLarge);
+                        }
+                        self.total += size;
+                        self.state = ChunkState::Data(size);
+                    }
+                }
+                ChunkState::Data(left) => {
+                    if src.is_empty() {
+                        return Ok(false);
+                    }
+                    let n = (left.min(src.len() as u64)) as usize;
+                    out(&src[..n]);
+                    src.advance(n);
+                    self.state = if left == n as u64 {
+                        ChunkState::DataEnd
+                    } else {
+                        ChunkState::Data(left - n as u64)
+                    };
+                }
+                ChunkState::DataEnd => {
+                    if src.len() < 2 {
+                        if src.first().is_some_and(|&b| b != b'\r') {
+                            return Err(ChunkError::Invalid("chunk data not followed by CRLF"));
+                        }
+                        return Ok(false);
+                    }
+                    if &src[..2] != b"\r\n" {
+                        return Err(ChunkError::Invalid("chunk data not followed by CRLF"));
+                    }
+                    src.advance(2);
+                    self.state = ChunkState::Size;
+                }
+                ChunkState::Trailer => {
+                    let Some(nl) = src.iter().position(|&b| b == b'\n') else {
+                        if self.trailer_bytes + src.len() > MAX_TRAILER_BYTES {
+                            return Err(ChunkError::Invalid("trailer section too large"));
+                        }
+                        return Ok(false);
+                    };
+                    if nl == 0 || src[nl - 1] != b'\r' {
+                        return Err(ChunkError::Invalid("bare LF in trailer"));
+                    }
+                    let line = &src[..nl - 1];
+                    if line.is_empty() {
+                        src.advance(nl + 1);
+                        self.state = ChunkState::Done;
+                        continue;
+                    }
+                    valid_trailer_line(line)?;
+                    self.trailer_bytes += nl + 1;
+                    if self.trailer_bytes > MAX_TRAILER_BYTES {
+                        return Err(ChunkError::Invalid("trailer section too large"));
+                    }
+                    src.advance(nl + 1);
+                }
+            }
+        }
+    }
+}
+
+fn parse_chunk_size(line: &[u8]) -> Result<u64, ChunkError> {
+    let digits_end = line
+        .iter()
+        .position(|b| !b.is_ascii_hexdigit())
+        .unwrap_or(line.len());
+    if digits_end == 0 {
+        return Err(ChunkError::Invalid("invalid chunk size"));
+    }
+    if digits_end > 16 {
+        return Err(ChunkError::Invalid("chunk size overflows"));
+    }
+    let mut size: u64 = 0;
+    for &b in &line[..digits_end] {
+        size = size
+            .checked_mul(16)
+            .and_then(|s| s.checked_add(u64::from(hex(b).unwrap_or(0))))
+            .ok_or(ChunkError::Invalid("chunk size overflows"))?;
+    }
+    let rest = &line[digits_end..];
+    if !rest.is_empty() {
+        // chunk extensions: `;name[=value]`, optionally after whitespace; no control bytes.
+        let rest_trim = trim_ows(rest);
+        if rest_trim.first() != Some(&b';')
+            || rest.iter().any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f)
+        {
+            return Err(ChunkError::Invalid("invalid chunk size"));
+        }
+    }
+    Ok(size)
+}
+
+fn trim_ows(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|&c| c != b' ' && c != b'\t')
+        .unwrap_or(b.len());
+    &b[start..]
+}
+
+fn valid_trailer_line(line: &[u8]) -> Result<(), ChunkError> {
+    let colon = line
+        .iter()
+        .position(|&b| b == b':')
+        .ok_or(ChunkError::Invalid("malformed trailer"))?;
+    if colon == 0 || !line[..colon].iter().all(|&b| is_tchar(b)) {
+        return Err(ChunkError::Invalid("malformed trailer"));
+    }
+    if line[colon + 1..]
+        .iter()
+        .any(|&b| (b < 0x20 && b != b'\t') || b == 0x7f)
+    {
+        return Err(ChunkError::Invalid("malformed trailer"));
+    }
+    Ok(())
+}
+
+pub(crate) fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// The reason phrase of a status code ("" for unknown ones).
+pub fn reason_phrase(status: u16) -> &'static str {
+    match status {
+        100 => "Continue",
+        101 => "Switching Protocols",
+        200 => "OK",
+        201 => "Created",
+        202 => "Accepted",
+        204 => "No Content",
+        206 => "Partial Content",
+        301 => "Moved Permanently",
+        302 => "Found",
+        303 => "See Other",
+        304 => "Not Modified",
+        307 => "Temporary Redirect",
+        308 => "Permanent Redirect",
+        400 => "Bad Request",
+        401 => "Unauthorized",
+        403 => "Forbidden",
+        404 => "Not Found",
+        405 => "Method Not Allowed",
+        408 => "Request Timeout",
+        409 => "Conflict",
+        410 => "Gone",
+        411 => "Length Required",
+        412 => "Precondition Failed",
+        413 => "Content Too Large",
+        414 => "URI Too Long",
+        415 => "Unsupported Media Type",
+        416 => "Range Not Satisfiable",
+        417 => "Expectation Failed",
+        429 => "Too Many Requests",
+        431 => "Request Header Fields Too Large",
+        500 => "Internal Server Error",
+        501 => "Not Implemented",
+        502 => "Bad Gateway",
+        503 => "Service Unavailable",
+        504 => "Gateway Timeout",
+        505 => "HTTP Version Not Supported",
+        _ => "",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn head(s: &str) -> Result<Head, HeadError> {
+        parse_head(s.as_bytes(), 16 * 1024)
+    }
+
+    fn status(s: &str) -> u16 {
+        match head(s) {
+            Err(HeadError::Status(st, _)) => st,
+            other => panic!("expected an error status for {s:?}, got {other:?}"),
+        }
+    }
+
+    #[test]
+    fn parses_a_simple_get() {
+        let h = head("GET /a/b?x=1 HTTP/1.1\r\nHost: h\r\nX-Y:  z \r\n\r\nrest").unwrap();
+        assert_eq!(h.method, "GET");
+        assert_eq!(h.path, "/a/b");
+        assert_eq!(h.query.as_deref(), Some("x=1"));
+        assert_eq!(
+            h.headers,
+            vec![("host".into(), "h".into()), ("x-y".into(), "z".into())]
+        );
+        assert_eq!(h.framing, Framing::None);
+        assert!(h.keep_alive);
+        assert_eq!(
+            h.len,
+            "GET /a/b?x=1 HTTP/1.1\r\nHost: h\r\nX-Y:  z \r\n\r\n".len()
+        );
+    }
+
+    #[test]
+    fn keep_alive_rules() {
+        assert!(!head("GET / HTTP/1.0\r\n\r\n").unwrap().keep_alive);
+        assert!(
+            head("GET / HTTP/1.0\r\nConnection: Keep-Alive\r\n\r\n")
+                .unwrap()
+                .keep_alive
+        );
+        assert!(
+            !head("GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n")
+                .unwrap()
+                .keep_alive
+        );
+    }
+
+    #[test]
+    fn partial_and_too_large() {
+        assert_eq!(
+            head("GET / HTTP/1.1\r\nHost: h\r\n").unwrap_err(),
+            HeadError::Partial
+        );
+        let big = format!("GET / HTTP/1.1\r\nHost: h\r\nX: {}\r\n", "a".repeat(100));
+        assert!(matches!(
+            parse_head(big.as_bytes(), 64),
+            Err(HeadError::Status(431, _))
+        ));
+        let big = format!(
+            "GET / HTTP/1.1\r\nHost: h\r\nX: {}\r\n\r\n",
+            "a".repeat(100)
+        );
+        assert!(matches!(
+            parse_head(big.as_bytes(), 64),
+            Err(HeadError::Status(431, _))
+        ));
+        let many: String = (0..150).map(|i| format!("X{i}: y\r\n")).collect();
+        assert_eq!(
+            status(&format!("GET / HTTP/1.1\r\nHost: h\r\n{many}\r\n")),
+            431
+        );
+    }
+
+    #[test]
+    fn smuggling_shapes_are_400() {
+        for s in [
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 5\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nContent-Length: 6\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +5\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: xchunked\r\n\r\n",
+            "POST / HTTP/1.0\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "GET / HTTP/1.1\nHost: h\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\nX: y\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX: y\r\n folded\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX : y\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX: a\x01b\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: h\r\nX\x7f: y\r\n\r\n",
+            "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
+            "GET / HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(status(s), 400, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn bad_request_lines() {
+        assert_eq!(status("GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status("GET / HTTP/1.2\r\nHost: h\r\n\r\n"), 505);
+        for s in [
+            "GET\r\n\r\n",
+            "GET / FOO/1.1\r\n\r\n",
+            "G(T / HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET  / HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET relative HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET /a b HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET /%zz HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET /a%00b HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET /../etc/passwd HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET /%2e%2e/etc/passwd HTTP/1.1\r\nHost: h\r\n\r\n",
+            "GET /a/%2E%2E/%2e%2e/x HTTP/1.1\r\nHost: h\r\n\r\n",
+        ] {
+            assert_eq!(status(s), 400, "{s:?}");
+        }
+        assert_eq!(
+            status("GET / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n"),
+            417
+        );
+    }
+
+    #[test]
+    fn paths_normalise() {
+        assert_eq!(normalise("/a/./b/../c"), Some("/a/c".into()));
+        assert_eq!(normalise("//a//b/"), Some("/a/b/".into()));
+        assert_eq!(normalise("/a/.."), Some("/".into()));
+        assert_eq!(normalise("/a/b/.."), Some("/a/".into()));
+        assert_eq!(normalise("/.."), None);
+        assert_eq!(normalise("/.hidden"), Some("/.hidden".into()));
+        let h = head("GET http://example.com/x/%41?q HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        assert_eq!((h.path.as_str(), h.query.as_deref()), ("/x/A", Some("q")));
+        let h = head("GET http://example.com HTTP/1.1\r\nHost: h\r\n\r\n").unwrap();
+        assert_eq!(h.path, "/");
+    }
+
+    #[test]
+    fn framing() {
+        let h = head("POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 12\r\n\r\n").unwrap();
+        assert_eq!(h.framing, Framing::Length(12));
+        let h = head("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: Chunked\r\nExpect: 100-continue\r\n\r\n").unwrap();
+        assert_eq!(h.framing, Framing::Chunked);
+        assert!(h.expect_continue);
+    }
+
+    fn decode_all(input: &[u8], max: u64) -> Result<(Vec<u8>, Vec<u8>), ChunkError> {
+        // feed byte by byte to exercise every partial state
+        let mut d = ChunkedDecoder::new(max);
+        let mut src = BytesMut::new();
+        let mut out = Vec::new();
+        for &b in input {
+            src.extend_from_slice(&[b]);
+            if d.decode(&mut src, |c| out.extend_from_slice(c))? {
+                break;
+            }
+        }
+        assert!(d.is_done(), "decoder not done");
+        Ok((out, src.to_vec()))
+    }
+
+    #[test]
+    fn chunked_decodes() {
+        let (out, rest) =
+            decode_all(b"5\r\nhello\r\n1;ext=1\r\n!\r\n0\r\nX-T: 1\r\n\r\nGET", 100).unwrap();
+        assert_eq!(out, b"hello!");
+        assert!(rest.is_empty());
+        let mut d = ChunkedDecoder::new(100);
+        let mut src = BytesMut::from(&b"A\r\n0123456789\r\n0\r\n\r\nNEXT"[..]);
+        let mut out = Vec::new();
+        assert_eq!(d.decode(&mut src, |c| out.extend_from_slice(c)), Ok(true));
+        assert_eq!(out, b"0123456789");
+        assert_eq!(&src[..], b"NEXT");
+    }
+
+    #[test]
+    fn chunked_refuses() {
+        for bad in [
+            &b"x\r\n"[..],
+            b"-1\r\n",
+            b"0x5\r\nhello\r\n",
+            b" 5\r\nhello\r\n",
+            b"5\nhello\r\n",
+            b"5\r\nhelloXX",
+            b"11111111111111111\r\n",
+            b"5;\x01\r\n",
+            b"0\r\nbad trailer\r\n\r\n",
+            b"0\r\nX: y\n\r\n",
+        ] {
+            assert!(
+                matches!(decode_all(bad, 1 << 40), Err(ChunkError::Invalid(_))),
+                "{:?}",
+                String::from_utf8_lossy(bad)
+            );
+        }
+        assert_eq!(
+            decode_all(b"ffffffffffffffff\r\n", 100).unwrap_err(),
+            ChunkError::TooLarge
+        );
+        assert_eq!(decode_all(b"60\r\n", 10).unwrap_err(), ChunkError::TooLarge);
+    }
+}

@@ -1,0 +1,314 @@
+//! Response writing: the head rendered into a reused buffer, small bodies appended so a response is one
+//! write, files and streams sent in chunks with Content-Length or chunked framing.
+
+use std::io;
+use std::time::Duration;
+
+use bytes::{BufMut, Bytes, BytesMut};
+use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt};
+
+use super::parse::{is_tchar, reason_phrase};
+use super::{Body, Response, Version, date};
+
+/// Bodies up to this size are copied behind the head so the response leaves in one write.
+const COALESCE_MAX: usize = 32 * 1024;
+/// Chunk size for streaming files.
+const FILE_CHUNK: usize = 128 * 1024;
+
+/// What the connection loop needs to know to frame the response.
+pub(crate) struct WriteCtx {
+    pub version: Version,
+    pub head_request: bool,
+    /// In: whether the connection may stay open. Out: whether it still may after this response.
+    pub keep_alive: bool,
+    pub write_timeout: Duration,
+}
+
+fn header_ok(name: &str, value: &str) -> bool {
+    !name.is_empty()
+        && name.bytes().all(is_tchar)
+        && value.bytes().all(|b| b >= 0x20 && b != 0x7f || b == b'\t')
+}
+
+/// Appends the decimal digits of `n`.
+fn put_u64(out: &mut BytesMut, mut n: u64) {
+    let mut buf = [0u8; 20];
+    let mut i = buf.len();
+    loop {
+        i -= 1;
+        buf[i] = b'0' + (n % 10) as u8;
+        n /= 10;
+        if n == 0 {
+            break;
+        }
+    }
+    out.put_slice(&buf[i..]);
+}
+
+/// Renders the status line and headers of `resp` into `out` (which is cleared first).
+pub(crate) fn render_head(out: &mut BytesMut, resp: &Response, ctx: &mut WriteCtx) {
+    out.clear();
+    let status = resp.status;
+    out.put_slice(b"HTTP/1.1 ");
+    put_u64(out, u64::from(status));
+    out.put_u8(b' ');
+    out.put_slice(reason_phrase(status).as_bytes());
+    out.put_slice(b"\r\nServer: ordo\r\nDate: ");
+    date::with_date(|d| out.put_slice(d));
+    out.put_slice(b"\r\n");
+
+    let no_body_status = (100..200).contains(&status) || status == 204 || status == 304;
+    let keep_handler_length = ctx.head_request || status == 304;
+    let mut handler_length = false;
+    for (k, v) in &resp.headers {
+        let lk = k.as_bytes();
+        if lk.eq_ignore_ascii_case(b"content-length") {
+            if !keep_handler_length || handler_length {
+                continue;
+            }
+            handler_length = true;
+        } else if lk.eq_ignore_ascii_case(b"connection") {
+            if v.split(',').any(|t| t.trim().eq_ignore_ascii_case("close")) {
+                ctx.keep_alive = false;
+            }
+            continue;
+        } else if lk.eq_ignore_ascii_case(b"transfer-encoding")
+            || lk.eq_ignore_ascii_case(b"keep-alive")
+            || lk.eq_ignore_ascii_case(b"date")
+            || lk.eq_ignore_ascii_case(b"server")
+        {
+            continue;
+        }
+        if !header_ok(k, v) {
+            continue;
+        }
+        out.put_slice(lk);
+        out.put_slice(b": ");
+        out.put_slice(v.as_bytes());
+        out.put_slice(b"\r\n");
+    }
+    if let Body::Prerendered { head, .. } = &resp.body {
+        out.put_slice(head);
+    }
+    if !no_body_status && !handler_length {
+        match resp.body.len() {
+            Some(n) => {
+                out.put_slice(b"Content-Length: ");
+                put_u64(out, n);
+                out.put_slice(b"\r\n");
+            }
+            None if ctx.version == Version::Http11 => {
+                out.put_slice(b"Transfer-Encoding: chunked\r\n")
+            }
+            // HTTP/1.0 and unknown length: the end of the body is the end of the connection.
+            None => ctx.keep_alive = false,
+        }
+    }
+    if !ctx.keep_alive {
+        out.put_slice(b"Connection: close\r\n");
+    } else if ctx.version == Version::Http10 {
+        out.put_slice(b"Connection: keep-alive\r\n");
+    }
+    out.put_slice(b"\r\n");
+}
+
+async fn write_all_timeout<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    buf: &[u8],
+    t: Duration,
+) -> io::Result<()> {
+    match tokio::time::timeout(t, w.write_all(buf)).await {
+        Ok(r) => r,
+        Err(_) => Err(io::Error::new(
+            io::ErrorKind::TimedOut,
+            "client did not read the response",
+        )),
+    }
+}
+
+/// Writes `resp`; `Err` means the connection must be closed (write failed, or the body could not be
+/// completed as framed).
+pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    out: &mut BytesMut,
+    resp: Response,
+    ctx: &mut WriteCtx,
+) -> io::Result<()> {
+    render_head(out, &resp, ctx);
+    let no_body = ctx.head_request
+        || (100..200).contains(&resp.status)
+        || resp.status == 204
+        || resp.status == 304;
+    let t = ctx.write_timeout;
+    if no_body {
+        return write_all_timeout(w, out, t).await;
+    }
+    match resp.body {
+        Body::Empty => write_all_timeout(w, out, t).await,
+        Body::Bytes(b) | Body::Prerendered { body: b, .. } => write_bytes(w, out, &b, t).await,
+        Body::File { file, offset, len } => {
+            write_all_timeout(w, out, t).await?;
+            write_file(w, out, file, offset, len, t).await
+        }
+        Body::Stream { mut rx, len } => {
+            write_all_timeout(w, out, t).await?;
+            let chunked = len.is_none() && ctx.version == Version::Http11;
+            let mut sent: u64 = 0;
+            while let Some(chunk) = rx.recv().await {
+                let chunk = chunk?;
+                if chunk.is_empty() {
+                    continue;
+                }
+                sent += chunk.len() as u64;
+                if len.is_some_and(|l| sent > l) {
+                    return Err(io::Error::other("stream longer than its Content-Length"));
+                }
+                if chunked {
+                    out.clear();
+                    out.put_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
+                    write_all_timeout(w, out, t).await?;
+                    write_all_timeout(w, &chunk, t).await?;
+                    write_all_timeout(w, b"\r\n", t).await?;
+                } else {
+                    write_all_timeout(w, &chunk, t).await?;
+                }
+            }
+            if let Some(l) = len {
+                if sent != l {
+                    return Err(io::Error::other("stream shorter than its Content-Length"));
+                }
+            }
+            if chunked {
+                write_all_timeout(w, b"0\r\n\r\n", t).await?;
+            }
+            Ok(())
+        }
+    }
+}
+
+async fn write_bytes<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    out: &mut BytesMut,
+    b: &Bytes,
+    t: Duration,
+) -> io::Result<()> {
+    if b.len() <= COALESCE_MAX {
+        out.put_slice(b);
+        write_all_timeout(w, out, t).await
+    } else {
+        write_all_timeout(w, out, t).await?;
+        write_all_timeout(w, b, t).await
+    }
+}
+
+async fn write_file<W: AsyncWrite + Unpin>(
+    w: &mut W,
+    out: &mut BytesMut,
+    file: std::fs::File,
+    offset: u64,
+    len: u64,
+    t: Duration,
+) -> io::Result<()> {
+    let mut f = tokio::fs::File::from_std(file);
+    if offset > 0 {
+        f.seek(io::SeekFrom::Start(offset)).await?;
+    }
+    let mut left = len;
+    out.clear();
+    while left > 0 {
+        let want = (left.min(FILE_CHUNK as u64)) as usize;
+        out.clear();
+        out.reserve(want);
+        let mut limited = (&mut f).take(want as u64);
+        while out.len() < want {
+            let n = limited.read_buf(out).await?;
+            if n == 0 {
+                return Err(io::Error::new(
+                    io::ErrorKind::UnexpectedEof,
+                    "file shorter than announced",
+                ));
+            }
+        }
+        write_all_timeout(w, out, t).await?;
+        left -= want as u64;
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn ctx(version: Version, head: bool, keep: bool) -> WriteCtx {
+        WriteCtx {
+            version,
+            head_request: head,
+            keep_alive: keep,
+            write_timeout: Duration::from_secs(1),
+        }
+    }
+
+    fn head_str(resp: &Response, c: &mut WriteCtx) -> String {
+        let mut out = BytesMut::new();
+        render_head(&mut out, resp, c);
+        String::from_utf8(out.to_vec()).unwrap()
+    }
+
+    #[test]
+    fn renders_length_and_connection() {
+        let r = Response::text(200, "hi");
+        let s = head_str(&r, &mut ctx(Version::Http11, false, true));
+        assert!(
+            s.starts_with("HTTP/1.1 200 OK\r\nServer: ordo\r\nDate: "),
+            "{s}"
+        );
+        assert!(s.contains("content-type: text/plain; charset=utf-8\r\n"));
+        assert!(s.contains("Content-Length: 3\r\n"));
+        assert!(!s.contains("Connection"));
+        assert!(s.ends_with("\r\n\r\n"));
+        let s = head_str(&r, &mut ctx(Version::Http10, false, true));
+        assert!(s.contains("Connection: keep-alive\r\n"));
+        let s = head_str(&r, &mut ctx(Version::Http11, false, false));
+        assert!(s.contains("Connection: close\r\n"));
+    }
+
+    #[test]
+    fn drops_framing_headers_and_bad_values() {
+        let r = Response::new(200)
+            .with_header("Content-Length", "99")
+            .with_header("Transfer-Encoding", "chunked")
+            .with_header("X-Evil", "a\r\nSet-Cookie: x")
+            .with_header("Connection", "close");
+        let mut c = ctx(Version::Http11, false, true);
+        let s = head_str(&r, &mut c);
+        assert!(!c.keep_alive);
+        assert!(s.contains("Content-Length: 0\r\n"));
+        assert!(
+            !s.contains("99") && !s.contains("chunked") && !s.contains("Evil"),
+            "{s}"
+        );
+        // HEAD keeps the handler's length (a proxied HEAD answer).
+        let s = head_str(&r, &mut ctx(Version::Http11, true, true));
+        assert!(
+            s.contains("Content-Length: 99\r\n") && !s.contains("Content-Length: 0"),
+            "{s}"
+        );
+    }
+
+    #[test]
+    fn unknown_length_framing() {
+        let (_tx, rx) = tokio::sync::mpsc::channel(1);
+        let r = Response {
+            status: 200,
+            headers: vec![],
+            body: Body::Stream { rx, len: None },
+        };
+        let s = head_str(&r, &mut ctx(Version::Http11, false, true));
+        assert!(s.contains("Transfer-Encoding: chunked\r\n"));
+        let mut c = ctx(Version::Http10, false, true);
+        let s = head_str(&r, &mut c);
+        assert!(!c.keep_alive && s.contains("Connection: close\r\n"));
+        let s = head_str(&Response::new(304), &mut ctx(Version::Http11, false, true));
+        assert!(!s.contains("Content-Length"));
+    }
+}
