@@ -1,1 +1,419 @@
 //! ordo-bench: the load generator behind `ordo bench`, `ordo demo` and `ordo tune`.
+//!
+//! One engine, parameterised: a closed loop (each connection sends its next request when the previous
+//! response is in, like ab and wrk) or an open loop (a fixed total rate; latency is also measured from the
+//! time each request was *due*, which corrects coordinated omission as wrk2 does), stopping after an exact
+//! request count or a duration, with or without keep-alive, optionally driving a class mix. Workers record
+//! into per-thread HdrHistograms (constant memory); the coordinator merges them into one [`BenchReport`];
+//! the printers in [`print`] only read that report.
+//!
+//! In-process use (demo, tune):
+//! ```no_run
+//! use std::time::Duration;
+//! use ordo_bench::{BenchConfig, CancelToken, Pacing, Stop};
+//!
+//! let mut cfg = BenchConfig::new("http://127.0.0.1:8080/bytes?n=1024")?;
+//! cfg.connections = 50;
+//! cfg.stop = Stop::Duration(Duration::from_secs(5));
+//! cfg.pacing = Pacing::Closed; // or Pacing::Open { rate: 2000.0 }
+//! cfg.warmup = Duration::from_secs(1);
+//! // cfg.mix = Some(ordo_bench::Mix::from_file("examples/bench/seed003-mix.toml".as_ref())?);
+//! let report = ordo_bench::run(cfg, CancelToken::new())?; // blocking: spawns its own threads
+//! println!("{} req/s, p99 {:?} ms", report.summary.rps, report.summary.latency.at(99.0));
+//! for class in &report.classes {
+//!     println!("{}: mean {} ms", class.name, class.latency.mean_ms);
+//! }
+//! # Ok::<(), ordo_bench::BenchError>(())
+//! ```
+//! `run` blocks the calling thread (from async code call it inside `spawn_blocking`); it creates one
+//! OS thread per worker, each with its own single-threaded tokio runtime.
+
+pub mod config;
+pub mod engine;
+pub mod http;
+pub mod mix;
+pub mod print;
+pub mod progress;
+pub mod report;
+pub mod stats;
+
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+pub use config::{BenchConfig, Header, Pacing, Stop, Target, parse_duration};
+pub use engine::CancelToken;
+pub use mix::{Assign, Mix, MixClass, UrlOrder};
+pub use report::{BenchReport, ClassReport, Latency, ServerReport, Summary};
+
+use engine::{ClassPlan, Live, Plan};
+use stats::Stats;
+
+/// Why a run could not start or finish.
+#[derive(Debug, thiserror::Error)]
+pub enum BenchError {
+    #[error("invalid URL `{url}`: {reason}")]
+    InvalidUrl { url: String, reason: String },
+    #[error("invalid header `{header}`: {reason}")]
+    InvalidHeader { header: String, reason: String },
+    #[error("invalid {field}: {message}")]
+    InvalidConfig { field: String, message: String },
+    #[error("{}", mix_error(.file, .line, .field, .message))]
+    Mix {
+        file: String,
+        line: Option<usize>,
+        field: Option<String>,
+        message: String,
+    },
+    #[error("cannot reach {target}: {reason}")]
+    Unreachable { target: String, reason: String },
+    #[error("server pid {pid}: {reason}")]
+    ServerPid { pid: i32, reason: String },
+    #[error("I/O error: {0}")]
+    Io(#[from] std::io::Error),
+}
+
+fn mix_error(file: &str, line: &Option<usize>, field: &Option<String>, message: &str) -> String {
+    let mut s = format!("mix file {file}");
+    if let Some(l) = line {
+        s.push_str(&format!(":{l}"));
+    }
+    if let Some(f) = field {
+        s.push_str(&format!(": field `{f}`"));
+    }
+    s.push_str(": ");
+    s.push_str(message);
+    s
+}
+
+impl BenchError {
+    /// True for errors in what the user asked for (the binary exits 2 for these).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            BenchError::InvalidUrl { .. }
+                | BenchError::InvalidHeader { .. }
+                | BenchError::InvalidConfig { .. }
+                | BenchError::Mix { .. }
+        )
+    }
+}
+
+/// A live view for progress display, passed to the callback of [`run_observed`] about ten times a second.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Time since the measured part began (zero during warm-up).
+    pub elapsed: Duration,
+    pub warming_up: bool,
+    pub complete: u64,
+    pub failed: u64,
+    /// The run's length, when it is a duration.
+    pub duration: Option<Duration>,
+    /// The run's request count, when it is one.
+    pub requests: Option<u64>,
+}
+
+/// Run a benchmark to the end (or until `cancel`), blocking the calling thread.
+pub fn run(config: BenchConfig, cancel: CancelToken) -> Result<BenchReport, BenchError> {
+    run_observed(config, cancel, |_| {})
+}
+
+/// [`run`], calling `on_progress` about every 100 ms from the calling thread.
+pub fn run_observed(
+    config: BenchConfig,
+    cancel: CancelToken,
+    mut on_progress: impl FnMut(&Progress),
+) -> Result<BenchReport, BenchError> {
+    config.validate()?;
+    let addr = config.target.resolve()?;
+    // Fail fast, within the connect timeout, when nothing listens.
+    std::net::TcpStream::connect_timeout(&addr, config.connect_timeout).map_err(|e| {
+        BenchError::Unreachable {
+            target: config.target.url.clone(),
+            reason: format!("connect to {addr}: {e}"),
+        }
+    })?;
+    let mut sampler = match config.server_pid {
+        Some(pid) => {
+            Some(
+                ordo_sys::ProcessSampler::new(pid).map_err(|e| BenchError::ServerPid {
+                    pid,
+                    reason: e.to_string(),
+                })?,
+            )
+        }
+        None => None,
+    };
+
+    // Classes: a mix, or one default class requesting the target.
+    let mix = config.mix.clone().unwrap_or_else(|| {
+        Mix::new(
+            Assign::Clients,
+            vec![MixClass::new("default", 1.0, &config.target.path)],
+        )
+    });
+    let shares = mix.normalised_shares();
+    let head_request = config.method.eq_ignore_ascii_case("HEAD");
+    let mut classes = Vec::with_capacity(mix.classes.len());
+    for c in &mix.classes {
+        let mut headers = config.headers.clone();
+        headers.extend(c.headers.iter().cloned());
+        let mut requests = Vec::with_capacity(c.urls.len());
+        for u in &c.urls {
+            let t = config.target.join(u)?;
+            requests.push(http::build_request(
+                &config.method,
+                &t,
+                &headers,
+                &c.cookies,
+                config.body.as_ref(),
+                config.keepalive,
+            ));
+        }
+        classes.push(ClassPlan {
+            requests,
+            order: c.order,
+            think: c.think,
+        });
+    }
+    let open = matches!(config.pacing, Pacing::Open { .. });
+    let assign_requests = open || mix.assign == Assign::Requests;
+    let conn_class = mix::swrr_sequence(&shares, config.connections);
+    let slot_table = mix::swrr_sequence(&shares, slot_table_len(&mix));
+    let mut class_connections = vec![0u64; shares.len()];
+    if !assign_requests {
+        for &c in &conn_class {
+            class_connections[c] += 1;
+        }
+    }
+
+    let threads = config.effective_threads();
+    let start = Instant::now();
+    let (warm_slots, measure_start, limit) = match (config.pacing, config.stop) {
+        (Pacing::Open { rate }, stop) => {
+            let w = (config.warmup.as_secs_f64() * rate).ceil() as u64;
+            let ms = start + Duration::from_secs_f64(w as f64 / rate);
+            let limit = match stop {
+                Stop::Requests(n) => Some(w + n),
+                Stop::Duration(_) => None,
+            };
+            (w, ms, limit)
+        }
+        (Pacing::Closed, stop) => (
+            0,
+            start + config.warmup,
+            match stop {
+                Stop::Requests(n) => Some(n),
+                Stop::Duration(_) => None,
+            },
+        ),
+    };
+    let end = match config.stop {
+        Stop::Duration(d) => Some(measure_start + d),
+        Stop::Requests(_) => None,
+    };
+    let plan = Arc::new(Plan {
+        addr,
+        classes,
+        slot_table,
+        conn_class,
+        assign_requests,
+        keepalive: config.keepalive,
+        head_request,
+        strict_length: config.strict_length,
+        timeout: config.timeout,
+        connect_timeout: config.connect_timeout,
+        pacing: config.pacing,
+        connections: config.connections,
+        limit,
+        warm_slots,
+        start,
+        measure_start,
+        end,
+        issued: AtomicU64::new(0),
+        warm_issued: AtomicU64::new(0),
+        live: (0..threads).map(|_| Live::default()).collect(),
+        seed: config.seed,
+    });
+
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let plan = plan.clone();
+        let rx = cancel.subscribe();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("ordo-bench-{t}"))
+                .spawn(move || engine::run_thread(plan, t, threads, rx))?,
+        );
+    }
+
+    // Coordinate: progress, the server sample at the measured start, wait for the workers.
+    let mut first_sample = None;
+    let mut started_unix_ms = None;
+    loop {
+        let now = Instant::now();
+        if now >= measure_start && started_unix_ms.is_none() {
+            started_unix_ms = Some(unix_ms());
+            if let Some(s) = sampler.as_mut() {
+                first_sample = s.sample().ok();
+            }
+        }
+        let (complete, failed) = plan.live.iter().fold((0, 0), |(c, f), l| {
+            (
+                c + l.completed.load(Ordering::Relaxed),
+                f + l.failed.load(Ordering::Relaxed),
+            )
+        });
+        on_progress(&Progress {
+            elapsed: now.saturating_duration_since(measure_start),
+            warming_up: now < measure_start,
+            complete,
+            failed,
+            duration: match config.stop {
+                Stop::Duration(d) => Some(d),
+                Stop::Requests(_) => None,
+            },
+            requests: match config.stop {
+                Stop::Requests(n) => Some(n),
+                Stop::Duration(_) => None,
+            },
+        });
+        if handles.iter().all(|h| h.is_finished()) {
+            break;
+        }
+        let mut wait = Duration::from_millis(100);
+        if now < measure_start {
+            wait = wait.min(measure_start - now);
+        }
+        std::thread::sleep(wait.max(Duration::from_millis(1)));
+    }
+    let finished = Instant::now();
+    let last_sample = sampler.as_mut().and_then(|s| s.sample().ok());
+    let mut stats = Stats::new(plan.classes.len(), open);
+    for h in handles {
+        match h.join() {
+            Ok(Ok(s)) => stats.merge(&s),
+            Ok(Err(e)) => return Err(BenchError::Io(e)),
+            Err(_) => {
+                return Err(BenchError::Io(std::io::Error::other(
+                    "a worker thread panicked",
+                )));
+            }
+        }
+    }
+    let interrupted = cancel.is_cancelled();
+    let elapsed = match (config.stop, interrupted) {
+        (Stop::Duration(d), false) => d,
+        (Stop::Requests(_), false) if stats.last_done_us > 0 => {
+            Duration::from_micros(stats.last_done_us)
+        }
+        _ => {
+            let until = end.map_or(finished, |e| e.min(finished));
+            until.saturating_duration_since(measure_start)
+        }
+    };
+    let complete: u64 = stats.classes.iter().map(|c| c.completed).sum();
+    let server = match (config.server_pid, first_sample, last_sample) {
+        (Some(pid), Some(a), Some(b)) => Some(server_report(pid, &b.delta(&a), complete)),
+        _ => None,
+    };
+    let run_config = report::RunConfig {
+        mode: if open { "open" } else { "closed" }.to_string(),
+        connections: config.connections as u64,
+        threads: threads as u64,
+        requests: match config.stop {
+            Stop::Requests(n) => Some(n),
+            Stop::Duration(_) => None,
+        },
+        duration_s: match config.stop {
+            Stop::Duration(d) => Some(d.as_secs_f64()),
+            Stop::Requests(_) => None,
+        },
+        rate: match config.pacing {
+            Pacing::Open { rate } => Some(rate),
+            Pacing::Closed => None,
+        },
+        keepalive: config.keepalive,
+        method: config.method.clone(),
+        warmup_s: config.warmup.as_secs_f64(),
+        timeout_s: config.timeout.as_secs_f64(),
+        connect_timeout_s: config.connect_timeout.as_secs_f64(),
+        mix: config.mix.as_ref().map(|m| config::display_path(&m.source)),
+        assign: if assign_requests {
+            "requests"
+        } else {
+            "clients"
+        }
+        .to_string(),
+    };
+    Ok(report::build(report::BuildInput {
+        config: run_config,
+        target: config.target.url.clone(),
+        started_unix_ms: started_unix_ms.unwrap_or_else(unix_ms),
+        interrupted,
+        elapsed_s: elapsed.as_secs_f64(),
+        class_names: mix.classes.iter().map(|c| c.name.clone()).collect(),
+        shares,
+        class_connections,
+        connections: config.connections as u64,
+        stats: &stats,
+        server,
+    }))
+}
+
+/// Length of the request-slot table: the sum of the shares when they are small whole numbers (an exact
+/// period), else 10 000 slots (realised shares within 0.01 percentage points per period).
+fn slot_table_len(mix: &Mix) -> usize {
+    let whole = mix
+        .classes
+        .iter()
+        .all(|c| c.share.fract() == 0.0 && c.share <= 10_000.0);
+    let sum: f64 = mix.classes.iter().map(|c| c.share).sum();
+    if whole && sum <= 10_000.0 {
+        sum as usize
+    } else {
+        10_000
+    }
+}
+
+fn unix_ms() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
+}
+
+fn server_report(pid: i32, d: &ordo_sys::ProcessSnapshot, complete: u64) -> ServerReport {
+    let per = |x: f64| {
+        if complete == 0 {
+            0.0
+        } else {
+            x / complete as f64
+        }
+    };
+    let interval_s = d.at_ns as f64 / 1e9;
+    let cpu_s = d.best_cpu_ns() as f64 / 1e9;
+    let run_delay = d.schedstat.then_some(d.run_delay_ns as f64 / 1e9);
+    ServerReport {
+        pid,
+        threads: d.threads as u64,
+        interval_s,
+        cpu_s,
+        user_s: d.utime_ns as f64 / 1e9,
+        system_s: d.stime_ns as f64 / 1e9,
+        cpu_cores: if interval_s > 0.0 {
+            cpu_s / interval_s
+        } else {
+            0.0
+        },
+        voluntary_switches: d.voluntary_switches,
+        involuntary_switches: d.involuntary_switches,
+        run_delay_s: run_delay,
+        per_request: report::PerRequest {
+            cpu_us: per(cpu_s * 1e6),
+            voluntary_switches: per(d.voluntary_switches as f64),
+            involuntary_switches: per(d.involuntary_switches as f64),
+            run_delay_us: run_delay.map(|r| per(r * 1e6)),
+        },
+    }
+}

@@ -1,0 +1,404 @@
+//! The one load-generating loop, parameterised by pacing (closed or open), stop rule, keep-alive and class
+//! assignment. Each worker thread runs a single-threaded tokio runtime with its share of the connections;
+//! every connection is one task that takes a request slot, sends the pre-serialised request, reads the
+//! response and records the outcome into its thread's statistics.
+
+use std::cell::RefCell;
+use std::net::SocketAddr;
+use std::rc::Rc;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+
+use crate::config::Pacing;
+use crate::http::{ReadError, ResponseInfo, read_response};
+use crate::mix::UrlOrder;
+use crate::stats::{FailKind, Stats};
+
+/// Ends a run early from another thread (Ctrl-C, a caller's deadline). Cheap to clone.
+#[derive(Clone, Debug)]
+pub struct CancelToken {
+    tx: Arc<watch::Sender<bool>>,
+}
+
+impl Default for CancelToken {
+    fn default() -> Self {
+        CancelToken::new()
+    }
+}
+
+impl CancelToken {
+    pub fn new() -> CancelToken {
+        CancelToken {
+            tx: Arc::new(watch::channel(false).0),
+        }
+    }
+
+    /// Stop the run: no new requests start, requests in flight are abandoned, the report covers what
+    /// completed.
+    pub fn cancel(&self) {
+        self.tx.send_replace(true);
+    }
+
+    pub fn is_cancelled(&self) -> bool {
+        *self.tx.borrow()
+    }
+
+    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
+        self.tx.subscribe()
+    }
+}
+
+/// One class as the engine sees it: its pre-serialised requests.
+#[derive(Debug)]
+pub(crate) struct ClassPlan {
+    pub requests: Vec<Bytes>,
+    pub order: UrlOrder,
+    pub think: Duration,
+}
+
+/// Per-thread counters the coordinator reads for progress.
+#[derive(Debug, Default)]
+pub(crate) struct Live {
+    pub completed: AtomicU64,
+    pub failed: AtomicU64,
+}
+
+/// Everything the workers share, fixed before they start.
+#[derive(Debug)]
+pub(crate) struct Plan {
+    pub addr: SocketAddr,
+    pub classes: Vec<ClassPlan>,
+    /// Request slot → class (smooth weighted round robin), used when `assign_requests`.
+    pub slot_table: Vec<usize>,
+    /// Connection → class, used otherwise.
+    pub conn_class: Vec<usize>,
+    pub assign_requests: bool,
+    pub keepalive: bool,
+    pub head_request: bool,
+    pub strict_length: bool,
+    pub timeout: Duration,
+    pub connect_timeout: Duration,
+    pub pacing: Pacing,
+    pub connections: usize,
+    /// Measured requests to run (closed loop), or the last open-loop slot index (exclusive).
+    pub limit: Option<u64>,
+    /// Open loop: slots before this index fall in the warm-up.
+    pub warm_slots: u64,
+    pub start: Instant,
+    pub measure_start: Instant,
+    pub end: Option<Instant>,
+    pub issued: AtomicU64,
+    pub warm_issued: AtomicU64,
+    pub live: Vec<Live>,
+    pub seed: u64,
+}
+
+impl Plan {
+    fn due(&self, slot: u64, rate: f64) -> Instant {
+        self.start + Duration::from_secs_f64(slot as f64 / rate)
+    }
+}
+
+/// Run one worker thread's connections to the end and return what they recorded.
+pub(crate) fn run_thread(
+    plan: Arc<Plan>,
+    index: usize,
+    threads: usize,
+    cancel: watch::Receiver<bool>,
+) -> std::io::Result<Stats> {
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()?;
+    let local = tokio::task::LocalSet::new();
+    let open = matches!(plan.pacing, Pacing::Open { .. });
+    let stats = Rc::new(RefCell::new(Stats::new(plan.classes.len(), open)));
+    let lengths: Rc<RefCell<Vec<Vec<Option<u64>>>>> = Rc::new(RefCell::new(
+        plan.classes
+            .iter()
+            .map(|c| vec![None; c.requests.len()])
+            .collect(),
+    ));
+    local.block_on(&rt, async {
+        let mut handles: Vec<_> = (index..plan.connections)
+            .step_by(threads)
+            .map(|j| {
+                let ctx = Ctx {
+                    plan: plan.clone(),
+                    stats: stats.clone(),
+                    lengths: lengths.clone(),
+                    live: index,
+                };
+                tokio::task::spawn_local(connection(ctx, j))
+            })
+            .collect();
+        let mut cancel = cancel;
+        let end = plan.end;
+        tokio::select! {
+            _ = async { for h in handles.iter_mut() { let _ = h.await; } } => {}
+            _ = async {
+                match end {
+                    Some(e) => tokio::time::sleep_until(e.into()).await,
+                    None => std::future::pending().await,
+                }
+            } => {}
+            _ = cancel.wait_for(|c| *c) => {}
+        }
+        for h in &handles {
+            h.abort();
+        }
+    });
+    drop(local);
+    let out = stats.replace(Stats::new(0, false));
+    Ok(out)
+}
+
+struct Ctx {
+    plan: Arc<Plan>,
+    stats: Rc<RefCell<Stats>>,
+    lengths: Rc<RefCell<Vec<Vec<Option<u64>>>>>,
+    live: usize,
+}
+
+/// A tiny xorshift generator for random URL choice (deterministic per connection).
+struct Rng(u64);
+
+impl Rng {
+    fn next(&mut self) -> u64 {
+        let mut x = self.0;
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        self.0 = x;
+        x
+    }
+}
+
+fn us(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
+
+/// One connection (one client): the loop every mode shares.
+async fn connection(ctx: Ctx, j: usize) {
+    let plan = &*ctx.plan;
+    let mut stream: Option<TcpStream> = None;
+    let mut carry = 0usize;
+    let mut buf = vec![0u8; 16 * 1024];
+    let mut rng = Rng(plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut turn = vec![0usize; plan.classes.len()];
+    let mut k: u64 = 0;
+    loop {
+        // 1. Take a request slot (or stop).
+        let now = Instant::now();
+        let (slot, due, measured) = match plan.pacing {
+            Pacing::Open { rate } => {
+                let i = j as u64 + k * plan.connections as u64;
+                k += 1;
+                if plan.limit.is_some_and(|l| i >= l) {
+                    break;
+                }
+                let due = plan.due(i, rate);
+                if plan.end.is_some_and(|e| due >= e) {
+                    break;
+                }
+                if due > now {
+                    tokio::time::sleep_until(due.into()).await;
+                }
+                (i, Some(due), i >= plan.warm_slots)
+            }
+            Pacing::Closed => {
+                if plan.end.is_some_and(|e| now >= e) {
+                    break;
+                }
+                if now >= plan.measure_start {
+                    let i = plan.issued.fetch_add(1, Ordering::Relaxed);
+                    if plan.limit.is_some_and(|l| i >= l) {
+                        break;
+                    }
+                    (i, None, true)
+                } else {
+                    (
+                        plan.warm_issued.fetch_add(1, Ordering::Relaxed),
+                        None,
+                        false,
+                    )
+                }
+            }
+        };
+        // 2. Which class and URL.
+        let class = if plan.assign_requests {
+            plan.slot_table[(slot % plan.slot_table.len() as u64) as usize]
+        } else {
+            plan.conn_class[j]
+        };
+        let cp = &plan.classes[class];
+        let url = if cp.requests.len() == 1 {
+            0
+        } else {
+            match cp.order {
+                UrlOrder::InTurn => {
+                    let u = turn[class];
+                    turn[class] = (u + 1) % cp.requests.len();
+                    u
+                }
+                UrlOrder::Random => (rng.next() % cp.requests.len() as u64) as usize,
+            }
+        };
+        // 3. The exchange, bounded by the request timeout.
+        let t_start = Instant::now();
+        let res = tokio::time::timeout(
+            plan.timeout,
+            exchange(&mut stream, &mut buf, &mut carry, &cp.requests[url], plan),
+        )
+        .await;
+        let t_done = Instant::now();
+        let res = match res {
+            Ok(r) => r,
+            Err(_) => {
+                stream = None;
+                Err(FailKind::Timeout)
+            }
+        };
+        // 4. Record.
+        if measured {
+            let done_us = us(t_done.saturating_duration_since(plan.measure_start));
+            let live = &plan.live[ctx.live];
+            let mut st = ctx.stats.borrow_mut();
+            match res {
+                Ok(x) => {
+                    let mut length_ok = true;
+                    if plan.strict_length {
+                        let mut lens = ctx.lengths.borrow_mut();
+                        let slot = &mut lens[class][url];
+                        match slot {
+                            None => *slot = Some(x.info.content_bytes),
+                            Some(n) => length_ok = *n == x.info.content_bytes,
+                        }
+                    }
+                    if length_ok {
+                        let connect_us = x
+                            .connected
+                            .map(|(a, b)| us(b.saturating_duration_since(a)))
+                            .unwrap_or(0);
+                        let conn_at = x.connected.map(|(_, b)| b).unwrap_or(t_start);
+                        st.record_ok(
+                            class,
+                            x.info.status,
+                            us(t_done - t_start),
+                            due.map(|d| us(t_done.saturating_duration_since(d))),
+                            connect_us,
+                            us(x.first_byte
+                                .unwrap_or(t_done)
+                                .saturating_duration_since(x.sent)),
+                            us(t_done.saturating_duration_since(conn_at)),
+                            x.info.head_bytes,
+                            x.info.body_bytes,
+                            x.info.content_bytes,
+                            done_us,
+                        );
+                        live.completed.fetch_add(1, Ordering::Relaxed);
+                    } else {
+                        st.length_mismatch += 1;
+                        st.record_fail(class, FailKind::Length, done_us);
+                        live.failed.fetch_add(1, Ordering::Relaxed);
+                    }
+                    st.connections_opened += x.opened;
+                }
+                Err(kind) => {
+                    st.record_fail(class, kind, done_us);
+                    live.failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        }
+        // 5. Think (closed loop).
+        if !cp.think.is_zero() && plan.pacing == Pacing::Closed {
+            tokio::time::sleep(cp.think).await;
+        }
+    }
+}
+
+struct Exchanged {
+    info: ResponseInfo,
+    /// (connect started, connected) when this request opened a connection.
+    connected: Option<(Instant, Instant)>,
+    sent: Instant,
+    first_byte: Option<Instant>,
+    opened: u64,
+}
+
+/// Send one request and read its response, opening a connection first if there is none. A reused
+/// keep-alive connection the server closed before answering is retried once on a fresh connection (the
+/// server may close idle connections at any time), without counting a failure.
+async fn exchange(
+    stream: &mut Option<TcpStream>,
+    buf: &mut Vec<u8>,
+    carry: &mut usize,
+    req: &Bytes,
+    plan: &Plan,
+) -> Result<Exchanged, FailKind> {
+    let mut retried = false;
+    let mut opened = 0u64;
+    loop {
+        let mut connected = None;
+        let s = match stream {
+            Some(s) => s,
+            None => {
+                let t0 = Instant::now();
+                let s =
+                    match tokio::time::timeout(plan.connect_timeout, TcpStream::connect(plan.addr))
+                        .await
+                    {
+                        Ok(Ok(s)) => s,
+                        Ok(Err(_)) | Err(_) => return Err(FailKind::Connect),
+                    };
+                let _ = s.set_nodelay(true);
+                opened += 1;
+                *carry = 0;
+                connected = Some((t0, Instant::now()));
+                stream.insert(s)
+            }
+        };
+        let reused = connected.is_none();
+        if s.write_all(req).await.is_err() {
+            *stream = None;
+            if reused && !retried {
+                retried = true;
+                continue;
+            }
+            return Err(FailKind::Exception);
+        }
+        let sent = Instant::now();
+        let mut first_byte = None;
+        match read_response(s, buf, carry, plan.head_request, &mut first_byte).await {
+            Ok(info) => {
+                if info.close || !plan.keepalive {
+                    *stream = None;
+                }
+                return Ok(Exchanged {
+                    info,
+                    connected,
+                    sent,
+                    first_byte,
+                    opened,
+                });
+            }
+            Err(ReadError::Receive { received: 0, .. }) if reused && !retried => {
+                *stream = None;
+                retried = true;
+            }
+            Err(e) => {
+                *stream = None;
+                return Err(match e {
+                    ReadError::Receive { .. } => FailKind::Receive,
+                    ReadError::Length { .. } => FailKind::Length,
+                    ReadError::Malformed(_) => FailKind::Exception,
+                });
+            }
+        }
+    }
+}

@@ -1,0 +1,583 @@
+//! The lean HTTP/1.1 client path: requests are serialised once into `Bytes`; responses are parsed with
+//! httparse from one reused buffer per connection, bodies (Content-Length, chunked, or until close) are
+//! skipped without copying, and nothing is allocated per request.
+
+use std::io;
+use std::time::Instant;
+
+use bytes::Bytes;
+use tokio::io::{AsyncRead, AsyncReadExt};
+
+use crate::config::{Header, Target};
+
+/// Serialise one request.
+pub fn build_request(
+    method: &str,
+    target: &Target,
+    headers: &[Header],
+    cookies: &[(String, String)],
+    body: Option<&Bytes>,
+    keepalive: bool,
+) -> Bytes {
+    let mut s = String::with_capacity(256);
+    s.push_str(method);
+    s.push(' ');
+    s.push_str(&target.path);
+    s.push_str(" HTTP/1.1\r\n");
+    let has = |n: &str| headers.iter().any(|h| h.name.eq_ignore_ascii_case(n));
+    if !has("host") {
+        s.push_str("Host: ");
+        s.push_str(&target.host_header());
+        s.push_str("\r\n");
+    }
+    if !has("user-agent") {
+        s.push_str(concat!(
+            "User-Agent: ordo-bench/",
+            env!("CARGO_PKG_VERSION"),
+            "\r\n"
+        ));
+    }
+    if !has("accept") {
+        s.push_str("Accept: */*\r\n");
+    }
+    if !keepalive && !has("connection") {
+        s.push_str("Connection: close\r\n");
+    }
+    for h in headers {
+        s.push_str(&h.name);
+        s.push_str(": ");
+        s.push_str(&h.value);
+        s.push_str("\r\n");
+    }
+    if !cookies.is_empty() {
+        s.push_str("Cookie: ");
+        for (i, (k, v)) in cookies.iter().enumerate() {
+            if i > 0 {
+                s.push_str("; ");
+            }
+            s.push_str(k);
+            s.push('=');
+            s.push_str(v);
+        }
+        s.push_str("\r\n");
+    }
+    if let Some(b) = body {
+        if !has("content-length") {
+            s.push_str(&format!("Content-Length: {}\r\n", b.len()));
+        }
+    }
+    s.push_str("\r\n");
+    let mut v = s.into_bytes();
+    if let Some(b) = body {
+        v.extend_from_slice(b);
+    }
+    Bytes::from(v)
+}
+
+/// What a complete response looked like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct ResponseInfo {
+    pub status: u16,
+    /// Bytes of the status line and headers.
+    pub head_bytes: u64,
+    /// Bytes of the body as framed on the wire (chunk framing included for chunked bodies).
+    pub body_bytes: u64,
+    /// Decoded body length.
+    pub content_bytes: u64,
+    /// The connection cannot be reused (server said close, HTTP/1.0, body ran to EOF, or extra bytes).
+    pub close: bool,
+}
+
+/// Why reading a response failed, in ab's terms.
+#[derive(Debug)]
+pub enum ReadError {
+    /// The connection ended or failed before the response head was complete. `received` bytes had arrived.
+    Receive { received: usize, error: io::Error },
+    /// The connection ended inside the body (shorter than declared).
+    Length { expected: Option<u64>, got: u64 },
+    /// The response could not be parsed.
+    Malformed(String),
+}
+
+const MAX_HEAD: usize = 1 << 20;
+const MAX_HEADERS: usize = 64;
+
+/// Read one response from `stream` into the reused `buf`, recording the time of the first byte in
+/// `first_byte`. `head_request` means the response has no body whatever it declares. `carry` is the
+/// number of bytes at the start of `buf` already received for this response (bytes that followed the
+/// previous response); on return it holds the bytes received beyond this one. Reset it to 0 for a new
+/// connection.
+pub async fn read_response<S: AsyncRead + Unpin>(
+    stream: &mut S,
+    buf: &mut Vec<u8>,
+    carry: &mut usize,
+    head_request: bool,
+    first_byte: &mut Option<Instant>,
+) -> Result<ResponseInfo, ReadError> {
+    let mut filled = std::mem::take(carry).min(buf.len());
+    let mut parse_first = filled > 0;
+    if parse_first {
+        *first_byte = Some(Instant::now());
+    }
+    // Response head.
+    let (status, head_len, framing, close) = loop {
+        if parse_first {
+            parse_first = false;
+        } else {
+            if filled == buf.len() {
+                if buf.len() >= MAX_HEAD {
+                    return Err(ReadError::Malformed(
+                        "response head larger than 1 MiB".into(),
+                    ));
+                }
+                let n = (buf.len() * 2).clamp(4096, MAX_HEAD);
+                buf.resize(n, 0);
+            }
+            let n = match stream.read(&mut buf[filled..]).await {
+                Ok(0) => {
+                    return Err(ReadError::Receive {
+                        received: filled,
+                        error: io::Error::new(
+                            io::ErrorKind::UnexpectedEof,
+                            "connection closed before the response head was complete",
+                        ),
+                    });
+                }
+                Ok(n) => n,
+                Err(error) => {
+                    return Err(ReadError::Receive {
+                        received: filled,
+                        error,
+                    });
+                }
+            };
+            if filled == 0 {
+                *first_byte = Some(Instant::now());
+            }
+            filled += n;
+        }
+        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut resp = httparse::Response::new(&mut headers);
+        match resp.parse(&buf[..filled]) {
+            Ok(httparse::Status::Complete(len)) => {
+                let status = resp.code.unwrap_or(0);
+                if (100..200).contains(&status) && status != 101 {
+                    // Interim response: drop it and read on.
+                    buf.copy_within(len..filled, 0);
+                    filled -= len;
+                    parse_first = filled > 0;
+                    continue;
+                }
+                let mut close = resp.version == Some(0);
+                let mut content_length: Option<u64> = None;
+                let mut chunked = false;
+                for h in resp.headers.iter() {
+                    if h.name.eq_ignore_ascii_case("content-length") {
+                        let v = std::str::from_utf8(h.value)
+                            .ok()
+                            .and_then(|s| s.trim().parse::<u64>().ok())
+                            .ok_or_else(|| ReadError::Malformed("bad Content-Length".into()))?;
+                        content_length = Some(v);
+                    } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
+                        chunked = h
+                            .value
+                            .split(|&b| b == b',')
+                            .next_back()
+                            .map(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
+                            .unwrap_or(false);
+                    } else if h.name.eq_ignore_ascii_case("connection") {
+                        for tok in h.value.split(|&b| b == b',') {
+                            let tok = tok.trim_ascii();
+                            if tok.eq_ignore_ascii_case(b"close") {
+                                close = true;
+                            } else if tok.eq_ignore_ascii_case(b"keep-alive") {
+                                close = false;
+                            }
+                        }
+                    }
+                }
+                let no_body = head_request || status == 204 || status == 304 || status < 200;
+                let framing = if no_body {
+                    Framing::Length(0)
+                } else if chunked {
+                    Framing::Chunked
+                } else if let Some(n) = content_length {
+                    Framing::Length(n)
+                } else {
+                    Framing::UntilClose
+                };
+                break (status, len, framing, close);
+            }
+            Ok(httparse::Status::Partial) => continue,
+            Err(e) => return Err(ReadError::Malformed(format!("bad response head: {e}"))),
+        }
+    };
+    // Body.
+    let mut have = filled - head_len;
+    let mut body_bytes: u64 = 0;
+    let content_bytes: u64;
+    match framing {
+        Framing::Length(total) => {
+            let mut remaining = total;
+            let take = (have as u64).min(remaining);
+            remaining -= take;
+            body_bytes += take;
+            if (have as u64) > take {
+                // Bytes beyond this response: keep them for the next one.
+                let from = head_len + take as usize;
+                buf.copy_within(from..filled, 0);
+                *carry = filled - from;
+            }
+            while remaining > 0 {
+                let n = match stream.read(&mut buf[..]).await {
+                    Ok(0) | Err(_) => {
+                        return Err(ReadError::Length {
+                            expected: Some(total),
+                            got: body_bytes,
+                        });
+                    }
+                    Ok(n) => n as u64,
+                };
+                let take = n.min(remaining);
+                remaining -= take;
+                body_bytes += take;
+                if n > take {
+                    buf.copy_within(take as usize..n as usize, 0);
+                    *carry = (n - take) as usize;
+                }
+            }
+            content_bytes = body_bytes;
+        }
+        Framing::Chunked => {
+            let mut dec = ChunkedDecoder::default();
+            let mut start = head_len;
+            loop {
+                let (consumed, done) = dec
+                    .feed(&buf[start..start + have])
+                    .map_err(|e| ReadError::Malformed(e.to_string()))?;
+                body_bytes += consumed as u64;
+                if done {
+                    if consumed < have {
+                        buf.copy_within(start + consumed..start + have, 0);
+                        *carry = have - consumed;
+                    }
+                    break;
+                }
+                let n = match stream.read(&mut buf[..]).await {
+                    Ok(0) | Err(_) => {
+                        return Err(ReadError::Length {
+                            expected: None,
+                            got: dec.data,
+                        });
+                    }
+                    Ok(n) => n,
+                };
+                start = 0;
+                have = n;
+            }
+            content_bytes = dec.data;
+        }
+        Framing::UntilClose => {
+            body_bytes += have as u64;
+            loop {
+                match stream.read(&mut buf[..]).await {
+                    Ok(0) => break,
+                    Ok(n) => body_bytes += n as u64,
+                    Err(_) => {
+                        return Err(ReadError::Length {
+                            expected: None,
+                            got: body_bytes,
+                        });
+                    }
+                }
+            }
+            content_bytes = body_bytes;
+        }
+    }
+    Ok(ResponseInfo {
+        status,
+        head_bytes: head_len as u64,
+        body_bytes,
+        content_bytes,
+        close: close || matches!(framing, Framing::UntilClose),
+    })
+}
+
+#[derive(Clone, Copy, Debug)]
+enum Framing {
+    Length(u64),
+    Chunked,
+    UntilClose,
+}
+
+/// Incremental chunked-body decoder that only counts: it never copies data.
+#[derive(Debug, Default)]
+pub struct ChunkedDecoder {
+    state: ChunkState,
+    size: u64,
+    digits: u32,
+    /// Decoded data bytes so far.
+    pub data: u64,
+}
+
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+enum ChunkState {
+    #[default]
+    Size,
+    Ext,
+    SizeLf,
+    Data,
+    DataCr,
+    DataLf,
+    TrailerStart,
+    TrailerLine,
+    FinalLf,
+    Done,
+}
+
+impl ChunkedDecoder {
+    /// Consume bytes; returns how many belonged to the body and whether the body ended.
+    pub fn feed(&mut self, input: &[u8]) -> Result<(usize, bool), &'static str> {
+        let mut i = 0;
+        while i < input.len() {
+            let b = input[i];
+            match self.state {
+                ChunkState::Size => {
+                    let d = match b {
+                        b'0'..=b'9' => Some(b - b'0'),
+                        b'a'..=b'f' => Some(b - b'a' + 10),
+                        b'A'..=b'F' => Some(b - b'A' + 10),
+                        _ => None,
+                    };
+                    match d {
+                        Some(d) => {
+                            self.digits += 1;
+                            if self.digits > 15 {
+                                return Err("chunk size too large");
+                            }
+                            self.size = self.size * 16 + d as u64;
+                        }
+                        None if self.digits == 0 => return Err("bad chunk size"),
+                        None => match b {
+                            b';' | b' ' | b'\t' => self.state = ChunkState::Ext,
+                            b'\r' => self.state = ChunkState::SizeLf,
+                            b'\n' => self.end_size(),
+                            _ => return Err("bad chunk size"),
+                        },
+                    }
+                    i += 1;
+                }
+                ChunkState::Ext => {
+                    match b {
+                        b'\r' => self.state = ChunkState::SizeLf,
+                        b'\n' => self.end_size(),
+                        _ => {}
+                    }
+                    i += 1;
+                }
+                ChunkState::SizeLf => {
+                    if b != b'\n' {
+                        return Err("bad chunk size line");
+                    }
+                    self.end_size();
+                    i += 1;
+                }
+                ChunkState::Data => {
+                    let take = ((input.len() - i) as u64).min(self.size);
+                    self.size -= take;
+                    self.data += take;
+                    i += take as usize;
+                    if self.size == 0 {
+                        self.state = ChunkState::DataCr;
+                    }
+                }
+                ChunkState::DataCr => {
+                    match b {
+                        b'\r' => self.state = ChunkState::DataLf,
+                        b'\n' => self.start_size(),
+                        _ => return Err("missing CRLF after chunk"),
+                    }
+                    i += 1;
+                }
+                ChunkState::DataLf => {
+                    if b != b'\n' {
+                        return Err("missing CRLF after chunk");
+                    }
+                    self.start_size();
+                    i += 1;
+                }
+                ChunkState::TrailerStart => {
+                    match b {
+                        b'\r' => self.state = ChunkState::FinalLf,
+                        b'\n' => {
+                            self.state = ChunkState::Done;
+                            return Ok((i + 1, true));
+                        }
+                        _ => self.state = ChunkState::TrailerLine,
+                    }
+                    i += 1;
+                }
+                ChunkState::TrailerLine => {
+                    if b == b'\n' {
+                        self.state = ChunkState::TrailerStart;
+                    }
+                    i += 1;
+                }
+                ChunkState::FinalLf => {
+                    if b != b'\n' {
+                        return Err("bad end of chunked body");
+                    }
+                    self.state = ChunkState::Done;
+                    return Ok((i + 1, true));
+                }
+                ChunkState::Done => return Ok((i, true)),
+            }
+        }
+        Ok((i, self.state == ChunkState::Done))
+    }
+
+    fn end_size(&mut self) {
+        self.state = if self.size == 0 {
+            ChunkState::TrailerStart
+        } else {
+            ChunkState::Data
+        };
+    }
+
+    fn start_size(&mut self) {
+        self.state = ChunkState::Size;
+        self.size = 0;
+        self.digits = 0;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn rt() -> tokio::runtime::Runtime {
+        tokio::runtime::Builder::new_current_thread()
+            .build()
+            .unwrap()
+    }
+
+    fn read_all(wire: &[u8], head: bool) -> Vec<Result<ResponseInfo, String>> {
+        rt().block_on(async {
+            // Feed in small pieces to exercise the incremental paths.
+            let mut r = tokio_test_reader(wire);
+            let mut buf = vec![0u8; 16];
+            let mut carry = 0;
+            let mut out = Vec::new();
+            loop {
+                let mut fb = None;
+                match read_response(&mut r, &mut buf, &mut carry, head, &mut fb).await {
+                    Ok(info) => {
+                        let close = info.close;
+                        out.push(Ok(info));
+                        if close {
+                            break;
+                        }
+                    }
+                    Err(ReadError::Receive { received: 0, .. }) => break,
+                    Err(e) => {
+                        out.push(Err(format!("{e:?}")));
+                        break;
+                    }
+                }
+            }
+            out
+        })
+    }
+
+    /// A reader that returns at most 7 bytes per read.
+    fn tokio_test_reader(wire: &[u8]) -> impl AsyncRead + Unpin {
+        struct Slow(Vec<u8>, usize);
+        impl AsyncRead for Slow {
+            fn poll_read(
+                mut self: std::pin::Pin<&mut Self>,
+                _: &mut std::task::Context<'_>,
+                buf: &mut tokio::io::ReadBuf<'_>,
+            ) -> std::task::Poll<io::Result<()>> {
+                let start = self.1;
+                let n = (self.0.len() - start).min(7).min(buf.remaining());
+                buf.put_slice(&self.0[start..start + n]);
+                self.1 += n;
+                std::task::Poll::Ready(Ok(()))
+            }
+        }
+        Slow(wire.to_vec(), 0)
+    }
+
+    #[test]
+    fn builds_requests() {
+        let t = Target::parse("http://127.0.0.1:8080/x?y=1").unwrap();
+        let h = vec![Header::new("X-A", "1").unwrap()];
+        let c = vec![("u".to_string(), "l".to_string()), ("v".into(), "2".into())];
+        let body = Bytes::from_static(b"hello");
+        let r = build_request("POST", &t, &h, &c, Some(&body), false);
+        let s = std::str::from_utf8(&r).unwrap();
+        assert!(s.starts_with("POST /x?y=1 HTTP/1.1\r\nHost: 127.0.0.1:8080\r\n"));
+        assert!(s.contains("Connection: close\r\n"));
+        assert!(s.contains("X-A: 1\r\nCookie: u=l; v=2\r\nContent-Length: 5\r\n\r\nhello"));
+        let mut headers = [httparse::EMPTY_HEADER; 16];
+        let mut req = httparse::Request::new(&mut headers);
+        assert!(req.parse(&r).unwrap().is_complete());
+    }
+
+    #[test]
+    fn content_length_keepalive() {
+        let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhelloHTTP/1.1 404 Not Found\r\nContent-Length: 0\r\n\r\n";
+        let r = read_all(wire, false);
+        assert_eq!(r.len(), 2);
+        let a = r[0].as_ref().unwrap();
+        assert_eq!((a.status, a.body_bytes, a.close), (200, 5, false));
+        assert_eq!(r[1].as_ref().unwrap().status, 404);
+    }
+
+    #[test]
+    fn chunked_bodies() {
+        let wire = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5;ext=1\r\nhello\r\nA\r\n0123456789\r\n0\r\nX-T: 1\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 1\r\nConnection: close\r\n\r\nz";
+        let r = read_all(wire, false);
+        assert_eq!(r.len(), 2, "{r:?}");
+        let a = r[0].as_ref().unwrap();
+        assert_eq!(a.content_bytes, 15);
+        assert!(!a.close);
+        assert!(r[1].as_ref().unwrap().close);
+    }
+
+    #[test]
+    fn until_close_and_http10() {
+        let r = read_all(b"HTTP/1.0 200 OK\r\n\r\nabcdef", false);
+        let a = r[0].as_ref().unwrap();
+        assert_eq!((a.content_bytes, a.close), (6, true));
+    }
+
+    #[test]
+    fn truncated_body_is_a_length_error() {
+        let r = read_all(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc", false);
+        assert!(r[0].as_ref().unwrap_err().contains("Length"), "{r:?}");
+        let r = read_all(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nab",
+            false,
+        );
+        assert!(r[0].as_ref().unwrap_err().contains("Length"), "{r:?}");
+    }
+
+    #[test]
+    fn head_and_interim() {
+        let r = read_all(
+            b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n",
+            true,
+        );
+        let a = r[0].as_ref().unwrap();
+        assert_eq!((a.status, a.body_bytes), (200, 0));
+    }
+
+    #[test]
+    fn malformed() {
+        let r = read_all(b"HTTZ/1.1 200 OK\r\n\r\n", false);
+        assert!(r[0].as_ref().unwrap_err().contains("Malformed"));
+        let mut d = ChunkedDecoder::default();
+        assert!(d.feed(b"zz\r\n").is_err());
+    }
+}

@@ -1,0 +1,353 @@
+//! Printers: the ab-style text report, the per-class table, the throughput timeline and CSV. They only read
+//! a finished [`BenchReport`].
+
+use std::fmt::Write as _;
+
+use crate::report::{BenchReport, Latency, PERCENTILES, TimeRow};
+
+/// The human report (ab's layout, then ordo's additions).
+pub fn text(r: &BenchReport) -> String {
+    let mut o = String::new();
+    let s = &r.summary;
+    let c = &r.config;
+    let _ = writeln!(o, "Target:                 {}", r.target);
+    let mode = match c.rate {
+        Some(rate) => format!("open loop, {rate} req/s target"),
+        None => "closed loop".to_string(),
+    };
+    let _ = writeln!(
+        o,
+        "Mode:                   {mode}, {} connections, {} thread{}, keep-alive {}",
+        c.connections,
+        c.threads,
+        if c.threads == 1 { "" } else { "s" },
+        if c.keepalive { "on" } else { "off" }
+    );
+    if let Some(m) = &c.mix {
+        let _ = writeln!(o, "Mix:                    {m} (assign by {})", c.assign);
+    }
+    if r.interrupted {
+        let _ = writeln!(
+            o,
+            "Interrupted:            yes (figures cover what completed)"
+        );
+    }
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Time taken for tests:   {:.3} seconds", r.elapsed_s);
+    let _ = writeln!(o, "Complete requests:      {}", s.complete);
+    let f = &s.failed;
+    let _ = writeln!(o, "Failed requests:        {}", f.total);
+    if f.total > 0 {
+        let _ = writeln!(
+            o,
+            "   (Connect: {}, Receive: {}, Length: {}, Exceptions: {}{})",
+            f.connect,
+            f.receive,
+            f.length,
+            f.exceptions,
+            if f.timeouts > 0 {
+                format!(" incl. {} timeouts", f.timeouts)
+            } else {
+                String::new()
+            }
+        );
+    }
+    if s.non_2xx > 0 {
+        let _ = writeln!(o, "Non-2xx responses:      {}", s.non_2xx);
+    }
+    let _ = writeln!(o, "Total transferred:      {} bytes", s.total_bytes);
+    let _ = writeln!(o, "Body transferred:       {} bytes", s.body_bytes);
+    let _ = writeln!(o, "Requests per second:    {:.2} [#/sec] (mean)", s.rps);
+    let _ = writeln!(
+        o,
+        "Time per request:       {:.3} [ms] (mean)",
+        s.time_per_request_ms
+    );
+    let _ = writeln!(
+        o,
+        "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
+        s.time_per_request_all_ms
+    );
+    let _ = writeln!(
+        o,
+        "Transfer rate:          {:.2} [Kbytes/sec] received",
+        s.transfer_kbytes_per_s
+    );
+    let _ = writeln!(o, "Connections opened:     {}", s.connections_opened);
+    let _ = writeln!(o);
+    let _ = writeln!(o, "Connection Times (ms)");
+    let _ = writeln!(
+        o,
+        "              {:>9} {:>9} {:>8} {:>9} {:>9}",
+        "min", "mean", "[+/-sd]", "median", "max"
+    );
+    let row = |o: &mut String, name: &str, t: &TimeRow| {
+        let _ = writeln!(
+            o,
+            "{name:<13} {:>9.3} {:>9.3} {:>8.3} {:>9.3} {:>9.3}",
+            t.min_ms, t.mean_ms, t.sd_ms, t.median_ms, t.max_ms
+        );
+    };
+    let ct = &r.connection_times;
+    row(&mut o, "Connect:", &ct.connect);
+    row(&mut o, "Processing:", &ct.processing);
+    row(&mut o, "Waiting:", &ct.waiting);
+    row(&mut o, "Total:", &ct.total);
+    let _ = writeln!(o);
+    match &s.corrected {
+        Some(cor) => {
+            let _ = writeln!(
+                o,
+                "Percentage of the requests served within a certain time (ms)"
+            );
+            let _ = writeln!(
+                o,
+                "          corrected  uncorrected   (corrected: from when each request was due)"
+            );
+            for (a, b) in cor.percentiles.iter().zip(&s.latency.percentiles) {
+                let _ = writeln!(
+                    o,
+                    "  {:>6}  {:>9.3}  {:>11.3}{}",
+                    pct_label(a.p),
+                    a.ms,
+                    b.ms,
+                    if a.p >= 100.0 {
+                        " (longest request)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+        None => {
+            let _ = writeln!(
+                o,
+                "Percentage of the requests served within a certain time (ms)"
+            );
+            for p in &s.latency.percentiles {
+                let _ = writeln!(
+                    o,
+                    "  {:>6}  {:>9.3}{}",
+                    pct_label(p.p),
+                    p.ms,
+                    if p.p >= 100.0 {
+                        " (longest request)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        }
+    }
+    if r.classes.len() > 1 {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Per class (latency in ms{})", corrected_note(r));
+        let _ = writeln!(
+            o,
+            "{:<12} {:>6} {:>7} {:>7} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9}",
+            "class",
+            "share",
+            "clients",
+            "reqs%",
+            "complete",
+            "failed",
+            "non2xx",
+            "req/s",
+            "mean",
+            "p50",
+            "p95",
+            "p99"
+        );
+        for cl in &r.classes {
+            let l = cl.corrected.as_ref().unwrap_or(&cl.latency);
+            let _ = writeln!(
+                o,
+                "{:<12} {:>5.1}% {:>6.1}% {:>6.2}% {:>9} {:>6} {:>6} {:>10.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                cl.name,
+                cl.share * 100.0,
+                cl.client_share * 100.0,
+                cl.request_share * 100.0,
+                cl.complete,
+                cl.failed.total,
+                cl.non_2xx,
+                cl.rps,
+                l.mean_ms,
+                l.at(50.0).unwrap_or(0.0),
+                l.at(95.0).unwrap_or(0.0),
+                l.at(99.0).unwrap_or(0.0),
+            );
+        }
+    }
+    if !r.status_counts.is_empty() {
+        let _ = writeln!(o);
+        let list: Vec<String> = r
+            .status_counts
+            .iter()
+            .map(|s| format!("{}: {}", s.status, s.count))
+            .collect();
+        let _ = writeln!(o, "Status codes:           {}", list.join(", "));
+    }
+    if r.timeline.len() > 1 {
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Throughput over time (complete requests per second)");
+        let _ = writeln!(o, "  {}", sparkline(r));
+    }
+    if let Some(sv) = &r.server {
+        let _ = writeln!(o);
+        let _ = writeln!(
+            o,
+            "Server process {} ({} threads) over {:.2} s",
+            sv.pid, sv.threads, sv.interval_s
+        );
+        let _ = writeln!(
+            o,
+            "  CPU time:             {:.3} s ({:.3} user, {:.3} system) = {:.2} cores",
+            sv.cpu_s, sv.user_s, sv.system_s, sv.cpu_cores
+        );
+        let _ = writeln!(
+            o,
+            "  Context switches:     {} voluntary, {} involuntary",
+            sv.voluntary_switches, sv.involuntary_switches
+        );
+        match sv.run_delay_s {
+            Some(d) => {
+                let _ = writeln!(o, "  Run-queue wait:       {d:.3} s");
+            }
+            None => {
+                let _ = writeln!(
+                    o,
+                    "  Run-queue wait:       n/a (no /proc/PID/task/*/schedstat)"
+                );
+            }
+        }
+        let p = &sv.per_request;
+        let _ = writeln!(
+            o,
+            "  Per request:          {:.1} µs CPU, {:.3} voluntary + {:.3} involuntary switches{}",
+            p.cpu_us,
+            p.voluntary_switches,
+            p.involuntary_switches,
+            p.run_delay_us
+                .map(|d| format!(", {d:.1} µs run-queue wait"))
+                .unwrap_or_default()
+        );
+    }
+    o
+}
+
+fn corrected_note(r: &BenchReport) -> &'static str {
+    if r.summary.corrected.is_some() {
+        ", corrected for coordinated omission"
+    } else {
+        ""
+    }
+}
+
+fn pct_label(p: f64) -> String {
+    if p.fract() == 0.0 {
+        format!("{p:.0}%")
+    } else {
+        format!("{p}%")
+    }
+}
+
+fn sparkline(r: &BenchReport) -> String {
+    const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
+    let max = r
+        .timeline
+        .iter()
+        .map(|t| t.complete)
+        .max()
+        .unwrap_or(0)
+        .max(1);
+    let line: String = r
+        .timeline
+        .iter()
+        .take(120)
+        .map(|t| BARS[((t.complete * 7) / max) as usize])
+        .collect();
+    format!("{line}  (peak {max}/s)")
+}
+
+fn csv_latency(o: &mut String, l: &Latency) {
+    let _ = write!(o, ",{:.3},{:.3},{:.3}", l.mean_ms, l.stdev_ms, l.min_ms);
+    for p in &l.percentiles {
+        let _ = write!(o, ",{:.3}", p.ms);
+    }
+}
+
+/// The CSV header row.
+pub fn csv_header() -> String {
+    let mut h = String::from(
+        "class,latency,complete,failed,failed_connect,failed_receive,failed_length,failed_exceptions,non_2xx,rps,mean_ms,stdev_ms,min_ms",
+    );
+    for p in PERCENTILES {
+        let label = if p.fract() == 0.0 {
+            format!("{p:.0}")
+        } else {
+            p.to_string()
+        };
+        let _ = write!(h, ",p{label}_ms");
+    }
+    h
+}
+
+fn csv_escape(s: &str) -> String {
+    if s.contains([',', '"', '\n']) {
+        format!("\"{}\"", s.replace('"', "\"\""))
+    } else {
+        s.to_string()
+    }
+}
+
+/// CSV: one row per class and latency kind (`uncorrected`, and `corrected` in an open loop), then the
+/// same for all classes together as class `all`.
+pub fn csv(r: &BenchReport) -> String {
+    let mut o = csv_header();
+    o.push('\n');
+    let mut rows = |name: &str,
+                    complete: u64,
+                    failed: &crate::report::FailedCounts,
+                    non_2xx: u64,
+                    rps: f64,
+                    lat: &Latency,
+                    cor: Option<&Latency>| {
+        for (kind, l) in std::iter::once(("uncorrected", lat)).chain(cor.map(|c| ("corrected", c)))
+        {
+            let _ = write!(
+                o,
+                "{},{kind},{complete},{},{},{},{},{},{non_2xx},{rps:.3}",
+                csv_escape(name),
+                failed.total,
+                failed.connect,
+                failed.receive,
+                failed.length,
+                failed.exceptions
+            );
+            csv_latency(&mut o, l);
+            o.push('\n');
+        }
+    };
+    for c in &r.classes {
+        rows(
+            &c.name,
+            c.complete,
+            &c.failed,
+            c.non_2xx,
+            c.rps,
+            &c.latency,
+            c.corrected.as_ref(),
+        );
+    }
+    let s = &r.summary;
+    rows(
+        "all",
+        s.complete,
+        &s.failed,
+        s.non_2xx,
+        s.rps,
+        &s.latency,
+        s.corrected.as_ref(),
+    );
+    o
+}

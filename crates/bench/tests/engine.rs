@@ -1,0 +1,368 @@
+//! Engine tests against an in-process server: exact counts, failure classes, keep-alive, open-loop rate,
+//! coordinated-omission correction, mix accuracy, warm-up, cancellation and an unreachable target.
+
+mod common;
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::Fault;
+use ordo_bench::{Assign, BenchConfig, BenchError, CancelToken, Mix, MixClass, Pacing, Stop, run};
+
+fn cfg(url: &str) -> BenchConfig {
+    let mut c = BenchConfig::new(url).unwrap();
+    c.timeout = Duration::from_secs(5);
+    c.connect_timeout = Duration::from_secs(2);
+    c
+}
+
+#[test]
+fn exact_request_count_closed_loop() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 8;
+    c.threads = 2;
+    c.stop = Stop::Requests(1000);
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 1000);
+    assert_eq!(r.summary.failed.total, 0);
+    assert_eq!(r.summary.latency.count, 1000);
+    assert_eq!(
+        s.counters
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        1000
+    );
+    assert_eq!(r.status_counts.len(), 1);
+    assert_eq!(r.status_counts[0].count, 1000);
+    assert!(r.summary.rps > 0.0 && r.elapsed_s > 0.0);
+    let tl: u64 = r.timeline.iter().map(|t| t.complete).sum();
+    assert_eq!(tl, 1000);
+}
+
+#[test]
+fn keepalive_reuses_connections_and_no_keepalive_does_not() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 4;
+    c.stop = Stop::Requests(200);
+    let r = run(c.clone(), CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 200);
+    assert_eq!(
+        s.counters
+            .used_connections
+            .load(std::sync::atomic::Ordering::SeqCst),
+        4
+    );
+    assert_eq!(r.summary.connections_opened, 4);
+
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 4;
+    c.stop = Stop::Requests(200);
+    c.keepalive = false;
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 200);
+    assert_eq!(
+        s.counters
+            .used_connections
+            .load(std::sync::atomic::Ordering::SeqCst),
+        200
+    );
+    assert_eq!(r.summary.connections_opened, 200);
+    assert!(r.connection_times.connect.max_ms > 0.0);
+}
+
+#[test]
+fn failures_are_classified() {
+    // Request k: 1 mod 5 → partial head (receive), 2 mod 5 → short body (length),
+    // 3 mod 5 → stalls past the timeout (exception, timeout).
+    let fault: common::FaultFn = Arc::new(|k| match k % 5 {
+        1 => Fault::PartialHead,
+        2 => Fault::ShortBody,
+        3 => Fault::Sleep(Duration::from_millis(400)),
+        _ => Fault::None,
+    });
+    let s = common::start_with(fault, None);
+    let mut c = cfg(&s.url("/"));
+    c.connections = 1;
+    c.stop = Stop::Requests(20);
+    c.timeout = Duration::from_millis(100);
+    let r = run(c, CancelToken::new()).unwrap();
+    let f = r.summary.failed;
+    assert_eq!(
+        (f.receive, f.length, f.exceptions, f.timeouts),
+        (4, 4, 4, 4),
+        "{f:?}"
+    );
+    assert_eq!(f.total, 12);
+    assert_eq!(r.summary.complete, 8);
+}
+
+#[test]
+fn connect_refused_is_a_connect_failure() {
+    // 1 accept for the reachability check + 5 served, then the listener closes.
+    let s = common::start_with(Arc::new(|_| Fault::None), Some(6));
+    let mut c = cfg(&s.url("/"));
+    c.connections = 1;
+    c.keepalive = false;
+    c.stop = Stop::Requests(20);
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 5);
+    assert_eq!(r.summary.failed.connect, 15);
+    assert_eq!(r.summary.failed.total, 15);
+}
+
+#[test]
+fn unreachable_target_fails_fast() {
+    let port = {
+        let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let t0 = Instant::now();
+    let e = run(
+        cfg(&format!("http://127.0.0.1:{port}/")),
+        CancelToken::new(),
+    )
+    .unwrap_err();
+    assert!(matches!(e, BenchError::Unreachable { .. }), "{e}");
+    assert!(!e.is_usage());
+    assert!(t0.elapsed() < Duration::from_secs(2));
+}
+
+#[test]
+fn open_loop_holds_the_rate() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 10;
+    c.pacing = Pacing::Open { rate: 1000.0 };
+    c.stop = Stop::Duration(Duration::from_secs(5));
+    let r = run(c, CancelToken::new()).unwrap();
+    let rate = r.summary.complete as f64 / r.elapsed_s;
+    assert!((rate - 1000.0).abs() <= 20.0, "rate {rate}");
+    assert!((r.summary.rps - 1000.0).abs() <= 20.0, "{}", r.summary.rps);
+    assert_eq!(r.config.mode, "open");
+    assert!(r.summary.corrected.is_some());
+}
+
+#[test]
+fn open_loop_exact_count() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 3;
+    c.pacing = Pacing::Open { rate: 2000.0 };
+    c.stop = Stop::Requests(500);
+    c.warmup = Duration::from_millis(100);
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 500);
+    assert_eq!(
+        s.counters
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst),
+        700
+    );
+}
+
+#[test]
+fn corrected_latency_shows_a_stall_uncorrected_does_not() {
+    // A single server-wide 200 ms stall at request 1000 of ~3000.
+    let fault: common::FaultFn = Arc::new(|k| {
+        if k == 1000 {
+            Fault::GlobalStall(Duration::from_millis(200))
+        } else {
+            Fault::None
+        }
+    });
+    let s = common::start_with(fault, None);
+    let mut c = cfg(&s.url("/"));
+    c.connections = 4;
+    c.pacing = Pacing::Open { rate: 1000.0 };
+    c.stop = Stop::Duration(Duration::from_secs(3));
+    let r = run(c, CancelToken::new()).unwrap();
+    let cor = r.summary.corrected.as_ref().unwrap().at(99.0).unwrap();
+    let unc = r.summary.latency.at(99.0).unwrap();
+    assert!(
+        cor >= 50.0,
+        "corrected p99 {cor} ms should show the 200 ms stall"
+    );
+    assert!(unc < 20.0, "uncorrected p99 {unc} ms should hide it");
+    assert!(r.summary.latency.max_ms >= 150.0);
+}
+
+#[test]
+fn mix_by_requests_is_exact() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 6;
+    c.stop = Stop::Requests(7000);
+    c.mix = Some(Mix::new(
+        Assign::Requests,
+        vec![
+            MixClass::new("light", 1.0, "/a?n=1"),
+            MixClass::new("medium", 2.0, "/b?n=2"),
+            MixClass::new("heavy", 4.0, "/c?n=3"),
+        ],
+    ));
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 7000);
+    for (cl, want) in r.classes.iter().zip([1.0 / 7.0, 2.0 / 7.0, 4.0 / 7.0]) {
+        assert!(
+            (cl.request_share - want).abs() <= 0.005,
+            "{}: {}",
+            cl.name,
+            cl.request_share
+        );
+        assert!((cl.share - want).abs() < 1e-9);
+    }
+    assert_eq!(s.counters.path("/a?n=1"), 1000);
+    assert_eq!(s.counters.path("/b?n=2"), 2000);
+    assert_eq!(s.counters.path("/c?n=3"), 4000);
+}
+
+#[test]
+fn mix_by_clients_with_headers_cookies_and_open_loop() {
+    let text = r#"
+[[class]]
+name = "light"
+urls = ["/l1?n=1", "/l2?n=1"]
+headers = { X-User-Type = "light" }
+cookies = { user = "light" }
+
+[[class]]
+name = "heavy"
+url = "/h?n=8"
+headers = { X-User-Type = "heavy" }
+"#;
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 10;
+    c.stop = Stop::Requests(400);
+    c.mix = Some(Mix::parse(text, None).unwrap());
+    let r = run(c.clone(), CancelToken::new()).unwrap();
+    assert_eq!(r.classes[0].connections, 5);
+    assert_eq!(r.classes[1].connections, 5);
+    assert!((r.classes[0].client_share - 0.5).abs() < 1e-9);
+    let light = s.counters.path("/l1?n=1") + s.counters.path("/l2?n=1");
+    assert_eq!(light, r.classes[0].complete);
+    // in turn: the two light URLs alternate per connection
+    assert!(
+        s.counters
+            .path("/l1?n=1")
+            .abs_diff(s.counters.path("/l2?n=1"))
+            <= 5
+    );
+    let h = s.counters.headers.lock().unwrap().clone();
+    assert_eq!(h.get("X-User-Type: light").copied().unwrap_or(0), light);
+    let ck = s.counters.cookies.lock().unwrap().clone();
+    assert_eq!(ck.get("user=light").copied().unwrap_or(0), light);
+
+    // Open loop: shares of the rate.
+    let s = common::start();
+    let mut c2 = c;
+    c2.target = ordo_bench::Target::parse(&s.url("/")).unwrap();
+    c2.mix = Some(Mix::new(
+        Assign::Clients,
+        vec![
+            MixClass::new("a", 0.2, "/a"),
+            MixClass::new("b", 0.3, "/b"),
+            MixClass::new("c", 0.5, "/c"),
+        ],
+    ));
+    c2.pacing = Pacing::Open { rate: 4000.0 };
+    c2.stop = Stop::Requests(2000);
+    let r = run(c2, CancelToken::new()).unwrap();
+    assert_eq!(r.config.assign, "requests");
+    for (cl, want) in r.classes.iter().zip([0.2, 0.3, 0.5]) {
+        assert!(
+            (cl.request_share - want).abs() <= 0.005,
+            "{}: {}",
+            cl.name,
+            cl.request_share
+        );
+        assert!(cl.corrected.is_some());
+    }
+}
+
+#[test]
+fn warmup_is_excluded() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 2;
+    c.stop = Stop::Requests(100);
+    c.warmup = Duration::from_millis(300);
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 100);
+    assert!(
+        s.counters
+            .requests
+            .load(std::sync::atomic::Ordering::SeqCst)
+            > 100
+    );
+}
+
+#[test]
+fn cancel_ends_the_run_with_a_report() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 2;
+    c.stop = Stop::Duration(Duration::from_secs(60));
+    let cancel = CancelToken::new();
+    let c2 = cancel.clone();
+    std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(500));
+        c2.cancel();
+    });
+    let t0 = Instant::now();
+    let r = run(c, cancel).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    assert!(r.interrupted);
+    assert!(r.summary.complete > 0);
+    assert!(r.elapsed_s < 5.0);
+}
+
+#[test]
+fn server_pid_sampling_reports_this_process() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 2;
+    c.stop = Stop::Duration(Duration::from_millis(500));
+    c.server_pid = Some(std::process::id() as i32);
+    let r = run(c, CancelToken::new()).unwrap();
+    let sv = r.server.expect("server report");
+    assert_eq!(sv.pid, std::process::id() as i32);
+    assert!(sv.threads >= 2);
+    assert!(sv.interval_s > 0.3);
+    assert!(sv.cpu_s > 0.0, "{sv:?}");
+    assert!(sv.per_request.cpu_us > 0.0);
+    let text = ordo_bench::print::text(&{
+        let mut r2 =
+            ordo_bench::run(cfg(&s.url("/")).with_requests(10), CancelToken::new()).unwrap();
+        r2.server = Some(sv.clone());
+        r2
+    });
+    assert!(text.contains("Context switches"));
+}
+
+trait WithRequests {
+    fn with_requests(self, n: u64) -> Self;
+}
+
+impl WithRequests for BenchConfig {
+    fn with_requests(mut self, n: u64) -> Self {
+        self.stop = Stop::Requests(n);
+        self
+    }
+}
+
+#[test]
+fn body_and_method_are_sent() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/post"));
+    c.method = "POST".into();
+    c.body = Some(bytes::Bytes::from_static(b"hello world"));
+    c.connections = 2;
+    c.stop = Stop::Requests(10);
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 10);
+    assert_eq!(s.counters.path("/post"), 10);
+}
