@@ -2,3 +2,6 @@
 //! and the seed-003 demo.
 
 pub mod demo;
+pub mod design;
+pub mod spec;
+pub mod stats;
