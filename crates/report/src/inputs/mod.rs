@@ -1,0 +1,229 @@
+//! Reading inputs: detect what a file is (a JSON result with a `"kind"` field, a JSON-lines stream of
+//! `probe-pid` intervals, or an `ordo tune` SQLite store by its file magic), check its version, and parse it
+//! into the kind's type. Anything else is refused with the file's name and what was expected.
+
+pub mod demo;
+
+use std::path::Path;
+
+use serde_json::Value;
+
+use crate::doc::Section;
+use crate::machine::Machine;
+
+/// What `ordo report` accepts, for error messages.
+pub const EXPECTED: &str = "a JSON result with \"kind\" one of demo, bench, probe-loop, probe-compare, probe-pid (as written by ordo demo / ordo bench --json / ordo probe --json)";
+
+/// The first 16 bytes of every SQLite 3 database.
+pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+
+/// Why an input could not be read.
+#[derive(Debug, thiserror::Error)]
+pub enum InputError {
+    #[error("{path}: cannot read: {source}")]
+    Read {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("{path}: not an ordo result ({reason}); expected {EXPECTED}")]
+    Unknown { path: String, reason: String },
+    #[error("{path}: corrupt {kind} result: {reason}")]
+    Corrupt {
+        path: String,
+        kind: String,
+        reason: String,
+    },
+    #[error("{path}: {kind} result has version {found}; this ordo reads version {expected}")]
+    Version {
+        path: String,
+        kind: String,
+        found: String,
+        expected: u64,
+    },
+}
+
+/// The kinds of result the report knows.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Kind {
+    Demo,
+}
+
+impl Kind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Kind::Demo => "demo",
+        }
+    }
+
+    fn from_kind_field(s: &str) -> Option<Kind> {
+        match s {
+            "demo" => Some(Kind::Demo),
+            _ => None,
+        }
+    }
+}
+
+/// A parsed input of one kind.
+#[derive(Clone, Debug)]
+pub enum InputData {
+    Demo(Box<demo::DemoResult>),
+}
+
+/// One input: where it came from and what it holds.
+#[derive(Clone, Debug)]
+pub struct Input {
+    /// The file name shown in the report (as given on the command line).
+    pub name: String,
+    pub data: InputData,
+}
+
+impl Input {
+    /// Wrap an in-memory demo result (what `ordo demo` hands over when it finishes).
+    pub fn demo(name: impl Into<String>, result: demo::DemoResult) -> Input {
+        Input {
+            name: name.into(),
+            data: InputData::Demo(Box::new(result)),
+        }
+    }
+
+    pub fn kind(&self) -> Kind {
+        match &self.data {
+            InputData::Demo(_) => Kind::Demo,
+        }
+    }
+
+    /// The machine the input was measured on.
+    pub fn machine(&self) -> Machine {
+        match &self.data {
+            InputData::Demo(d) => Machine::from_value(d.fingerprint.as_ref()),
+        }
+    }
+
+    /// "kernel @ host" when known, else the file name.
+    pub fn label(&self) -> String {
+        self.machine().label().unwrap_or_else(|| self.name.clone())
+    }
+
+    /// One line saying what was run.
+    pub fn summary(&self) -> String {
+        match &self.data {
+            InputData::Demo(d) => d.summary(),
+        }
+    }
+
+    /// The input's own section.
+    pub(crate) fn section(&self, id: &str) -> Section {
+        match &self.data {
+            InputData::Demo(d) => demo::section(d, id, &self.name, &self.machine()),
+        }
+    }
+}
+
+/// Read and parse one input file.
+pub fn load(path: &Path) -> Result<Input, InputError> {
+    let name = path.display().to_string();
+    let bytes = std::fs::read(path).map_err(|source| InputError::Read {
+        path: name.clone(),
+        source,
+    })?;
+    parse(&name, &bytes)
+}
+
+/// Read several inputs, stopping at the first that fails.
+pub fn load_all<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<Input>, InputError> {
+    paths.iter().map(|p| load(p.as_ref())).collect()
+}
+
+/// Parse an input's bytes; `name` is used in messages.
+pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
+    let unknown = |reason: String| InputError::Unknown {
+        path: name.to_string(),
+        reason,
+    };
+    if bytes.starts_with(SQLITE_MAGIC) {
+        return Err(unknown(
+            "an SQLite database; reading ordo tune stores is not supported by this build".into(),
+        ));
+    }
+    let text = std::str::from_utf8(bytes).map_err(|e| {
+        unknown(format!(
+            "not UTF-8 text (invalid byte at offset {})",
+            e.valid_up_to()
+        ))
+    })?;
+    if text.trim().is_empty() {
+        return Err(unknown("the file is empty".into()));
+    }
+    let value: Value = serde_json::from_str(text).map_err(|e| unknown(format!("not JSON: {e}")))?;
+    let Some(obj) = value.as_object() else {
+        return Err(unknown("the JSON document is not an object".into()));
+    };
+    let Some(kind_s) = obj.get("kind").and_then(Value::as_str) else {
+        return Err(unknown("the JSON object has no \"kind\" field".into()));
+    };
+    let Some(kind) = Kind::from_kind_field(kind_s) else {
+        return Err(unknown(format!("unknown kind {kind_s:?}")));
+    };
+    check_version(name, kind, obj.get("version"))?;
+    let corrupt = |e: serde_json::Error| InputError::Corrupt {
+        path: name.to_string(),
+        kind: kind.as_str().to_string(),
+        reason: e.to_string(),
+    };
+    let data = match kind {
+        Kind::Demo => InputData::Demo(Box::new(serde_json::from_value(value).map_err(corrupt)?)),
+    };
+    Ok(Input {
+        name: name.to_string(),
+        data,
+    })
+}
+
+fn check_version(name: &str, kind: Kind, v: Option<&Value>) -> Result<(), InputError> {
+    const SUPPORTED: u64 = 1;
+    match v.and_then(Value::as_u64) {
+        Some(SUPPORTED) => Ok(()),
+        _ => Err(InputError::Version {
+            path: name.to_string(),
+            kind: kind.as_str().to_string(),
+            found: v.map_or_else(|| "(missing)".to_string(), Value::to_string),
+            expected: SUPPORTED,
+        }),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn refuses_what_it_does_not_know() {
+        let e = parse("x.json", b"").unwrap_err().to_string();
+        assert!(e.starts_with("x.json: not an ordo result (the file is empty)"));
+        let e = parse("x.json", b"{\"a\": 1").unwrap_err().to_string();
+        assert!(e.contains("x.json: not an ordo result (not JSON"), "{e}");
+        let e = parse("x.json", b"[1, 2]").unwrap_err().to_string();
+        assert!(e.contains("not an object"));
+        let e = parse("x.json", b"{\"kind\": \"pizza\"}")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown kind \"pizza\"") && e.contains("expected a JSON result"));
+        let e = parse("x.json", b"{\"kind\": \"demo\", \"version\": 7}")
+            .unwrap_err()
+            .to_string();
+        assert_eq!(
+            e,
+            "x.json: demo result has version 7; this ordo reads version 1"
+        );
+        let e = parse("x.json", b"{\"kind\": \"demo\", \"version\": 1}")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with("x.json: corrupt demo result: missing field"),
+            "{e}"
+        );
+        let e = parse("x.bin", &[0xff, 0xfe, 0]).unwrap_err().to_string();
+        assert!(e.contains("not UTF-8"));
+    }
+}

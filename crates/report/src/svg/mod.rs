@@ -1,0 +1,504 @@
+//! A small SVG chart library: the shared pieces (escaping, number formatting, scales and 1-2-5 ticks, the
+//! colour-blind-safe palette and marker shapes) used by the XY chart (lines, scatter) and the bar chart.
+//!
+//! Every chart is one `<figure>` holding one `<svg>` and a one-line `<figcaption>`. Every plotted value is
+//! carried by its element (`data-x`/`data-y` on points, `data-value` on bars, printed with Rust's shortest
+//! round-trip float format) so tests, and readers with a DOM inspector, can check what was drawn.
+
+mod bar;
+mod xy;
+
+pub use bar::{BarChart, BarSeries, BarValue};
+pub use xy::{Point, RefLine, XyChart, XySeries};
+
+use std::fmt::Write as _;
+
+/// Okabe–Ito palette, reordered so the first colours have the most contrast on white.
+pub const PALETTE: [&str; 8] = [
+    "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#B8A600",
+];
+
+/// The colour of series `i`.
+pub fn color(i: usize) -> &'static str {
+    PALETTE[i % PALETTE.len()]
+}
+
+/// Escape text for XML/HTML text content and attribute values.
+pub fn escape(s: &str) -> String {
+    let mut out = String::with_capacity(s.len());
+    for c in s.chars() {
+        match c {
+            '&' => out.push_str("&amp;"),
+            '<' => out.push_str("&lt;"),
+            '>' => out.push_str("&gt;"),
+            '"' => out.push_str("&quot;"),
+            '\'' => out.push_str("&#39;"),
+            // Control characters other than tab/newline are not allowed in XML 1.0.
+            c if (c as u32) < 0x20 && c != '\t' && c != '\n' && c != '\r' => out.push('\u{FFFD}'),
+            c => out.push(c),
+        }
+    }
+    out
+}
+
+/// A value as written into `data-*` attributes: Rust's shortest representation that parses back exactly.
+pub fn data_num(v: f64) -> String {
+    format!("{v}")
+}
+
+/// A coordinate in the SVG (two decimals are plenty for pixels).
+fn px(v: f64) -> String {
+    let r = (v * 100.0).round() / 100.0;
+    if r == r.trunc() {
+        format!("{}", r as i64)
+    } else {
+        format!("{r}")
+    }
+}
+
+/// A number for people: up to `decimals` decimals, large values with k/M/G suffixes.
+pub fn human(v: f64, decimals: usize) -> String {
+    if !v.is_finite() {
+        return "–".to_string();
+    }
+    let a = v.abs();
+    let (scaled, suffix) = if a >= 1e9 {
+        (v / 1e9, "G")
+    } else if a >= 1e6 {
+        (v / 1e6, "M")
+    } else if a >= 1e4 {
+        (v / 1e3, "k")
+    } else {
+        (v, "")
+    };
+    let d = if suffix.is_empty() { decimals } else { 3 };
+    let mut s = format!("{scaled:.d$}");
+    if s.contains('.') {
+        while s.ends_with('0') {
+            s.pop();
+        }
+        if s.ends_with('.') {
+            s.pop();
+        }
+    }
+    if s == "-0" {
+        s = "0".to_string();
+    }
+    s.push_str(suffix);
+    s
+}
+
+/// The 1-2-5 step that splits `range` into about `target` intervals.
+pub fn nice_step(range: f64, target: usize) -> f64 {
+    let target = target.max(1) as f64;
+    if !(range.is_finite() && range > 0.0) {
+        return 1.0;
+    }
+    let raw = range / target;
+    let mag = 10f64.powf(raw.log10().floor());
+    let norm = raw / mag;
+    let m = if norm <= 1.0 {
+        1.0
+    } else if norm <= 2.0 {
+        2.0
+    } else if norm <= 5.0 {
+        5.0
+    } else {
+        10.0
+    };
+    m * mag
+}
+
+/// Ticks on 1-2-5 steps covering `[lo, hi]`; the domain is widened to the outer ticks.
+pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> (f64, f64, Vec<f64>) {
+    let (mut lo, mut hi) = if lo <= hi { (lo, hi) } else { (hi, lo) };
+    if !lo.is_finite() || !hi.is_finite() {
+        lo = 0.0;
+        hi = 1.0;
+    }
+    if lo == hi {
+        let pad = if lo == 0.0 { 1.0 } else { lo.abs() * 0.1 };
+        lo -= pad;
+        hi += pad;
+    }
+    let step = nice_step(hi - lo, target);
+    let first = (lo / step).floor();
+    let last = (hi / step).ceil();
+    let n = ((last - first) as i64).clamp(1, 1000);
+    let ticks: Vec<f64> = (0..=n)
+        .map(|i| {
+            let t = (first + i as f64) * step;
+            // Clean floating noise such as 0.30000000000000004.
+            let digits = (-step.log10().floor()).max(0.0) as i32 + 1;
+            let f = 10f64.powi(digits);
+            (t * f).round() / f
+        })
+        .collect();
+    (ticks[0], ticks[ticks.len() - 1], ticks)
+}
+
+/// Decimals needed to print ticks `step` apart.
+fn tick_decimals(ticks: &[f64]) -> usize {
+    if ticks.len() < 2 {
+        return 2;
+    }
+    let step = (ticks[1] - ticks[0]).abs();
+    if step <= 0.0 || !step.is_finite() {
+        return 2;
+    }
+    (-step.log10().floor()).clamp(0.0, 6.0) as usize
+}
+
+/// How an axis maps values to positions.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum ScaleKind {
+    /// Linear, with 1-2-5 ticks.
+    #[default]
+    Linear,
+    /// Base-10 logarithmic, ticks on decades (and 2, 5 within when the span is short). Values ≤ 0 are not plotted.
+    Log,
+    /// Percentiles (0–100 exclusive of 100) spaced by their "nines": 90, 99, 99.9 are equidistant.
+    Nines,
+}
+
+impl ScaleKind {
+    /// Whether `v` can be placed on this scale.
+    pub fn accepts(self, v: f64) -> bool {
+        match self {
+            ScaleKind::Linear => v.is_finite(),
+            ScaleKind::Log => v.is_finite() && v > 0.0,
+            ScaleKind::Nines => v.is_finite() && (0.0..100.0).contains(&v),
+        }
+    }
+
+    fn forward(self, v: f64) -> f64 {
+        match self {
+            ScaleKind::Linear => v,
+            ScaleKind::Log => v.log10(),
+            ScaleKind::Nines => -(1.0 - v / 100.0).log10(),
+        }
+    }
+}
+
+/// A resolved axis: the domain in transformed units, the ticks and their labels.
+#[derive(Clone, Debug)]
+pub struct Scale {
+    kind: ScaleKind,
+    lo: f64,
+    hi: f64,
+    ticks: Vec<(f64, String)>,
+}
+
+impl Scale {
+    /// Fit a scale to the values (already filtered by `accepts`). `zero` forces 0 into a linear domain.
+    pub fn fit(kind: ScaleKind, values: &[f64], zero: bool) -> Scale {
+        let mut min = values.iter().copied().fold(f64::INFINITY, f64::min);
+        let mut max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
+        if !min.is_finite() || !max.is_finite() {
+            (min, max) = match kind {
+                ScaleKind::Linear => (0.0, 1.0),
+                ScaleKind::Log => (1.0, 10.0),
+                ScaleKind::Nines => (50.0, 99.0),
+            };
+        }
+        match kind {
+            ScaleKind::Linear => {
+                if zero {
+                    min = min.min(0.0);
+                    max = max.max(0.0);
+                }
+                let (lo, hi, ticks) = nice_ticks(min, max, 6);
+                let d = tick_decimals(&ticks);
+                let ticks = ticks.into_iter().map(|t| (t, human(t, d))).collect();
+                Scale {
+                    kind,
+                    lo,
+                    hi,
+                    ticks,
+                }
+            }
+            ScaleKind::Log => {
+                let mut a = min.log10().floor() as i32;
+                let mut b = max.log10().ceil() as i32;
+                if a == b {
+                    a -= 1;
+                    b += 1;
+                }
+                let decades = b - a;
+                let mut ticks = Vec::new();
+                for e in a..=b {
+                    let base = 10f64.powi(e);
+                    ticks.push(base);
+                    if decades <= 3 && e < b {
+                        ticks.push(2.0 * base);
+                        ticks.push(5.0 * base);
+                    }
+                }
+                let ticks = ticks
+                    .into_iter()
+                    .map(|t| {
+                        let d = if t < 1.0 {
+                            (-t.log10().floor()) as usize
+                        } else {
+                            0
+                        };
+                        (t.log10(), human(t, d))
+                    })
+                    .collect();
+                Scale {
+                    kind,
+                    lo: a as f64,
+                    hi: b as f64,
+                    ticks,
+                }
+            }
+            ScaleKind::Nines => {
+                let lo = if min >= 50.0 {
+                    ScaleKind::Nines.forward(50.0)
+                } else {
+                    0.0
+                };
+                let hi = ScaleKind::Nines.forward(max).ceil().max(1.0);
+                let mut ticks = Vec::new();
+                if lo == 0.0 {
+                    ticks.push((0.0, "0%".to_string()));
+                }
+                ticks.push((ScaleKind::Nines.forward(50.0), "50%".to_string()));
+                let mut n = 1;
+                while (n as f64) <= hi + 1e-9 {
+                    let p = 100.0 - 100.0 / 10f64.powi(n);
+                    ticks.push((n as f64, format!("{}%", human(p, n as usize))));
+                    n += 1;
+                }
+                Scale {
+                    kind,
+                    lo,
+                    hi,
+                    ticks,
+                }
+            }
+        }
+    }
+
+    /// The kind of scale.
+    pub fn kind(&self) -> ScaleKind {
+        self.kind
+    }
+
+    /// Position of `v` in 0..=1 along the axis.
+    pub fn unit(&self, v: f64) -> f64 {
+        let t = self.kind.forward(v);
+        if self.hi == self.lo {
+            0.5
+        } else {
+            (t - self.lo) / (self.hi - self.lo)
+        }
+    }
+
+    /// Tick positions (0..=1) and labels.
+    pub fn ticks(&self) -> impl Iterator<Item = (f64, &str)> {
+        self.ticks.iter().filter_map(move |(t, l)| {
+            let u = if self.hi == self.lo {
+                0.5
+            } else {
+                (t - self.lo) / (self.hi - self.lo)
+            };
+            (-1e-9..=1.0 + 1e-9).contains(&u).then_some((u, l.as_str()))
+        })
+    }
+}
+
+/// Approximate rendered width of `s` at `size` px in the sans-serif stack (good enough for layout).
+pub fn text_width(s: &str, size: f64) -> f64 {
+    s.chars().count() as f64 * size * 0.56
+}
+
+/// Marker shape `i` (circle, square, triangle, diamond, ...) centred on (x, y), as a path.
+fn marker_path(i: usize, x: f64, y: f64, r: f64) -> String {
+    match i % 5 {
+        0 => format!(
+            "M{} {}a{r} {r} 0 1 0 {} 0a{r} {r} 0 1 0 -{} 0z",
+            px(x - r),
+            px(y),
+            px(2.0 * r),
+            px(2.0 * r)
+        ),
+        1 => {
+            let s = r * 0.9;
+            format!(
+                "M{} {}h{}v{}h-{}z",
+                px(x - s),
+                px(y - s),
+                px(2.0 * s),
+                px(2.0 * s),
+                px(2.0 * s)
+            )
+        }
+        2 => format!(
+            "M{} {}L{} {}L{} {}z",
+            px(x),
+            px(y - r * 1.15),
+            px(x + r * 1.1),
+            px(y + r * 0.85),
+            px(x - r * 1.1),
+            px(y + r * 0.85)
+        ),
+        3 => format!(
+            "M{} {}L{} {}L{} {}L{} {}z",
+            px(x),
+            px(y - r * 1.25),
+            px(x + r * 1.1),
+            px(y),
+            px(x),
+            px(y + r * 1.25),
+            px(x - r * 1.1),
+            px(y)
+        ),
+        _ => format!(
+            "M{} {}L{} {}M{} {}L{} {}",
+            px(x - r),
+            px(y - r),
+            px(x + r),
+            px(y + r),
+            px(x - r),
+            px(y + r),
+            px(x + r),
+            px(y - r)
+        ),
+    }
+}
+
+/// Whether marker `i` is drawn as a stroke only (the cross).
+fn marker_is_stroke(i: usize) -> bool {
+    i % 5 == 4
+}
+
+/// Legend entries laid out in rows across the top of the chart; returns (svg, height used).
+fn legend(entries: &[(String, usize, bool)], x0: f64, y0: f64, width: f64) -> (String, f64) {
+    if entries.is_empty() {
+        return (String::new(), 0.0);
+    }
+    let mut out = String::from("<g class=\"legend\">");
+    let (mut x, mut y) = (x0, y0 + 10.0);
+    for (name, idx, dashed) in entries {
+        let w = 34.0 + text_width(name, 12.0) + 18.0;
+        if x + w > x0 + width && x > x0 {
+            x = x0;
+            y += 18.0;
+        }
+        let dash = if *dashed {
+            " stroke-dasharray=\"5 3\""
+        } else {
+            ""
+        };
+        let _ = write!(
+            out,
+            "<g class=\"legend-item\" data-series=\"{}\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{dash}/>",
+            escape(name),
+            px(x),
+            px(y),
+            px(x + 26.0),
+            px(y),
+            color(*idx)
+        );
+        let fill = if marker_is_stroke(*idx) {
+            "none"
+        } else {
+            color(*idx)
+        };
+        let _ = write!(
+            out,
+            "<path d=\"{}\" fill=\"{fill}\" stroke=\"{}\" stroke-width=\"1.5\"/><text x=\"{}\" y=\"{}\" class=\"legend-text\">{}</text></g>",
+            marker_path(*idx, x + 13.0, y, 3.5),
+            color(*idx),
+            px(x + 32.0),
+            px(y + 4.0),
+            escape(name)
+        );
+        x += w;
+    }
+    out.push_str("</g>");
+    (out, y + 12.0 - y0)
+}
+
+/// Wrap a finished `<svg>` and its caption into the chart's `<figure>`.
+fn figure(id: &str, svg: &str, caption: &str) -> String {
+    format!(
+        "<figure class=\"chart\" id=\"{}\">{svg}<figcaption>{}</figcaption></figure>",
+        escape(id),
+        escape(caption)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn steps_are_1_2_5() {
+        assert_eq!(nice_step(10.0, 5), 2.0);
+        assert_eq!(nice_step(100.0, 5), 20.0);
+        assert_eq!(nice_step(7.0, 6), 2.0);
+        assert_eq!(nice_step(0.3, 6), 0.05);
+        assert_eq!(nice_step(3000.0, 6), 500.0);
+        assert_eq!(nice_step(1.0, 10), 0.1);
+    }
+
+    #[test]
+    fn ticks_cover_the_data() {
+        let (lo, hi, t) = nice_ticks(3.2, 97.0, 6);
+        assert_eq!(lo, 0.0);
+        assert_eq!(hi, 100.0);
+        assert_eq!(t, vec![0.0, 20.0, 40.0, 60.0, 80.0, 100.0]);
+        let (_, _, t) = nice_ticks(0.1, 0.35, 5);
+        assert_eq!(t, vec![0.1, 0.15, 0.2, 0.25, 0.3, 0.35]);
+        let (lo, hi, _) = nice_ticks(5.0, 5.0, 5);
+        assert!(lo < 5.0 && hi > 5.0);
+    }
+
+    #[test]
+    fn log_scale_ticks_on_decades() {
+        let s = Scale::fit(ScaleKind::Log, &[0.5, 120.0], false);
+        let labels: Vec<&str> = s.ticks().map(|(_, l)| l).collect();
+        assert_eq!(labels.first(), Some(&"0.1"));
+        assert!(labels.contains(&"1") && labels.contains(&"10") && labels.contains(&"1000"));
+        assert!((s.unit(10.0) - 0.5).abs() < 1e-9);
+    }
+
+    #[test]
+    fn nines_scale_is_equidistant_in_nines() {
+        let s = Scale::fit(ScaleKind::Nines, &[50.0, 99.99], false);
+        let a = s.unit(90.0);
+        let b = s.unit(99.0);
+        let c = s.unit(99.9);
+        assert!(((b - a) - (c - b)).abs() < 1e-9);
+        let labels: Vec<&str> = s.ticks().map(|(_, l)| l).collect();
+        assert_eq!(labels, vec!["50%", "90%", "99%", "99.9%", "99.99%"]);
+        assert!(!ScaleKind::Nines.accepts(100.0));
+    }
+
+    #[test]
+    fn escapes_markup() {
+        assert_eq!(
+            escape("<a href=\"x\">&'"),
+            "&lt;a href=&quot;x&quot;&gt;&amp;&#39;"
+        );
+        assert_eq!(escape("a\u{1}b"), "a\u{FFFD}b");
+    }
+
+    #[test]
+    fn human_numbers() {
+        assert_eq!(human(12.5, 2), "12.5");
+        assert_eq!(human(12000.0, 0), "12k");
+        assert_eq!(human(1_500_000.0, 0), "1.5M");
+        assert_eq!(human(0.0, 2), "0");
+        assert_eq!(human(f64::NAN, 2), "–");
+    }
+
+    #[test]
+    fn data_numbers_round_trip() {
+        for v in [0.1, 1.0 / 3.0, 12345.678, 1e-9] {
+            assert_eq!(data_num(v).parse::<f64>().unwrap(), v);
+        }
+    }
+}
