@@ -1,0 +1,544 @@
+//! The backends behind the real HTTP layer: static files (headers, 304, ranges, traversal and symlink escape,
+//! streaming of a large file, revalidation), the proxy against in-test upstreams (success, X-Forwarded-For,
+//! refused → 502, stalled → 504, bad response → 502, keep-alive reuse, chunked and streamed bodies) and the
+//! synthetic backend (bytes, sleep, bad parameters).
+
+mod http_util;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use http_util::*;
+use ordo_serve::backend::Backend;
+use ordo_serve::backend::proxy::{ProxyBackend, ProxyConfig};
+use ordo_serve::backend::static_files::{StaticBackend, StaticConfig};
+use ordo_serve::backend::synthetic::{SyntheticBackend, SyntheticConfig};
+use ordo_serve::http::{Handler, Limits, Request, Response, serve_connection};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+
+struct Route(Backend);
+
+impl Handler for Route {
+    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send {
+        async move { self.0.call(&req).await }
+    }
+}
+
+fn pattern(n: usize) -> Vec<u8> {
+    (0..n).map(|i| (i * 7 % 251) as u8).collect()
+}
+
+struct Site {
+    _dir: tempfile::TempDir,
+    root: std::path::PathBuf,
+    small: Vec<u8>,
+    big: Vec<u8>,
+}
+
+fn site() -> Site {
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("root");
+    std::fs::create_dir_all(root.join("docs")).unwrap();
+    let small = pattern(2048);
+    let big = pattern(3 * 1024 * 1024 + 17);
+    std::fs::write(root.join("small.txt"), &small).unwrap();
+    std::fs::write(root.join("big.bin"), &big).unwrap();
+    std::fs::write(root.join("docs/index.html"), b"<h1>docs</h1>").unwrap();
+    std::fs::create_dir_all(root.join("empty")).unwrap();
+    std::fs::write(dir.path().join("secret.txt"), b"top secret").unwrap();
+    std::os::unix::fs::symlink(dir.path().join("secret.txt"), root.join("escape.txt")).unwrap();
+    std::os::unix::fs::symlink(dir.path(), root.join("updir")).unwrap();
+    std::os::unix::fs::symlink(root.join("small.txt"), root.join("inside.txt")).unwrap();
+    Site {
+        _dir: dir,
+        root,
+        small,
+        big,
+    }
+}
+
+async fn static_server(root: &Path) -> Server {
+    let b = StaticBackend::new(&StaticConfig::new(root), "").unwrap();
+    start(Route(Backend::Static(b)), Limits::default()).await
+}
+
+#[tokio::test]
+async fn static_200_with_headers_and_head() {
+    let site = site();
+    let s = static_server(&site.root).await;
+    let mut c = Client::connect(s.addr).await;
+    for _ in 0..2 {
+        // second time from the cache: same answer
+        c.send(&get("/small.txt")).await;
+        let r = c.response().await;
+        assert_eq!(r.status, 200);
+        assert_eq!(r.body, site.small);
+        assert_eq!(r.header("content-type"), Some("text/plain; charset=utf-8"));
+        assert_eq!(r.header("content-length"), Some("2048"));
+        assert_eq!(r.header("accept-ranges"), Some("bytes"));
+        let etag = r.header("etag").unwrap();
+        assert!(
+            etag.starts_with('"') && etag.ends_with('"') && !etag.starts_with("W/"),
+            "{etag}"
+        );
+        assert!(httpdate::parse_http_date(r.header("last-modified").unwrap()).is_ok());
+    }
+    c.send(b"HEAD /small.txt HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    let r = c.try_response(true).await.unwrap();
+    assert_eq!((r.status, r.header("content-length")), (200, Some("2048")));
+    c.send(&get("/docs/")).await;
+    let r = c.response().await;
+    assert_eq!((r.status, r.text().as_str()), (200, "<h1>docs</h1>"));
+    assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
+    c.send(&get("/docs?x=1")).await;
+    let r = c.response().await;
+    assert_eq!((r.status, r.header("location")), (301, Some("/docs/")));
+    for p in ["/missing.txt", "/empty/"] {
+        c.send(&get(p)).await;
+        assert_eq!(c.response().await.status, 404, "{p}");
+    }
+    c.send(b"POST /small.txt HTTP/1.1\r\nHost: t\r\nContent-Length: 0\r\n\r\n")
+        .await;
+    let r = c.response().await;
+    assert_eq!((r.status, r.header("allow")), (405, Some("GET, HEAD")));
+}
+
+#[tokio::test]
+async fn static_conditional_304() {
+    let site = site();
+    let s = static_server(&site.root).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/small.txt")).await;
+    let r = c.response().await;
+    let etag = r.header("etag").unwrap().to_string();
+    let lm = r.header("last-modified").unwrap().to_string();
+    for (h, v, want) in [
+        ("If-None-Match", etag.clone(), 304),
+        ("If-None-Match", format!("\"nope\", {etag}"), 304),
+        ("If-None-Match", "*".to_string(), 304),
+        ("If-None-Match", "\"other\"".to_string(), 200),
+        ("If-Modified-Since", lm.clone(), 304),
+        (
+            "If-Modified-Since",
+            "Thu, 01 Jan 1970 00:00:00 GMT".to_string(),
+            200,
+        ),
+        ("If-Modified-Since", "not a date".to_string(), 200),
+    ] {
+        c.send(format!("GET /small.txt HTTP/1.1\r\nHost: t\r\n{h}: {v}\r\n\r\n").as_bytes())
+            .await;
+        let r = c.response().await;
+        assert_eq!(r.status, want, "{h}: {v}");
+        if want == 304 {
+            assert!(r.body.is_empty());
+            assert_eq!(r.header("etag"), Some(etag.as_str()));
+        }
+    }
+}
+
+#[tokio::test]
+async fn static_ranges() {
+    let site = site();
+    let s = static_server(&site.root).await;
+    let mut c = Client::connect(s.addr).await;
+    for (path, data) in [("/small.txt", &site.small), ("/big.bin", &site.big)] {
+        let len = data.len();
+        for (spec, a, b) in [
+            ("0-9", 0, 9),
+            ("100-", 100, len - 1),
+            ("-5", len - 5, len - 1),
+            ("1000-1999", 1000, 1999),
+        ] {
+            c.send(
+                format!("GET {path} HTTP/1.1\r\nHost: t\r\nRange: bytes={spec}\r\n\r\n").as_bytes(),
+            )
+            .await;
+            let r = c.response().await;
+            assert_eq!(r.status, 206, "{path} {spec}");
+            assert_eq!(
+                r.header("content-range"),
+                Some(format!("bytes {a}-{b}/{len}").as_str())
+            );
+            assert_eq!(r.body, data[a..=b], "{path} {spec}");
+        }
+        c.send(format!("GET {path} HTTP/1.1\r\nHost: t\r\nRange: bytes={len}-\r\n\r\n").as_bytes())
+            .await;
+        let r = c.response().await;
+        assert_eq!(r.status, 416);
+        assert_eq!(
+            r.header("content-range"),
+            Some(format!("bytes */{len}").as_str())
+        );
+        c.send(
+            format!("GET {path} HTTP/1.1\r\nHost: t\r\nRange: bytes=0-1,5-6\r\n\r\n").as_bytes(),
+        )
+        .await;
+        let r = c.response().await;
+        assert_eq!((r.status, r.body.len()), (200, len));
+        c.send(
+            format!(
+                "GET {path} HTTP/1.1\r\nHost: t\r\nRange: bytes=0-1\r\nIf-Range: \"stale\"\r\n\r\n"
+            )
+            .as_bytes(),
+        )
+        .await;
+        assert_eq!(c.response().await.status, 200);
+    }
+}
+
+#[tokio::test]
+async fn static_traversal_and_symlink_escape_refused() {
+    let site = site();
+    let s = static_server(&site.root).await;
+    for (p, want) in [
+        ("/../secret.txt", 400),
+        ("/%2e%2e/secret.txt", 400),
+        ("/docs/%2E%2E/%2e%2e/secret.txt", 400),
+        ("/small.txt%00.html", 400),
+        ("/escape.txt", 403),
+        ("/updir/secret.txt", 403),
+        ("/updir/root/small.txt", 200), // a symlink out and back in resolves inside the root
+        ("/inside.txt", 200),
+        ("/docs/../small.txt", 200),
+    ] {
+        let mut c = Client::connect(s.addr).await;
+        c.send(&get(p)).await;
+        let r = c.response().await;
+        assert_eq!(r.status, want, "{p}");
+        assert!(!r.text().contains("top secret"));
+    }
+    // the backend refuses `..` even when called without the HTTP layer's normalisation
+    let b = StaticBackend::new(&StaticConfig::new(&site.root), "").unwrap();
+    let mut req = Request::get("/docs/../../secret.txt");
+    req.path = "/docs/../../secret.txt".into();
+    assert_eq!(b.call(&req).await.status, 403);
+}
+
+#[tokio::test]
+async fn static_large_file_streamed_and_prefix() {
+    let site = site();
+    let b = StaticBackend::new(&StaticConfig::new(&site.root), "/files").unwrap();
+    assert_eq!(
+        b.size_hint(&Request::get("/files/big.bin")),
+        Some(site.big.len() as u64)
+    );
+    let s = start(Route(Backend::Static(b)), Limits::default()).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/files/big.bin")).await;
+    let r = c.response().await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.header("content-type"), Some("application/octet-stream"));
+    assert!(r.body == site.big, "large file bytes differ");
+    c.send(&get("/big.bin")).await;
+    assert_eq!(c.response().await.status, 404);
+    c.send(&get("/filesbig.bin")).await;
+    assert_eq!(c.response().await.status, 404);
+}
+
+#[tokio::test]
+async fn static_cache_revalidates_changed_files() {
+    let site = site();
+    let s = static_server(&site.root).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/small.txt")).await;
+    let first = c.response().await;
+    std::fs::write(site.root.join("small.txt"), b"changed!").unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    c.send(&get("/small.txt")).await;
+    let r = c.response().await;
+    assert_eq!(r.text(), "changed!");
+    assert_ne!(r.header("etag"), first.header("etag"));
+    std::fs::remove_file(site.root.join("small.txt")).unwrap();
+    tokio::time::sleep(Duration::from_millis(1100)).await;
+    c.send(&get("/small.txt")).await;
+    assert_eq!(c.response().await.status, 404);
+}
+
+/// An upstream made of the ordo HTTP layer itself, counting its connections.
+struct Upstream {
+    addr: SocketAddr,
+    conns: Arc<AtomicUsize>,
+}
+
+struct UpHandler;
+
+impl Handler for UpHandler {
+    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send {
+        async move {
+            let body = format!(
+                "{} {} xff={} host={} conn={} body={}",
+                req.method,
+                req.target,
+                req.header("x-forwarded-for").unwrap_or("-"),
+                req.header("host").unwrap_or("-"),
+                req.header("connection").unwrap_or("-"),
+                String::from_utf8_lossy(&req.body)
+            );
+            Response::text(201, &body)
+                .with_header("x-up", "1")
+                .with_header("keep-alive", "timeout=5")
+        }
+    }
+}
+
+async fn upstream() -> Upstream {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let counted = conns.clone();
+    tokio::spawn(async move {
+        let (_tx, rx) = tokio::sync::watch::channel(false);
+        let h = Arc::new(UpHandler);
+        let limits = Arc::new(Limits::default());
+        loop {
+            let Ok((s, peer)) = listener.accept().await else {
+                return;
+            };
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(serve_connection(
+                s,
+                peer,
+                h.clone(),
+                limits.clone(),
+                rx.clone(),
+            ));
+        }
+    });
+    Upstream { addr, conns }
+}
+
+/// An upstream that answers every connection with fixed bytes (after reading a request head), or never.
+async fn raw_upstream(answer: Option<&'static [u8]>) -> SocketAddr {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                while find(&buf, b"\r\n\r\n").is_none() {
+                    match s.read(&mut tmp).await {
+                        Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+                        _ => return,
+                    }
+                }
+                match answer {
+                    Some(a) => {
+                        let _ = s.write_all(a).await;
+                        let _ = s.shutdown().await;
+                    }
+                    None => tokio::time::sleep(Duration::from_secs(30)).await,
+                }
+            });
+        }
+    });
+    addr
+}
+
+fn proxy_cfg(addrs: &[SocketAddr]) -> ProxyConfig {
+    ProxyConfig {
+        upstreams: addrs.iter().map(|a| a.to_string()).collect(),
+        connect_timeout: Duration::from_millis(500),
+        read_timeout: Duration::from_millis(400),
+        ..ProxyConfig::default()
+    }
+}
+
+async fn proxy_server(cfg: ProxyConfig) -> Server {
+    start(
+        Route(Backend::Proxy(ProxyBackend::new(&cfg).unwrap())),
+        Limits::default(),
+    )
+    .await
+}
+
+#[tokio::test]
+async fn proxy_forwards_with_xff_and_reuses_connections() {
+    let up = upstream().await;
+    let s = proxy_server(proxy_cfg(&[up.addr])).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(b"GET /a/b?q=1 HTTP/1.1\r\nHost: site\r\nX-Forwarded-For: 10.1.2.3\r\nConnection: keep-alive, x-drop\r\nX-Drop: 1\r\n\r\n")
+        .await;
+    let r = c.response().await;
+    assert_eq!(r.status, 201);
+    assert_eq!(r.header("x-up"), Some("1"));
+    assert_eq!(
+        r.header("keep-alive"),
+        None,
+        "hop-by-hop header passed through"
+    );
+    assert_eq!(
+        r.text(),
+        "GET /a/b?q=1 xff=10.1.2.3, 127.0.0.1 host=site conn=- body=\n"
+    );
+    c.send(b"POST /p HTTP/1.1\r\nHost: site\r\nContent-Length: 4\r\n\r\nbody")
+        .await;
+    let r = c.response().await;
+    assert_eq!(
+        r.text(),
+        "POST /p xff=127.0.0.1 host=site conn=- body=body\n"
+    );
+    for i in 0..5 {
+        c.send(&get(&format!("/n{i}"))).await;
+        assert_eq!(c.response().await.status, 201);
+    }
+    c.send(b"HEAD /h HTTP/1.1\r\nHost: site\r\n\r\n").await;
+    let r = c.try_response(true).await.unwrap();
+    assert_eq!(r.header("content-length"), Some("45"));
+    c.send(&get("/after-head")).await;
+    assert_eq!(c.response().await.status, 201);
+    assert_eq!(
+        up.conns.load(Ordering::SeqCst),
+        1,
+        "upstream connection not reused"
+    );
+}
+
+#[tokio::test]
+async fn proxy_round_robin() {
+    let (u1, u2) = (upstream().await, upstream().await);
+    let s = proxy_server(proxy_cfg(&[u1.addr, u2.addr])).await;
+    let mut c = Client::connect(s.addr).await;
+    for _ in 0..4 {
+        c.send(&get("/")).await;
+        assert_eq!(c.response().await.status, 201);
+    }
+    assert_eq!(
+        (
+            u1.conns.load(Ordering::SeqCst),
+            u2.conns.load(Ordering::SeqCst)
+        ),
+        (1, 1)
+    );
+}
+
+#[tokio::test]
+async fn proxy_failures_map_to_502_and_504() {
+    // refused: a port nothing listens on any more
+    let dead = {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        l.local_addr().unwrap()
+    };
+    let s = proxy_server(proxy_cfg(&[dead])).await;
+    let r = one_shot_or_keep(s.addr).await;
+    assert_eq!(r.status, 502, "{}", r.text());
+
+    // accepts, never answers: read timeout → 504
+    let stall = raw_upstream(None).await;
+    let s = proxy_server(proxy_cfg(&[stall])).await;
+    let t0 = Instant::now();
+    let r = one_shot_or_keep(s.addr).await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(t0.elapsed() >= Duration::from_millis(350) && t0.elapsed() < Duration::from_secs(3));
+
+    // not HTTP → 502
+    let junk = raw_upstream(Some(b"SSH-2.0-OpenSSH\r\n\r\n")).await;
+    let s = proxy_server(proxy_cfg(&[junk])).await;
+    assert_eq!(one_shot_or_keep(s.addr).await.status, 502);
+
+    // conflicting lengths → 502
+    let bad = raw_upstream(Some(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
+    ))
+    .await;
+    let s = proxy_server(proxy_cfg(&[bad])).await;
+    assert_eq!(one_shot_or_keep(s.addr).await.status, 502);
+
+    // closes mid-body → 502
+    let short = raw_upstream(Some(b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc")).await;
+    let s = proxy_server(proxy_cfg(&[short])).await;
+    assert_eq!(one_shot_or_keep(s.addr).await.status, 502);
+}
+
+async fn one_shot_or_keep(addr: SocketAddr) -> Resp {
+    let mut c = Client::connect(addr).await;
+    c.send(&get("/x")).await;
+    c.response().await
+}
+
+#[tokio::test]
+async fn proxy_streams_chunked_and_close_delimited() {
+    let chunked = raw_upstream(Some(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-A: b\r\n\r\n5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n",
+    ))
+    .await;
+    let s = proxy_server(proxy_cfg(&[chunked])).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/")).await;
+    let r = c.response().await;
+    assert_eq!(r.header("transfer-encoding"), Some("chunked"));
+    assert_eq!(
+        (r.status, r.text().as_str(), r.header("x-a")),
+        (200, "hello world", Some("b"))
+    );
+
+    let closed = raw_upstream(Some(b"HTTP/1.0 200 OK\r\n\r\nuntil the end")).await;
+    let s = proxy_server(proxy_cfg(&[closed])).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/")).await;
+    assert_eq!(c.response().await.text(), "until the end");
+
+    // a large upstream body (over buffer_max_bytes) arrives whole
+    let up = start(
+        Route(Backend::Synthetic(
+            SyntheticBackend::new(&SyntheticConfig::default()).unwrap(),
+        )),
+        Limits::default(),
+    )
+    .await;
+    let s = proxy_server(proxy_cfg(&[up.addr])).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/bytes?n=3000000")).await;
+    let r = c.response().await;
+    assert_eq!((r.status, r.body.len()), (200, 3_000_000));
+    c.send(&get("/bytes?n=10")).await;
+    assert_eq!(c.response().await.body.len(), 10);
+}
+
+#[tokio::test]
+async fn synthetic_backend() {
+    let s = start(
+        Route(Backend::Synthetic(
+            SyntheticBackend::new(&SyntheticConfig::default()).unwrap(),
+        )),
+        Limits::default(),
+    )
+    .await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/bytes?n=5000")).await;
+    let r = c.response().await;
+    assert_eq!((r.status, r.body.len()), (200, 5000));
+    c.send(&get("/bytes?n=2500000")).await;
+    assert_eq!(c.response().await.body.len(), 2_500_000);
+    let t0 = Instant::now();
+    c.send(&get("/sleep?ms=200")).await;
+    assert_eq!(c.response().await.status, 200);
+    assert!(t0.elapsed() >= Duration::from_millis(200));
+    let t0 = Instant::now();
+    c.send(&get("/work?us=3000&ms=10&n=7")).await;
+    assert_eq!(c.response().await.body.len(), 7);
+    assert!(t0.elapsed() >= Duration::from_millis(13));
+    for (q, param) in [
+        ("/cpu?us=x", "us"),
+        ("/sleep?ms=-4", "ms"),
+        ("/bytes?n=99999999999999", "n"),
+        ("/cpu?us=20000000", "us"),
+    ] {
+        c.send(&get(q)).await;
+        let r = c.response().await;
+        assert_eq!(r.status, 400, "{q}");
+        assert!(
+            r.text().contains(&format!("parameter {param}")),
+            "{}",
+            r.text()
+        );
+    }
+}
