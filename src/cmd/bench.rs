@@ -1,11 +1,263 @@
-//! `ordo bench`: command-line arguments and glue to the library crate.
-// PLACEHOLDER: the owner of this subcommand replaces this file.
+//! `ordo bench`: command-line arguments, resolved into an `ordo_bench::BenchConfig`, plus the glue around a
+//! run (Ctrl-C, progress bar on a terminal, text / JSON / CSV output). See docs/bench.md.
 
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
+
+use anyhow::Context;
+use ordo_bench::{BenchConfig, BenchError, CancelToken, Header, Mix, Pacing, Stop, Target};
+
+use crate::cli::UsageError;
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+#[command(
+    after_help = "Examples:\n  ordo bench -c 100 -d 10s http://127.0.0.1:8080/\n  \
+    ordo bench -c 100 -n 10000 --no-keepalive http://127.0.0.1:8080/\n  \
+    ordo bench -c 32 --rate 5000 -d 30s http://127.0.0.1:8080/\n  \
+    ordo bench -c 99 -d 30s --mix examples/bench/seed003-mix.toml http://127.0.0.1:8080/"
+)]
+pub struct Args {
+    /// Target URL (http:// only); paths in a mix file are resolved against it.
+    #[arg(value_name = "URL", value_parser = parse_url)]
+    pub url: Target,
+    /// Concurrent connections (closed loop: concurrent clients).
+    #[arg(short = 'c', long, default_value_t = 10, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub connections: u64,
+    /// Total measured requests (exact); conflicts with --duration.
+    #[arg(short = 'n', long, value_name = "N", conflicts_with = "duration",
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub requests: Option<u64>,
+    /// Measured duration, e.g. 10s, 500ms, 2m (default 10s when -n is not given).
+    #[arg(short = 'd', long, value_name = "TIME", value_parser = parse_dur)]
+    pub duration: Option<Duration>,
+    /// Worker threads, each with its share of the connections.
+    #[arg(short = 't', long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=1024))]
+    pub threads: u64,
+    /// Open loop: this many requests per second in total, spread over the connections; latency is also
+    /// reported from when each request was due (coordinated omission corrected).
+    #[arg(short = 'r', long, value_name = "REQ/S", value_parser = parse_rate)]
+    pub rate: Option<f64>,
+    /// Open a new connection for every request (ab's default) instead of keep-alive.
+    #[arg(long)]
+    pub no_keepalive: bool,
+    /// HTTP method.
+    #[arg(short = 'm', long, default_value = "GET", value_name = "METHOD")]
+    pub method: String,
+    /// Extra request header `Name: value` (repeatable).
+    #[arg(short = 'H', long = "header", value_name = "HEADER", value_parser = parse_header)]
+    pub headers: Vec<Header>,
+    /// Request body.
+    #[arg(long, value_name = "TEXT", conflicts_with = "body_file")]
+    pub body: Option<String>,
+    /// Request body read from a file.
+    #[arg(long, value_name = "FILE")]
+    pub body_file: Option<PathBuf>,
+    /// Per-request time limit (connect + send + receive); over it counts as an exception.
+    #[arg(long, default_value = "30s", value_name = "TIME", value_parser = parse_dur)]
+    pub timeout: Duration,
+    /// Connect time limit; also how long an unreachable target takes to be reported.
+    #[arg(long, default_value = "5s", value_name = "TIME", value_parser = parse_dur)]
+    pub connect_timeout: Duration,
+    /// Run this long first and leave it out of every statistic.
+    #[arg(long, default_value = "0s", value_name = "TIME", value_parser = parse_dur)]
+    pub warmup: Duration,
+    /// Class mix (TOML; see docs/bench.md).
+    #[arg(long, value_name = "FILE")]
+    pub mix: Option<PathBuf>,
+    /// Sample this process's threads during the run (CPU, context switches, run-queue wait).
+    #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
+    pub server_pid: Option<i32>,
+    /// Count responses whose body length differs from the first one for the same URL as failures (ab).
+    #[arg(long)]
+    pub strict_length: bool,
+    /// Seed for random URL choice in a mix.
+    #[arg(long, default_value_t = 0x5eed, value_name = "N")]
+    pub seed: u64,
+    /// Print the report as JSON (schema: crates/bench/schema/bench-report.schema.json).
+    #[arg(long, conflicts_with = "csv")]
+    pub json: bool,
+    /// Print the report as CSV (one row per class and latency kind).
+    #[arg(long)]
+    pub csv: bool,
+    /// Never show the progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("ordo bench is not built yet")
+fn parse_url(s: &str) -> Result<Target, String> {
+    Target::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_header(s: &str) -> Result<Header, String> {
+    Header::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_dur(s: &str) -> Result<Duration, String> {
+    ordo_bench::parse_duration(s)
+}
+
+fn parse_rate(s: &str) -> Result<f64, String> {
+    match s.parse::<f64>() {
+        Ok(r) if r.is_finite() && r > 0.0 => Ok(r),
+        _ => Err(format!(
+            "expected a positive number of requests per second, got `{s}`"
+        )),
+    }
+}
+
+fn usage(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(UsageError(e.to_string()))
+}
+
+fn bench_err(e: BenchError) -> anyhow::Error {
+    if e.is_usage() {
+        usage(e)
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+/// Raw arguments → a checked config.
+fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
+    let mut cfg = BenchConfig::new(&args.url.url).map_err(bench_err)?;
+    cfg.connections = args.connections as usize;
+    cfg.threads = args.threads as usize;
+    cfg.stop = match (args.requests, args.duration) {
+        (Some(n), _) => Stop::Requests(n),
+        (None, Some(d)) => Stop::Duration(d),
+        (None, None) => Stop::Duration(Duration::from_secs(10)),
+    };
+    cfg.pacing = match args.rate {
+        Some(rate) => Pacing::Open { rate },
+        None => Pacing::Closed,
+    };
+    cfg.keepalive = !args.no_keepalive;
+    cfg.method = args.method.clone();
+    cfg.headers = args.headers.clone();
+    cfg.body = match (&args.body, &args.body_file) {
+        (Some(b), _) => Some(b.clone().into_bytes().into()),
+        (None, Some(f)) => Some(
+            std::fs::read(f)
+                .with_context(|| format!("reading --body-file {}", f.display()))
+                .map_err(|e| usage(format!("{e:#}")))?
+                .into(),
+        ),
+        (None, None) => None,
+    };
+    cfg.timeout = args.timeout;
+    cfg.connect_timeout = args.connect_timeout;
+    cfg.warmup = args.warmup;
+    cfg.mix = match &args.mix {
+        Some(p) => Some(Mix::from_file(p).map_err(bench_err)?),
+        None => None,
+    };
+    cfg.server_pid = args.server_pid;
+    cfg.strict_length = args.strict_length;
+    cfg.seed = args.seed;
+    cfg.validate().map_err(bench_err)?;
+    Ok(cfg)
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let cfg = resolve(&args)?;
+    let cancel = CancelToken::new();
+    // Ctrl-C ends the run; the report covers what completed.
+    {
+        let cancel = cancel.clone();
+        std::thread::Builder::new()
+            .name("ordo-bench-signal".into())
+            .spawn(move || {
+                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                else {
+                    return;
+                };
+                rt.block_on(async {
+                    if tokio::signal::ctrl_c().await.is_ok() {
+                        cancel.cancel();
+                    }
+                });
+            })
+            .context("starting the signal thread")?;
+    }
+    let report = if args.no_progress {
+        ordo_bench::run(cfg, cancel)
+    } else {
+        let mut bar = ordo_bench::progress::ProgressBar::stderr_if_terminal();
+        let r = ordo_bench::run_observed(cfg, cancel, |p| bar.update(p));
+        bar.finish();
+        r
+    }
+    .map_err(bench_err)?;
+    let out = if args.json {
+        let mut s = serde_json::to_string_pretty(&report).context("serialising the report")?;
+        s.push('\n');
+        s
+    } else if args.csv {
+        ordo_bench::print::csv(&report)
+    } else {
+        ordo_bench::print::text(&report)
+    };
+    print!("{out}");
+    Ok(ExitCode::SUCCESS)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[derive(Debug, Parser)]
+    struct T {
+        #[command(flatten)]
+        a: Args,
+    }
+
+    fn parse(args: &[&str]) -> Result<Args, clap::Error> {
+        let mut v = vec!["bench"];
+        v.extend_from_slice(args);
+        T::try_parse_from(v).map(|t| t.a)
+    }
+
+    #[test]
+    fn resolves_defaults_and_flags() {
+        let a = parse(&["http://127.0.0.1:1/x"]).unwrap();
+        let c = resolve(&a).unwrap();
+        assert_eq!(c.stop, Stop::Duration(Duration::from_secs(10)));
+        assert!(c.keepalive);
+        let a = parse(&[
+            "-c",
+            "5",
+            "-n",
+            "100",
+            "--no-keepalive",
+            "-r",
+            "50",
+            "-H",
+            "X-A: 1",
+            "http://127.0.0.1:1/",
+        ])
+        .unwrap();
+        let c = resolve(&a).unwrap();
+        assert_eq!(c.stop, Stop::Requests(100));
+        assert_eq!(c.pacing, Pacing::Open { rate: 50.0 });
+        assert!(!c.keepalive);
+        assert_eq!(c.headers[0].name, "X-A");
+    }
+
+    #[test]
+    fn refuses_bad_input() {
+        assert!(parse(&["ftp://x/"]).is_err());
+        assert!(parse(&["-H", "nocolon", "http://x/"]).is_err());
+        assert!(parse(&["-d", "soon", "http://x/"]).is_err());
+        assert!(parse(&["-r", "-3", "http://x/"]).is_err());
+        assert!(parse(&["-n", "5", "-d", "1s", "http://x/"]).is_err());
+        let a = parse(&["-m", "G T", "http://127.0.0.1:1/"]).unwrap();
+        let e = resolve(&a).unwrap_err();
+        assert_eq!(crate::cli::exit_code_for(&e), 2, "{e:#}");
+    }
 }

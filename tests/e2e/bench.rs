@@ -1,1 +1,164 @@
-//! End-to-end tests of `ordo bench` (owned by the bench work; see docs/bench.md).
+//! End-to-end tests of `ordo bench` (owned by the bench work; see docs/bench.md): the binary against an
+//! in-test HTTP server, its JSON and CSV output, and its exit codes for bad input and unreachable targets.
+
+use std::io::{Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::time::{Duration, Instant};
+
+use crate::util::{ordo, run_with_timeout};
+
+/// A minimal keep-alive HTTP/1.1 server on 127.0.0.1:0 (a thread per connection); returns its base URL.
+fn server() -> String {
+    let l = TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = l.local_addr().unwrap();
+    std::thread::spawn(move || {
+        for s in l.incoming().flatten() {
+            std::thread::spawn(move || serve(s));
+        }
+    });
+    format!("http://{addr}")
+}
+
+fn serve(mut s: TcpStream) {
+    let _ = s.set_read_timeout(Some(Duration::from_secs(20)));
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    loop {
+        while let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") {
+            let close = String::from_utf8_lossy(&buf[..end])
+                .to_ascii_lowercase()
+                .contains("connection: close");
+            buf.drain(..end + 4);
+            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+                .is_err()
+                || close
+            {
+                return;
+            }
+        }
+        match s.read(&mut chunk) {
+            Ok(0) | Err(_) => return,
+            Ok(n) => buf.extend_from_slice(&chunk[..n]),
+        }
+    }
+}
+
+#[test]
+fn bench_json_output_parses() {
+    let url = server();
+    let mut cmd = ordo();
+    cmd.args([
+        "bench",
+        "-c",
+        "4",
+        "-n",
+        "200",
+        "--json",
+        &format!("{url}/x"),
+    ]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).expect("JSON on stdout");
+    assert_eq!(v["kind"], "bench");
+    assert_eq!(v["version"], 1);
+    assert_eq!(v["summary"]["complete"], 200);
+    assert_eq!(v["summary"]["failed"]["total"], 0);
+    // No progress bar on a pipe.
+    assert!(!out.stderr.contains("req/s"), "{}", out.stderr);
+}
+
+#[test]
+fn bench_text_and_csv() {
+    let url = server();
+    let mut cmd = ordo();
+    cmd.args(["bench", "-c", "2", "-n", "20", "--no-keepalive", &url]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains("Complete requests:      20"),
+        "{}",
+        out.stdout
+    );
+    assert!(out.stdout.contains("Connection Times (ms)"));
+
+    let mut cmd = ordo();
+    cmd.args([
+        "bench", "-c", "2", "-n", "20", "--rate", "500", "--csv", &url,
+    ]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("class,latency,complete,failed,"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("default,corrected,20,"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn bench_bad_url_exits_2_naming_it() {
+    for url in ["ftp://127.0.0.1/", "https://127.0.0.1/", "127.0.0.1:80"] {
+        let mut cmd = ordo();
+        cmd.args(["bench", "-n", "1", url]);
+        let out = run_with_timeout(cmd, Duration::from_secs(10));
+        assert_eq!(out.code(), Some(2), "{url}: {}", out.stderr);
+        assert!(out.stderr.contains("URL"), "{url}: {}", out.stderr);
+    }
+    let mut cmd = ordo();
+    cmd.args([
+        "bench",
+        "-n",
+        "1",
+        "-H",
+        "Bad Header: x",
+        "http://127.0.0.1:1/",
+    ]);
+    let out = run_with_timeout(cmd, Duration::from_secs(10));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("header"), "{}", out.stderr);
+}
+
+#[test]
+fn bench_bad_mix_exits_2_naming_file_line_and_field() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mix.toml");
+    std::fs::write(
+        &path,
+        "[[class]]\nname = \"light\"\nshare = 0\nurl = \"/\"\n",
+    )
+    .unwrap();
+    let mut cmd = ordo();
+    cmd.args(["bench", "-n", "1", "--mix"])
+        .arg(&path)
+        .arg("http://127.0.0.1:1/");
+    let out = run_with_timeout(cmd, Duration::from_secs(10));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("mix.toml:3"), "{}", out.stderr);
+    assert!(out.stderr.contains("share"), "{}", out.stderr);
+}
+
+#[test]
+fn bench_unreachable_target_fails_quickly() {
+    let port = {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.local_addr().unwrap().port()
+    };
+    let t0 = Instant::now();
+    let mut cmd = ordo();
+    cmd.args([
+        "bench",
+        "-n",
+        "10",
+        "--connect-timeout",
+        "1s",
+        &format!("http://127.0.0.1:{port}/"),
+    ]);
+    let out = run_with_timeout(cmd, Duration::from_secs(10));
+    assert_eq!(out.code(), Some(1), "{}", out.stderr);
+    assert!(out.stderr.contains("cannot reach"), "{}", out.stderr);
+    assert!(t0.elapsed() < Duration::from_secs(5));
+}
