@@ -1,11 +1,144 @@
-//! `ordo serve`: command-line arguments and glue to the library crate.
-// PLACEHOLDER: the owner of this subcommand replaces this file.
+//! `ordo serve`: command-line arguments and glue to the ordo-serve library (config, overrides, runtime,
+//! signals, exit codes).
 
+use std::net::SocketAddr;
+use std::path::PathBuf;
 use std::process::ExitCode;
 
-#[derive(Debug, clap::Args)]
-pub struct Args {}
+use anyhow::Context;
+use ordo_serve::{Overrides, PolicyName, ServeConfig, Server, StartError};
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("ordo serve is not built yet")
+use crate::cli::UsageError;
+
+#[derive(Debug, clap::Args)]
+pub struct Args {
+    /// Configuration file (TOML; see docs/serve.md). Without one: synthetic backend on 127.0.0.1:8080, fcfs.
+    #[arg(short, long, value_name = "FILE")]
+    pub config: Option<PathBuf>,
+    /// Only validate FILE and exit: 0 when it is valid, 2 with the file, line and key when it is not.
+    #[arg(long, value_name = "FILE", conflicts_with = "config")]
+    pub check: Option<PathBuf>,
+    /// Listen address (overrides `listen`).
+    #[arg(long, value_name = "ADDR")]
+    pub listen: Option<SocketAddr>,
+    /// Requests served at once (overrides `workers`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
+    pub workers: Option<u64>,
+    /// Dispatch policy: fcfs, priority, lottery, stride, wfq, srpt, edf or lua (overrides `policy`).
+    #[arg(long, value_name = "NAME", value_parser = parse_policy)]
+    pub policy: Option<PolicyName>,
+    /// Tokio worker threads, 0 = one per CPU (overrides `threads`).
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=1024))]
+    pub threads: Option<u64>,
+    /// Admin listener address, or `off` (overrides `[admin]`).
+    #[arg(long, value_name = "ADDR|off", value_parser = parse_admin)]
+    pub admin: Option<AdminArg>,
+}
+
+/// `--admin ADDR` or `--admin off`.
+#[derive(Debug, Clone, Copy)]
+pub enum AdminArg {
+    Off,
+    On(SocketAddr),
+}
+
+fn parse_policy(s: &str) -> Result<PolicyName, String> {
+    s.parse()
+}
+
+fn parse_admin(s: &str) -> Result<AdminArg, String> {
+    if s.eq_ignore_ascii_case("off") {
+        return Ok(AdminArg::Off);
+    }
+    s.parse()
+        .map(AdminArg::On)
+        .map_err(|_| format!("expected an address like 127.0.0.1:9090 or `off`, got `{s}`"))
+}
+
+fn usage(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(UsageError(e.to_string()))
+}
+
+/// The checked configuration: file (or defaults) plus overrides, validated.
+fn resolve(args: &Args) -> anyhow::Result<ServeConfig> {
+    let mut cfg = match &args.config {
+        Some(p) => ServeConfig::from_file(p).map_err(usage)?,
+        None => ServeConfig::default(),
+    };
+    cfg.apply_overrides(Overrides {
+        listen: args.listen,
+        workers: args.workers.map(|w| w as usize),
+        policy: args.policy,
+        threads: args.threads.map(|t| t as usize),
+        admin: args.admin.map(|a| match a {
+            AdminArg::Off => None,
+            AdminArg::On(addr) => Some(addr),
+        }),
+    });
+    cfg.validate().map_err(usage)?;
+    Ok(cfg)
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    if let Some(path) = &args.check {
+        let cfg = ServeConfig::from_file(path).map_err(usage)?;
+        eprintln!(
+            "{}: ok (policy {}, {} classes, {} rules, {} routes, {} workers)",
+            path.display(),
+            cfg.policy,
+            cfg.class_names().len(),
+            cfg.rules.len(),
+            cfg.effective_routes().len(),
+            cfg.workers
+        );
+        return Ok(ExitCode::SUCCESS);
+    }
+    let cfg = resolve(&args)?;
+    let mut rt = tokio::runtime::Builder::new_multi_thread();
+    if cfg.threads > 0 {
+        rt.worker_threads(cfg.threads);
+    }
+    let rt = rt
+        .enable_all()
+        .thread_name("ordo-serve")
+        .build()
+        .context("cannot start the tokio runtime")?;
+    rt.block_on(async move {
+        let handle = match Server::start(cfg).await {
+            Ok(h) => h,
+            Err(StartError::Config(e)) => return Err(usage(e)),
+            Err(e) => return Err(anyhow::Error::new(e)),
+        };
+        match handle.admin_addr() {
+            Some(a) => eprintln!(
+                "listening on http://{} (admin http://{a})",
+                handle.local_addr()
+            ),
+            None => eprintln!("listening on http://{} (admin off)", handle.local_addr()),
+        }
+        handle
+            .run_until_signalled()
+            .await
+            .context("serving failed")?;
+        tracing::info!("shut down cleanly");
+        Ok(ExitCode::SUCCESS)
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn admin_arg_parses_off_and_addresses() {
+        assert!(matches!(parse_admin("off"), Ok(AdminArg::Off)));
+        assert!(matches!(parse_admin("127.0.0.1:9"), Ok(AdminArg::On(_))));
+        assert!(parse_admin("nowhere").is_err());
+    }
+
+    #[test]
+    fn policy_arg_names_the_choices() {
+        assert_eq!(parse_policy("stride"), Ok(PolicyName::Stride));
+        assert!(parse_policy("random").unwrap_err().contains("fcfs"));
+    }
 }

@@ -1,5 +1,16 @@
 //! ordo-serve: the HTTP front end that classifies each request, queues it per class and hands it to a bounded
 //! pool of workers by the configured policy.
 
+pub mod admin;
 pub mod backend;
+pub mod classify;
+pub mod config;
+pub mod gate;
 pub mod http;
+pub mod lua;
+pub mod metrics;
+pub mod server;
+
+pub use config::{ConfigError, Overrides, PolicyName, ServeConfig};
+pub use gate::Overloaded;
+pub use server::{Server, ServerHandle, StartError};

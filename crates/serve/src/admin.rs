@@ -1,0 +1,120 @@
+//! The admin listener: Prometheus `/metrics`, `/status` as JSON and `POST /reload`, served on its own address
+//! through the same HTTP layer as the main listener.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde_json::json;
+
+use crate::gate::REASONS;
+use crate::gate::reason_str;
+use crate::http::{Handler, Request, Response};
+use crate::server::Shared;
+
+/// The admin handler.
+pub(crate) struct AdminApp(Arc<Shared>);
+
+impl AdminApp {
+    pub(crate) fn new(shared: Arc<Shared>) -> Self {
+        AdminApp(shared)
+    }
+}
+
+impl Handler for AdminApp {
+    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send {
+        let shared = self.0.clone();
+        async move { route(&shared, &req) }
+    }
+}
+
+fn route(shared: &Shared, req: &Request) -> Response {
+    let get = req.method == "GET" || req.method == "HEAD";
+    match (req.path.as_str(), get, req.method == "POST") {
+        ("/metrics", true, _) => {
+            let text = shared.metrics.encode(&shared.gate.snapshot());
+            Response::bytes(
+                200,
+                "application/openmetrics-text; version=1.0.0; charset=utf-8",
+                Bytes::from(text),
+            )
+        }
+        ("/status", true, _) => {
+            let body = serde_json::to_vec_pretty(&status(shared)).unwrap_or_default();
+            Response::bytes(200, "application/json", Bytes::from(body))
+        }
+        ("/reload", _, true) => match shared.reload_from_file() {
+            Ok(()) => Response::text(200, "reloaded\n"),
+            Err(e) => Response::text(400, &format!("reload refused: {e}\n")),
+        },
+        ("/metrics" | "/status", false, _) => {
+            Response::text(405, "use GET\n").with_header("Allow", "GET, HEAD")
+        }
+        ("/reload", _, false) => Response::text(405, "use POST\n").with_header("Allow", "POST"),
+        _ => Response::text(
+            404,
+            "admin endpoints: GET /metrics, GET /status, POST /reload\n",
+        ),
+    }
+}
+
+/// The `/status` document: configuration summary, per-class queue depth and counters, uptime.
+pub(crate) fn status(shared: &Shared) -> serde_json::Value {
+    let cfg = shared.config();
+    let snap = shared.gate.snapshot();
+    let classes_cfg = cfg.effective_classes();
+    let classes: Vec<_> = snap
+        .class_names
+        .iter()
+        .zip(&snap.class_queued)
+        .map(|(name, queued)| {
+            let m = shared.metrics.class(name);
+            let c = classes_cfg.iter().find(|c| *c.name == **name);
+            let rejected: serde_json::Map<String, serde_json::Value> = REASONS
+                .iter()
+                .map(|r| (reason_str(*r).to_string(), json!(m.rejected(*r).get())))
+                .collect();
+            json!({
+                "name": &**name,
+                "weight": c.map(|c| c.weight),
+                "priority": c.map(|c| c.priority),
+                "deadline_ms": c.and_then(|c| c.deadline).map(|d| d.as_secs_f64() * 1e3),
+                "queued": queued,
+                "arrivals": m.arrivals.get(),
+                "dispatched": m.dispatched.get(),
+                "completed": m.completed.get(),
+                "rejected": rejected,
+            })
+        })
+        .collect();
+    let routes: Vec<_> = cfg
+        .effective_routes()
+        .iter()
+        .map(|r| {
+            let backend = if r.static_files.is_some() {
+                "static"
+            } else if r.proxy.is_some() {
+                "proxy"
+            } else {
+                "synthetic"
+            };
+            json!({ "prefix": r.prefix, "backend": backend, "strip_prefix": r.strip_prefix })
+        })
+        .collect();
+    json!({
+        "config": cfg.name(),
+        "listen": shared.local_addr.to_string(),
+        "admin": shared.admin_addr.map(|a| a.to_string()),
+        "policy": cfg.policy.as_str(),
+        "workers": snap.workers,
+        "busy": snap.busy,
+        "queued": snap.queued,
+        "threads": cfg.threads,
+        "shutting_down": snap.closed,
+        "uptime_s": shared.started.elapsed().as_secs_f64(),
+        "reloads": { "ok": shared.metrics.reloads(true), "error": shared.metrics.reloads(false) },
+        "abandoned": snap.abandoned,
+        "lua_errors": shared.metrics.lua_errors.get(),
+        "classes": classes,
+        "routes": routes,
+    })
+}

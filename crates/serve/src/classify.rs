@@ -1,0 +1,522 @@
+//! Classification and routing: ordered rules (path prefix/glob/regex, method, header, cookie, query parameter,
+//! client CIDR) give each request a class; the longest route prefix gives its backend; and each request gets a
+//! size hint and a deadline for the scheduler.
+
+use std::net::IpAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::Duration;
+
+use regex::Regex;
+
+use crate::backend::Backend;
+use crate::config::{Invalid, KvMatch, RuleConfig, ServeConfig};
+use crate::http::Request;
+use crate::keypath;
+use crate::lua::LuaClassifier;
+
+/// An address range: network address and prefix length.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Cidr {
+    net: IpAddr,
+    bits: u8,
+}
+
+impl Cidr {
+    /// Parse "10.0.0.0/8", "::1/128" or a bare address (a /32 or /128).
+    pub fn parse(s: &str) -> Result<Cidr, String> {
+        let s = s.trim();
+        let (addr, bits) = match s.split_once('/') {
+            Some((a, b)) => (a, Some(b)),
+            None => (s, None),
+        };
+        let net: IpAddr = addr
+            .parse()
+            .map_err(|_| format!("invalid address `{addr}` in `{s}`"))?;
+        let max = if net.is_ipv4() { 32 } else { 128 };
+        let bits = match bits {
+            None => max,
+            Some(b) => b
+                .parse::<u8>()
+                .ok()
+                .filter(|&b| b <= max)
+                .ok_or_else(|| format!("invalid prefix length `{b}` in `{s}` (0..={max})"))?,
+        };
+        Ok(Cidr { net, bits })
+    }
+
+    /// Whether `ip` is inside the range (IPv4-mapped IPv6 peers match IPv4 ranges).
+    pub fn contains(&self, ip: IpAddr) -> bool {
+        let ip = match ip {
+            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
+            v4 => v4,
+        };
+        match (self.net, ip) {
+            (IpAddr::V4(n), IpAddr::V4(a)) => {
+                let mask = if self.bits == 0 {
+                    0
+                } else {
+                    u32::MAX << (32 - self.bits)
+                };
+                (u32::from(n) & mask) == (u32::from(a) & mask)
+            }
+            (IpAddr::V6(n), IpAddr::V6(a)) => {
+                let mask = if self.bits == 0 {
+                    0
+                } else {
+                    u128::MAX << (128 - self.bits)
+                };
+                (u128::from(n) & mask) == (u128::from(a) & mask)
+            }
+            _ => false,
+        }
+    }
+}
+
+/// Segment-aware prefix: "/api" matches "/api" and "/api/x", not "/apix"; "/" and "/api/" match by prefix.
+pub fn prefix_matches(prefix: &str, path: &str) -> bool {
+    if !path.starts_with(prefix) {
+        return false;
+    }
+    prefix.ends_with('/') || path.len() == prefix.len() || path.as_bytes()[prefix.len()] == b'/'
+}
+
+enum PathMatch {
+    Prefix(String),
+    Glob(globset::GlobMatcher),
+    Regex(Regex),
+}
+
+impl PathMatch {
+    fn matches(&self, path: &str) -> bool {
+        match self {
+            PathMatch::Prefix(p) => prefix_matches(p, path),
+            PathMatch::Glob(g) => g.is_match(path),
+            PathMatch::Regex(r) => r.is_match(path),
+        }
+    }
+}
+
+struct KvMatcher {
+    name: String,
+    value: Option<String>,
+    regex: Option<Regex>,
+}
+
+impl KvMatcher {
+    fn compile(m: &KvMatch, path: Vec<crate::config::Seg>, lower: bool) -> Result<Self, Invalid> {
+        if m.name.is_empty() {
+            let mut p = path;
+            p.push(crate::config::Seg::Key("name".into()));
+            return Err(Invalid::new(p, "needs a non-empty `name`"));
+        }
+        let regex = match &m.regex {
+            Some(r) => Some(Regex::new(r).map_err(|e| {
+                let mut p = path.clone();
+                p.push(crate::config::Seg::Key("regex".into()));
+                Invalid::new(p, format!("invalid regex: {}", one_line(&e.to_string())))
+            })?),
+            None => None,
+        };
+        Ok(KvMatcher {
+            name: if lower {
+                m.name.to_ascii_lowercase()
+            } else {
+                m.name.clone()
+            },
+            value: m.value.clone(),
+            regex,
+        })
+    }
+
+    fn matches(&self, v: Option<&str>) -> bool {
+        let Some(v) = v else { return false };
+        if let Some(want) = &self.value {
+            if v != want {
+                return false;
+            }
+        }
+        if let Some(r) = &self.regex {
+            if !r.is_match(v) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+fn one_line(s: &str) -> String {
+    s.split_whitespace().collect::<Vec<_>>().join(" ")
+}
+
+struct CompiledRule {
+    class: usize,
+    path: Option<PathMatch>,
+    method: Option<String>,
+    header: Option<KvMatcher>,
+    cookie: Option<KvMatcher>,
+    query: Option<KvMatcher>,
+    client: Option<Cidr>,
+    size_hint: Option<u64>,
+}
+
+impl CompiledRule {
+    fn compile(i: usize, r: &RuleConfig, class: usize) -> Result<Self, Invalid> {
+        let n = r.path_prefix.is_some() as u8
+            + r.path_glob.is_some() as u8
+            + r.path_regex.is_some() as u8;
+        if n > 1 {
+            return Err(Invalid::new(
+                keypath!["rules", i],
+                "give at most one of `path_prefix`, `path_glob`, `path_regex`",
+            ));
+        }
+        let path = if let Some(p) = &r.path_prefix {
+            if !p.starts_with('/') {
+                return Err(Invalid::new(
+                    keypath!["rules", i, "path_prefix"],
+                    format!("must start with `/`, got `{p}`"),
+                ));
+            }
+            Some(PathMatch::Prefix(p.clone()))
+        } else if let Some(g) = &r.path_glob {
+            let glob = globset::GlobBuilder::new(g)
+                .literal_separator(true)
+                .build()
+                .map_err(|e| {
+                    Invalid::new(
+                        keypath!["rules", i, "path_glob"],
+                        format!("invalid glob: {}", one_line(&e.to_string())),
+                    )
+                })?;
+            Some(PathMatch::Glob(glob.compile_matcher()))
+        } else if let Some(re) = &r.path_regex {
+            Some(PathMatch::Regex(Regex::new(re).map_err(|e| {
+                Invalid::new(
+                    keypath!["rules", i, "path_regex"],
+                    format!("invalid regex: {}", one_line(&e.to_string())),
+                )
+            })?))
+        } else {
+            None
+        };
+        if let Some(m) = &r.method {
+            if m.is_empty()
+                || !m
+                    .bytes()
+                    .all(|b| b.is_ascii_alphabetic() || b == b'-' || b == b'_')
+            {
+                return Err(Invalid::new(
+                    keypath!["rules", i, "method"],
+                    format!("invalid method `{m}`"),
+                ));
+            }
+        }
+        let client = match &r.client {
+            Some(c) => {
+                Some(Cidr::parse(c).map_err(|e| Invalid::new(keypath!["rules", i, "client"], e))?)
+            }
+            None => None,
+        };
+        Ok(CompiledRule {
+            class,
+            path,
+            method: r.method.as_ref().map(|m| m.to_ascii_uppercase()),
+            header: r
+                .header
+                .as_ref()
+                .map(|m| KvMatcher::compile(m, keypath!["rules", i, "header"], true))
+                .transpose()?,
+            cookie: r
+                .cookie
+                .as_ref()
+                .map(|m| KvMatcher::compile(m, keypath!["rules", i, "cookie"], false))
+                .transpose()?,
+            query: r
+                .query
+                .as_ref()
+                .map(|m| KvMatcher::compile(m, keypath!["rules", i, "query"], false))
+                .transpose()?,
+            client,
+            size_hint: r.size_hint,
+        })
+    }
+
+    fn matches(&self, req: &Request) -> bool {
+        if let Some(p) = &self.path {
+            if !p.matches(&req.path) {
+                return false;
+            }
+        }
+        if let Some(m) = &self.method {
+            if !req.method.eq_ignore_ascii_case(m) {
+                return false;
+            }
+        }
+        if let Some(h) = &self.header {
+            if !h.matches(req.header(&h.name)) {
+                return false;
+            }
+        }
+        if let Some(c) = &self.cookie {
+            if !c.matches(req.cookie(&c.name)) {
+                return false;
+            }
+        }
+        if let Some(q) = &self.query {
+            if !q.matches(req.query_param(&q.name).as_deref()) {
+                return false;
+            }
+        }
+        if let Some(c) = &self.client {
+            if !c.contains(req.peer.ip()) {
+                return false;
+            }
+        }
+        true
+    }
+}
+
+/// Per-class facts the classifier needs.
+#[derive(Clone, Debug)]
+pub struct ClassInfo {
+    pub name: Arc<str>,
+    pub size_hint: Option<u64>,
+    pub deadline: Option<Duration>,
+}
+
+/// The outcome of classification.
+#[derive(Clone, Debug)]
+pub struct Classification {
+    pub class: usize,
+    pub class_name: Arc<str>,
+    /// A hint given by the Lua hook (wins over everything).
+    pub lua_size: Option<u64>,
+    /// The matching rule's hint.
+    pub rule_size: Option<u64>,
+    /// Relative deadline (Lua's `deadline_ms`, else the class's `deadline`).
+    pub deadline: Option<Duration>,
+    /// Whether the Lua hook failed on this request (the rules decided instead).
+    pub lua_error: bool,
+}
+
+/// Compiled classification rules plus the optional Lua hook.
+pub struct Classifier {
+    rules: Vec<CompiledRule>,
+    default_class: usize,
+    classes: Vec<ClassInfo>,
+    lua: Option<LuaClassifier>,
+}
+
+impl Classifier {
+    /// Compile the rules of `cfg`; Lua is loaded from `[classify] script` when given.
+    pub fn build(cfg: &ServeConfig) -> Result<Self, Invalid> {
+        let classes: Vec<ClassInfo> = cfg
+            .effective_classes()
+            .iter()
+            .map(|c| ClassInfo {
+                name: Arc::from(c.name.as_str()),
+                size_hint: c.size_hint,
+                deadline: c.deadline,
+            })
+            .collect();
+        let find = |name: &str| classes.iter().position(|c| &*c.name == name);
+        let default_class = match &cfg.default_class {
+            Some(d) => find(d).ok_or_else(|| {
+                Invalid::new(keypath!["default_class"], format!("no class named `{d}`"))
+            })?,
+            None => 0,
+        };
+        let mut rules = Vec::with_capacity(cfg.rules.len());
+        for (i, r) in cfg.rules.iter().enumerate() {
+            let class = find(&r.class).ok_or_else(|| {
+                Invalid::new(
+                    keypath!["rules", i, "class"],
+                    format!("no class named `{}`", r.class),
+                )
+            })?;
+            rules.push(CompiledRule::compile(i, r, class)?);
+        }
+        let lua = match &cfg.classify.script {
+            Some(p) => Some(
+                LuaClassifier::load(&cfg.resolve(p))
+                    .map_err(|e| Invalid::new(keypath!["classify", "script"], e))?,
+            ),
+            None => None,
+        };
+        Ok(Classifier {
+            rules,
+            default_class,
+            classes,
+            lua,
+        })
+    }
+
+    /// Class facts in config order.
+    pub fn classes(&self) -> &[ClassInfo] {
+        &self.classes
+    }
+
+    /// Classify one request: the Lua hook first (when configured and it names a class), then the rules in
+    /// order, then the default class.
+    pub fn classify(&self, req: &Request) -> Classification {
+        let mut lua_error = false;
+        let mut lua_size = None;
+        let mut lua_deadline = None;
+        let mut lua_class = None;
+        if let Some(lua) = &self.lua {
+            match lua.classify(req) {
+                Ok(v) => {
+                    lua_size = v.size;
+                    lua_deadline = v.deadline;
+                    if let Some(name) = v.class {
+                        match self.classes.iter().position(|c| *c.name == *name) {
+                            Some(i) => lua_class = Some(i),
+                            None => {
+                                tracing::warn!(class = %name, "lua classify returned an unknown class; using the rules");
+                                lua_error = true;
+                            }
+                        }
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(error = %e, "lua classify failed; using the rules");
+                    lua_error = true;
+                }
+            }
+        }
+        let (class, rule_size) = match lua_class {
+            Some(c) => (c, None),
+            None => match self.rules.iter().find(|r| r.matches(req)) {
+                Some(r) => (r.class, r.size_hint),
+                None => (self.default_class, None),
+            },
+        };
+        let info = &self.classes[class];
+        Classification {
+            class,
+            class_name: info.name.clone(),
+            lua_size,
+            rule_size,
+            deadline: lua_deadline.or(info.deadline),
+            lua_error,
+        }
+    }
+}
+
+/// One route: a prefix, its backend and what it has learned about service times.
+pub struct Route {
+    pub prefix: String,
+    pub strip_prefix: bool,
+    pub size_hint: Option<u64>,
+    pub backend: Backend,
+    /// Exponentially weighted moving average of service time in µs (0 = nothing learned yet).
+    ewma_us: AtomicU64,
+}
+
+impl Route {
+    pub fn new(
+        prefix: String,
+        strip_prefix: bool,
+        size_hint: Option<u64>,
+        backend: Backend,
+    ) -> Self {
+        Route {
+            prefix,
+            strip_prefix,
+            size_hint,
+            backend,
+            ewma_us: AtomicU64::new(0),
+        }
+    }
+
+    /// The learned mean service time in µs (0 before the first completion).
+    pub fn learned_us(&self) -> u64 {
+        self.ewma_us.load(Ordering::Relaxed)
+    }
+
+    /// Feed one service time into the moving average (α = 1/8).
+    pub fn learn(&self, service: Duration) {
+        let sample = service.as_micros().min(u64::MAX as u128) as u64;
+        let old = self.ewma_us.load(Ordering::Relaxed);
+        let new = if old == 0 {
+            sample.max(1)
+        } else {
+            (old - old / 8 + sample / 8).max(1)
+        };
+        self.ewma_us.store(new, Ordering::Relaxed);
+    }
+}
+
+/// Routes by longest matching prefix.
+pub struct Router {
+    routes: Vec<Route>,
+}
+
+impl Router {
+    pub fn new(routes: Vec<Route>) -> Self {
+        Router { routes }
+    }
+
+    /// The route whose prefix is the longest match for `path` (ties: the first configured).
+    pub fn find(&self, path: &str) -> Option<&Route> {
+        let mut best: Option<&Route> = None;
+        for r in &self.routes {
+            if prefix_matches(&r.prefix, path)
+                && best.is_none_or(|b| r.prefix.len() > b.prefix.len())
+            {
+                best = Some(r);
+            }
+        }
+        best
+    }
+
+    pub fn routes(&self) -> &[Route] {
+        &self.routes
+    }
+}
+
+/// The request's size hint: Lua's hint, else the backend's (a static file's size, a synthetic request's
+/// work), else the rule's, the route's or the class's configured hint, else the route's learned mean
+/// service time in µs.
+pub fn size_hint(c: &Classification, classes: &[ClassInfo], route: &Route, req: &Request) -> u64 {
+    c.lua_size
+        .or_else(|| route.backend.size_hint(req))
+        .or(c.rule_size)
+        .or(route.size_hint)
+        .or(classes[c.class].size_hint)
+        .unwrap_or_else(|| route.learned_us())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cidr_parse_and_contains() {
+        let c = Cidr::parse("10.1.0.0/16").unwrap();
+        assert!(c.contains("10.1.2.3".parse().unwrap()));
+        assert!(!c.contains("10.2.0.1".parse().unwrap()));
+        assert!(c.contains("::ffff:10.1.9.9".parse().unwrap()));
+        let all = Cidr::parse("0.0.0.0/0").unwrap();
+        assert!(all.contains("192.0.2.1".parse().unwrap()));
+        let one = Cidr::parse("127.0.0.1").unwrap();
+        assert!(one.contains("127.0.0.1".parse().unwrap()));
+        assert!(!one.contains("127.0.0.2".parse().unwrap()));
+        let v6 = Cidr::parse("2001:db8::/32").unwrap();
+        assert!(v6.contains("2001:db8::1".parse().unwrap()));
+        assert!(!v6.contains("2001:db9::1".parse().unwrap()));
+        assert!(Cidr::parse("10.0.0.0/33").is_err());
+        assert!(Cidr::parse("10.0.0/8").is_err());
+        assert!(Cidr::parse("::/129").is_err());
+    }
+
+    #[test]
+    fn prefixes_are_segment_aware() {
+        assert!(prefix_matches("/api", "/api"));
+        assert!(prefix_matches("/api", "/api/x"));
+        assert!(!prefix_matches("/api", "/apix"));
+        assert!(prefix_matches("/", "/anything"));
+        assert!(prefix_matches("/api/", "/api/x"));
+    }
+}

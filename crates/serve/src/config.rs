@@ -1,0 +1,783 @@
+//! The `ordo serve` configuration file: serde structs with defaults, validation, and errors that name the
+//! file, the line and the key (`config.toml:12: classes[1].weight: must be ≥ 1, got 0`).
+
+use std::fmt;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use serde::Deserialize;
+
+use crate::backend::proxy::ProxyConfig;
+use crate::backend::static_files::StaticConfig;
+use crate::backend::synthetic::SyntheticConfig;
+use crate::http::Limits;
+
+/// Default address of the HTTP listener.
+pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
+/// Default address of the admin listener.
+pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
+
+/// The whole configuration file. Every key is optional; see docs/serve.md for the reference.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ServeConfig {
+    /// Address of the HTTP listener (port 0 picks a free port).
+    pub listen: SocketAddr,
+    /// Tokio worker threads; 0 means one per available CPU.
+    pub threads: usize,
+    /// At most this many requests are served at once (the seed's MaxClients).
+    pub workers: usize,
+    /// The dispatch policy.
+    pub policy: PolicyName,
+    /// Lua script defining `pick(heads)`; required by `policy = "lua"`.
+    pub policy_script: Option<PathBuf>,
+    /// Seed of the lottery policy's random numbers.
+    pub seed: u64,
+    /// Global cap on queued requests (all classes together); None = unbounded.
+    pub queue_cap: Option<usize>,
+    /// How long a request may wait in the queue before it is answered 503; "0s" disables.
+    #[serde(deserialize_with = "crate::http::duration::deserialize")]
+    pub queue_timeout: Duration,
+    /// Value of the Retry-After header on 503 answers (rounded up to whole seconds, at least 1).
+    #[serde(deserialize_with = "crate::http::duration::deserialize")]
+    pub retry_after: Duration,
+    /// HTTP limits (head size, timeouts, body size, connections).
+    pub limits: Limits,
+    /// Request classes; none configured means one class named "default".
+    pub classes: Vec<ClassConfig>,
+    /// Class of requests no rule matches; defaults to the first class.
+    pub default_class: Option<String>,
+    /// Ordered classification rules: the first that matches gives the class.
+    pub rules: Vec<RuleConfig>,
+    /// Routes: the longest matching path prefix picks the backend.
+    pub routes: Vec<RouteConfig>,
+    /// Optional Lua classification hook.
+    pub classify: ClassifyConfig,
+    /// The admin listener (metrics, status, reload).
+    pub admin: AdminConfig,
+    /// Optional response headers for experiments.
+    pub headers: HeadersConfig,
+    /// Where the config came from (file name, text, directory for relative paths); not a TOML key.
+    #[serde(skip)]
+    pub origin: Option<Arc<Origin>>,
+    /// Command-line overrides, re-applied when the file is re-read on reload; not a TOML key.
+    #[serde(skip)]
+    pub overrides: Overrides,
+}
+
+impl Default for ServeConfig {
+    fn default() -> Self {
+        ServeConfig {
+            listen: DEFAULT_LISTEN.parse().expect("constant address"),
+            threads: 0,
+            workers: 64,
+            policy: PolicyName::Fcfs,
+            policy_script: None,
+            seed: 1,
+            queue_cap: Some(10_000),
+            queue_timeout: Duration::from_secs(30),
+            retry_after: Duration::from_secs(1),
+            limits: Limits::default(),
+            classes: Vec::new(),
+            default_class: None,
+            rules: Vec::new(),
+            routes: Vec::new(),
+            classify: ClassifyConfig::default(),
+            admin: AdminConfig::default(),
+            headers: HeadersConfig::default(),
+            origin: None,
+            overrides: Overrides::default(),
+        }
+    }
+}
+
+/// The policy names accepted by `policy = "..."`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PolicyName {
+    Fcfs,
+    Priority,
+    Lottery,
+    Stride,
+    Wfq,
+    Srpt,
+    Edf,
+    Lua,
+}
+
+impl PolicyName {
+    /// The name as written in the config.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PolicyName::Fcfs => "fcfs",
+            PolicyName::Priority => "priority",
+            PolicyName::Lottery => "lottery",
+            PolicyName::Stride => "stride",
+            PolicyName::Wfq => "wfq",
+            PolicyName::Srpt => "srpt",
+            PolicyName::Edf => "edf",
+            PolicyName::Lua => "lua",
+        }
+    }
+}
+
+impl std::str::FromStr for PolicyName {
+    type Err = String;
+    fn from_str(s: &str) -> Result<Self, String> {
+        Ok(match s {
+            "fcfs" => PolicyName::Fcfs,
+            "priority" => PolicyName::Priority,
+            "lottery" => PolicyName::Lottery,
+            "stride" => PolicyName::Stride,
+            "wfq" => PolicyName::Wfq,
+            "srpt" => PolicyName::Srpt,
+            "edf" => PolicyName::Edf,
+            "lua" => PolicyName::Lua,
+            other => {
+                return Err(format!(
+                    "unknown policy `{other}` (expected fcfs, priority, lottery, stride, wfq, srpt, edf or lua)"
+                ));
+            }
+        })
+    }
+}
+
+impl fmt::Display for PolicyName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One request class.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClassConfig {
+    pub name: String,
+    /// Share for lottery, stride and wfq (≥ 1).
+    pub weight: u32,
+    /// Priority policy: higher is served first.
+    pub priority: i32,
+    /// Priority/srpt aging: a request waiting longer than this moves up.
+    #[serde(deserialize_with = "crate::http::duration::deserialize_opt")]
+    pub age_after: Option<Duration>,
+    /// Relative deadline (edf).
+    #[serde(deserialize_with = "crate::http::duration::deserialize_opt")]
+    pub deadline: Option<Duration>,
+    /// Cap on this class's queue.
+    pub queue_cap: Option<usize>,
+    /// Overrides the global queue timeout for this class.
+    #[serde(deserialize_with = "crate::http::duration::deserialize_opt")]
+    pub queue_timeout: Option<Duration>,
+    /// Size hint of this class's requests when nothing more specific is known.
+    pub size_hint: Option<u64>,
+}
+
+impl Default for ClassConfig {
+    fn default() -> Self {
+        ClassConfig {
+            name: String::new(),
+            weight: 1,
+            priority: 0,
+            age_after: None,
+            deadline: None,
+            queue_cap: None,
+            queue_timeout: None,
+            size_hint: None,
+        }
+    }
+}
+
+/// A name (and optionally a value) to match in headers, cookies or query parameters.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct KvMatch {
+    pub name: String,
+    /// Exact value; with neither `value` nor `regex`, presence is enough.
+    pub value: Option<String>,
+    /// Regular expression the value must match (searched, anchor it yourself).
+    pub regex: Option<String>,
+}
+
+/// One classification rule: every condition given must hold; the first matching rule wins.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RuleConfig {
+    /// The class this rule gives.
+    pub class: String,
+    /// Path prefix, segment-aware: "/api" matches "/api" and "/api/x", not "/apix".
+    pub path_prefix: Option<String>,
+    /// Shell-style glob on the path ("/img/**/*.png").
+    pub path_glob: Option<String>,
+    /// Regular expression on the path.
+    pub path_regex: Option<String>,
+    /// Request method (case-insensitive).
+    pub method: Option<String>,
+    pub header: Option<KvMatch>,
+    pub cookie: Option<KvMatch>,
+    pub query: Option<KvMatch>,
+    /// Client address range in CIDR notation ("10.0.0.0/8", "::1/128") or a single address.
+    pub client: Option<String>,
+    /// Size hint for requests this rule classifies.
+    pub size_hint: Option<u64>,
+}
+
+/// A route: a path prefix served by one backend.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RouteConfig {
+    pub prefix: String,
+    /// Remove the prefix from the path before the backend sees it.
+    pub strip_prefix: bool,
+    /// Size hint for requests on this route.
+    pub size_hint: Option<u64>,
+    #[serde(rename = "static")]
+    pub static_files: Option<StaticConfig>,
+    pub proxy: Option<ProxyConfig>,
+    pub synthetic: Option<SyntheticConfig>,
+}
+
+impl Default for RouteConfig {
+    fn default() -> Self {
+        RouteConfig {
+            prefix: "/".into(),
+            strip_prefix: false,
+            size_hint: None,
+            static_files: None,
+            proxy: None,
+            synthetic: None,
+        }
+    }
+}
+
+/// `[classify]`: the Lua classification hook.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ClassifyConfig {
+    /// Lua script defining `classify(request)`.
+    pub script: Option<PathBuf>,
+}
+
+/// `[admin]`: the admin listener.
+#[derive(Clone, Debug, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct AdminConfig {
+    pub enabled: bool,
+    pub listen: SocketAddr,
+}
+
+impl Default for AdminConfig {
+    fn default() -> Self {
+        AdminConfig {
+            enabled: true,
+            listen: DEFAULT_ADMIN.parse().expect("constant address"),
+        }
+    }
+}
+
+/// `[headers]`: response headers exposing scheduling decisions.
+#[derive(Clone, Debug, Default, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct HeadersConfig {
+    /// Add `X-Ordo-Class: <class>`.
+    pub class: bool,
+    /// Add `X-Ordo-Queue-Wait-Us: <µs waited in the queue>`.
+    pub queue_wait: bool,
+}
+
+/// Values given on the command line; they win over the file and survive reloads.
+#[derive(Clone, Debug, Default)]
+pub struct Overrides {
+    pub listen: Option<SocketAddr>,
+    pub workers: Option<usize>,
+    pub policy: Option<PolicyName>,
+    pub threads: Option<usize>,
+    /// `Some(None)`: admin disabled; `Some(Some(addr))`: admin on addr.
+    pub admin: Option<Option<SocketAddr>>,
+}
+
+/// Where a config came from.
+#[derive(Debug)]
+pub struct Origin {
+    /// Name used in error messages (the path as given).
+    pub name: String,
+    /// The file to re-read on reload, if any.
+    pub path: Option<PathBuf>,
+    /// The TOML text, to locate keys in error messages.
+    pub text: String,
+    /// Directory relative paths in the file are resolved against.
+    pub dir: PathBuf,
+}
+
+/// A refused configuration: which file, which line, which key, and why.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ConfigError {
+    pub file: String,
+    pub line: Option<usize>,
+    pub key: Option<String>,
+    pub message: String,
+}
+
+impl fmt::Display for ConfigError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.file)?;
+        if let Some(line) = self.line {
+            write!(f, ":{line}")?;
+        }
+        if let Some(key) = &self.key {
+            write!(f, ": {key}")?;
+        }
+        write!(f, ": {}", self.message)
+    }
+}
+
+impl std::error::Error for ConfigError {}
+
+/// One step of a key path: a table key or an array index.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Seg {
+    Key(String),
+    Index(usize),
+}
+
+/// A validation failure before it is located in the file.
+#[derive(Clone, Debug)]
+pub struct Invalid {
+    pub path: Vec<Seg>,
+    pub message: String,
+}
+
+impl Invalid {
+    /// A failure at key `k` (more segments with [`Invalid::at`]).
+    pub fn new(path: Vec<Seg>, message: impl Into<String>) -> Self {
+        Invalid {
+            path,
+            message: message.into(),
+        }
+    }
+}
+
+/// Build a key path: `keypath!["classes", 1, "weight"]`.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! keypath {
+    ($($seg:expr),* $(,)?) => { vec![$($crate::config::IntoSeg::into_seg($seg)),*] };
+}
+
+/// Conversion of path pieces for [`keypath!`].
+pub trait IntoSeg {
+    fn into_seg(self) -> Seg;
+}
+impl IntoSeg for &str {
+    fn into_seg(self) -> Seg {
+        Seg::Key(self.to_string())
+    }
+}
+impl IntoSeg for usize {
+    fn into_seg(self) -> Seg {
+        Seg::Index(self)
+    }
+}
+
+/// `classes[1].weight`
+pub fn path_to_string(path: &[Seg]) -> String {
+    let mut s = String::new();
+    for seg in path {
+        match seg {
+            Seg::Key(k) => {
+                if !s.is_empty() {
+                    s.push('.');
+                }
+                s.push_str(k);
+            }
+            Seg::Index(i) => s.push_str(&format!("[{i}]")),
+        }
+    }
+    s
+}
+
+impl ServeConfig {
+    /// Read, parse and validate a config file.
+    pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        let path = path.as_ref();
+        let name = path.display().to_string();
+        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
+            file: name.clone(),
+            line: None,
+            key: None,
+            message: format!("cannot read: {e}"),
+        })?;
+        let dir = path
+            .parent()
+            .map(|p| {
+                if p.as_os_str().is_empty() {
+                    PathBuf::from(".")
+                } else {
+                    p.to_path_buf()
+                }
+            })
+            .unwrap_or_else(|| PathBuf::from("."));
+        Self::parse(text, name, Some(path.to_path_buf()), dir)
+    }
+
+    /// Parse and validate TOML text; `name` is used in error messages; relative paths resolve against the
+    /// current directory.
+    pub fn from_toml_str(text: &str, name: &str) -> Result<Self, ConfigError> {
+        Self::parse(text.to_string(), name.to_string(), None, PathBuf::from("."))
+    }
+
+    fn parse(
+        text: String,
+        name: String,
+        path: Option<PathBuf>,
+        dir: PathBuf,
+    ) -> Result<Self, ConfigError> {
+        let mut cfg: ServeConfig = match toml::from_str(&text) {
+            Ok(c) => c,
+            Err(e) => {
+                let line = e.span().map(|s| line_of(&text, s.start));
+                let key = e.span().and_then(|s| key_at(&text, s.start));
+                return Err(ConfigError {
+                    file: name,
+                    line,
+                    key,
+                    message: e.message().trim().to_string(),
+                });
+            }
+        };
+        cfg.origin = Some(Arc::new(Origin {
+            name,
+            path,
+            text,
+            dir,
+        }));
+        cfg.validate()?;
+        Ok(cfg)
+    }
+
+    /// Apply command-line overrides (kept in the config so a reload re-applies them).
+    pub fn apply_overrides(&mut self, o: Overrides) {
+        if let Some(l) = o.listen {
+            self.listen = l;
+        }
+        if let Some(w) = o.workers {
+            self.workers = w;
+        }
+        if let Some(p) = o.policy {
+            self.policy = p;
+        }
+        if let Some(t) = o.threads {
+            self.threads = t;
+        }
+        match o.admin {
+            Some(Some(a)) => {
+                self.admin.enabled = true;
+                self.admin.listen = a;
+            }
+            Some(None) => self.admin.enabled = false,
+            None => {}
+        }
+        self.overrides = o;
+    }
+
+    /// The file name used in messages.
+    pub fn name(&self) -> &str {
+        self.origin.as_ref().map_or("<config>", |o| o.name.as_str())
+    }
+
+    /// Resolve a path from the file against the file's directory.
+    pub fn resolve(&self, p: &Path) -> PathBuf {
+        if p.is_absolute() {
+            return p.to_path_buf();
+        }
+        match &self.origin {
+            Some(o) => o.dir.join(p),
+            None => p.to_path_buf(),
+        }
+    }
+
+    /// Check every value, compile rules, routes and scripts (then discard them). The server runs the same
+    /// compilation when it starts or reloads, so `--check` refuses exactly what start-up would refuse.
+    pub fn validate(&self) -> Result<(), ConfigError> {
+        crate::server::Compiled::build(self, None).map(|_| ())
+    }
+
+    /// Turn a not-yet-located failure into an error naming file, line and key.
+    pub fn locate(&self, inv: Invalid) -> ConfigError {
+        let key = if inv.path.is_empty() {
+            None
+        } else {
+            Some(path_to_string(&inv.path))
+        };
+        let line = self
+            .origin
+            .as_ref()
+            .and_then(|o| locate_line(&o.text, &inv.path));
+        ConfigError {
+            file: self.name().to_string(),
+            line,
+            key,
+            message: inv.message,
+        }
+    }
+
+    /// Checks of plain values (everything that needs no compilation).
+    pub(crate) fn check_values(&self) -> Result<(), Invalid> {
+        if self.workers == 0 {
+            return Err(Invalid::new(keypath!["workers"], "must be ≥ 1, got 0"));
+        }
+        if self.threads > 1024 {
+            return Err(Invalid::new(
+                keypath!["threads"],
+                format!("must be ≤ 1024, got {}", self.threads),
+            ));
+        }
+        if self.queue_cap == Some(0) {
+            return Err(Invalid::new(keypath!["queue_cap"], "must be ≥ 1, got 0"));
+        }
+        if self.policy == PolicyName::Lua && self.policy_script.is_none() {
+            return Err(Invalid::new(
+                keypath!["policy"],
+                "policy \"lua\" needs `policy_script = \"file.lua\"`",
+            ));
+        }
+        if self.policy != PolicyName::Lua && self.policy_script.is_some() {
+            return Err(Invalid::new(
+                keypath!["policy_script"],
+                format!(
+                    "only used with policy = \"lua\" (policy is \"{}\")",
+                    self.policy
+                ),
+            ));
+        }
+        let mut seen = std::collections::HashSet::new();
+        for (i, c) in self.classes.iter().enumerate() {
+            if c.name.trim().is_empty() {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "name"],
+                    "every class needs a non-empty name",
+                ));
+            }
+            if !seen.insert(c.name.as_str()) {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "name"],
+                    format!("duplicate class name `{}`", c.name),
+                ));
+            }
+            if c.weight == 0 {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "weight"],
+                    "must be ≥ 1, got 0",
+                ));
+            }
+            if c.queue_cap == Some(0) {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "queue_cap"],
+                    "must be ≥ 1, got 0",
+                ));
+            }
+            if c.deadline == Some(Duration::ZERO) {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "deadline"],
+                    "must be > 0",
+                ));
+            }
+        }
+        if self.policy == PolicyName::Edf && !self.classes.iter().any(|c| c.deadline.is_some()) {
+            return Err(Invalid::new(
+                keypath!["policy"],
+                "policy \"edf\" needs at least one class with a `deadline`",
+            ));
+        }
+        if let Some(d) = &self.default_class {
+            if !self.class_names().iter().any(|n| n == d) {
+                return Err(Invalid::new(
+                    keypath!["default_class"],
+                    format!(
+                        "no class named `{d}` (classes: {})",
+                        self.class_names().join(", ")
+                    ),
+                ));
+            }
+        }
+        for (i, r) in self.rules.iter().enumerate() {
+            if !self.class_names().iter().any(|n| n == &r.class) {
+                return Err(Invalid::new(
+                    keypath!["rules", i, "class"],
+                    format!(
+                        "no class named `{}` (classes: {})",
+                        r.class,
+                        self.class_names().join(", ")
+                    ),
+                ));
+            }
+        }
+        let mut prefixes = std::collections::HashSet::new();
+        for (i, r) in self.routes.iter().enumerate() {
+            if !r.prefix.starts_with('/') {
+                return Err(Invalid::new(
+                    keypath!["routes", i, "prefix"],
+                    format!("must start with `/`, got `{}`", r.prefix),
+                ));
+            }
+            if !prefixes.insert(r.prefix.as_str()) {
+                return Err(Invalid::new(
+                    keypath!["routes", i, "prefix"],
+                    format!("duplicate route prefix `{}`", r.prefix),
+                ));
+            }
+            let n = r.static_files.is_some() as u8
+                + r.proxy.is_some() as u8
+                + r.synthetic.is_some() as u8;
+            if n != 1 {
+                return Err(Invalid::new(
+                    keypath!["routes", i],
+                    "a route needs exactly one backend table: `static`, `proxy` or `synthetic`",
+                ));
+            }
+        }
+        if self.admin.enabled && self.admin.listen == self.listen && self.listen.port() != 0 {
+            return Err(Invalid::new(
+                keypath!["admin", "listen"],
+                format!("same address as `listen` ({})", self.listen),
+            ));
+        }
+        Ok(())
+    }
+
+    /// Class names in order ("default" when none is configured).
+    pub fn class_names(&self) -> Vec<String> {
+        if self.classes.is_empty() {
+            vec!["default".to_string()]
+        } else {
+            self.classes.iter().map(|c| c.name.clone()).collect()
+        }
+    }
+
+    /// The classes in effect ("default" with weight 1 when none is configured).
+    pub fn effective_classes(&self) -> Vec<ClassConfig> {
+        if self.classes.is_empty() {
+            vec![ClassConfig {
+                name: "default".into(),
+                ..ClassConfig::default()
+            }]
+        } else {
+            self.classes.clone()
+        }
+    }
+
+    /// The routes in effect (one synthetic route on "/" when none is configured).
+    pub fn effective_routes(&self) -> Vec<RouteConfig> {
+        if self.routes.is_empty() {
+            vec![RouteConfig {
+                synthetic: Some(SyntheticConfig::default()),
+                ..RouteConfig::default()
+            }]
+        } else {
+            self.routes.clone()
+        }
+    }
+}
+
+/// 1-based line of byte offset `at`.
+pub fn line_of(text: &str, at: usize) -> usize {
+    let at = at.min(text.len());
+    text.as_bytes()[..at]
+        .iter()
+        .filter(|&&b| b == b'\n')
+        .count()
+        + 1
+}
+
+/// The bare key at the start of the line containing `at`, if the line looks like `key = ...`.
+fn key_at(text: &str, at: usize) -> Option<String> {
+    let at = at.min(text.len());
+    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
+    let line = text[start..].lines().next()?;
+    let (k, _) = line.split_once('=')?;
+    let k = k.trim();
+    if !k.is_empty()
+        && k.chars()
+            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
+    {
+        Some(k.to_string())
+    } else {
+        None
+    }
+}
+
+enum Node<'a> {
+    Item(&'a toml_edit::Item),
+    Table(&'a toml_edit::Table),
+    Value(&'a toml_edit::Value),
+}
+
+/// Find the line of a key path in the TOML text (the key's own line where possible).
+fn locate_line(text: &str, path: &[Seg]) -> Option<usize> {
+    let doc = toml_edit::ImDocument::parse(text).ok()?;
+    let mut node = Node::Item(doc.as_item());
+    let mut best: Option<usize> = None;
+    for seg in path {
+        let (next, span) = match (seg, &node) {
+            (Seg::Key(k), Node::Item(toml_edit::Item::Table(t))) => {
+                let (key, item) = t.get_key_value(k)?;
+                (Node::Item(item), key.span().or_else(|| item.span()))
+            }
+            (Seg::Key(k), Node::Item(toml_edit::Item::Value(toml_edit::Value::InlineTable(t))))
+            | (Seg::Key(k), Node::Value(toml_edit::Value::InlineTable(t))) => {
+                let (key, item) = t.get_key_value(k)?;
+                (Node::Item(item), key.span().or_else(|| item.span()))
+            }
+            (Seg::Index(i), Node::Item(toml_edit::Item::ArrayOfTables(a))) => {
+                let t = a.get(*i)?;
+                (Node::Table(t), t.span())
+            }
+            (Seg::Index(i), Node::Item(toml_edit::Item::Value(toml_edit::Value::Array(a))))
+            | (Seg::Index(i), Node::Value(toml_edit::Value::Array(a))) => {
+                let v = a.get(*i)?;
+                (Node::Value(v), v.span())
+            }
+            (Seg::Key(k), Node::Table(t)) => {
+                let (key, item) = t.get_key_value(k)?;
+                (Node::Item(item), key.span().or_else(|| item.span()))
+            }
+            _ => break,
+        };
+        if let Some(s) = span {
+            best = Some(line_of(text, s.start));
+        }
+        node = next;
+    }
+    best
+}
+
+#[cfg(test)]
+#[allow(clippy::useless_vec)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn locates_keys_in_tables_arrays_and_inline_tables() {
+        let text = "workers = 4\n\n[[classes]]\nname = \"a\"\n\n[[classes]]\nname = \"b\"\nweight = 0\n\n[admin]\nlisten = \"127.0.0.1:1\"\n[[rules]]\nclass = \"a\"\nheader = { name = \"x\", regex = \"(\" }\n";
+        assert_eq!(locate_line(text, &keypath!["workers"]), Some(1));
+        assert_eq!(
+            locate_line(text, &keypath!["classes", 1, "weight"]),
+            Some(8)
+        );
+        assert_eq!(locate_line(text, &keypath!["admin", "listen"]), Some(11));
+        assert_eq!(
+            locate_line(text, &keypath!["rules", 0, "header", "regex"]),
+            Some(14)
+        );
+        assert_eq!(locate_line(text, &keypath!["classes", 0]), Some(3));
+    }
+
+    #[test]
+    fn key_path_display() {
+        assert_eq!(
+            path_to_string(&keypath!["classes", 1, "weight"]),
+            "classes[1].weight"
+        );
+    }
+}

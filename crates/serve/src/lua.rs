@@ -1,0 +1,206 @@
+//! Lua hooks (vendored Lua 5.4 through mlua): `classify(request)` for rules the config cannot express, and
+//! `pick(heads)` as a scheduling policy. Each state sits behind a lock (a Lua state is not shared between
+//! threads) and every call runs under an instruction budget so a runaway script cannot stall a worker.
+
+use std::path::Path;
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
+use ordo_sched::{ClassId, Head, HeadPicker, Nanos};
+use prometheus_client::metrics::counter::Counter;
+
+use crate::http::Request;
+
+/// Instructions between two budget checks.
+const HOOK_EVERY: u32 = 10_000;
+/// Checks allowed per call: 1000 × 10 000 = 10 million Lua instructions.
+const MAX_CHECKS: u32 = 1_000;
+
+/// A fresh Lua state with the script loaded and an instruction budget armed; the counter is reset before
+/// every call.
+fn load_state(path: &Path) -> Result<(Lua, Arc<AtomicU32>), String> {
+    let code = std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read Lua script {}: {e}", path.display()))?;
+    let lua = Lua::new();
+    let budget = Arc::new(AtomicU32::new(0));
+    let b = budget.clone();
+    lua.set_hook(
+        HookTriggers::new().every_nth_instruction(HOOK_EVERY),
+        move |_lua, _debug| {
+            if b.fetch_add(1, Ordering::Relaxed) >= MAX_CHECKS {
+                Err(mlua::Error::runtime(
+                    "script exceeded its instruction budget (10 million instructions per call)",
+                ))
+            } else {
+                Ok(VmState::Continue)
+            }
+        },
+    );
+    lua.load(code.as_str())
+        .set_name(format!("@{}", path.display()))
+        .exec()
+        .map_err(|e| {
+            format!(
+                "Lua script {}: {}",
+                path.display(),
+                one_line(&e.to_string())
+            )
+        })?;
+    Ok((lua, budget))
+}
+
+fn one_line(s: &str) -> String {
+    s.lines().next().unwrap_or("").trim().to_string()
+}
+
+fn require_function(lua: &Lua, name: &str, path: &Path) -> Result<(), String> {
+    match lua.globals().get::<Value>(name) {
+        Ok(Value::Function(_)) => Ok(()),
+        _ => Err(format!(
+            "Lua script {} does not define a global function `{name}`",
+            path.display()
+        )),
+    }
+}
+
+/// What `classify` returned.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct LuaVerdict {
+    pub class: Option<String>,
+    pub size: Option<u64>,
+    pub deadline: Option<Duration>,
+}
+
+/// The `[classify] script` hook.
+pub struct LuaClassifier {
+    state: Mutex<(Lua, Arc<AtomicU32>)>,
+}
+
+impl LuaClassifier {
+    /// Load a script that defines `classify(request)`.
+    pub fn load(path: &Path) -> Result<Self, String> {
+        let (lua, budget) = load_state(path)?;
+        require_function(&lua, "classify", path)?;
+        Ok(LuaClassifier {
+            state: Mutex::new((lua, budget)),
+        })
+    }
+
+    /// Call `classify(request)`; the request is a table {method, path, query, headers, cookies, peer}.
+    pub fn classify(&self, req: &Request) -> Result<LuaVerdict, String> {
+        let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let (lua, budget) = &*guard;
+        budget.store(0, Ordering::Relaxed);
+        let run = || -> mlua::Result<LuaVerdict> {
+            let t = lua.create_table()?;
+            t.set("method", req.method.as_str())?;
+            t.set("path", req.path.as_str())?;
+            t.set("query", req.query.as_deref().unwrap_or(""))?;
+            let headers = lua.create_table()?;
+            let cookies = lua.create_table()?;
+            for (k, v) in &req.headers {
+                headers.set(k.as_str(), v.as_str())?;
+                if k == "cookie" {
+                    for pair in v.split(';') {
+                        if let Some((ck, cv)) = pair.split_once('=') {
+                            cookies.set(ck.trim(), cv.trim())?;
+                        }
+                    }
+                }
+            }
+            t.set("headers", headers)?;
+            t.set("cookies", cookies)?;
+            t.set("peer", req.peer.ip().to_string())?;
+            let f: Function = lua.globals().get("classify")?;
+            let (class, hints): (Option<String>, Option<Table>) = f.call(t)?;
+            let mut v = LuaVerdict {
+                class,
+                ..LuaVerdict::default()
+            };
+            if let Some(h) = hints {
+                if let Some(size) = h.get::<Option<f64>>("size")? {
+                    if size.is_finite() && size >= 0.0 {
+                        v.size = Some(size as u64);
+                    }
+                }
+                if let Some(ms) = h.get::<Option<f64>>("deadline_ms")? {
+                    if ms.is_finite() && ms > 0.0 {
+                        v.deadline = Some(Duration::from_secs_f64(ms / 1e3));
+                    }
+                }
+            }
+            Ok(v)
+        };
+        run().map_err(|e| one_line(&e.to_string()))
+    }
+}
+
+/// `policy = "lua"`: the script's `pick(heads)` chooses which class's head is served next.
+pub struct LuaPicker {
+    lua: Lua,
+    budget: Arc<AtomicU32>,
+    errors: Counter,
+}
+
+impl LuaPicker {
+    /// Load a script that defines `pick(heads)`. `errors` counts failed calls (the metrics read it).
+    pub fn load(path: &Path, errors: Counter) -> Result<Self, String> {
+        let (lua, budget) = load_state(path)?;
+        require_function(&lua, "pick", path)?;
+        Ok(LuaPicker {
+            lua,
+            budget,
+            errors,
+        })
+    }
+
+    fn call(&self, heads: &[Head<'_>], now: Nanos) -> mlua::Result<Option<String>> {
+        self.budget.store(0, Ordering::Relaxed);
+        let arr = self.lua.create_table_with_capacity(heads.len(), 0)?;
+        for (i, h) in heads.iter().enumerate() {
+            let t = self.lua.create_table_with_capacity(0, 8)?;
+            t.set("class", h.class_name)?;
+            t.set("weight", h.weight)?;
+            t.set("priority", h.priority)?;
+            t.set("queued", h.queued)?;
+            t.set("size", h.size_hint)?;
+            t.set("waited_us", h.waited / 1_000)?;
+            if let Some(d) = h.deadline {
+                t.set("deadline_in_us", (d as i64 - now as i64) / 1_000)?;
+            }
+            arr.raw_set(i + 1, t)?;
+        }
+        let f: Function = self.lua.globals().get("pick")?;
+        f.call(arr)
+    }
+}
+
+impl HeadPicker for LuaPicker {
+    fn pick(&mut self, heads: &[Head<'_>], now: Nanos) -> Option<ClassId> {
+        if heads.is_empty() {
+            return None;
+        }
+        let fallback = || {
+            // The head that waited longest: FCFS across classes.
+            heads.iter().max_by_key(|h| h.waited).map(|h| h.class)
+        };
+        match self.call(heads, now) {
+            Ok(Some(name)) => match heads.iter().find(|h| h.class_name == name) {
+                Some(h) => Some(h.class),
+                None => {
+                    self.errors.inc();
+                    tracing::warn!(class = %name, "lua pick returned a class with nothing queued; serving the oldest head");
+                    fallback()
+                }
+            },
+            Ok(None) => fallback(),
+            Err(e) => {
+                self.errors.inc();
+                tracing::warn!(error = %one_line(&e.to_string()), "lua pick failed; serving the oldest head");
+                fallback()
+            }
+        }
+    }
+}

@@ -1,0 +1,269 @@
+//! The server's Prometheus metric families, registered once; per-class handles are cached so a request
+//! updates its counters without building label sets.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use ordo_sched::RejectReason;
+use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::Gauge;
+use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
+use prometheus_client::registry::Registry;
+
+use crate::gate::{GateSnapshot, REASONS, reason_str};
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ClassLabel {
+    class: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RejectLabel {
+    class: String,
+    reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct ResultLabel {
+    result: String,
+}
+
+type HistFamily = Family<ClassLabel, Histogram, fn() -> Histogram>;
+
+fn seconds_histogram() -> Histogram {
+    // 50 µs .. ~26 s
+    Histogram::new(exponential_buckets(0.000_05, 2.0, 20))
+}
+
+/// One class's handles.
+#[derive(Clone)]
+pub struct ClassMetrics {
+    pub arrivals: Counter,
+    pub dispatched: Counter,
+    pub completed: Counter,
+    rejected: [Counter; 5],
+    pub queue_wait: Histogram,
+    pub service: Histogram,
+}
+
+impl ClassMetrics {
+    /// The counter of rejections for `reason`.
+    pub fn rejected(&self, reason: RejectReason) -> &Counter {
+        let i = REASONS.iter().position(|r| *r == reason).unwrap_or(0);
+        &self.rejected[i]
+    }
+
+    /// Rejections of every reason together.
+    pub fn rejected_total(&self) -> u64 {
+        self.rejected.iter().map(|c| c.get()).sum()
+    }
+}
+
+/// All families of `ordo serve`.
+pub struct Metrics {
+    registry: Registry,
+    arrivals: Family<ClassLabel, Counter>,
+    dispatched: Family<ClassLabel, Counter>,
+    completed: Family<ClassLabel, Counter>,
+    rejected: Family<RejectLabel, Counter>,
+    queue_depth: Family<ClassLabel, Gauge>,
+    queue_wait: HistFamily,
+    service: HistFamily,
+    workers_busy: Gauge,
+    workers_capacity: Gauge,
+    abandoned: Gauge,
+    /// Failed Lua calls (classify or pick).
+    pub lua_errors: Counter,
+    reloads: Family<ResultLabel, Counter>,
+    not_found: Counter,
+    cache: RwLock<HashMap<Arc<str>, Arc<ClassMetrics>>>,
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let mut registry = Registry::with_prefix("ordo_serve");
+        let arrivals = Family::<ClassLabel, Counter>::default();
+        let dispatched = Family::<ClassLabel, Counter>::default();
+        let completed = Family::<ClassLabel, Counter>::default();
+        let rejected = Family::<RejectLabel, Counter>::default();
+        let queue_depth = Family::<ClassLabel, Gauge>::default();
+        let queue_wait: HistFamily = Family::new_with_constructor(seconds_histogram);
+        let service: HistFamily = Family::new_with_constructor(seconds_histogram);
+        let workers_busy = Gauge::default();
+        let workers_capacity = Gauge::default();
+        let abandoned = Gauge::default();
+        let lua_errors = Counter::default();
+        let reloads = Family::<ResultLabel, Counter>::default();
+        let not_found = Counter::default();
+        registry.register(
+            "arrivals",
+            "Requests classified into a class",
+            arrivals.clone(),
+        );
+        registry.register(
+            "dispatched",
+            "Requests handed to a worker",
+            dispatched.clone(),
+        );
+        registry.register(
+            "completed",
+            "Requests whose backend answered",
+            completed.clone(),
+        );
+        registry.register(
+            "rejected",
+            "Requests answered 503 instead of served, by reason",
+            rejected.clone(),
+        );
+        registry.register(
+            "queue_depth",
+            "Requests waiting in the class's queue",
+            queue_depth.clone(),
+        );
+        registry.register(
+            "queue_wait_seconds",
+            "Time from arrival to dispatch",
+            queue_wait.clone(),
+        );
+        registry.register(
+            "service_seconds",
+            "Time a worker spent on the request (backend call)",
+            service.clone(),
+        );
+        registry.register(
+            "workers_busy",
+            "Workers serving a request now",
+            workers_busy.clone(),
+        );
+        registry.register(
+            "workers_capacity",
+            "Configured workers",
+            workers_capacity.clone(),
+        );
+        registry.register(
+            "abandoned",
+            "Queued requests whose client went away before dispatch (since start)",
+            abandoned.clone(),
+        );
+        registry.register(
+            "lua_errors",
+            "Failed Lua classify/pick calls",
+            lua_errors.clone(),
+        );
+        registry.register(
+            "reloads",
+            "Configuration reloads by result",
+            reloads.clone(),
+        );
+        registry.register(
+            "not_found",
+            "Requests no route matched (404)",
+            not_found.clone(),
+        );
+        Metrics {
+            registry,
+            arrivals,
+            dispatched,
+            completed,
+            rejected,
+            queue_depth,
+            queue_wait,
+            service,
+            workers_busy,
+            workers_capacity,
+            abandoned,
+            lua_errors,
+            reloads,
+            not_found,
+            cache: RwLock::new(HashMap::new()),
+        }
+    }
+
+    /// The handles of class `name` (created on first use).
+    pub fn class(&self, name: &Arc<str>) -> Arc<ClassMetrics> {
+        if let Some(m) = self
+            .cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(name)
+        {
+            return m.clone();
+        }
+        let l = ClassLabel {
+            class: name.to_string(),
+        };
+        let rejected = REASONS.map(|r| {
+            self.rejected
+                .get_or_create(&RejectLabel {
+                    class: name.to_string(),
+                    reason: reason_str(r).to_string(),
+                })
+                .clone()
+        });
+        let m = Arc::new(ClassMetrics {
+            arrivals: self.arrivals.get_or_create(&l).clone(),
+            dispatched: self.dispatched.get_or_create(&l).clone(),
+            completed: self.completed.get_or_create(&l).clone(),
+            rejected,
+            queue_wait: self.queue_wait.get_or_create(&l).clone(),
+            service: self.service.get_or_create(&l).clone(),
+        });
+        self.cache
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(name.clone())
+            .or_insert(m)
+            .clone()
+    }
+
+    /// Count a reload.
+    pub fn reload(&self, ok: bool) {
+        self.reloads
+            .get_or_create(&ResultLabel {
+                result: if ok { "ok" } else { "error" }.to_string(),
+            })
+            .inc();
+    }
+
+    /// Reloads counted so far with this result.
+    pub fn reloads(&self, ok: bool) -> u64 {
+        self.reloads
+            .get_or_create(&ResultLabel {
+                result: if ok { "ok" } else { "error" }.to_string(),
+            })
+            .get()
+    }
+
+    /// Count a request no route matched.
+    pub fn not_found(&self) {
+        self.not_found.inc();
+    }
+
+    /// The Prometheus text exposition, with gauges refreshed from `snap`.
+    pub fn encode(&self, snap: &GateSnapshot) -> String {
+        for (name, q) in snap.class_names.iter().zip(&snap.class_queued) {
+            self.class(name);
+            self.queue_depth
+                .get_or_create(&ClassLabel {
+                    class: name.to_string(),
+                })
+                .set(*q as i64);
+        }
+        self.workers_busy.set(snap.busy as i64);
+        self.workers_capacity.set(snap.workers as i64);
+        self.abandoned.set(snap.abandoned as i64);
+        let mut out = String::new();
+        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+            out.clear();
+        }
+        out
+    }
+}

@@ -1,0 +1,176 @@
+//! Bad configurations are refused with the file, the line and the key named; every example under
+//! examples/serve/ is valid.
+
+use ordo_serve::ServeConfig;
+
+fn err(text: &str) -> String {
+    match ServeConfig::from_toml_str(text, "bad.toml") {
+        Ok(_) => panic!("accepted:\n{text}"),
+        Err(e) => e.to_string(),
+    }
+}
+
+#[test]
+fn value_errors_name_file_line_and_key() {
+    assert_eq!(
+        err("listen = \"127.0.0.1:0\"\nworkers = 0\n"),
+        "bad.toml:2: workers: must be ≥ 1, got 0"
+    );
+    assert_eq!(
+        err("[[classes]]\nname = \"a\"\n\n[[classes]]\nname = \"b\"\nweight = 0\n"),
+        "bad.toml:6: classes[1].weight: must be ≥ 1, got 0"
+    );
+    assert_eq!(
+        err("[[classes]]\nname = \"a\"\n[[classes]]\nname = \"a\"\n"),
+        "bad.toml:4: classes[1].name: duplicate class name `a`"
+    );
+    assert_eq!(
+        err("[[classes]]\nname = \"a\"\n[[rules]]\nclass = \"b\"\npath_prefix = \"/x\"\n"),
+        "bad.toml:4: rules[0].class: no class named `b` (classes: a)"
+    );
+    assert_eq!(
+        err("default_class = \"zz\"\n"),
+        "bad.toml:1: default_class: no class named `zz` (classes: default)"
+    );
+}
+
+#[test]
+fn rule_and_route_errors() {
+    let e = err("[[rules]]\nclass = \"default\"\npath_regex = \"(unclosed\"\n");
+    assert!(
+        e.starts_with("bad.toml:3: rules[0].path_regex: invalid regex"),
+        "{e}"
+    );
+    let e = err("[[rules]]\nclass = \"default\"\nclient = \"10.0.0.0/40\"\n");
+    assert_eq!(
+        e,
+        "bad.toml:3: rules[0].client: invalid prefix length `40` in `10.0.0.0/40` (0..=32)"
+    );
+    let e = err("[[rules]]\nclass = \"default\"\nheader = { name = \"x\", regex = \"[\" }\n");
+    assert!(
+        e.starts_with("bad.toml:3: rules[0].header.regex: invalid regex"),
+        "{e}"
+    );
+    let e = err("[[rules]]\nclass = \"default\"\npath_prefix = \"/a\"\npath_glob = \"/b/*\"\n");
+    assert_eq!(
+        e,
+        "bad.toml:1: rules[0]: give at most one of `path_prefix`, `path_glob`, `path_regex`"
+    );
+    let e = err(
+        "[[routes]]\nprefix = \"/a\"\nsynthetic = {}\nproxy = { upstreams = [\"127.0.0.1:1\"] }\n",
+    );
+    assert_eq!(
+        e,
+        "bad.toml:1: routes[0]: a route needs exactly one backend table: `static`, `proxy` or `synthetic`"
+    );
+    let e = err("[[routes]]\nprefix = \"a\"\nsynthetic = {}\n");
+    assert_eq!(
+        e,
+        "bad.toml:2: routes[0].prefix: must start with `/`, got `a`"
+    );
+    let e =
+        err("[[routes]]\nprefix = \"/s\"\nstatic = { root = \"/nonexistent/ordo-test-root\" }\n");
+    assert!(e.starts_with("bad.toml:3: routes[0].static: "), "{e}");
+}
+
+#[test]
+fn parse_errors_name_the_line() {
+    let e = err("workers = 4\nwokers = 3\n");
+    assert!(
+        e.starts_with("bad.toml:2: wokers: unknown field `wokers`"),
+        "{e}"
+    );
+    let e = err("workers = 4\n[[classes]]\nname = \"a\"\nweigth = 2\n");
+    assert!(
+        e.starts_with("bad.toml:4: weigth: unknown field `weigth`"),
+        "{e}"
+    );
+    let e = err("policy = \"random\"\n");
+    assert!(
+        e.starts_with("bad.toml:1: policy: unknown variant `random`"),
+        "{e}"
+    );
+    let e = err("queue_timeout = \"10 parsecs\"\n");
+    assert!(
+        e.starts_with("bad.toml:1: queue_timeout: invalid duration"),
+        "{e}"
+    );
+    let e = err("workers = \n");
+    assert!(e.starts_with("bad.toml:1"), "{e}");
+    let e = err("workers = -1\n");
+    assert!(e.starts_with("bad.toml:1: workers:"), "{e}");
+}
+
+#[test]
+fn policy_and_script_errors() {
+    assert_eq!(
+        err("policy = \"lua\"\n"),
+        "bad.toml:1: policy: policy \"lua\" needs `policy_script = \"file.lua\"`"
+    );
+    assert_eq!(
+        err("policy = \"edf\"\n"),
+        "bad.toml:1: policy: policy \"edf\" needs at least one class with a `deadline`"
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let lua = dir.path().join("p.lua");
+    std::fs::write(&lua, "function not_pick() end\n").unwrap();
+    let e = err(&format!(
+        "policy = \"lua\"\npolicy_script = \"{}\"\n",
+        lua.display()
+    ));
+    assert!(e.starts_with("bad.toml:2: policy_script: "), "{e}");
+    assert!(
+        e.contains("does not define a global function `pick`"),
+        "{e}"
+    );
+    std::fs::write(
+        &lua,
+        "function classify(r) return nil end\nthis is not lua\n",
+    )
+    .unwrap();
+    let e = err(&format!("[classify]\nscript = \"{}\"\n", lua.display()));
+    assert!(
+        e.starts_with("bad.toml:2: classify.script: Lua script"),
+        "{e}"
+    );
+    let e = err("[classify]\nscript = \"/nonexistent/x.lua\"\n");
+    assert!(e.contains("cannot read Lua script"), "{e}");
+}
+
+#[test]
+fn file_errors_name_the_path() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("serve.toml");
+    std::fs::write(&p, "\n\nworkers = 0\n").unwrap();
+    let e = ServeConfig::from_file(&p).unwrap_err().to_string();
+    assert_eq!(e, format!("{}:3: workers: must be ≥ 1, got 0", p.display()));
+    let e = ServeConfig::from_file(dir.path().join("missing.toml"))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("missing.toml: cannot read"), "{e}");
+}
+
+#[test]
+fn defaults_serve_synthetic_fcfs_on_8080() {
+    let c = ServeConfig::from_toml_str("", "empty.toml").unwrap();
+    assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
+    assert_eq!(c.admin.listen.to_string(), "127.0.0.1:9090");
+    assert_eq!(c.policy, ordo_serve::PolicyName::Fcfs);
+    assert_eq!(c.class_names(), vec!["default".to_string()]);
+    assert!(c.effective_routes()[0].synthetic.is_some());
+    ServeConfig::default().validate().unwrap();
+}
+
+#[test]
+fn every_example_is_valid() {
+    let dir = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/serve");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_some_and(|e| e == "toml") {
+            ServeConfig::from_file(&p).unwrap_or_else(|e| panic!("{e}"));
+            n += 1;
+        }
+    }
+    assert!(n >= 8, "expected the example configs, found {n}");
+}

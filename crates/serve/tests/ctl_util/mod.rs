@@ -1,0 +1,131 @@
+//! Shared harness of the ctl_* integration tests: start `ordo serve` in-process on 127.0.0.1:0 and talk to
+//! it with a tiny HTTP/1.1 client over a plain TCP stream.
+
+#![allow(dead_code)]
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use ordo_serve::{Overrides, ServeConfig, Server, ServerHandle};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpStream;
+
+/// Parse `toml`, move both listeners to 127.0.0.1:0 and start the server.
+pub async fn start(toml: &str) -> ServerHandle {
+    let cfg = ServeConfig::from_toml_str(toml, "test.toml").expect("valid test config");
+    start_cfg(cfg).await
+}
+
+/// Start `cfg` with both listeners moved to 127.0.0.1:0.
+pub async fn start_cfg(mut cfg: ServeConfig) -> ServerHandle {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut o = cfg.overrides.clone();
+    o.listen = Some(any);
+    o.admin = Some(Some(any));
+    cfg.apply_overrides(Overrides { ..o });
+    Server::start(cfg).await.expect("server starts")
+}
+
+/// One parsed response.
+#[derive(Debug, Clone)]
+pub struct Resp {
+    pub status: u16,
+    pub headers: Vec<(String, String)>,
+    pub body: String,
+}
+
+impl Resp {
+    pub fn header(&self, name: &str) -> Option<&str> {
+        self.headers
+            .iter()
+            .find(|(k, _)| k.eq_ignore_ascii_case(name))
+            .map(|(_, v)| v.as_str())
+    }
+}
+
+/// Send one request with `Connection: close` and read the whole answer (bounded by 30 s).
+pub async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&str, &str)]) -> Resp {
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        request_inner(addr, method, path, headers, ""),
+    )
+    .await
+    .expect("response within 30 s")
+}
+
+/// Like [`request`] with a body.
+pub async fn request_body(addr: SocketAddr, method: &str, path: &str, body: &str) -> Resp {
+    tokio::time::timeout(
+        Duration::from_secs(30),
+        request_inner(addr, method, path, &[], body),
+    )
+    .await
+    .expect("response within 30 s")
+}
+
+async fn request_inner(
+    addr: SocketAddr,
+    method: &str,
+    path: &str,
+    headers: &[(&str, &str)],
+    body: &str,
+) -> Resp {
+    let mut s = TcpStream::connect(addr).await.expect("connect");
+    let mut req = format!("{method} {path} HTTP/1.1\r\nHost: test\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str(&format!("Content-Length: {}\r\n\r\n{body}", body.len()));
+    s.write_all(req.as_bytes()).await.expect("write");
+    let mut buf = Vec::new();
+    s.read_to_end(&mut buf).await.expect("read");
+    parse(&buf)
+}
+
+/// Parse a whole `Connection: close` response.
+pub fn parse(buf: &[u8]) -> Resp {
+    let text = String::from_utf8_lossy(buf).to_string();
+    let (head, body) = text.split_once("\r\n\r\n").unwrap_or((&text, ""));
+    let mut lines = head.split("\r\n");
+    let status_line = lines.next().unwrap_or("");
+    let status = status_line
+        .split_whitespace()
+        .nth(1)
+        .and_then(|s| s.parse().ok())
+        .unwrap_or_else(|| panic!("bad status line in {text:?}"));
+    let headers = lines
+        .filter_map(|l| l.split_once(':'))
+        .map(|(k, v)| (k.trim().to_ascii_lowercase(), v.trim().to_string()))
+        .collect();
+    Resp {
+        status,
+        headers,
+        body: body.to_string(),
+    }
+}
+
+pub async fn get(addr: SocketAddr, path: &str) -> Resp {
+    request(addr, "GET", path, &[]).await
+}
+
+/// Poll `f` every 5 ms until it holds (panics after `limit`).
+pub async fn wait_until(limit: Duration, mut f: impl FnMut() -> bool) {
+    let start = std::time::Instant::now();
+    while !f() {
+        assert!(
+            start.elapsed() < limit,
+            "condition not reached within {limit:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// Total queued requests according to /status.
+pub fn queued(h: &ServerHandle) -> u64 {
+    h.status()["queued"].as_u64().unwrap_or(0)
+}
+
+/// Busy workers according to /status.
+pub fn busy(h: &ServerHandle) -> u64 {
+    h.status()["busy"].as_u64().unwrap_or(0)
+}
