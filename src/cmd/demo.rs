@@ -1,11 +1,147 @@
-//! `ordo demo`: command-line arguments and glue to the library crate.
-// PLACEHOLDER: the owner of this subcommand replaces this file.
+//! `ordo demo`: the flags of the seed-003 reproduction, resolved into an `ordo_lab::demo::DemoPlan`, run on a
+//! runtime of its own with Ctrl-C handling, printed as a table, saved as JSON (and HTML when `ordo report`
+//! can render it).
 
+use std::io::{IsTerminal, Write};
+use std::path::PathBuf;
 use std::process::ExitCode;
+use std::time::Duration;
 
+use anyhow::Context;
+use ordo_lab::demo::plan::{parse_duration, parse_steps};
+use ordo_lab::demo::result::{render_header, render_step, render_verdict};
+use ordo_lab::demo::run::{Event, run_demo};
+use ordo_lab::demo::{DemoPlan, DemoPolicy, PlanInput};
+
+use crate::cli::UsageError;
+
+/// Reproduce seed 003's result: with lottery weights 1:2:4 and enough clients, light users see four times
+/// and medium users twice the response time of heavy users.
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Scheduling policy of the server: lottery (the seed's) or stride (deterministic).
+    #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
+    pub policy: Option<DemoPolicy>,
+    /// The short plan: 4 steps of 5 s, 10 ms service time (about 30 s).
+    #[arg(long)]
+    pub quick: bool,
+    /// Total client counts, comma-separated (default 50,100,150,175,200,250,300,340).
+    #[arg(long, value_name = "N,N,...", value_parser = parse_step_list)]
+    pub steps: Option<StepList>,
+    /// Measured time per step (default 20s; 5s with --quick).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub step_duration: Option<Duration>,
+    /// Unmeasured warm-up per step (default 2s; 1s with --quick).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub warmup: Option<Duration>,
+    /// Requests served at once (the seed's MaxClients).
+    #[arg(long, value_name = "N")]
+    pub workers: Option<usize>,
+    /// Synthetic service time per request, a sleep in whole milliseconds (default 20ms; 10ms with --quick).
+    #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
+    pub service: Option<Duration>,
+    /// Directory for the JSON result (and HTML report).
+    #[arg(long, value_name = "DIR", default_value = "ordo-results")]
+    pub out: PathBuf,
+    /// Print the JSON result on stdout (the table goes to stderr).
+    #[arg(long)]
+    pub json: bool,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("ordo demo is not built yet")
+/// `--steps` as one value (clap would otherwise treat a `Vec` as repeated values).
+#[derive(Clone, Debug)]
+pub struct StepList(pub Vec<usize>);
+
+fn parse_step_list(s: &str) -> Result<StepList, String> {
+    parse_steps(s).map(StepList)
+}
+
+fn parse_policy(s: &str) -> Result<DemoPolicy, String> {
+    s.parse()
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    let plan = DemoPlan::resolve(PlanInput {
+        policy: args.policy,
+        quick: args.quick,
+        steps: args.steps.map(|s| s.0),
+        step_duration: args.step_duration,
+        warmup: args.warmup,
+        workers: args.workers,
+        service: args.service,
+    })
+    .map_err(|e| UsageError(e.to_string()))?;
+
+    // The table goes to stdout unless stdout carries the JSON.
+    let mut table: Box<dyn Write> = if args.json {
+        Box::new(std::io::stderr())
+    } else {
+        Box::new(std::io::stdout())
+    };
+    let status_line = std::io::stderr().is_terminal();
+
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .thread_name("ordo-demo")
+        .enable_all()
+        .build()
+        .context("cannot start the async runtime")?;
+
+    writeln!(table, "{}", render_header(&plan))?;
+    table.flush()?;
+    let outcome = rt.block_on(async {
+        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+        tokio::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\nordo demo: stopping (Ctrl-C); saving the finished steps");
+                let _ = stop_tx.send(true);
+            }
+        });
+        run_demo(&plan, stop_rx, |event| match event {
+            Event::StepStarted { clients, index, of } => {
+                if status_line {
+                    eprint!(
+                        "\r  step {}/{}: {} clients, warming up and measuring ...",
+                        index + 1,
+                        of,
+                        clients
+                    );
+                }
+            }
+            Event::StepFinished(step) => {
+                if status_line {
+                    eprint!("\r\x1b[2K");
+                }
+                let _ = writeln!(table, "{}", render_step(step));
+                let _ = table.flush();
+            }
+        })
+        .await
+    });
+    // Stop the server and client tasks before printing the end.
+    rt.shutdown_timeout(Duration::from_secs(2));
+    let result = outcome.context("the demo failed")?;
+
+    writeln!(table)?;
+    writeln!(table, "{}", render_verdict(&result))?;
+    let json_path = result
+        .save(&args.out)
+        .with_context(|| format!("cannot save the result under {}", args.out.display()))?;
+    writeln!(table, "saved: {}", json_path.display())?;
+    if let Some(html) = write_html(&result, &json_path)? {
+        writeln!(table, "report: {}", html.display())?;
+    }
+    table.flush()?;
+    if args.json {
+        println!("{}", result.to_json());
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+/// The HTML report next to the JSON, once `ordo report` can render a demo result.
+fn write_html(
+    _result: &ordo_lab::demo::DemoResult,
+    _json_path: &std::path::Path,
+) -> anyhow::Result<Option<PathBuf>> {
+    Ok(None)
 }

@@ -6,6 +6,7 @@
 
 pub mod plan;
 pub mod result;
+pub mod run;
 
 pub use plan::{DemoClass, DemoPlan, DemoPolicy, PlanError, PlanInput};
 pub use result::{ClassStats, DemoResult, DemoStep, Outcome, Verdict};

@@ -46,7 +46,7 @@ pub struct DemoResult {
     pub verdict: Verdict,
     /// The machine and kernel the run happened on (ordo-sys fingerprint), when it could be collected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fingerprint: Option<serde_json::Value>,
+    pub fingerprint: Option<ordo_sys::fingerprint::Fingerprint>,
 }
 
 /// One client count, measured after its warm-up.

@@ -1,0 +1,284 @@
+//! Runs a [`DemoPlan`]: starts `ordo serve` in-process on 127.0.0.1:0 with the three weighted classes and the
+//! synthetic backend, then drives each step with `ordo bench` (equal closed-loop keep-alive clients per
+//! class, a warm-up, a measured period) and turns each bench report into a [`DemoStep`].
+
+use std::net::SocketAddr;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use ordo_bench::{Assign, BenchConfig, BenchReport, CancelToken, Mix, MixClass, Pacing, Stop};
+use ordo_serve::config::ServeConfig;
+use ordo_serve::server::Server;
+use ordo_sys::fingerprint::Fingerprint;
+use tokio::sync::watch;
+
+use super::plan::{DemoClass, DemoPlan};
+use super::result::{ClassStats, DemoResult, DemoStep};
+
+/// Progress reported while the demo runs.
+#[derive(Debug)]
+pub enum Event<'a> {
+    /// A step starts its warm-up (`index` counts from 0 of `of`).
+    StepStarted {
+        index: usize,
+        of: usize,
+        clients: usize,
+    },
+    /// A step finished and was measured.
+    StepFinished(&'a DemoStep),
+}
+
+/// Why a demo could not run.
+#[derive(Debug, thiserror::Error)]
+pub enum DemoError {
+    #[error("cannot configure the in-process server: {0}")]
+    ServerConfig(String),
+    #[error("cannot start the in-process server: {0}")]
+    ServerStart(String),
+    #[error("the load generator failed at {clients} clients: {message}")]
+    Bench { clients: usize, message: String },
+}
+
+/// The `ordo serve` configuration of the demo, as TOML (the same text a user could put in a file).
+pub fn server_config_toml(plan: &DemoPlan, seed: u64) -> String {
+    let mut t = String::new();
+    t.push_str("# ordo demo: seed 003's three user types under weights 1:2:4\n");
+    t.push_str("listen = \"127.0.0.1:0\"\n");
+    t.push_str(&format!("workers = {}\n", plan.workers));
+    t.push_str(&format!("policy = \"{}\"\n", plan.policy.as_str()));
+    t.push_str(&format!("seed = {seed}\n"));
+    // Every client of a step can be queued at once; nothing may time out or overflow.
+    t.push_str("queue_timeout = \"0s\"\n");
+    t.push_str(&format!("queue_cap = {}\n", super::plan::MAX_CLIENTS * 2));
+    t.push_str("\n[admin]\nenabled = false\n");
+    for c in &plan.classes {
+        t.push_str(&format!(
+            "\n[[classes]]\nname = \"{}\"\nweight = {}\n",
+            c.name, c.weight
+        ));
+    }
+    for c in &plan.classes {
+        t.push_str(&format!(
+            "\n[[rules]]\nclass = \"{}\"\npath_prefix = \"{}\"\n",
+            c.name, c.path_prefix
+        ));
+    }
+    t.push_str("\n[[routes]]\nprefix = \"/\"\n[routes.synthetic]\n");
+    t
+}
+
+/// The URL path a client of `class` requests: sleep the service time, return the class's body size.
+pub fn class_path(class: &DemoClass, service: Duration) -> String {
+    format!(
+        "{}work?ms={}&n={}",
+        class.path_prefix,
+        service.as_millis(),
+        class.response_bytes
+    )
+}
+
+/// Seconds since the Unix epoch (0 if the clock is before it).
+pub fn unix_now() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0)
+}
+
+/// Run the whole plan on the current tokio runtime (the server's tasks run there; the load generator runs on
+/// threads of its own). Stops early — returning the finished steps with `complete: false` — when `stop` turns
+/// true.
+pub async fn run_demo(
+    plan: &DemoPlan,
+    mut stop: watch::Receiver<bool>,
+    mut on_event: impl FnMut(Event<'_>),
+) -> Result<DemoResult, DemoError> {
+    let mut result = DemoResult::new(plan, unix_now());
+    result.fingerprint = Some(Fingerprint::collect());
+    let seed = result.started_unix_s;
+
+    let config = ServeConfig::from_toml_str(&server_config_toml(plan, seed), "ordo demo")
+        .map_err(|e| DemoError::ServerConfig(e.to_string()))?;
+    let server = Server::start(config)
+        .await
+        .map_err(|e| DemoError::ServerStart(e.to_string()))?;
+    let addr = server.local_addr();
+
+    let mut stopped = *stop.borrow();
+    for (index, &requested) in plan.steps.iter().enumerate() {
+        if stopped {
+            break;
+        }
+        let per_class = plan.clients_per_class(requested);
+        on_event(Event::StepStarted {
+            index,
+            of: plan.steps.len(),
+            clients: per_class * plan.classes.len(),
+        });
+        let cancel = CancelToken::new();
+        let bench =
+            bench_config(plan, addr, per_class, seed.wrapping_add(index as u64)).map_err(|e| {
+                DemoError::Bench {
+                    clients: per_class * plan.classes.len(),
+                    message: e.to_string(),
+                }
+            })?;
+        let worker = {
+            let cancel = cancel.clone();
+            tokio::task::spawn_blocking(move || ordo_bench::run(bench, cancel))
+        };
+        tokio::pin!(worker);
+        let outcome = tokio::select! {
+            r = &mut worker => Some(r),
+            _ = stop.wait_for(|s| *s) => None,
+        };
+        let outcome = match outcome {
+            Some(r) => r,
+            None => {
+                // Ctrl-C: end the step now and leave it out; the finished steps are the result.
+                stopped = true;
+                cancel.cancel();
+                let _ = worker.await;
+                break;
+            }
+        };
+        let report = match outcome {
+            Ok(Ok(report)) => report,
+            Ok(Err(e)) => {
+                let _ = server.shutdown().await;
+                return Err(DemoError::Bench {
+                    clients: per_class * plan.classes.len(),
+                    message: e.to_string(),
+                });
+            }
+            Err(join) => {
+                let _ = server.shutdown().await;
+                return Err(DemoError::Bench {
+                    clients: per_class * plan.classes.len(),
+                    message: format!("the load generator thread failed: {join}"),
+                });
+            }
+        };
+        if report.interrupted {
+            stopped = true;
+            break;
+        }
+        let step = step_from_report(plan, per_class, &report);
+        on_event(Event::StepFinished(&step));
+        result.push_step(step);
+    }
+    result.complete = !stopped && result.steps.len() == plan.steps.len();
+    let _ = server.shutdown().await;
+    Ok(result)
+}
+
+/// The load of one step: `per_class` keep-alive closed-loop clients in each class, each client bound to its
+/// class for the whole step (`Assign::Clients`, the seed's user types), no think time.
+pub fn bench_config(
+    plan: &DemoPlan,
+    addr: SocketAddr,
+    per_class: usize,
+    seed: u64,
+) -> Result<BenchConfig, ordo_bench::BenchError> {
+    let first = plan
+        .classes
+        .first()
+        .map(|c| class_path(c, plan.service))
+        .unwrap_or_else(|| "/".into());
+    let mut cfg = BenchConfig::new(&format!("http://{addr}{first}"))?;
+    cfg.connections = per_class * plan.classes.len();
+    cfg.threads = BENCH_THREADS;
+    cfg.stop = Stop::Duration(plan.step_duration);
+    cfg.pacing = Pacing::Closed;
+    cfg.keepalive = true;
+    cfg.warmup = plan.warmup;
+    // Generous: a light request at the largest step waits about n·Σw/(w·workers) service times.
+    cfg.timeout = Duration::from_secs(60);
+    cfg.seed = seed;
+    cfg.mix = Some(Mix {
+        source: None,
+        assign: Assign::Clients,
+        classes: plan
+            .classes
+            .iter()
+            .map(|c| MixClass::new(&c.name, 1.0, &class_path(c, plan.service)))
+            .collect(),
+    });
+    Ok(cfg)
+}
+
+/// Load-generator threads: enough that the clients' own turnaround stays far below the heavy class's
+/// response time, few enough to leave the server its share of a 2-core machine.
+pub const BENCH_THREADS: usize = 2;
+
+/// Per-class statistics of one bench report, in the plan's class order, with the ratios.
+pub fn step_from_report(plan: &DemoPlan, per_class: usize, report: &BenchReport) -> DemoStep {
+    let classes = plan
+        .classes
+        .iter()
+        .map(|c| {
+            let r = report.classes.iter().find(|r| r.name == c.name);
+            match r {
+                Some(r) => ClassStats {
+                    name: c.name.clone(),
+                    requests: r.complete.saturating_sub(r.non_2xx),
+                    errors: r.failed.total + r.non_2xx,
+                    mean_ms: r.latency.mean_ms,
+                    p50_ms: r.latency.at(50.0).unwrap_or(0.0),
+                    p95_ms: r.latency.at(95.0).unwrap_or(0.0),
+                    p99_ms: r.latency.at(99.0).unwrap_or(0.0),
+                    throughput_rps: r.rps,
+                },
+                None => ClassStats {
+                    name: c.name.clone(),
+                    requests: 0,
+                    errors: 0,
+                    mean_ms: 0.0,
+                    p50_ms: 0.0,
+                    p95_ms: 0.0,
+                    p99_ms: 0.0,
+                    throughput_rps: 0.0,
+                },
+            }
+        })
+        .collect();
+    DemoStep::new(per_class, report.elapsed_s, classes)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::demo::plan::PlanInput;
+
+    #[test]
+    fn server_config_names_classes_rules_and_policy() {
+        let plan = DemoPlan::resolve(PlanInput {
+            policy: Some(crate::demo::DemoPolicy::Stride),
+            workers: Some(64),
+            ..Default::default()
+        })
+        .unwrap();
+        let text = server_config_toml(&plan, 7);
+        let v: toml::Value = toml::from_str(&text).unwrap();
+        assert_eq!(v["workers"].as_integer(), Some(64));
+        assert_eq!(v["policy"].as_str(), Some("stride"));
+        assert_eq!(v["listen"].as_str(), Some("127.0.0.1:0"));
+        let classes = v["classes"].as_array().unwrap();
+        let w: Vec<i64> = classes
+            .iter()
+            .map(|c| c["weight"].as_integer().unwrap())
+            .collect();
+        assert_eq!(w, [1, 2, 4]);
+        let rules = v["rules"].as_array().unwrap();
+        assert_eq!(rules[1]["path_prefix"].as_str(), Some("/medium/"));
+        assert_eq!(rules[1]["class"].as_str(), Some("medium"));
+    }
+
+    #[test]
+    fn class_paths_carry_service_time_and_size() {
+        let plan = DemoPlan::resolve(PlanInput::default()).unwrap();
+        assert_eq!(
+            class_path(&plan.classes[2], plan.service),
+            "/heavy/work?ms=20&n=7600"
+        );
+    }
+}
