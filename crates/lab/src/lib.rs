@@ -1,7 +1,9 @@
 //! ordo-lab: experiments — specs, designs, the runner and its repetition rule, the SQLite store, statistics,
 //! and the seed-003 demo.
 
+pub mod analysis;
 pub mod demo;
 pub mod design;
 pub mod spec;
 pub mod stats;
+pub mod store;

@@ -1,0 +1,665 @@
+//! The SQLite store of experiments, configurations, runs, metrics and machine fingerprints: written one
+//! transaction per run (so an interrupted experiment resumes where it stopped), read by `ordo tune show`,
+//! `ordo tune export` and `ordo report` (read-only).
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
+use serde::{Deserialize, Serialize};
+
+use crate::design::Configuration;
+use crate::spec::Objective;
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("database: {0}")]
+    Sql(#[from] rusqlite::Error),
+    #[error("database: bad JSON in {what}: {source}")]
+    Json {
+        what: &'static str,
+        #[source]
+        source: serde_json::Error,
+    },
+    #[error("no experiment {0} in the database")]
+    NoExperiment(i64),
+    #[error("the database holds no experiments")]
+    Empty,
+}
+
+/// What the analysis needs to know about an experiment, stored with it so readers need not re-parse the
+/// experiment file.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentMeta {
+    /// Knob names in file order, with their levels.
+    pub knobs: Vec<(String, Vec<String>)>,
+    pub objective: String,
+    /// score = sum(weight * metric)
+    pub score_terms: Vec<(String, f64)>,
+    pub scale_knob: Option<String>,
+    pub min_runs: usize,
+    pub max_runs: usize,
+    pub rel_ci: f64,
+    pub warmup_blocks: usize,
+    /// The first workload does a fixed amount of work (request count, external command), so its
+    /// `elapsed_s` is a runtime for the scalability ratio; otherwise runtime is 1 / throughput.
+    #[serde(default)]
+    pub fixed_work: bool,
+    /// Knobs skipped (not root) or other notes printed at the start.
+    #[serde(default)]
+    pub notes: Vec<String>,
+}
+
+impl ExperimentMeta {
+    pub fn objective(&self) -> Objective {
+        if self.objective == "minimize" {
+            Objective::Minimize
+        } else {
+            Objective::Maximize
+        }
+    }
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentRow {
+    pub id: i64,
+    pub name: String,
+    pub spec_path: String,
+    pub spec_text: String,
+    pub spec_hash: String,
+    pub seed: u64,
+    /// running | finished | interrupted | failed
+    pub status: String,
+    pub created_unix: i64,
+    pub finished_unix: Option<i64>,
+    pub meta: ExperimentMeta,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ConfigurationRow {
+    pub id: i64,
+    /// Position in the design (0 = baseline).
+    pub idx: usize,
+    pub label: String,
+    pub values: BTreeMap<String, String>,
+    pub is_baseline: bool,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RunRow {
+    pub id: i64,
+    /// Index of the configuration (ConfigurationRow::idx).
+    pub config: usize,
+    pub block: usize,
+    pub warmup: bool,
+    pub started_unix_ms: i64,
+    pub duration_s: f64,
+    pub ok: bool,
+    pub error: Option<String>,
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// One experiment with everything stored about it.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ExperimentData {
+    pub experiment: ExperimentRow,
+    /// `ordo_sys::Fingerprint` as JSON (kept as a value so old stores stay readable).
+    pub fingerprint: Option<serde_json::Value>,
+    pub configurations: Vec<ConfigurationRow>,
+    pub runs: Vec<RunRow>,
+}
+
+impl ExperimentData {
+    /// Measured (non-warm-up, successful) values of `metric` for configuration `idx`, in run order.
+    pub fn values(&self, idx: usize, metric: &str) -> Vec<f64> {
+        self.runs
+            .iter()
+            .filter(|r| r.config == idx && !r.warmup && r.ok)
+            .filter_map(|r| r.metrics.get(metric).copied())
+            .filter(|v| v.is_finite())
+            .collect()
+    }
+
+    /// Every metric name seen in measured runs.
+    pub fn metric_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self
+            .runs
+            .iter()
+            .flat_map(|r| r.metrics.keys().cloned())
+            .collect();
+        names.sort();
+        names.dedup();
+        names
+    }
+
+    /// The fingerprint decoded, when it has the current shape.
+    pub fn fingerprint(&self) -> Option<ordo_sys::Fingerprint> {
+        self.fingerprint
+            .clone()
+            .and_then(|v| serde_json::from_value(v).ok())
+    }
+}
+
+/// A run to record.
+#[derive(Clone, Debug)]
+pub struct NewRun {
+    pub config: usize,
+    pub block: usize,
+    pub warmup: bool,
+    pub started_unix_ms: i64,
+    pub duration_s: f64,
+    pub error: Option<String>,
+    pub metrics: BTreeMap<String, f64>,
+}
+
+/// 64-bit FNV-1a, hex: identifies an experiment file's text for resuming.
+pub fn text_hash(text: &str) -> String {
+    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
+    for b in text.as_bytes() {
+        h ^= u64::from(*b);
+        h = h.wrapping_mul(0x0100_0000_01b3);
+    }
+    format!("{h:016x}")
+}
+
+const SCHEMA: &str = "
+CREATE TABLE IF NOT EXISTS experiments (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    name TEXT NOT NULL,
+    spec_path TEXT NOT NULL,
+    spec_text TEXT NOT NULL,
+    spec_hash TEXT NOT NULL,
+    seed INTEGER NOT NULL,
+    status TEXT NOT NULL,
+    created_unix INTEGER NOT NULL,
+    finished_unix INTEGER,
+    meta_json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS fingerprints (
+    experiment_id INTEGER PRIMARY KEY REFERENCES experiments(id),
+    json TEXT NOT NULL
+);
+CREATE TABLE IF NOT EXISTS configurations (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+    idx INTEGER NOT NULL,
+    label TEXT NOT NULL,
+    values_json TEXT NOT NULL,
+    is_baseline INTEGER NOT NULL,
+    UNIQUE (experiment_id, idx)
+);
+CREATE TABLE IF NOT EXISTS runs (
+    id INTEGER PRIMARY KEY AUTOINCREMENT,
+    experiment_id INTEGER NOT NULL REFERENCES experiments(id),
+    configuration_idx INTEGER NOT NULL,
+    block INTEGER NOT NULL,
+    warmup INTEGER NOT NULL,
+    started_unix_ms INTEGER NOT NULL,
+    duration_s REAL NOT NULL,
+    ok INTEGER NOT NULL,
+    error TEXT
+);
+CREATE TABLE IF NOT EXISTS metrics (
+    run_id INTEGER NOT NULL REFERENCES runs(id),
+    name TEXT NOT NULL,
+    value REAL NOT NULL,
+    PRIMARY KEY (run_id, name)
+);
+CREATE INDEX IF NOT EXISTS runs_by_experiment ON runs(experiment_id);
+";
+
+/// The store.
+pub struct Store {
+    conn: Connection,
+}
+
+impl std::fmt::Debug for Store {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Store")
+    }
+}
+
+fn now_unix() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs() as i64)
+        .unwrap_or(0)
+}
+
+fn json<T: serde::de::DeserializeOwned>(what: &'static str, s: &str) -> Result<T, StoreError> {
+    serde_json::from_str(s).map_err(|source| StoreError::Json { what, source })
+}
+
+impl Store {
+    /// Open (create) a store for writing.
+    pub fn open(path: &Path) -> Result<Store, StoreError> {
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            let _ = std::fs::create_dir_all(dir);
+        }
+        let conn = Connection::open(path)?;
+        conn.pragma_update(None, "journal_mode", "WAL")?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Store { conn })
+    }
+
+    /// Open an existing store read-only (for `ordo report` and `ordo tune show`).
+    pub fn open_read_only(path: &Path) -> Result<Store, StoreError> {
+        let conn = Connection::open_with_flags(
+            path,
+            OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        Ok(Store { conn })
+    }
+
+    /// A store in memory (tests).
+    pub fn in_memory() -> Result<Store, StoreError> {
+        let conn = Connection::open_in_memory()?;
+        conn.execute_batch(SCHEMA)?;
+        Ok(Store { conn })
+    }
+
+    /// Create an experiment with its configurations and fingerprint (one transaction).
+    #[allow(clippy::too_many_arguments)]
+    pub fn create_experiment(
+        &mut self,
+        name: &str,
+        spec_path: &str,
+        spec_text: &str,
+        seed: u64,
+        meta: &ExperimentMeta,
+        configs: &[Configuration],
+        fingerprint: Option<&serde_json::Value>,
+    ) -> Result<i64, StoreError> {
+        let tx = self.conn.transaction()?;
+        let meta_json = serde_json::to_string(meta).map_err(|source| StoreError::Json {
+            what: "meta",
+            source,
+        })?;
+        tx.execute(
+            "INSERT INTO experiments (name, spec_path, spec_text, spec_hash, seed, status, created_unix, meta_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7)",
+            params![name, spec_path, spec_text, text_hash(spec_text), seed as i64, now_unix(), meta_json],
+        )?;
+        let id = tx.last_insert_rowid();
+        for (i, c) in configs.iter().enumerate() {
+            let values = serde_json::to_string(&c.values).map_err(|source| StoreError::Json {
+                what: "configuration",
+                source,
+            })?;
+            tx.execute(
+                "INSERT INTO configurations (experiment_id, idx, label, values_json, is_baseline) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, i as i64, c.label, values, c.is_baseline],
+            )?;
+        }
+        if let Some(fp) = fingerprint {
+            tx.execute(
+                "INSERT INTO fingerprints (experiment_id, json) VALUES (?1, ?2)",
+                params![id, fp.to_string()],
+            )?;
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Record one run and its metrics (one transaction).
+    pub fn record_run(&mut self, experiment: i64, run: &NewRun) -> Result<i64, StoreError> {
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO runs (experiment_id, configuration_idx, block, warmup, started_unix_ms, duration_s, ok, error)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+            params![
+                experiment,
+                run.config as i64,
+                run.block as i64,
+                run.warmup,
+                run.started_unix_ms,
+                run.duration_s,
+                run.error.is_none(),
+                run.error
+            ],
+        )?;
+        let id = tx.last_insert_rowid();
+        {
+            let mut st =
+                tx.prepare("INSERT INTO metrics (run_id, name, value) VALUES (?1, ?2, ?3)")?;
+            for (k, v) in &run.metrics {
+                if v.is_finite() {
+                    st.execute(params![id, k, v])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+
+    pub fn set_status(&mut self, experiment: i64, status: &str) -> Result<(), StoreError> {
+        let finished = (status == "finished").then(now_unix);
+        self.conn.execute(
+            "UPDATE experiments SET status = ?2, finished_unix = ?3 WHERE id = ?1",
+            params![experiment, status, finished],
+        )?;
+        Ok(())
+    }
+
+    fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(ExperimentRow, String)> {
+        Ok((
+            ExperimentRow {
+                id: r.get(0)?,
+                name: r.get(1)?,
+                spec_path: r.get(2)?,
+                spec_text: r.get(3)?,
+                spec_hash: r.get(4)?,
+                seed: r.get::<_, i64>(5)? as u64,
+                status: r.get(6)?,
+                created_unix: r.get(7)?,
+                finished_unix: r.get(8)?,
+                meta: ExperimentMeta {
+                    knobs: Vec::new(),
+                    objective: String::new(),
+                    score_terms: Vec::new(),
+                    scale_knob: None,
+                    min_runs: 0,
+                    max_runs: 0,
+                    rel_ci: 0.0,
+                    warmup_blocks: 0,
+                    fixed_work: false,
+                    notes: Vec::new(),
+                },
+            },
+            r.get(9)?,
+        ))
+    }
+
+    const COLS: &'static str = "id, name, spec_path, spec_text, spec_hash, seed, status, created_unix, finished_unix, meta_json";
+
+    /// All experiments, oldest first.
+    pub fn list_experiments(&self) -> Result<Vec<ExperimentRow>, StoreError> {
+        let mut st = self.conn.prepare(&format!(
+            "SELECT {} FROM experiments ORDER BY id",
+            Self::COLS
+        ))?;
+        let rows = st
+            .query_map([], Self::row)?
+            .collect::<Result<Vec<_>, _>>()?;
+        rows.into_iter()
+            .map(|(mut e, m)| {
+                e.meta = json("meta", &m)?;
+                Ok(e)
+            })
+            .collect()
+    }
+
+    pub fn experiment(&self, id: i64) -> Result<ExperimentRow, StoreError> {
+        let (mut e, m) = self
+            .conn
+            .query_row(
+                &format!("SELECT {} FROM experiments WHERE id = ?1", Self::COLS),
+                [id],
+                Self::row,
+            )
+            .optional()?
+            .ok_or(StoreError::NoExperiment(id))?;
+        e.meta = json("meta", &m)?;
+        Ok(e)
+    }
+
+    /// The newest experiment not finished whose file text hashes to `hash` (to resume it).
+    pub fn resumable(&self, hash: &str) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id FROM experiments WHERE spec_hash = ?1 AND status != 'finished' ORDER BY id DESC LIMIT 1",
+                [hash],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The newest unfinished experiment.
+    pub fn latest_unfinished(&self) -> Result<Option<i64>, StoreError> {
+        Ok(self
+            .conn
+            .query_row(
+                "SELECT id FROM experiments WHERE status != 'finished' ORDER BY id DESC LIMIT 1",
+                [],
+                |r| r.get(0),
+            )
+            .optional()?)
+    }
+
+    /// The newest experiment.
+    pub fn latest(&self) -> Result<i64, StoreError> {
+        self.conn
+            .query_row("SELECT MAX(id) FROM experiments", [], |r| {
+                r.get::<_, Option<i64>>(0)
+            })?
+            .ok_or(StoreError::Empty)
+    }
+
+    /// One experiment with its fingerprint, configurations, runs and metrics.
+    pub fn load(&self, id: i64) -> Result<ExperimentData, StoreError> {
+        let experiment = self.experiment(id)?;
+        let fingerprint: Option<String> = self
+            .conn
+            .query_row(
+                "SELECT json FROM fingerprints WHERE experiment_id = ?1",
+                [id],
+                |r| r.get(0),
+            )
+            .optional()?;
+        let fingerprint = fingerprint.map(|s| json("fingerprint", &s)).transpose()?;
+        let mut st = self.conn.prepare(
+            "SELECT id, idx, label, values_json, is_baseline FROM configurations WHERE experiment_id = ?1 ORDER BY idx",
+        )?;
+        let raw = st
+            .query_map([id], |r| {
+                Ok((
+                    r.get::<_, i64>(0)?,
+                    r.get::<_, i64>(1)?,
+                    r.get::<_, String>(2)?,
+                    r.get::<_, String>(3)?,
+                    r.get::<_, bool>(4)?,
+                ))
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let configurations = raw
+            .into_iter()
+            .map(|(cid, idx, label, v, b)| {
+                Ok(ConfigurationRow {
+                    id: cid,
+                    idx: idx as usize,
+                    label,
+                    values: json("configuration", &v)?,
+                    is_baseline: b,
+                })
+            })
+            .collect::<Result<Vec<_>, StoreError>>()?;
+        let mut st = self.conn.prepare(
+            "SELECT id, configuration_idx, block, warmup, started_unix_ms, duration_s, ok, error
+             FROM runs WHERE experiment_id = ?1 ORDER BY id",
+        )?;
+        let mut runs = st
+            .query_map([id], |r| {
+                Ok(RunRow {
+                    id: r.get(0)?,
+                    config: r.get::<_, i64>(1)? as usize,
+                    block: r.get::<_, i64>(2)? as usize,
+                    warmup: r.get(3)?,
+                    started_unix_ms: r.get(4)?,
+                    duration_s: r.get(5)?,
+                    ok: r.get(6)?,
+                    error: r.get(7)?,
+                    metrics: BTreeMap::new(),
+                })
+            })?
+            .collect::<Result<Vec<_>, _>>()?;
+        let mut st = self.conn.prepare(
+            "SELECT m.run_id, m.name, m.value FROM metrics m JOIN runs r ON r.id = m.run_id WHERE r.experiment_id = ?1",
+        )?;
+        let mut by_run: BTreeMap<i64, BTreeMap<String, f64>> = BTreeMap::new();
+        for row in st.query_map([id], |r| {
+            Ok((
+                r.get::<_, i64>(0)?,
+                r.get::<_, String>(1)?,
+                r.get::<_, f64>(2)?,
+            ))
+        })? {
+            let (rid, name, value) = row?;
+            by_run.entry(rid).or_default().insert(name, value);
+        }
+        for r in &mut runs {
+            if let Some(m) = by_run.remove(&r.id) {
+                r.metrics = m;
+            }
+        }
+        Ok(ExperimentData {
+            experiment,
+            fingerprint,
+            configurations,
+            runs,
+        })
+    }
+}
+
+/// CSV of every run: experiment, configuration, label, block, warmup, ok, then one column per metric.
+pub fn to_csv(data: &ExperimentData) -> String {
+    fn field(s: &str) -> String {
+        if s.contains([',', '"', '\n']) {
+            format!("\"{}\"", s.replace('"', "\"\""))
+        } else {
+            s.to_string()
+        }
+    }
+    let metrics = data.metric_names();
+    let knobs: Vec<&String> = data.experiment.meta.knobs.iter().map(|(k, _)| k).collect();
+    let mut out = String::from("experiment,configuration,label,baseline");
+    for k in &knobs {
+        out.push(',');
+        out.push_str(&field(k));
+    }
+    out.push_str(",block,warmup,ok,started_unix_ms,duration_s");
+    for m in &metrics {
+        out.push(',');
+        out.push_str(&field(m));
+    }
+    out.push('\n');
+    for r in &data.runs {
+        let c = data.configurations.iter().find(|c| c.idx == r.config);
+        let label = c.map(|c| c.label.as_str()).unwrap_or("");
+        out.push_str(&format!(
+            "{},{},{},{}",
+            data.experiment.id,
+            r.config,
+            field(label),
+            c.is_some_and(|c| c.is_baseline)
+        ));
+        for k in &knobs {
+            out.push(',');
+            out.push_str(&field(
+                c.and_then(|c| c.values.get(*k))
+                    .map(String::as_str)
+                    .unwrap_or(""),
+            ));
+        }
+        out.push_str(&format!(
+            ",{},{},{},{},{}",
+            r.block, r.warmup, r.ok, r.started_unix_ms, r.duration_s
+        ));
+        for m in &metrics {
+            out.push(',');
+            if let Some(v) = r.metrics.get(m) {
+                out.push_str(&v.to_string());
+            }
+        }
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    pub(crate) fn meta() -> ExperimentMeta {
+        ExperimentMeta {
+            knobs: vec![("nice".into(), vec!["0".into(), "5".into()])],
+            objective: "maximize".into(),
+            score_terms: vec![("web.throughput".into(), 1.0)],
+            scale_knob: None,
+            min_runs: 3,
+            max_runs: 5,
+            rel_ci: 0.02,
+            warmup_blocks: 0,
+            fixed_work: false,
+            notes: vec!["note".into()],
+        }
+    }
+
+    #[test]
+    fn round_trip_in_memory() {
+        let mut s = Store::in_memory().unwrap();
+        let configs = vec![
+            Configuration {
+                label: "baseline".into(),
+                values: BTreeMap::new(),
+                is_baseline: true,
+            },
+            Configuration {
+                label: "nice=5".into(),
+                values: [("nice".to_string(), "5".to_string())].into(),
+                is_baseline: false,
+            },
+        ];
+        let fp = serde_json::json!({"hostname": "h"});
+        let id = s
+            .create_experiment("e", "e.toml", "text", 7, &meta(), &configs, Some(&fp))
+            .unwrap();
+        assert_eq!(s.resumable(&text_hash("text")).unwrap(), Some(id));
+        for (i, v) in [100.0, 110.0, f64::NAN].iter().enumerate() {
+            s.record_run(
+                id,
+                &NewRun {
+                    config: i % 2,
+                    block: i / 2,
+                    warmup: false,
+                    started_unix_ms: 1,
+                    duration_s: 0.5,
+                    error: None,
+                    metrics: [("web.throughput".to_string(), *v)].into(),
+                },
+            )
+            .unwrap();
+        }
+        let d = s.load(id).unwrap();
+        assert_eq!(d.configurations.len(), 2);
+        assert_eq!(d.runs.len(), 3);
+        assert_eq!(d.values(0, "web.throughput"), vec![100.0]);
+        assert_eq!(d.values(1, "web.throughput"), vec![110.0]);
+        assert_eq!(d.fingerprint, Some(fp));
+        assert_eq!(d.experiment.meta, meta());
+        let csv = to_csv(&d);
+        assert!(
+            csv.starts_with("experiment,configuration,label,baseline,nice,block"),
+            "{csv}"
+        );
+        assert_eq!(csv.lines().count(), 4);
+        s.set_status(id, "finished").unwrap();
+        assert_eq!(s.resumable(&text_hash("text")).unwrap(), None);
+        assert_eq!(s.list_experiments().unwrap().len(), 1);
+        assert!(matches!(s.load(99), Err(StoreError::NoExperiment(99))));
+    }
+
+    #[test]
+    fn read_only_open_of_a_file() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("t.db");
+        let mut s = Store::open(&p).unwrap();
+        let id = s
+            .create_experiment("e", "e.toml", "t", 1, &meta(), &[], None)
+            .unwrap();
+        drop(s);
+        let r = Store::open_read_only(&p).unwrap();
+        assert_eq!(r.latest().unwrap(), id);
+        assert!(r.load(id).unwrap().fingerprint.is_none());
+    }
+}
