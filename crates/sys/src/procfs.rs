@@ -503,6 +503,36 @@ impl ProcRoot {
     }
 }
 
+/// The calling thread's schedstat, kept open and re-read with pread: the cheap per-sample read the loop
+/// probe does around every timed sample. Must be used on the thread that opened it.
+#[derive(Debug)]
+pub struct ThreadSchedstat {
+    file: std::fs::File,
+    path: PathBuf,
+}
+
+impl ThreadSchedstat {
+    /// Open /proc/thread-self/schedstat (under `root`) for the calling thread.
+    pub fn open_current(root: &ProcRoot) -> Result<Self, SysError> {
+        let path = root.0.join("thread-self/schedstat");
+        let file = std::fs::File::open(&path).map_err(|e| SysError::from_io(&path, e))?;
+        Ok(ThreadSchedstat { file, path })
+    }
+
+    /// Read it now.
+    pub fn read(&mut self) -> Result<SchedStat, SysError> {
+        use std::os::unix::fs::FileExt;
+        let mut buf = [0u8; 128];
+        let n = self
+            .file
+            .read_at(&mut buf, 0)
+            .map_err(|e| SysError::from_io(&self.path, e))?;
+        let text = std::str::from_utf8(&buf[..n])
+            .map_err(|_| SysError::parse(self.path.display().to_string(), "text", "not UTF-8"))?;
+        parse_schedstat(text)
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -553,6 +583,18 @@ mod tests {
                 timeslices: 7
             }
         );
+    }
+
+    #[test]
+    fn thread_schedstat_rereads() {
+        let mut r = ThreadSchedstat::open_current(&ProcRoot::default()).unwrap();
+        let a = r.read().unwrap();
+        let mut x = 0u64;
+        for i in 0..5_000_000u64 {
+            x = std::hint::black_box(x ^ i);
+        }
+        let b = r.read().unwrap();
+        assert!(b.cpu_ns > a.cpu_ns, "{a:?} {b:?}");
     }
 
     #[test]

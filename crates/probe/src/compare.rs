@@ -1,0 +1,189 @@
+//! `ordo probe loop --compare` and `--footprints`: the same loop run under different conditions (quiet vs
+//! loaded, 1 MB vs 500 MB vs 900 MB) with one shared calibration, shown side by side like seed 004's
+//! development-vs-production and footprint tables.
+
+use ordo_sys::{Fingerprint, thread};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ProbeError;
+use crate::load::LoadSpec;
+use crate::looprobe::{LoopConfig, LoopReport, run_loop};
+use crate::work::Calibration;
+
+/// Which runs to compare.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompareConfig {
+    /// Settings shared by every run (its `load` is the "loaded" condition when `quiet_vs_loaded`).
+    pub base: LoopConfig,
+    /// Run once without load and once with `base.load` (or one busy thread per CPU when that is none).
+    pub quiet_vs_loaded: bool,
+    /// One run (or one quiet/loaded pair) per footprint, MiB.
+    pub footprints: Option<Vec<usize>>,
+}
+
+/// One row of the side-by-side table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompareRow {
+    pub label: String,
+    /// One fraction (0..=1) per column.
+    pub fractions: Vec<f64>,
+}
+
+/// `ordo probe loop --compare --json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CompareReport {
+    /// "probe-compare".
+    pub kind: String,
+    pub version: u32,
+    pub columns: Vec<String>,
+    pub nominal_ns: u64,
+    /// "relative" or "ms": which histogram the rows come from.
+    pub unit: String,
+    pub rows: Vec<CompareRow>,
+    pub runs: Vec<LoopReport>,
+    pub fingerprint: Option<Fingerprint>,
+}
+
+impl CompareConfig {
+    /// The runs, in order, with their column labels.
+    pub fn plan(&self) -> Result<Vec<LoopConfig>, ProbeError> {
+        let loaded = if self.base.load.is_none() {
+            LoadSpec::Threads(if self.base.cpu.is_some() {
+                2
+            } else {
+                thread::cpu_count()
+            })
+        } else {
+            self.base.load.clone()
+        };
+        let conditions: Vec<(String, LoadSpec)> = if self.quiet_vs_loaded {
+            vec![
+                ("quiet".to_string(), LoadSpec::None),
+                (format!("loaded ({})", loaded.describe()), loaded),
+            ]
+        } else {
+            vec![(String::new(), self.base.load.clone())]
+        };
+        let footprints: Vec<Option<usize>> = match &self.footprints {
+            Some(f) if f.is_empty() => {
+                return Err(ProbeError::Config(
+                    "--footprints needs at least one size".into(),
+                ));
+            }
+            Some(f) => f.iter().map(|&m| Some(m)).collect(),
+            None => vec![None],
+        };
+        if footprints.len() * conditions.len() < 2 {
+            return Err(ProbeError::Config(
+                "nothing to compare: give --compare, or --footprints with two or more sizes".into(),
+            ));
+        }
+        let mut out = Vec::new();
+        for fp in &footprints {
+            for (cond, load) in &conditions {
+                let label = match (fp, cond.is_empty()) {
+                    (Some(m), true) => format!("{m} MB"),
+                    (Some(m), false) => format!("{m} MB {cond}"),
+                    (None, _) => cond.clone(),
+                };
+                out.push(LoopConfig {
+                    label,
+                    load: load.clone(),
+                    footprint_mb: fp.unwrap_or(self.base.footprint_mb),
+                    ..self.base.clone()
+                });
+            }
+        }
+        Ok(out)
+    }
+}
+
+/// Run every planned configuration; `progress` hears each run's label before it starts.
+pub fn run_compare(
+    cfg: &CompareConfig,
+    mut progress: impl FnMut(&str),
+) -> Result<CompareReport, ProbeError> {
+    let plan = cfg.plan()?;
+    for c in &plan {
+        c.validate()?;
+    }
+    let ns_per_iteration = match cfg.base.ns_per_iteration {
+        Some(n) => n,
+        None => Calibration::measure().ns_per_iteration,
+    };
+    let mut runs = Vec::with_capacity(plan.len());
+    for mut c in plan {
+        c.ns_per_iteration = Some(ns_per_iteration);
+        progress(&c.label);
+        runs.push(run_loop(&c)?);
+    }
+    let custom = cfg.base.buckets_ms.is_some();
+    let hist = |r: &LoopReport| {
+        if custom {
+            r.summary
+                .buckets
+                .clone()
+                .unwrap_or_else(|| r.summary.relative.clone())
+        } else {
+            r.summary.relative.clone()
+        }
+    };
+    let first = hist(&runs[0]);
+    let rows = first
+        .buckets
+        .iter()
+        .enumerate()
+        .map(|(i, b)| CompareRow {
+            label: b.label.clone(),
+            fractions: runs.iter().map(|r| hist(r).buckets[i].fraction).collect(),
+        })
+        .collect();
+    Ok(CompareReport {
+        kind: "probe-compare".into(),
+        version: 1,
+        columns: runs.iter().map(|r| r.label.clone()).collect(),
+        nominal_ns: runs[0].nominal_ns,
+        unit: first.unit.clone(),
+        rows,
+        runs,
+        fingerprint: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn plans() {
+        let base = LoopConfig::default();
+        let c = CompareConfig {
+            base: base.clone(),
+            quiet_vs_loaded: true,
+            footprints: None,
+        };
+        let p = c.plan().unwrap();
+        assert_eq!(p.len(), 2);
+        assert_eq!(p[0].label, "quiet");
+        assert!(p[0].load.is_none());
+        assert!(p[1].label.starts_with("loaded"));
+        assert!(!p[1].load.is_none());
+        let c = CompareConfig {
+            base: base.clone(),
+            quiet_vs_loaded: false,
+            footprints: Some(vec![1, 500, 900]),
+        };
+        let p = c.plan().unwrap();
+        assert_eq!(
+            p.iter().map(|c| c.label.as_str()).collect::<Vec<_>>(),
+            vec!["1 MB", "500 MB", "900 MB"]
+        );
+        assert_eq!(p[2].footprint_mb, 900);
+        let c = CompareConfig {
+            base,
+            quiet_vs_loaded: false,
+            footprints: Some(vec![1]),
+        };
+        assert!(c.plan().is_err());
+    }
+}

@@ -1,0 +1,128 @@
+//! Background load for the loop probe: N busy threads (pinned to the probe's CPU when asked) or a shell
+//! command. The load stops when the value is dropped, on every path.
+
+use std::os::unix::process::CommandExt;
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::thread::JoinHandle;
+
+use ordo_sys::thread;
+
+use crate::error::ProbeError;
+use crate::work::spin;
+
+/// What to run beside the probe.
+#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LoadSpec {
+    None,
+    /// N threads spinning in this process.
+    Threads(usize),
+    /// A shell command (`sh -c`), killed at the end.
+    Command(String),
+}
+
+impl LoadSpec {
+    pub fn is_none(&self) -> bool {
+        matches!(self, LoadSpec::None | LoadSpec::Threads(0))
+    }
+
+    pub fn describe(&self) -> String {
+        match self {
+            LoadSpec::None | LoadSpec::Threads(0) => "none".into(),
+            LoadSpec::Threads(n) => format!("{n} busy thread{}", if *n == 1 { "" } else { "s" }),
+            LoadSpec::Command(c) => format!("command `{c}`"),
+        }
+    }
+}
+
+/// Running load; dropping it stops the threads or kills the command.
+#[derive(Debug)]
+pub struct BackgroundLoad {
+    stop: Arc<AtomicBool>,
+    threads: Vec<JoinHandle<()>>,
+    child: Option<Child>,
+}
+
+impl BackgroundLoad {
+    /// Start `spec`, pinned to `cpu` when given.
+    pub fn start(spec: &LoadSpec, cpu: Option<usize>) -> Result<BackgroundLoad, ProbeError> {
+        let stop = Arc::new(AtomicBool::new(false));
+        let mut load = BackgroundLoad {
+            stop: stop.clone(),
+            threads: Vec::new(),
+            child: None,
+        };
+        match spec {
+            LoadSpec::None => {}
+            LoadSpec::Threads(n) => {
+                let (tx, rx) = std::sync::mpsc::channel();
+                for i in 0..*n {
+                    let stop = stop.clone();
+                    let tx = tx.clone();
+                    let h = std::thread::Builder::new()
+                        .name(format!("ordo-load-{i}"))
+                        .spawn(move || {
+                            let pinned = cpu.map(thread::pin_current_thread).transpose();
+                            let _ = tx.send(pinned.map(|_| ()));
+                            while !stop.load(Ordering::Relaxed) {
+                                std::hint::black_box(spin(20_000));
+                            }
+                        })
+                        .map_err(|e| {
+                            ProbeError::Config(format!("cannot start load thread: {e}"))
+                        })?;
+                    load.threads.push(h);
+                }
+                drop(tx);
+                for r in rx.iter().take(*n) {
+                    r?;
+                }
+            }
+            LoadSpec::Command(cmd) => {
+                let child = Command::new("sh")
+                    .process_group(0)
+                    .arg("-c")
+                    .arg(cmd)
+                    .stdin(Stdio::null())
+                    .stdout(Stdio::null())
+                    .stderr(Stdio::null())
+                    .spawn()
+                    .map_err(|e| {
+                        ProbeError::Config(format!("cannot start load command `{cmd}`: {e}"))
+                    })?;
+                let pid = child.id() as i32;
+                load.child = Some(child);
+                if let Some(c) = cpu {
+                    // Threads and children the command creates from now on inherit the mask.
+                    thread::set_affinity(pid, &[c])?;
+                }
+            }
+        }
+        Ok(load)
+    }
+
+    /// Did the load command exit already? (Its exit would make a "loaded" run quiet.)
+    pub fn command_exited(&mut self) -> bool {
+        match self.child.as_mut() {
+            Some(c) => matches!(c.try_wait(), Ok(Some(_))),
+            None => false,
+        }
+    }
+}
+
+impl Drop for BackgroundLoad {
+    fn drop(&mut self) {
+        self.stop.store(true, Ordering::Relaxed);
+        for h in self.threads.drain(..) {
+            let _ = h.join();
+        }
+        if let Some(mut c) = self.child.take() {
+            // The command runs in its own process group: stop it and everything it started.
+            let _ = ordo_sys::process::kill_group(c.id() as i32);
+            let _ = c.kill();
+            let _ = c.wait();
+        }
+    }
+}

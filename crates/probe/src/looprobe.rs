@@ -1,0 +1,639 @@
+//! `ordo probe loop`: seed 004's experiment. A fixed piece of CPU work is timed many times on one thread;
+//! around every sample the thread reads getrusage(RUSAGE_THREAD) and its own schedstat, so each sample
+//! says how long it took, how much of that was CPU, how much was spent waiting on a run queue, and how many
+//! times the thread was switched out. The report adds a histogram relative to the nominal time (and on
+//! custom ms edges), percentiles, the split of elapsed time into CPU and waiting, and the cost of
+//! involuntary switches.
+
+use std::sync::mpsc;
+
+use ordo_sys::procfs::{ProcRoot, ThreadSchedstat};
+use ordo_sys::{Fingerprint, SysError, clock, rusage, thread};
+use serde::{Deserialize, Serialize};
+
+use crate::error::ProbeError;
+use crate::load::{BackgroundLoad, LoadSpec};
+use crate::stats::{Histogram, RELATIVE_EDGES, Summary, check_edges};
+use crate::work::{Calibration, Footprint, spin};
+
+/// The most samples one run takes (they are all kept in the report).
+pub const MAX_SAMPLES: usize = 100_000;
+
+/// How much work one sample does.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Work {
+    /// Calibrate the loop to take this long on an idle CPU, ns.
+    Nominal(u64),
+    /// A fixed number of loop iterations.
+    Iterations(u64),
+}
+
+/// A loop run's settings, checked by `validate`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoopConfig {
+    pub label: String,
+    pub work: Work,
+    pub samples: usize,
+    /// Samples run and discarded before measuring.
+    pub warmup: usize,
+    /// MiB held and touched before every sample.
+    pub footprint_mb: usize,
+    pub load: LoadSpec,
+    /// Pin the probe thread and the load to this CPU.
+    pub cpu: Option<usize>,
+    /// The probe thread's policy, nice value and slice (ns).
+    pub policy: Option<thread::Policy>,
+    pub nice: Option<i32>,
+    pub slice_ns: Option<u64>,
+    /// Custom histogram edges, ms.
+    pub buckets_ms: Option<Vec<f64>>,
+    /// A calibration to reuse (ns per iteration), so runs compared side by side share one nominal time.
+    pub ns_per_iteration: Option<f64>,
+}
+
+impl Default for LoopConfig {
+    fn default() -> Self {
+        LoopConfig {
+            label: "run".into(),
+            work: Work::Nominal(14_000_000),
+            samples: 1000,
+            warmup: 3,
+            footprint_mb: 0,
+            load: LoadSpec::None,
+            cpu: None,
+            policy: None,
+            nice: None,
+            slice_ns: None,
+            buckets_ms: None,
+            ns_per_iteration: None,
+        }
+    }
+}
+
+impl LoopConfig {
+    /// Check every setting before any work starts.
+    pub fn validate(&self) -> Result<(), ProbeError> {
+        let bad = |m: String| Err(ProbeError::Config(m));
+        if self.samples == 0 || self.samples > MAX_SAMPLES {
+            return bad(format!(
+                "--samples {}: must be 1..={MAX_SAMPLES}",
+                self.samples
+            ));
+        }
+        match self.work {
+            Work::Nominal(ns) if !(10_000..=10_000_000_000).contains(&ns) => {
+                return bad(format!(
+                    "--work {:.3} ms: must be between 0.01 ms and 10 s",
+                    ns as f64 / 1e6
+                ));
+            }
+            Work::Iterations(0) => return bad("--iterations must be at least 1".into()),
+            _ => {}
+        }
+        if let Some(cpu) = self.cpu {
+            let allowed = thread::get_affinity(0)?;
+            if !allowed.contains(&cpu) {
+                return bad(format!(
+                    "--cpu {cpu}: this process may only run on CPUs {allowed:?}"
+                ));
+            }
+        }
+        if let Some(n) = self.nice {
+            if !(-20..=19).contains(&n) {
+                return bad(format!("--nice {n}: must be in -20..=19"));
+            }
+        }
+        if self.slice_ns.is_some() {
+            if let Some(p) = self.policy {
+                if !p.is_fair() {
+                    return bad(format!(
+                        "--slice applies to the other and batch policies, not {p}"
+                    ));
+                }
+            }
+            if !thread::per_task_slice_supported() {
+                return bad(
+                    "--slice needs Linux 6.12 or later (per-task slice via sched_setattr)".into(),
+                );
+            }
+        }
+        if let LoadSpec::Threads(n) = self.load {
+            if n > 256 {
+                return bad(format!("--load {n}: at most 256 threads"));
+            }
+        }
+        if let Some(b) = &self.buckets_ms {
+            check_edges(b).map_err(|m| ProbeError::Config(format!("--buckets: {m}")))?;
+        }
+        if self.footprint_mb > 1 << 20 {
+            return bad(format!("--footprint {} MB is too large", self.footprint_mb));
+        }
+        Ok(())
+    }
+}
+
+/// One timed sample.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct LoopSample {
+    /// Wall time (CLOCK_MONOTONIC), ns.
+    pub elapsed_ns: u64,
+    /// The thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns: precise, unlike getrusage's split below.
+    pub cpu_ns: u64,
+    /// getrusage(RUSAGE_THREAD) user and system CPU, ns. The kernel folds a running thread's time into
+    /// these only at ticks and switches, so per sample they are quantised to the tick (4 ms at HZ=250).
+    pub user_ns: u64,
+    pub sys_ns: u64,
+    pub voluntary: u64,
+    pub involuntary: u64,
+    /// Run-queue wait from the thread's schedstat, ns (None without schedstat).
+    pub run_delay_ns: Option<u64>,
+    /// Times scheduled in during the sample (schedstat).
+    pub timeslices: Option<u64>,
+    pub minflt: u64,
+}
+
+/// Where the elapsed time went, summed over all samples.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Split {
+    pub elapsed_ms: f64,
+    pub cpu_ms: f64,
+    /// None without schedstat.
+    pub run_queue_wait_ms: Option<f64>,
+    /// Elapsed minus CPU minus run-queue wait (blocked, interrupts not charged to the thread, rounding).
+    pub other_ms: f64,
+    pub cpu_fraction: f64,
+    pub run_queue_wait_fraction: Option<f64>,
+    pub other_fraction: f64,
+}
+
+/// Samples grouped by their number of involuntary switches.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SwitchGroup {
+    pub label: String,
+    pub min_switches: u64,
+    pub max_switches: Option<u64>,
+    pub samples: usize,
+    pub median_elapsed_ms: f64,
+    /// Median elapsed of the group / median elapsed of all samples.
+    pub ratio_to_median: f64,
+    pub mean_run_delay_ms: Option<f64>,
+}
+
+/// What involuntary switches cost.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SwitchCost {
+    pub groups: Vec<SwitchGroup>,
+    /// Mean of (elapsed − CPU) / involuntary switches over samples with at least one.
+    pub mean_ms_per_involuntary_switch: Option<f64>,
+    /// One sentence: "samples with ≥5 involuntary switches took 3.1× the median".
+    pub headline: String,
+}
+
+/// The analysis of one run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoopSummary {
+    pub samples: usize,
+    pub elapsed_ms: Summary,
+    pub cpu_ms: Summary,
+    pub run_delay_ms: Option<Summary>,
+    pub involuntary: Summary,
+    pub voluntary: Summary,
+    /// Elapsed / nominal, with edges 1.1, 1.5, 2, 4.
+    pub relative: Histogram,
+    /// Elapsed in ms on the custom edges, when given.
+    pub buckets: Option<Histogram>,
+    pub split: Split,
+    pub switch_cost: SwitchCost,
+    pub slowest: LoopSample,
+}
+
+/// What was actually applied to the probe thread (read back from the kernel).
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct Applied {
+    pub policy: String,
+    pub nice: i32,
+    pub slice_ns: Option<u64>,
+    pub cpus: Vec<usize>,
+}
+
+/// `ordo probe loop --json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct LoopReport {
+    /// "probe-loop".
+    pub kind: String,
+    pub version: u32,
+    pub label: String,
+    pub config: LoopConfig,
+    pub iterations: u64,
+    pub nominal_ns: u64,
+    pub ns_per_iteration: f64,
+    pub applied: Applied,
+    pub schedstat: bool,
+    pub summary: LoopSummary,
+    pub samples: Vec<LoopSample>,
+    pub warnings: Vec<String>,
+    /// Present on a top-level report; omitted inside a compare report.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub fingerprint: Option<Fingerprint>,
+}
+
+struct Raw {
+    samples: Vec<LoopSample>,
+    iterations: u64,
+    ns_per_iteration: f64,
+    applied: Applied,
+    schedstat: bool,
+    warnings: Vec<String>,
+}
+
+fn apply_settings(cfg: &LoopConfig) -> Result<Applied, ProbeError> {
+    if let Some(cpu) = cfg.cpu {
+        thread::pin_current_thread(cpu)?;
+    }
+    if let Some(p) = cfg.policy {
+        thread::set_policy(0, p).map_err(|e| match e {
+            SysError::Permission { .. } => ProbeError::Config(format!(
+                "--policy {p}: permission denied (real-time policies need root or CAP_SYS_NICE)"
+            )),
+            e => e.into(),
+        })?;
+    }
+    if let Some(n) = cfg.nice {
+        thread::set_nice(0, n).map_err(|e| match e {
+            SysError::Permission { .. } => ProbeError::Config(format!(
+                "--nice {n}: permission denied (lowering nice needs root or CAP_SYS_NICE)"
+            )),
+            e => e.into(),
+        })?;
+    }
+    if let Some(s) = cfg.slice_ns {
+        thread::set_slice(0, s)?;
+    }
+    let now = thread::get_sched(0)?;
+    Ok(Applied {
+        policy: now.policy.to_string(),
+        nice: now.nice,
+        slice_ns: now.slice_ns,
+        cpus: thread::get_affinity(0)?,
+    })
+}
+
+fn measure(cfg: &LoopConfig) -> Result<Raw, ProbeError> {
+    let applied = apply_settings(cfg)?;
+    let mut warnings = Vec::new();
+    let mut footprint = Footprint::new(cfg.footprint_mb);
+    let (iterations, ns_per_iteration) = match (cfg.work, cfg.ns_per_iteration) {
+        (Work::Iterations(n), Some(c)) => (n, c),
+        (Work::Nominal(ns), Some(c)) => (
+            Calibration {
+                ns_per_iteration: c,
+            }
+            .iterations_for(ns),
+            c,
+        ),
+        (work, None) => {
+            let c = Calibration::measure();
+            let n = match work {
+                Work::Iterations(n) => n,
+                Work::Nominal(ns) => c.iterations_for(ns),
+            };
+            (n, c.ns_per_iteration)
+        }
+    };
+    let mut schedstat = match ThreadSchedstat::open_current(&ProcRoot::default()) {
+        Ok(s) => Some(s),
+        Err(e) => {
+            warnings.push(format!("run-queue wait unavailable: {e}"));
+            None
+        }
+    };
+    let mut load = BackgroundLoad::start(&cfg.load, cfg.cpu)?;
+    let mut samples = Vec::with_capacity(cfg.samples);
+    for i in 0..cfg.warmup + cfg.samples {
+        footprint.touch();
+        // The wall clock brackets every read, so the window the schedstat and getrusage deltas cover lies
+        // inside the elapsed time (the reads' own cost, a few µs, is inside it too; see docs/probe.md).
+        let t0 = clock::monotonic_ns();
+        let s0 = match schedstat.as_mut().map(|s| s.read()).transpose() {
+            Ok(v) => v,
+            Err(e) => {
+                warnings.push(format!("run-queue wait unavailable: {e}"));
+                schedstat = None;
+                None
+            }
+        };
+        let r0 = rusage::thread()?;
+        let c0 = clock::thread_cpu_ns();
+        std::hint::black_box(spin(iterations));
+        let c1 = clock::thread_cpu_ns();
+        let r1 = rusage::thread()?;
+        let s1 = schedstat.as_mut().and_then(|s| s.read().ok());
+        let t1 = clock::monotonic_ns();
+        if i < cfg.warmup {
+            continue;
+        }
+        let d = r1.delta(&r0);
+        let (run_delay_ns, timeslices) = match (s0, s1) {
+            (Some(a), Some(b)) => (
+                Some(b.run_delay_ns.saturating_sub(a.run_delay_ns)),
+                Some(b.timeslices.saturating_sub(a.timeslices)),
+            ),
+            _ => (None, None),
+        };
+        samples.push(LoopSample {
+            elapsed_ns: t1.saturating_sub(t0),
+            cpu_ns: c1.saturating_sub(c0),
+            user_ns: d.utime_ns,
+            sys_ns: d.stime_ns,
+            voluntary: d.nvcsw,
+            involuntary: d.nivcsw,
+            run_delay_ns,
+            timeslices,
+            minflt: d.minflt,
+        });
+    }
+    if load.command_exited() {
+        warnings.push(
+            "the load command exited before the run ended; later samples ran without it".into(),
+        );
+    }
+    drop(load);
+    let schedstat = samples.iter().all(|s| s.run_delay_ns.is_some());
+    Ok(Raw {
+        samples,
+        iterations,
+        ns_per_iteration,
+        applied,
+        schedstat,
+        warnings,
+    })
+}
+
+const MS: f64 = 1e6;
+
+/// Analyse samples against a nominal time.
+pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64]>) -> LoopSummary {
+    let ms = |f: &dyn Fn(&LoopSample) -> u64| -> Vec<f64> {
+        samples.iter().map(|s| f(s) as f64 / MS).collect()
+    };
+    let elapsed = ms(&|s| s.elapsed_ns);
+    let cpu = ms(&|s| s.cpu_ns);
+    let have_rd = !samples.is_empty() && samples.iter().all(|s| s.run_delay_ns.is_some());
+    let run_delay = have_rd.then(|| ms(&|s| s.run_delay_ns.unwrap_or(0)));
+    let nominal_ms = (nominal_ns.max(1)) as f64 / MS;
+    let rel: Vec<f64> = elapsed.iter().map(|e| e / nominal_ms).collect();
+    let elapsed_s = Summary::of(&elapsed);
+
+    let total_el: f64 = elapsed.iter().sum();
+    let total_cpu: f64 = cpu.iter().sum();
+    let total_rd: Option<f64> = run_delay.as_ref().map(|v| v.iter().sum());
+    let other = (total_el - total_cpu - total_rd.unwrap_or(0.0)).max(0.0);
+    let frac = |x: f64| if total_el > 0.0 { x / total_el } else { 0.0 };
+    let split = Split {
+        elapsed_ms: total_el,
+        cpu_ms: total_cpu,
+        run_queue_wait_ms: total_rd,
+        other_ms: other,
+        cpu_fraction: frac(total_cpu),
+        run_queue_wait_fraction: total_rd.map(frac),
+        other_fraction: frac(other),
+    };
+
+    // Cost of involuntary switches.
+    let groups_def: [(&str, u64, Option<u64>); 4] = [
+        ("0", 0, Some(0)),
+        ("1", 1, Some(1)),
+        ("2–4", 2, Some(4)),
+        ("≥5", 5, None),
+    ];
+    let median_all = elapsed_s.p50.max(f64::MIN_POSITIVE);
+    let mut groups = Vec::new();
+    for (label, lo, hi) in groups_def {
+        let idx: Vec<usize> = (0..samples.len())
+            .filter(|&i| {
+                samples[i].involuntary >= lo && hi.is_none_or(|h| samples[i].involuntary <= h)
+            })
+            .collect();
+        if idx.is_empty() {
+            continue;
+        }
+        let el: Vec<f64> = idx.iter().map(|&i| elapsed[i]).collect();
+        let med = Summary::of(&el).p50;
+        groups.push(SwitchGroup {
+            label: label.to_string(),
+            min_switches: lo,
+            max_switches: hi,
+            samples: idx.len(),
+            median_elapsed_ms: med,
+            ratio_to_median: med / median_all,
+            mean_run_delay_ms: run_delay
+                .as_ref()
+                .map(|rd| idx.iter().map(|&i| rd[i]).sum::<f64>() / idx.len() as f64),
+        });
+    }
+    let per_switch: Vec<f64> = samples
+        .iter()
+        .zip(elapsed.iter().zip(&cpu))
+        .filter(|(s, _)| s.involuntary > 0)
+        .map(|(s, (e, c))| (e - c).max(0.0) / s.involuntary as f64)
+        .collect();
+    let mean_per_switch =
+        (!per_switch.is_empty()).then(|| per_switch.iter().sum::<f64>() / per_switch.len() as f64);
+    let headline = match groups.iter().rev().find(|g| g.min_switches > 0) {
+        Some(g) => {
+            let what = match g.max_switches {
+                None => format!("≥{}", g.min_switches),
+                Some(h) if h == g.min_switches => format!("{h}"),
+                Some(h) => format!("{}–{h}", g.min_switches),
+            };
+            format!(
+                "samples with {what} involuntary switch{} ({} of {}) took {:.1}× the median",
+                if g.max_switches == Some(1) { "" } else { "es" },
+                g.samples,
+                samples.len(),
+                g.ratio_to_median
+            )
+        }
+        None => format!(
+            "no sample was switched out involuntarily ({} samples)",
+            samples.len()
+        ),
+    };
+    let slowest = samples
+        .iter()
+        .copied()
+        .max_by_key(|s| s.elapsed_ns)
+        .unwrap_or_default();
+    LoopSummary {
+        samples: samples.len(),
+        elapsed_ms: elapsed_s,
+        cpu_ms: Summary::of(&cpu),
+        run_delay_ms: run_delay.as_ref().map(|v| Summary::of(v)),
+        involuntary: Summary::of(
+            &samples
+                .iter()
+                .map(|s| s.involuntary as f64)
+                .collect::<Vec<_>>(),
+        ),
+        voluntary: Summary::of(
+            &samples
+                .iter()
+                .map(|s| s.voluntary as f64)
+                .collect::<Vec<_>>(),
+        ),
+        relative: Histogram::build("relative", &RELATIVE_EDGES, &rel),
+        buckets: buckets_ms.map(|b| Histogram::build("ms", b, &elapsed)),
+        split,
+        switch_cost: SwitchCost {
+            groups,
+            mean_ms_per_involuntary_switch: mean_per_switch,
+            headline,
+        },
+        slowest,
+    }
+}
+
+/// Run the loop probe on a dedicated thread (so its policy, nice, slice and pinning touch nothing else).
+pub fn run_loop(cfg: &LoopConfig) -> Result<LoopReport, ProbeError> {
+    cfg.validate()?;
+    let (tx, rx) = mpsc::channel();
+    let c = cfg.clone();
+    let h = std::thread::Builder::new()
+        .name("ordo-probe".into())
+        .spawn(move || {
+            let _ = tx.send(measure(&c));
+        })
+        .map_err(|e| ProbeError::Config(format!("cannot start the probe thread: {e}")))?;
+    let raw = rx
+        .recv()
+        .map_err(|_| ProbeError::Config("the probe thread stopped without a result".into()))??;
+    let _ = h.join();
+    let nominal_ns = Calibration {
+        ns_per_iteration: raw.ns_per_iteration,
+    }
+    .nominal_ns(raw.iterations);
+    let summary = analyze(&raw.samples, nominal_ns, cfg.buckets_ms.as_deref());
+    Ok(LoopReport {
+        kind: "probe-loop".into(),
+        version: 1,
+        label: cfg.label.clone(),
+        config: cfg.clone(),
+        iterations: raw.iterations,
+        nominal_ns,
+        ns_per_iteration: raw.ns_per_iteration,
+        applied: raw.applied,
+        schedstat: raw.schedstat,
+        summary,
+        samples: raw.samples,
+        warnings: raw.warnings,
+        fingerprint: None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(elapsed_ms: f64, cpu_ms: f64, inv: u64, rd_ms: f64) -> LoopSample {
+        LoopSample {
+            elapsed_ns: (elapsed_ms * MS) as u64,
+            cpu_ns: (cpu_ms * MS) as u64,
+            user_ns: (cpu_ms * MS) as u64,
+            sys_ns: 0,
+            voluntary: 0,
+            involuntary: inv,
+            run_delay_ns: Some((rd_ms * MS) as u64),
+            timeslices: Some(inv + 1),
+            minflt: 0,
+        }
+    }
+
+    #[test]
+    fn seed_like_analysis() {
+        let mut v: Vec<LoopSample> = (0..90).map(|_| s(14.0, 14.0, 0, 0.0)).collect();
+        v.extend((0..9).map(|_| s(20.0, 14.0, 1, 6.0)));
+        v.push(s(65.0, 19.0, 7, 46.0));
+        let a = analyze(&v, 14_000_000, Some(&[11.0, 18.0, 24.0, 50.0, 75.0]));
+        assert_eq!(a.samples, 100);
+        assert_eq!(a.elapsed_ms.p50, 14.0);
+        assert_eq!(a.relative.buckets[0].count, 90);
+        assert_eq!(a.relative.buckets[1].count, 9); // 20/14 = 1.43
+        assert_eq!(a.relative.buckets[4].count, 1); // 65/14 = 4.6
+        let b = a.buckets.unwrap();
+        assert_eq!(
+            b.buckets.iter().map(|b| b.count).collect::<Vec<_>>(),
+            vec![0, 90, 9, 0, 1, 0]
+        );
+        assert_eq!(a.slowest.involuntary, 7);
+        assert!(
+            a.switch_cost.headline.contains("≥5"),
+            "{}",
+            a.switch_cost.headline
+        );
+        assert!(
+            a.switch_cost.headline.contains("4.6×"),
+            "{}",
+            a.switch_cost.headline
+        );
+        let rd = a.split.run_queue_wait_ms.unwrap();
+        assert!((rd - (54.0 + 46.0)).abs() < 1e-6);
+        assert!(
+            (a.split.cpu_fraction
+                + a.split.run_queue_wait_fraction.unwrap()
+                + a.split.other_fraction
+                - 1.0)
+                .abs()
+                < 1e-9
+        );
+        assert_eq!(a.switch_cost.groups.len(), 3);
+    }
+
+    #[test]
+    fn quiet_headline() {
+        let v: Vec<LoopSample> = (0..10).map(|_| s(1.0, 1.0, 0, 0.0)).collect();
+        let a = analyze(&v, 1_000_000, None);
+        assert!(a.switch_cost.headline.starts_with("no sample"));
+        assert!(a.switch_cost.mean_ms_per_involuntary_switch.is_none());
+    }
+
+    #[test]
+    fn validation_names_the_option() {
+        let bad = |c: LoopConfig| c.validate().unwrap_err().to_string();
+        assert!(
+            bad(LoopConfig {
+                samples: 0,
+                ..Default::default()
+            })
+            .contains("--samples")
+        );
+        assert!(
+            bad(LoopConfig {
+                work: Work::Nominal(1),
+                ..Default::default()
+            })
+            .contains("--work")
+        );
+        assert!(
+            bad(LoopConfig {
+                nice: Some(30),
+                ..Default::default()
+            })
+            .contains("--nice")
+        );
+        assert!(
+            bad(LoopConfig {
+                cpu: Some(100_000),
+                ..Default::default()
+            })
+            .contains("--cpu")
+        );
+        assert!(
+            bad(LoopConfig {
+                buckets_ms: Some(vec![5.0, 2.0]),
+                ..Default::default()
+            })
+            .contains("--buckets")
+        );
+    }
+}

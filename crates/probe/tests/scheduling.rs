@@ -1,0 +1,183 @@
+//! The probes against the real scheduler: the loop on one pinned CPU alone and beside busy threads, the
+//! probe thread's policy/nice/slice, and the pid sampler on child processes (one that keeps switching,
+//! one killed mid-run). Bounded in time (each run well under 10 s) with thresholds that hold on a shared
+//! two-core machine: "loaded ≫ quiet" rather than "quiet == 0".
+
+use std::process::{Command, Stdio};
+use std::time::{Duration, Instant};
+
+use ordo_probe::{LoadSpec, LoopConfig, PidConfig, PidEnd, Work, run_loop, watch};
+use ordo_sys::thread;
+
+/// The tests that load a CPU run one at a time, or one test's load would be another's "quiet".
+static CPU: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn lock() -> std::sync::MutexGuard<'static, ()> {
+    CPU.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+fn last_cpu() -> usize {
+    *thread::get_affinity(0).unwrap().last().unwrap()
+}
+
+fn cfg(load: LoadSpec) -> LoopConfig {
+    LoopConfig {
+        label: "t".into(),
+        work: Work::Nominal(2_000_000),
+        samples: 80,
+        warmup: 2,
+        load,
+        cpu: Some(last_cpu()),
+        ..Default::default()
+    }
+}
+
+#[test]
+fn pinned_cpu_loaded_vs_quiet() {
+    let _cpu = lock();
+    let start = Instant::now();
+    let quiet = run_loop(&cfg(LoadSpec::None)).unwrap();
+    let loaded = run_loop(&LoopConfig {
+        ns_per_iteration: Some(quiet.ns_per_iteration),
+        ..cfg(LoadSpec::Threads(2))
+    })
+    .unwrap();
+    assert!(
+        start.elapsed() < Duration::from_secs(10),
+        "took {:?}",
+        start.elapsed()
+    );
+    assert_eq!(loaded.samples.len(), 80);
+    assert_eq!(loaded.applied.cpus, vec![last_cpu()]);
+
+    let sum = |r: &ordo_probe::LoopReport, f: &dyn Fn(&ordo_probe::LoopSample) -> u64| -> u64 {
+        r.samples.iter().map(f).sum()
+    };
+    // Loaded: the probe was switched out, waited on the run queue, and took longer than its CPU time.
+    let inv_loaded = sum(&loaded, &|s| s.involuntary);
+    let rd_loaded = sum(&loaded, &|s| s.run_delay_ns.unwrap_or(0));
+    let el_loaded = sum(&loaded, &|s| s.elapsed_ns);
+    let cpu_loaded = sum(&loaded, &|s| s.cpu_ns);
+    assert!(
+        inv_loaded >= 40,
+        "involuntary switches under load: {inv_loaded}"
+    );
+    assert!(loaded.schedstat && rd_loaded > 0);
+    assert!(
+        el_loaded as f64 > 1.5 * cpu_loaded as f64,
+        "elapsed {el_loaded} vs cpu {cpu_loaded}"
+    );
+
+    // Quiet: far fewer switches and far less waiting than beside two busy threads.
+    let inv_quiet = sum(&quiet, &|s| s.involuntary);
+    let rd_quiet = sum(&quiet, &|s| s.run_delay_ns.unwrap_or(0));
+    let stretch = |el: u64, cpu: u64| el as f64 / cpu.max(1) as f64;
+    let el_quiet = sum(&quiet, &|s| s.elapsed_ns);
+    let cpu_quiet = sum(&quiet, &|s| s.cpu_ns);
+    assert!(
+        inv_loaded > 2 * inv_quiet,
+        "involuntary: loaded {inv_loaded}, quiet {inv_quiet}"
+    );
+    assert!(
+        rd_loaded > 2 * rd_quiet,
+        "run-queue wait: loaded {rd_loaded}, quiet {rd_quiet}"
+    );
+    assert!(
+        stretch(el_loaded, cpu_loaded) > 1.3 * stretch(el_quiet, cpu_quiet),
+        "elapsed/cpu: loaded {:.2}, quiet {:.2}",
+        stretch(el_loaded, cpu_loaded),
+        stretch(el_quiet, cpu_quiet)
+    );
+    let rd_share = loaded.summary.split.run_queue_wait_fraction.unwrap();
+    assert!(rd_share > 0.3, "run-queue wait share under load {rd_share}");
+}
+
+#[test]
+fn probe_thread_settings_are_applied_and_read_back() {
+    let _cpu = lock();
+    let r = run_loop(&LoopConfig {
+        work: Work::Nominal(200_000),
+        samples: 5,
+        policy: Some(thread::Policy::Batch),
+        nice: Some(5),
+        slice_ns: thread::per_task_slice_supported().then_some(3_000_000),
+        ..Default::default()
+    })
+    .unwrap();
+    assert_eq!(r.applied.policy, "batch");
+    assert_eq!(r.applied.nice, 5);
+    if thread::per_task_slice_supported() {
+        assert_eq!(r.applied.slice_ns, Some(3_000_000));
+    }
+    // The calling thread was not touched.
+    assert_eq!(thread::get_sched(0).unwrap().policy, thread::Policy::Other);
+}
+
+#[test]
+fn load_command_runs_and_is_stopped() {
+    let _cpu = lock();
+    let r = run_loop(&LoopConfig {
+        work: Work::Nominal(1_000_000),
+        samples: 20,
+        load: LoadSpec::Command("while :; do :; done".into()),
+        cpu: Some(last_cpu()),
+        ..Default::default()
+    })
+    .unwrap();
+    let inv: u64 = r.samples.iter().map(|s| s.involuntary).sum();
+    assert!(
+        inv > 0,
+        "a busy shell on the same CPU switched the probe out"
+    );
+    assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+}
+
+#[test]
+fn pid_reports_a_childs_switches() {
+    let _cpu = lock();
+    let mut child = Command::new("sh")
+        .arg("-c")
+        .arg("while :; do sleep 0.01; done")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap();
+    let mut cfg = PidConfig::new(child.id() as i32);
+    cfg.interval = Duration::from_millis(200);
+    cfg.duration = Some(Duration::from_millis(900));
+    let mut reports = Vec::new();
+    let end = watch(&cfg, |r| {
+        reports.push(r.clone());
+        true
+    });
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(end.unwrap(), PidEnd::Duration);
+    assert!(reports.len() >= 3, "{} reports", reports.len());
+    let vol: f64 = reports.iter().map(|r| r.process.voluntary_per_s).sum();
+    assert!(
+        vol > 10.0,
+        "the shell waits for each sleep: {vol} voluntary switches/s"
+    );
+    assert_eq!(reports[0].name, "sh");
+    assert!(reports[0].process.run_delay_ms_per_s.is_some());
+}
+
+#[test]
+fn pid_stops_cleanly_when_the_process_is_killed() {
+    let _cpu = lock();
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let pid = child.id() as i32;
+    let killer = std::thread::spawn(move || {
+        std::thread::sleep(Duration::from_millis(350));
+        child.kill().unwrap();
+        child.wait().unwrap();
+    });
+    let mut cfg = PidConfig::new(pid);
+    cfg.interval = Duration::from_millis(100);
+    cfg.duration = Some(Duration::from_secs(10));
+    let start = Instant::now();
+    let end = watch(&cfg, |_| true).unwrap();
+    killer.join().unwrap();
+    assert!(matches!(end, PidEnd::Exited { .. }), "{end:?}");
+    assert!(start.elapsed() < Duration::from_secs(3));
+}
