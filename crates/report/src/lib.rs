@@ -85,7 +85,7 @@ pub fn render_html_with(inputs: &[Input], opts: &Options) -> String {
             file: i.name.clone(),
             kind: i.kind().as_str().to_string(),
             label: i.summary(),
-            machine: i.machine().facts(),
+            machine: i.machine.facts(),
         })
         .collect();
     html::page(&opts.title, &generated, &lines, &sections(inputs))

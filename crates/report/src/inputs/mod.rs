@@ -2,6 +2,7 @@
 //! `probe-pid` intervals, or an `ordo tune` SQLite store by its file magic), check its version, and parse it
 //! into the kind's type. Anything else is refused with the file's name and what was expected.
 
+pub mod bench;
 pub mod demo;
 
 use std::path::Path;
@@ -47,18 +48,21 @@ pub enum InputError {
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub enum Kind {
     Demo,
+    Bench,
 }
 
 impl Kind {
     pub fn as_str(self) -> &'static str {
         match self {
             Kind::Demo => "demo",
+            Kind::Bench => "bench",
         }
     }
 
     fn from_kind_field(s: &str) -> Option<Kind> {
         match s {
             "demo" => Some(Kind::Demo),
+            "bench" => Some(Kind::Bench),
             _ => None,
         }
     }
@@ -68,6 +72,7 @@ impl Kind {
 #[derive(Clone, Debug)]
 pub enum InputData {
     Demo(Box<demo::DemoResult>),
+    Bench(Box<ordo_bench::BenchReport>),
 }
 
 /// One input: where it came from and what it holds.
@@ -75,6 +80,8 @@ pub enum InputData {
 pub struct Input {
     /// The file name shown in the report (as given on the command line).
     pub name: String,
+    /// The machine it was measured on (from the `"fingerprint"` object when the result has one).
+    pub machine: Machine,
     pub data: InputData,
 }
 
@@ -83,39 +90,52 @@ impl Input {
     pub fn demo(name: impl Into<String>, result: demo::DemoResult) -> Input {
         Input {
             name: name.into(),
+            machine: Machine::from_value(result.fingerprint.as_ref()),
             data: InputData::Demo(Box::new(result)),
+        }
+    }
+
+    /// Wrap an in-memory bench report.
+    pub fn bench(name: impl Into<String>, report: ordo_bench::BenchReport) -> Input {
+        Input {
+            name: name.into(),
+            machine: Machine::default(),
+            data: InputData::Bench(Box::new(report)),
         }
     }
 
     pub fn kind(&self) -> Kind {
         match &self.data {
             InputData::Demo(_) => Kind::Demo,
+            InputData::Bench(_) => Kind::Bench,
         }
     }
 
-    /// The machine the input was measured on.
-    pub fn machine(&self) -> Machine {
-        match &self.data {
-            InputData::Demo(d) => Machine::from_value(d.fingerprint.as_ref()),
-        }
+    /// The file name without its directories.
+    pub fn short_name(&self) -> String {
+        Path::new(&self.name)
+            .file_name()
+            .map_or_else(|| self.name.clone(), |n| n.to_string_lossy().into_owned())
     }
 
     /// "kernel @ host" when known, else the file name.
     pub fn label(&self) -> String {
-        self.machine().label().unwrap_or_else(|| self.name.clone())
+        self.machine.label().unwrap_or_else(|| self.short_name())
     }
 
     /// One line saying what was run.
     pub fn summary(&self) -> String {
         match &self.data {
             InputData::Demo(d) => d.summary(),
+            InputData::Bench(b) => bench::summary(b),
         }
     }
 
     /// The input's own section.
     pub(crate) fn section(&self, id: &str) -> Section {
         match &self.data {
-            InputData::Demo(d) => demo::section(d, id, &self.name, &self.machine()),
+            InputData::Demo(d) => demo::section(d, id, &self.short_name(), &self.machine),
+            InputData::Bench(b) => bench::section(b, id, &self.short_name(), &self.machine),
         }
     }
 }
@@ -171,11 +191,14 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
         kind: kind.as_str().to_string(),
         reason: e.to_string(),
     };
+    let machine = Machine::from_value(obj.get("fingerprint"));
     let data = match kind {
         Kind::Demo => InputData::Demo(Box::new(serde_json::from_value(value).map_err(corrupt)?)),
+        Kind::Bench => InputData::Bench(Box::new(serde_json::from_value(value).map_err(corrupt)?)),
     };
     Ok(Input {
         name: name.to_string(),
+        machine,
         data,
     })
 }

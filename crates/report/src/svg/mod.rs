@@ -218,20 +218,41 @@ impl Scale {
                 }
             }
             ScaleKind::Log => {
-                let mut a = min.log10().floor() as i32;
-                let mut b = max.log10().ceil() as i32;
-                if a == b {
-                    a -= 1;
-                    b += 1;
+                // Fit to the nearest 1-2-5 values around the data, ticks on decades and 2, 5 within.
+                let steps = |v: f64| -> Vec<f64> {
+                    let e = v.log10().floor() as i32;
+                    (e - 1..=e + 1)
+                        .flat_map(|k| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(k)))
+                        .collect()
+                };
+                let lo_v = steps(min)
+                    .into_iter()
+                    .filter(|s| *s <= min * (1.0 + 1e-12))
+                    .fold(f64::NAN, f64::max);
+                let hi_v = steps(max)
+                    .into_iter()
+                    .filter(|s| *s >= max * (1.0 - 1e-12))
+                    .fold(f64::NAN, f64::min);
+                let (mut lo, mut hi) = (lo_v.log10(), hi_v.log10());
+                if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
+                    lo -= 1.0;
+                    hi += 1.0;
                 }
-                let decades = b - a;
+                let decades = hi - lo;
                 let mut ticks = Vec::new();
-                for e in a..=b {
+                for e in (lo.floor() as i32)..=(hi.ceil() as i32) {
                     let base = 10f64.powi(e);
-                    ticks.push(base);
-                    if decades <= 3 && e < b {
-                        ticks.push(2.0 * base);
-                        ticks.push(5.0 * base);
+                    let ms: &[f64] = if decades <= 3.0 {
+                        &[1.0, 2.0, 5.0]
+                    } else {
+                        &[1.0]
+                    };
+                    for m in ms {
+                        let t = m * base;
+                        let l = t.log10();
+                        if l >= lo - 1e-9 && l <= hi + 1e-9 {
+                            ticks.push(t);
+                        }
                     }
                 }
                 let ticks = ticks
@@ -247,8 +268,8 @@ impl Scale {
                     .collect();
                 Scale {
                     kind,
-                    lo: a as f64,
-                    hi: b as f64,
+                    lo,
+                    hi,
                     ticks,
                 }
             }
@@ -460,9 +481,17 @@ mod tests {
     fn log_scale_ticks_on_decades() {
         let s = Scale::fit(ScaleKind::Log, &[0.5, 120.0], false);
         let labels: Vec<&str> = s.ticks().map(|(_, l)| l).collect();
-        assert_eq!(labels.first(), Some(&"0.1"));
-        assert!(labels.contains(&"1") && labels.contains(&"10") && labels.contains(&"1000"));
+        assert_eq!(
+            labels,
+            vec!["0.5", "1", "2", "5", "10", "20", "50", "100", "200"]
+        );
+        let s = Scale::fit(ScaleKind::Log, &[1.0, 100.0], false);
         assert!((s.unit(10.0) - 0.5).abs() < 1e-9);
+        let s = Scale::fit(ScaleKind::Log, &[0.001, 1e6], false);
+        let labels: Vec<&str> = s.ticks().map(|(_, l)| l).collect();
+        assert_eq!(labels.len(), 10);
+        let s = Scale::fit(ScaleKind::Log, &[3.0, 3.0], false);
+        assert!(s.unit(3.0) > 0.0 && s.unit(3.0) < 1.0);
     }
 
     #[test]

@@ -1,0 +1,335 @@
+//! `ordo bench --json` results (`ordo_bench::BenchReport`, `"kind": "bench"`): latency percentile curves on
+//! log axes (per class for mixes; coordinated-omission corrected and uncorrected for open-loop runs),
+//! throughput over time, and the ab-style summary, percentile, class, connection-time and server tables.
+
+use ordo_bench::BenchReport;
+use ordo_bench::report::Latency;
+
+use crate::doc::{Block, Section, Table};
+use crate::fmt::{civil_utc, num};
+use crate::machine::Machine;
+use crate::svg::{Point, ScaleKind, XyChart, XySeries};
+
+/// "closed loop, 100 connections, keep-alive, GET http://…".
+pub fn summary(r: &BenchReport) -> String {
+    let c = &r.config;
+    let mut s = match c.rate {
+        Some(rate) if c.mode == "open" => format!("open loop at {} req/s", num(rate, 1)),
+        _ => format!("{} loop", c.mode),
+    };
+    s.push_str(&format!(", {} connections", c.connections));
+    s.push_str(if c.keepalive {
+        ", keep-alive"
+    } else {
+        ", new connection per request"
+    });
+    if let Some(m) = &c.mix {
+        s.push_str(&format!(", mix {m}"));
+    }
+    s.push_str(&format!(", {} {}", c.method, r.target));
+    s
+}
+
+/// Plottable percentile points of a latency summary (100 is left to the tables: it is the maximum).
+pub fn percentile_points(l: &Latency) -> Vec<Point> {
+    l.percentiles
+        .iter()
+        .filter(|p| p.p < 100.0)
+        .map(|p| Point::new(p.p, p.ms))
+        .collect()
+}
+
+/// Latency-percentile series for one report, names prefixed by `prefix` (used by comparisons).
+pub fn percentile_series(r: &BenchReport, prefix: &str) -> Vec<XySeries> {
+    let join = |a: &str, b: &str| -> String {
+        match (a.is_empty(), b.is_empty()) {
+            (true, _) => b.to_string(),
+            (_, true) => a.to_string(),
+            _ => format!("{a} · {b}"),
+        }
+    };
+    let mut out = Vec::new();
+    let open = r.summary.corrected.is_some();
+    if r.classes.len() > 1 {
+        for (i, c) in r.classes.iter().enumerate() {
+            match &c.corrected {
+                Some(corr) => {
+                    out.push(
+                        XySeries::line(
+                            join(prefix, &format!("{} corrected", c.name)),
+                            percentile_points(corr),
+                        )
+                        .style(i),
+                    );
+                    out.push(
+                        XySeries::line(
+                            join(prefix, &format!("{} uncorrected", c.name)),
+                            percentile_points(&c.latency),
+                        )
+                        .style(i)
+                        .dashed(),
+                    );
+                }
+                None => out.push(
+                    XySeries::line(join(prefix, &c.name), percentile_points(&c.latency)).style(i),
+                ),
+            }
+        }
+    } else if open {
+        if let Some(corr) = &r.summary.corrected {
+            out.push(XySeries::line(
+                join(prefix, "corrected"),
+                percentile_points(corr),
+            ));
+        }
+        out.push(
+            XySeries::line(
+                join(prefix, "uncorrected"),
+                percentile_points(&r.summary.latency),
+            )
+            .dashed(),
+        );
+    } else {
+        let name = if prefix.is_empty() {
+            "all requests"
+        } else {
+            prefix
+        };
+        out.push(XySeries::line(name, percentile_points(&r.summary.latency)));
+    }
+    out
+}
+
+/// The percentile chart for one report.
+pub fn percentile_chart(id: &str, r: &BenchReport) -> XyChart {
+    let open = r.summary.corrected.is_some();
+    let what = match (r.classes.len() > 1, open) {
+        (true, true) => {
+            "per class, corrected for coordinated omission (solid) and uncorrected (dashed)"
+        }
+        (true, false) => "per class",
+        (false, true) => "corrected for coordinated omission (solid) and uncorrected (dashed)",
+        (false, false) => "all requests",
+    };
+    let mut c = XyChart::new(
+        id,
+        format!(
+            "Latency by percentile, {what}; both axes logarithmic, the maximum is in the table."
+        ),
+        "percentile",
+        "latency (ms)",
+    );
+    c.x_scale = ScaleKind::Nines;
+    c.y_scale = ScaleKind::Log;
+    c.series = percentile_series(r, "");
+    c
+}
+
+/// Completed (and failed) requests per second of the run.
+pub fn throughput_chart(id: &str, r: &BenchReport) -> XyChart {
+    let mut c = XyChart::new(
+        id,
+        "Throughput over time: completed requests in each second of the measured run (warm-up excluded).",
+        "time since start (s)",
+        "requests per second",
+    );
+    c.series.push(XySeries::line(
+        "completed",
+        r.timeline
+            .iter()
+            .map(|t| Point::new(t.second as f64, t.complete as f64))
+            .collect(),
+    ));
+    if r.timeline.iter().any(|t| t.failed > 0) {
+        c.series.push(XySeries::line(
+            "failed",
+            r.timeline
+                .iter()
+                .map(|t| Point::new(t.second as f64, t.failed as f64))
+                .collect(),
+        ));
+    }
+    c
+}
+
+fn summary_table(r: &BenchReport) -> Table {
+    let s = &r.summary;
+    let mut t = Table::new("Summary", &["", "value"]);
+    let mut row = |k: &str, v: String| t.row(vec![k.to_string(), v]);
+    row("Time taken for tests (s)", num(r.elapsed_s, 3));
+    row("Complete requests", s.complete.to_string());
+    row(
+        "Failed requests",
+        format!(
+            "{} (connect {}, receive {}, length {}, exceptions {}, timeouts {})",
+            s.failed.total,
+            s.failed.connect,
+            s.failed.receive,
+            s.failed.length,
+            s.failed.exceptions,
+            s.failed.timeouts
+        ),
+    );
+    row("Non-2xx responses", s.non_2xx.to_string());
+    row("Requests per second", num(s.rps, 2));
+    if let Some(rate) = s.target_rate {
+        row("Target rate (req/s)", num(rate, 2));
+    }
+    row("Time per request (ms, mean)", num(s.time_per_request_ms, 3));
+    row(
+        "Time per request (ms, mean, across all)",
+        num(s.time_per_request_all_ms, 3),
+    );
+    row("Transfer rate (KB/s)", num(s.transfer_kbytes_per_s, 2));
+    row("Connections opened", s.connections_opened.to_string());
+    t
+}
+
+fn percentile_table(r: &BenchReport) -> Table {
+    let corr = r.summary.corrected.as_ref();
+    let mut t = if corr.is_some() {
+        Table::new(
+            "Latency percentiles (ms)",
+            &["percentile", "corrected", "uncorrected"],
+        )
+    } else {
+        Table::new("Latency percentiles (ms)", &["percentile", "latency"])
+    };
+    for p in &r.summary.latency.percentiles {
+        let mut row = vec![format!("{}%", num(p.p, 2)), num(p.ms, 3)];
+        if let Some(c) = corr {
+            row.insert(1, c.at(p.p).map_or("–".into(), |v| num(v, 3)));
+        }
+        t.row(row);
+    }
+    t
+}
+
+fn class_table(r: &BenchReport) -> Table {
+    let mut t = Table::new(
+        "Per class",
+        &[
+            "class", "share", "realised", "complete", "failed", "req/s", "mean ms", "p50 ms",
+            "p95 ms", "p99 ms", "max ms",
+        ],
+    );
+    for c in &r.classes {
+        let l = c.corrected.as_ref().unwrap_or(&c.latency);
+        let at = |p: f64| l.at(p).map_or("–".into(), |v| num(v, 3));
+        t.row(vec![
+            c.name.clone(),
+            format!("{}%", num(c.share * 100.0, 1)),
+            format!("{}%", num(c.request_share * 100.0, 2)),
+            c.complete.to_string(),
+            c.failed.total.to_string(),
+            num(c.rps, 2),
+            num(l.mean_ms, 3),
+            at(50.0),
+            at(95.0),
+            at(99.0),
+            num(l.max_ms, 3),
+        ]);
+    }
+    t
+}
+
+fn connection_table(r: &BenchReport) -> Table {
+    let mut t = Table::new(
+        "Connection Times (ms)",
+        &["", "min", "mean", "[+/-sd]", "median", "max"],
+    );
+    let ct = &r.connection_times;
+    for (name, row) in [
+        ("Connect", &ct.connect),
+        ("Processing", &ct.processing),
+        ("Waiting", &ct.waiting),
+        ("Total", &ct.total),
+    ] {
+        t.row(vec![
+            name.to_string(),
+            num(row.min_ms, 3),
+            num(row.mean_ms, 3),
+            num(row.sd_ms, 3),
+            num(row.median_ms, 3),
+            num(row.max_ms, 3),
+        ]);
+    }
+    t
+}
+
+fn server_table(r: &BenchReport) -> Option<Table> {
+    let s = r.server.as_ref()?;
+    let mut t = Table::new(
+        format!("Server process {} ({} threads)", s.pid, s.threads),
+        &["", "total", "per request"],
+    );
+    t.row(vec![
+        "CPU".into(),
+        format!("{} s ({} cores)", num(s.cpu_s, 3), num(s.cpu_cores, 2)),
+        format!("{} µs", num(s.per_request.cpu_us, 2)),
+    ]);
+    t.row(vec![
+        "voluntary switches".into(),
+        s.voluntary_switches.to_string(),
+        num(s.per_request.voluntary_switches, 3),
+    ]);
+    t.row(vec![
+        "involuntary switches".into(),
+        s.involuntary_switches.to_string(),
+        num(s.per_request.involuntary_switches, 3),
+    ]);
+    t.row(vec![
+        "run-queue wait".into(),
+        s.run_delay_s
+            .map_or("–".into(), |v| format!("{} s", num(v, 4))),
+        s.per_request
+            .run_delay_us
+            .map_or("–".into(), |v| format!("{} µs", num(v, 2))),
+    ]);
+    Some(t)
+}
+
+/// The bench result's section.
+pub fn section(r: &BenchReport, id: &str, name: &str, m: &Machine) -> Section {
+    let mut sub = summary(r);
+    if r.started_unix_ms > 0 {
+        sub.push_str(&format!(
+            "; started {}",
+            civil_utc(r.started_unix_ms / 1000)
+        ));
+    }
+    if let Some(l) = m.label() {
+        sub.push_str(&format!("; {l}"));
+    }
+    let mut blocks: Vec<Block> = Vec::new();
+    if r.interrupted {
+        blocks.push(Block::Note(
+            "The run was interrupted; the figures cover the requests that completed.".into(),
+        ));
+    }
+    if r.summary.latency.count == 0 {
+        blocks.push(Block::Note(
+            "No request completed, so there is no latency to plot.".into(),
+        ));
+    } else {
+        blocks.push(percentile_chart(&format!("{id}-percentiles"), r).into());
+    }
+    if !r.timeline.is_empty() {
+        blocks.push(throughput_chart(&format!("{id}-throughput"), r).into());
+    }
+    blocks.push(summary_table(r).left(1).into());
+    blocks.push(percentile_table(r).into());
+    if r.classes.len() > 1 {
+        blocks.push(class_table(r).into());
+    }
+    blocks.push(connection_table(r).into());
+    if let Some(t) = server_table(r) {
+        blocks.push(t.into());
+    }
+    Section {
+        id: id.to_string(),
+        title: format!("Bench — {name}"),
+        subtitle: sub,
+        blocks,
+    }
+}

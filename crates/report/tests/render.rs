@@ -1,0 +1,239 @@
+//! Renders every kind of input from the fixtures and checks the page with a real XML parser: well-formed,
+//! one SVG per chart, every chart with labelled axes and a caption, and the plotted points equal to the data
+//! in the input files.
+
+use std::path::PathBuf;
+
+use roxmltree::{Document, Node, ParsingOptions};
+use serde_json::Value;
+
+fn fixture(name: &str) -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures")
+        .join(name)
+}
+
+fn json(name: &str) -> Value {
+    serde_json::from_str(&std::fs::read_to_string(fixture(name)).unwrap()).unwrap()
+}
+
+fn render(names: &[&str]) -> String {
+    let paths: Vec<PathBuf> = names.iter().map(|n| fixture(n)).collect();
+    let inputs = ordo_report::load_all(&paths).expect("fixtures load");
+    ordo_report::render_html_with(
+        &inputs,
+        &ordo_report::Options {
+            title: "test".into(),
+            generated: Some("now".into()),
+        },
+    )
+}
+
+fn parse(html: &str) -> Document<'_> {
+    let opts = ParsingOptions {
+        allow_dtd: true,
+        ..ParsingOptions::default()
+    };
+    Document::parse_with_options(html, opts).expect("the page is well-formed XML")
+}
+
+fn class_is(n: &Node, c: &str) -> bool {
+    n.attribute("class")
+        .is_some_and(|v| v.split_whitespace().any(|x| x == c))
+}
+
+fn by_class<'a, 'i>(root: Node<'a, 'i>, tag: &str, class: &str) -> Vec<Node<'a, 'i>> {
+    root.descendants()
+        .filter(|n| n.has_tag_name(tag) && class_is(n, class))
+        .collect()
+}
+
+fn figure<'a, 'i>(doc: &'a Document<'i>, id: &str) -> Node<'a, 'i> {
+    doc.descendants()
+        .find(|n| n.has_tag_name("figure") && n.attribute("id") == Some(id))
+        .unwrap_or_else(|| panic!("no figure {id}"))
+}
+
+/// (x, y) of the points of series `name` in figure `id`.
+fn points(doc: &Document, id: &str, name: &str) -> Vec<(f64, f64)> {
+    let fig = figure(doc, id);
+    let series = by_class(fig, "g", "series")
+        .into_iter()
+        .find(|g| g.attribute("data-series") == Some(name))
+        .unwrap_or_else(|| panic!("no series {name} in {id}"));
+    by_class(series, "path", "pt")
+        .iter()
+        .map(|p| {
+            (
+                p.attribute("data-x").unwrap().parse().unwrap(),
+                p.attribute("data-y").unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+/// The structural checks every page must pass; returns the number of charts.
+fn check_page(doc: &Document) -> usize {
+    let figures: Vec<Node> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("figure") && class_is(n, "chart"))
+        .collect();
+    for f in &figures {
+        let svgs: Vec<Node> = f.descendants().filter(|n| n.has_tag_name("svg")).collect();
+        assert_eq!(svgs.len(), 1, "one svg per chart");
+        let labels: Vec<String> = by_class(svgs[0], "text", "axis-label")
+            .iter()
+            .map(|t| t.text().unwrap_or("").to_string())
+            .collect();
+        assert_eq!(labels.len(), 2, "both axes labelled");
+        assert!(labels.iter().all(|l| !l.trim().is_empty()));
+        assert!(!by_class(svgs[0], "text", "tick").is_empty(), "ticks");
+        let cap = f
+            .children()
+            .find(|n| n.has_tag_name("figcaption"))
+            .and_then(|c| c.text())
+            .unwrap_or("");
+        assert!(!cap.trim().is_empty() && !cap.contains('\n'), "caption");
+    }
+    let all_svgs = doc.descendants().filter(|n| n.has_tag_name("svg")).count();
+    assert_eq!(all_svgs, figures.len(), "no svg outside a chart");
+    // Self-contained: nothing fetched.
+    for n in doc.descendants().filter(|n| n.is_element()) {
+        assert!(!n.has_tag_name("script"), "no scripts");
+        assert!(!n.has_tag_name("link"), "no external stylesheets");
+        assert!(n.attribute("src").is_none(), "nothing loaded");
+    }
+    figures.len()
+}
+
+#[test]
+fn demo_page_plots_the_response_times_and_ratios() {
+    let html = render(&["demo-lottery.json"]);
+    let doc = parse(&html);
+    assert_eq!(check_page(&doc), 2);
+    let data = json("demo-lottery.json");
+    let steps = data["steps"].as_array().unwrap();
+    for (ci, class) in ["light", "medium", "heavy"].iter().enumerate() {
+        let want: Vec<(f64, f64)> = steps
+            .iter()
+            .map(|s| {
+                (
+                    s["clients"].as_f64().unwrap(),
+                    s["classes"][ci]["mean_ms"].as_f64().unwrap(),
+                )
+            })
+            .collect();
+        assert_eq!(points(&doc, "input-1-response", class), want);
+    }
+    let lh: Vec<(f64, f64)> = steps
+        .iter()
+        .map(|s| {
+            (
+                s["clients"].as_f64().unwrap(),
+                s["ratio_light_heavy"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(points(&doc, "input-1-ratios", "light/heavy"), lh);
+    let refs: Vec<&str> = by_class(figure(&doc, "input-1-ratios"), "g", "ref-line")
+        .iter()
+        .map(|g| g.attribute("data-y").unwrap())
+        .collect();
+    assert_eq!(refs, vec!["4", "2"]);
+    let text =
+        ordo_report::render_text(&ordo_report::load_all(&[fixture("demo-lottery.json")]).unwrap());
+    assert!(text.contains("light/heavy") && text.contains("Target met"));
+}
+
+fn percentiles(v: &Value) -> Vec<(f64, f64)> {
+    v["percentiles"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|p| (p["p"].as_f64().unwrap(), p["ms"].as_f64().unwrap()))
+        .filter(|(p, _)| *p < 100.0)
+        .collect()
+}
+
+#[test]
+fn bench_page_plots_percentiles_and_throughput() {
+    let html = render(&["bench-closed.json"]);
+    let doc = parse(&html);
+    assert_eq!(check_page(&doc), 2);
+    let data = json("bench-closed.json");
+    assert_eq!(
+        points(&doc, "input-1-percentiles", "all requests"),
+        percentiles(&data["summary"]["latency"])
+    );
+    let tl: Vec<(f64, f64)> = data["timeline"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| {
+            (
+                t["second"].as_f64().unwrap(),
+                t["complete"].as_f64().unwrap(),
+            )
+        })
+        .collect();
+    assert_eq!(points(&doc, "input-1-throughput", "completed"), tl);
+    assert!(html.contains("Server process 4242"));
+}
+
+#[test]
+fn bench_mix_has_a_curve_per_class_and_open_loop_both_latencies() {
+    let doc_html = render(&["bench-mix.json", "bench-open.json"]);
+    let doc = parse(&doc_html);
+    // Two inputs × 2 charts, plus the comparison's 2.
+    assert_eq!(check_page(&doc), 6);
+    let mix = json("bench-mix.json");
+    for c in mix["classes"].as_array().unwrap() {
+        let name = c["name"].as_str().unwrap();
+        assert_eq!(
+            points(&doc, "input-1-percentiles", name),
+            percentiles(&c["latency"])
+        );
+    }
+    let open = json("bench-open.json");
+    assert_eq!(
+        points(&doc, "input-2-percentiles", "corrected"),
+        percentiles(&open["summary"]["corrected"])
+    );
+    assert_eq!(
+        points(&doc, "input-2-percentiles", "uncorrected"),
+        percentiles(&open["summary"]["latency"])
+    );
+    // The comparison has one series per input, labelled by file name (no fingerprint in bench files).
+    let fig = figure(&doc, "compare-bench-percentiles");
+    assert_eq!(by_class(fig, "g", "series").len(), 2);
+}
+
+#[test]
+fn comparison_labels_inputs_by_kernel_and_host() {
+    let html = render(&["demo-lottery.json", "demo-stride-other-kernel.json"]);
+    let doc = parse(&html);
+    assert_eq!(check_page(&doc), 6);
+    let names: Vec<&str> = by_class(figure(&doc, "compare-demo-lh"), "g", "series")
+        .iter()
+        .map(|g| g.attribute("data-series").unwrap())
+        .collect();
+    assert_eq!(
+        names,
+        vec!["6.8.0-45-generic @ lab-a", "6.12.9-sched-ext @ lab-b"]
+    );
+}
+
+#[test]
+fn text_output_has_the_same_tables() {
+    let inputs = ordo_report::load_all(&[fixture("bench-mix.json")]).unwrap();
+    let text = ordo_report::render_text(&inputs);
+    for want in [
+        "Per class",
+        "Connection Times (ms)",
+        "Latency percentiles (ms)",
+        "light",
+        "heavy",
+    ] {
+        assert!(text.contains(want), "{want} missing in\n{text}");
+    }
+}
