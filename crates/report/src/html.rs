@@ -29,13 +29,13 @@ header.page th, header.page td { text-align: left; padding: 3px 16px 3px 0; vert
 header.page th { color: #9fb6ca; font-weight: 600; }
 nav.toc { padding: 10px 40px; background: #e9eef3; border-bottom: 1px solid var(--line); font-size: 14px; }
 nav.toc a { color: var(--accent); text-decoration: none; margin-right: 18px; }
-main { padding: 8px 40px 40px; max-width: 1680px; }
+main { padding: 8px 32px 40px; max-width: 1680px; }
 section.input { margin: 26px 0; }
 section.input > h2 { font-size: 21px; margin: 0 0 2px; }
 section.input > p.subtitle { margin: 0 0 12px; color: var(--muted); font-size: 14px; }
 .grid { display: flex; flex-wrap: wrap; gap: 18px; align-items: flex-start; }
 figure.chart { margin: 0; background: var(--card); border: 1px solid var(--line); border-radius: 6px;
-  padding: 10px 12px 8px; flex: 1 1 560px; max-width: 820px; }
+  padding: 10px 12px 8px; flex: 0 1 590px; max-width: 100%; }
 figure.chart svg { display: block; width: 100%; height: auto; }
 figure.chart figcaption { font-size: 13px; color: var(--muted); margin-top: 4px; }
 svg text { font-family: system-ui, -apple-system, "Segoe UI", Roboto, "Noto Sans", "DejaVu Sans", Arial, sans-serif; fill: #1d2430; }

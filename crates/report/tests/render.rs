@@ -237,3 +237,136 @@ fn text_output_has_the_same_tables() {
         assert!(text.contains(want), "{want} missing in\n{text}");
     }
 }
+
+/// (category, value) of the bars of series `name` in figure `id`.
+fn bars(doc: &Document, id: &str, name: &str) -> Vec<(String, f64)> {
+    let fig = figure(doc, id);
+    let series = by_class(fig, "g", "series")
+        .into_iter()
+        .find(|g| g.attribute("data-series") == Some(name))
+        .unwrap_or_else(|| panic!("no series {name} in {id}"));
+    by_class(series, "rect", "bar")
+        .iter()
+        .map(|r| {
+            (
+                r.attribute("data-category").unwrap().to_string(),
+                r.attribute("data-value").unwrap().parse().unwrap(),
+            )
+        })
+        .collect()
+}
+
+#[test]
+fn probe_loop_page_plots_the_histograms_and_every_sample() {
+    let html = render(&["probe-loop.json"]);
+    let doc = parse(&html);
+    assert_eq!(check_page(&doc), 3);
+    let data = json("probe-loop.json");
+    let label = data["label"].as_str().unwrap();
+    let want: Vec<(String, f64)> = data["summary"]["relative"]["buckets"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|b| {
+            (
+                b["label"].as_str().unwrap().to_string(),
+                b["fraction"].as_f64().unwrap() * 100.0,
+            )
+        })
+        .collect();
+    assert_eq!(bars(&doc, "input-1-relative", label), want);
+    let samples: Vec<(f64, f64)> = data["samples"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|s| {
+            (
+                s["involuntary"].as_f64().unwrap(),
+                s["elapsed_ns"].as_f64().unwrap() / 1e6,
+            )
+        })
+        .collect();
+    assert!(
+        samples.len() <= 2000,
+        "fixture small enough to plot every sample"
+    );
+    assert_eq!(points(&doc, "input-1-scatter", label), samples);
+}
+
+#[test]
+fn probe_compare_page_puts_the_runs_side_by_side() {
+    let html = render(&["probe-compare.json"]);
+    let doc = parse(&html);
+    assert_eq!(check_page(&doc), 2);
+    let data = json("probe-compare.json");
+    for (ci, col) in data["columns"].as_array().unwrap().iter().enumerate() {
+        let want: Vec<(String, f64)> = data["rows"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                (
+                    r["label"].as_str().unwrap().to_string(),
+                    r["fractions"][ci].as_f64().unwrap() * 100.0,
+                )
+            })
+            .collect();
+        assert_eq!(
+            bars(&doc, "input-1-histograms", col.as_str().unwrap()),
+            want
+        );
+    }
+}
+
+#[test]
+fn probe_pid_stream_plots_switches_and_wait_over_time() {
+    let html = render(&["probe-pid.jsonl"]);
+    let doc = parse(&html);
+    assert_eq!(check_page(&doc), 3);
+    let text = std::fs::read_to_string(fixture("probe-pid.jsonl")).unwrap();
+    let lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    let series = |key: &str| -> Vec<(f64, f64)> {
+        lines
+            .iter()
+            .map(|l| {
+                (
+                    l["t_s"].as_f64().unwrap(),
+                    l["process"][key].as_f64().unwrap(),
+                )
+            })
+            .collect()
+    };
+    assert_eq!(
+        points(&doc, "input-1-switches", "involuntary"),
+        series("involuntary_per_s")
+    );
+    assert_eq!(
+        points(&doc, "input-1-wait", "run-queue wait"),
+        series("run_delay_ms_per_s")
+    );
+}
+
+#[test]
+fn corrupt_and_unknown_files_are_refused_with_their_name() {
+    let p = fixture("corrupt-truncated.json");
+    let e = ordo_report::load(&p).unwrap_err().to_string();
+    assert!(e.starts_with(&p.display().to_string()), "{e}");
+    assert!(
+        e.contains("not an ordo result") && e.contains("expected"),
+        "{e}"
+    );
+    let e = ordo_report::parse("x.json", br#"{"kind": "bench", "version": 1, "target": 3}"#)
+        .unwrap_err()
+        .to_string();
+    assert!(e.starts_with("x.json: corrupt bench result:"), "{e}");
+    let e = ordo_report::parse(
+        "pid.jsonl",
+        b"{\"kind\": \"probe-pid\", \"version\": 1}\n{\"kind\": \"bench\", \"version\": 1}\n",
+    )
+    .unwrap_err()
+    .to_string();
+    assert!(e.starts_with("pid.jsonl: corrupt probe-pid result"), "{e}");
+}

@@ -4,6 +4,7 @@
 
 pub mod bench;
 pub mod demo;
+pub mod probe;
 
 use std::path::Path;
 
@@ -49,6 +50,9 @@ pub enum InputError {
 pub enum Kind {
     Demo,
     Bench,
+    ProbeLoop,
+    ProbeCompare,
+    ProbePid,
 }
 
 impl Kind {
@@ -56,6 +60,9 @@ impl Kind {
         match self {
             Kind::Demo => "demo",
             Kind::Bench => "bench",
+            Kind::ProbeLoop => "probe-loop",
+            Kind::ProbeCompare => "probe-compare",
+            Kind::ProbePid => "probe-pid",
         }
     }
 
@@ -63,6 +70,9 @@ impl Kind {
         match s {
             "demo" => Some(Kind::Demo),
             "bench" => Some(Kind::Bench),
+            "probe-loop" => Some(Kind::ProbeLoop),
+            "probe-compare" => Some(Kind::ProbeCompare),
+            "probe-pid" => Some(Kind::ProbePid),
             _ => None,
         }
     }
@@ -73,6 +83,10 @@ impl Kind {
 pub enum InputData {
     Demo(Box<demo::DemoResult>),
     Bench(Box<ordo_bench::BenchReport>),
+    ProbeLoop(Box<ordo_probe::LoopReport>),
+    ProbeCompare(Box<ordo_probe::CompareReport>),
+    /// One report per interval, in order (`ordo probe pid --json` writes one JSON object per line).
+    ProbePid(Vec<ordo_probe::PidReport>),
 }
 
 /// One input: where it came from and what it holds.
@@ -108,6 +122,9 @@ impl Input {
         match &self.data {
             InputData::Demo(_) => Kind::Demo,
             InputData::Bench(_) => Kind::Bench,
+            InputData::ProbeLoop(_) => Kind::ProbeLoop,
+            InputData::ProbeCompare(_) => Kind::ProbeCompare,
+            InputData::ProbePid(_) => Kind::ProbePid,
         }
     }
 
@@ -128,6 +145,9 @@ impl Input {
         match &self.data {
             InputData::Demo(d) => d.summary(),
             InputData::Bench(b) => bench::summary(b),
+            InputData::ProbeLoop(r) => probe::loop_summary(r),
+            InputData::ProbeCompare(r) => probe::compare_summary(r),
+            InputData::ProbePid(r) => probe::pid_summary(r),
         }
     }
 
@@ -136,6 +156,13 @@ impl Input {
         match &self.data {
             InputData::Demo(d) => demo::section(d, id, &self.short_name(), &self.machine),
             InputData::Bench(b) => bench::section(b, id, &self.short_name(), &self.machine),
+            InputData::ProbeLoop(r) => {
+                probe::loop_section(r, id, &self.short_name(), &self.machine)
+            }
+            InputData::ProbeCompare(r) => {
+                probe::compare_section(r, id, &self.short_name(), &self.machine)
+            }
+            InputData::ProbePid(r) => probe::pid_section(r, id, &self.short_name()),
         }
     }
 }
@@ -175,32 +202,92 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
     if text.trim().is_empty() {
         return Err(unknown("the file is empty".into()));
     }
-    let value: Value = serde_json::from_str(text).map_err(|e| unknown(format!("not JSON: {e}")))?;
-    let Some(obj) = value.as_object() else {
+    // One JSON document, or several (JSON lines: `ordo probe pid --json` writes one object per interval).
+    let mut docs: Vec<Value> = Vec::new();
+    for v in serde_json::Deserializer::from_str(text).into_iter::<Value>() {
+        match v {
+            Ok(v) => docs.push(v),
+            Err(e) if docs.is_empty() => return Err(unknown(format!("not JSON: {e}"))),
+            Err(e) => {
+                return Err(InputError::Corrupt {
+                    path: name.to_string(),
+                    kind: kind_of(&docs[0]).unwrap_or("JSON").to_string(),
+                    reason: format!("document {} of the stream: {e}", docs.len() + 1),
+                });
+            }
+        }
+    }
+    let first = &docs[0];
+    let Some(obj) = first.as_object() else {
         return Err(unknown("the JSON document is not an object".into()));
     };
-    let Some(kind_s) = obj.get("kind").and_then(Value::as_str) else {
+    let Some(kind_s) = kind_of(first) else {
         return Err(unknown("the JSON object has no \"kind\" field".into()));
     };
     let Some(kind) = Kind::from_kind_field(kind_s) else {
         return Err(unknown(format!("unknown kind {kind_s:?}")));
     };
-    check_version(name, kind, obj.get("version"))?;
+    if docs.len() > 1 && kind != Kind::ProbePid {
+        return Err(InputError::Corrupt {
+            path: name.to_string(),
+            kind: kind.as_str().to_string(),
+            reason: format!(
+                "{} JSON documents in one file; only probe-pid results are a stream",
+                docs.len()
+            ),
+        });
+    }
+    for d in &docs {
+        check_version(name, kind, d.get("version"))?;
+    }
     let corrupt = |e: serde_json::Error| InputError::Corrupt {
         path: name.to_string(),
         kind: kind.as_str().to_string(),
         reason: e.to_string(),
     };
     let machine = Machine::from_value(obj.get("fingerprint"));
+    let one = |docs: &mut Vec<Value>| docs.pop().unwrap_or(Value::Null);
     let data = match kind {
-        Kind::Demo => InputData::Demo(Box::new(serde_json::from_value(value).map_err(corrupt)?)),
-        Kind::Bench => InputData::Bench(Box::new(serde_json::from_value(value).map_err(corrupt)?)),
+        Kind::Demo => InputData::Demo(Box::new(
+            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
+        )),
+        Kind::Bench => InputData::Bench(Box::new(
+            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
+        )),
+        Kind::ProbeLoop => InputData::ProbeLoop(Box::new(
+            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
+        )),
+        Kind::ProbeCompare => InputData::ProbeCompare(Box::new(
+            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
+        )),
+        Kind::ProbePid => {
+            let mut out = Vec::with_capacity(docs.len());
+            for (i, d) in docs.into_iter().enumerate() {
+                if kind_of(&d) != Some("probe-pid") {
+                    return Err(InputError::Corrupt {
+                        path: name.to_string(),
+                        kind: "probe-pid".into(),
+                        reason: format!("document {} is not a probe-pid interval", i + 1),
+                    });
+                }
+                out.push(serde_json::from_value(d).map_err(|e| InputError::Corrupt {
+                    path: name.to_string(),
+                    kind: "probe-pid".into(),
+                    reason: format!("document {}: {e}", i + 1),
+                })?);
+            }
+            InputData::ProbePid(out)
+        }
     };
     Ok(Input {
         name: name.to_string(),
         machine,
         data,
     })
+}
+
+fn kind_of(v: &Value) -> Option<&str> {
+    v.get("kind").and_then(Value::as_str)
 }
 
 fn check_version(name: &str, kind: Kind, v: Option<&Value>) -> Result<(), InputError> {
