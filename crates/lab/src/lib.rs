@@ -4,6 +4,10 @@
 pub mod analysis;
 pub mod demo;
 pub mod design;
+pub mod parsers;
+pub mod runner;
 pub mod spec;
 pub mod stats;
 pub mod store;
+pub mod target;
+pub mod workload;
