@@ -1,11 +1,291 @@
-//! `ordo tune`: command-line arguments and glue to the library crate.
-// PLACEHOLDER: the owner of this subcommand replaces this file.
+//! `ordo tune`: OS-scheduler experiments that always restore the machine — run (or plan with --dry-run),
+//! resume, show, export, list and recover. Glue between the command line and ordo-lab's runner and store.
 
+use std::io::Write;
+use std::path::{Path, PathBuf};
 use std::process::ExitCode;
+use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
+
+use anyhow::Context;
+use ordo_lab::runner::{self, RunError, RunOptions};
+use ordo_lab::spec::Spec;
+use ordo_lab::store::{self, Store};
+use ordo_sys::knobs::{RealThreads, SysRoot};
+
+use crate::cli::UsageError;
+
+const DEFAULT_DB: &str = "ordo-tune.db";
 
 #[derive(Debug, clap::Args)]
-pub struct Args {}
+pub struct Args {
+    #[command(subcommand)]
+    pub command: TuneCommand,
+}
 
-pub fn run(_args: Args) -> anyhow::Result<ExitCode> {
-    anyhow::bail!("ordo tune is not built yet")
+#[derive(Debug, clap::Subcommand)]
+pub enum TuneCommand {
+    /// Run an experiment file (or continue it: running the same file again resumes where it stopped).
+    Run(RunArgs),
+    /// Continue the newest unfinished experiment in the database.
+    Resume(StoreArgs),
+    /// Print an experiment's analysis: per-configuration statistics, seed 000's table, main effects,
+    /// Welch's t-tests against the baseline (Holm-corrected), scalability, the best configuration.
+    Show(ShowArgs),
+    /// List the experiments in a database.
+    List(ListArgs),
+    /// Export an experiment's runs as CSV or everything as JSON.
+    Export(ExportArgs),
+    /// Restore every knob value recorded in a journal (after a crash or SIGKILL), then remove it.
+    Recover(RecoverArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct StoreArgs {
+    /// SQLite database of experiments.
+    #[arg(long, value_name = "FILE", default_value = DEFAULT_DB)]
+    pub db: PathBuf,
+    /// Journal of original knob values (default: the database path + `.journal`).
+    #[arg(long, value_name = "FILE")]
+    pub journal: Option<PathBuf>,
+    /// No progress bar.
+    #[arg(long)]
+    pub no_progress: bool,
+    /// Resolve /proc/sys, debugfs and cgroup knobs under DIR instead of / (tests).
+    #[arg(long, value_name = "DIR", hide = true)]
+    pub sys_root: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RunArgs {
+    /// The experiment file (TOML; see docs/tune.md).
+    #[arg(value_name = "FILE")]
+    pub file: PathBuf,
+    /// Print the plan (knob checks, configurations, commands, estimated duration) and change nothing.
+    #[arg(long)]
+    pub dry_run: bool,
+    #[command(flatten)]
+    pub store: StoreArgs,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ShowArgs {
+    /// SQLite database of experiments.
+    #[arg(value_name = "DB", default_value = DEFAULT_DB)]
+    pub db: PathBuf,
+    /// Experiment id (default: the newest).
+    #[arg(long, short = 'e', value_name = "ID")]
+    pub experiment: Option<i64>,
+    /// The analysis as JSON.
+    #[arg(long)]
+    pub json: bool,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ListArgs {
+    #[arg(value_name = "DB", default_value = DEFAULT_DB)]
+    pub db: PathBuf,
+}
+
+#[derive(Debug, Clone, Copy, clap::ValueEnum)]
+pub enum ExportFormat {
+    Csv,
+    Json,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct ExportArgs {
+    #[arg(value_name = "DB", default_value = DEFAULT_DB)]
+    pub db: PathBuf,
+    #[arg(long, short = 'e', value_name = "ID")]
+    pub experiment: Option<i64>,
+    #[arg(long, short = 'f', value_enum, default_value = "csv")]
+    pub format: ExportFormat,
+    /// Write here instead of stdout.
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: Option<PathBuf>,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct RecoverArgs {
+    /// The journal to restore from.
+    #[arg(long, value_name = "FILE", default_value = "ordo-tune.db.journal")]
+    pub journal: PathBuf,
+}
+
+fn usage(e: impl std::fmt::Display) -> anyhow::Error {
+    anyhow::Error::new(UsageError(e.to_string()))
+}
+
+fn journal_for(db: &Path, journal: &Option<PathBuf>) -> PathBuf {
+    journal.clone().unwrap_or_else(|| {
+        let mut s = db.as_os_str().to_owned();
+        s.push(".journal");
+        PathBuf::from(s)
+    })
+}
+
+fn options(a: &StoreArgs) -> RunOptions {
+    let stop = Arc::new(AtomicBool::new(false));
+    RunOptions {
+        db: a.db.clone(),
+        journal: journal_for(&a.db, &a.journal),
+        root: match &a.sys_root {
+            Some(r) => SysRoot::at(r),
+            None => SysRoot::real(),
+        },
+        threads: Arc::new(RealThreads),
+        ordo: std::env::current_exe().ok(),
+        stop,
+        progress: !a.no_progress,
+        run_limit: None,
+        print: true,
+    }
+}
+
+fn map_run_error(e: RunError) -> anyhow::Error {
+    if e.is_usage() {
+        usage(e)
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+fn finish(outcome: runner::Outcome, how_to_resume: &str) -> anyhow::Result<ExitCode> {
+    println!();
+    print!("{}", ordo_lab::analysis::render(&outcome.analysis));
+    if outcome.interrupted {
+        eprintln!(
+            "interrupted after {} run(s) in this session; every knob was restored. Resume with `{how_to_resume}`.",
+            outcome.runs_this_session
+        );
+        return Ok(ExitCode::from(130));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+pub fn run(args: Args) -> anyhow::Result<ExitCode> {
+    match args.command {
+        TuneCommand::Run(a) => {
+            let spec = Spec::from_file(&a.file).map_err(usage)?;
+            let opts = options(&a.store);
+            if a.dry_run {
+                let plan = runner::plan(&spec, &opts, false).map_err(map_run_error)?;
+                print!("{}", plan.render());
+                for s in plan.skipped() {
+                    println!("note: {s}");
+                }
+                let refused = plan.refusals();
+                if !refused.is_empty() {
+                    return Err(usage(RunError::Refused(refused)));
+                }
+                println!("dry run: nothing was changed");
+                return Ok(ExitCode::SUCCESS);
+            }
+            runner::install_signal_flag(opts.stop.clone());
+            let outcome = runner::run(&spec, &opts).map_err(map_run_error)?;
+            finish(outcome, &format!("ordo tune run {}", a.file.display()))
+        }
+        TuneCommand::Resume(a) => {
+            let opts = options(&a);
+            runner::install_signal_flag(opts.stop.clone());
+            let outcome = runner::resume(&opts).map_err(map_run_error)?;
+            finish(
+                outcome,
+                &format!("ordo tune resume --db {}", a.db.display()),
+            )
+        }
+        TuneCommand::Show(a) => {
+            let store = open_ro(&a.db)?;
+            let id = match a.experiment {
+                Some(id) => id,
+                None => store.latest().map_err(usage)?,
+            };
+            let data = store.load(id).map_err(usage)?;
+            let analysis = ordo_lab::analysis::analyze(&data);
+            if a.json {
+                let v = serde_json::json!({"kind": "tune-analysis", "version": 1, "analysis": analysis, "fingerprint": data.fingerprint});
+                println!("{}", serde_json::to_string_pretty(&v)?);
+            } else {
+                if let Some(fp) = data.fingerprint() {
+                    println!(
+                        "machine: {} — Linux {} ({} cores, {}{}), {}",
+                        fp.hostname,
+                        fp.kernel_release,
+                        fp.cores,
+                        fp.config_hz
+                            .map(|h| format!("HZ={h}, "))
+                            .unwrap_or_default(),
+                        fp.preemption
+                            .clone()
+                            .unwrap_or_else(|| "preemption unknown".into()),
+                        fp.cpu_model
+                    );
+                }
+                print!("{}", ordo_lab::analysis::render(&analysis));
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TuneCommand::List(a) => {
+            let store = open_ro(&a.db)?;
+            for e in store.list_experiments()? {
+                println!("{:>4}  {:<11}  {}  {}", e.id, e.status, e.name, e.spec_path);
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TuneCommand::Export(a) => {
+            let store = open_ro(&a.db)?;
+            let id = match a.experiment {
+                Some(id) => id,
+                None => store.latest().map_err(usage)?,
+            };
+            let data = store.load(id).map_err(usage)?;
+            let text = match a.format {
+                ExportFormat::Csv => store::to_csv(&data),
+                ExportFormat::Json => {
+                    let v = serde_json::json!({
+                        "kind": "tune-experiment",
+                        "version": 1,
+                        "experiment": data,
+                        "analysis": ordo_lab::analysis::analyze(&data),
+                    });
+                    serde_json::to_string_pretty(&v)? + "\n"
+                }
+            };
+            match a.output {
+                Some(p) => {
+                    std::fs::write(&p, text).with_context(|| format!("writing {}", p.display()))?
+                }
+                None => std::io::stdout().write_all(text.as_bytes())?,
+            }
+            Ok(ExitCode::SUCCESS)
+        }
+        TuneCommand::Recover(a) => {
+            if !a.journal.exists() {
+                println!("{}: no journal, nothing to restore", a.journal.display());
+                return Ok(ExitCode::SUCCESS);
+            }
+            let notes = ordo_sys::knobs::recover(&a.journal, &RealThreads)
+                .with_context(|| format!("recovering from {}", a.journal.display()))?;
+            for n in &notes {
+                println!("{n}");
+            }
+            if notes.iter().any(|n| n.failed()) {
+                eprintln!(
+                    "some values could not be restored; the journal {} is kept",
+                    a.journal.display()
+                );
+                return Ok(ExitCode::from(1));
+            }
+            println!("{} change(s) restored; journal removed", notes.len());
+            Ok(ExitCode::SUCCESS)
+        }
+    }
+}
+
+fn open_ro(db: &Path) -> anyhow::Result<Store> {
+    if !db.exists() {
+        return Err(usage(format!("{}: no such database", db.display())));
+    }
+    Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))
 }

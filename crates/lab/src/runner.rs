@@ -100,7 +100,24 @@ pub struct Outcome {
 pub struct KnobCheck {
     pub knob: String,
     pub levels: Vec<String>,
+    /// Declared optional: a refusal because this machine lacks it skips it instead.
+    pub optional: bool,
     pub result: Result<String, Refusal>,
+}
+
+impl KnobCheck {
+    /// Dropped with a message (not root for a system-wide knob; an optional knob this machine lacks).
+    pub fn skipped(&self) -> bool {
+        use ordo_sys::knobs::RefusalKind::*;
+        match &self.result {
+            Ok(_) => false,
+            Err(r) => {
+                r.is_skip()
+                    || (self.optional
+                        && matches!(r.kind, Missing | NotWritable | Unsupported | Removed))
+            }
+        }
+    }
 }
 
 /// What would run (`--dry-run`) and what the checks said.
@@ -120,16 +137,17 @@ impl Plan {
     pub fn refusals(&self) -> Vec<Refusal> {
         self.checks
             .iter()
+            .filter(|c| !c.skipped())
             .filter_map(|c| c.result.clone().err())
-            .filter(|r| !r.is_skip())
             .collect()
     }
 
+    /// Knobs dropped with a message, and why.
     pub fn skipped(&self) -> Vec<Refusal> {
         self.checks
             .iter()
+            .filter(|c| c.skipped())
             .filter_map(|c| c.result.clone().err())
-            .filter(Refusal::is_skip)
             .collect()
     }
 
@@ -157,6 +175,7 @@ impl Plan {
                     c.knob,
                     c.levels.join(", ")
                 )),
+                Err(r) if c.skipped() => o.push_str(&format!("  {r} — SKIPPED\n")),
                 Err(r) => o.push_str(&format!("  {r}\n")),
             }
         }
@@ -213,6 +232,21 @@ fn policy_levels(knobs: &[KnobSpec]) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// The spec without the knobs that were skipped.
+fn without(spec: &Spec, skipped: &[Refusal]) -> Spec {
+    let mut spec = spec.clone();
+    for s in skipped {
+        spec.knobs.retain(|k| k.id.to_string() != s.knob);
+        spec.baseline.remove(&s.knob);
+        if let crate::spec::Design::List(list) = &mut spec.design {
+            for m in list.iter_mut() {
+                m.remove(&s.knob);
+            }
+        }
+    }
+    spec
+}
+
 /// Check every knob. For targets ordo starts, `live` starts the target once (baseline parameters) so
 /// thread and cgroup knobs are checked against its real threads; a dry run never starts anything.
 pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError> {
@@ -255,6 +289,7 @@ pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError
         .map(|k| KnobCheck {
             knob: k.id.to_string(),
             levels: k.levels.clone(),
+            optional: k.optional,
             result: checker.check(&k.id, &k.levels, &ctx),
         })
         .collect();
@@ -289,8 +324,13 @@ pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError
         } else {
             Duration::ZERO
         };
+    let skipped: Vec<Refusal> = checks
+        .iter()
+        .filter(|c| c.skipped())
+        .filter_map(|c| c.result.clone().err())
+        .collect();
     Ok(Plan {
-        configs: design::configurations(spec),
+        configs: design::configurations(&without(spec, &skipped)),
         checks,
         target_command: match &spec.target.kind {
             TargetKind::Pid(p) => Some(format!("running process {p}")),
@@ -465,20 +505,11 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
     if !refusals.is_empty() {
         return Err(RunError::Refused(refusals));
     }
-    // Not root: drop system-wide knobs (never half-applied) and say so.
+    // Not root: drop system-wide knobs (never half-applied) and say so; likewise optional knobs this
+    // machine lacks.
     let skipped = plan.skipped();
-    let mut spec = spec.clone();
-    let mut notes = Vec::new();
-    for s in &skipped {
-        notes.push(s.to_string());
-        spec.knobs.retain(|k| k.id.to_string() != s.knob);
-        spec.baseline.remove(&s.knob);
-        if let crate::spec::Design::List(list) = &mut spec.design {
-            for m in list.iter_mut() {
-                m.remove(&s.knob);
-            }
-        }
-    }
+    let spec = without(spec, &skipped);
+    let notes: Vec<String> = skipped.iter().map(|s| format!("{s} — skipped")).collect();
     let printer_print = opts.print;
     for n in &notes {
         if printer_print {

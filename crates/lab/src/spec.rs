@@ -125,6 +125,9 @@ pub struct WorkloadSpec {
 pub struct KnobSpec {
     pub id: KnobId,
     pub levels: Vec<String>,
+    /// `{ levels = [...], optional = true }`: when this machine lacks the knob (missing, not writable,
+    /// kernel too old) it is dropped with a message instead of refusing the experiment.
+    pub optional: bool,
 }
 
 #[derive(Clone, Debug, PartialEq)]
@@ -690,6 +693,30 @@ impl Spec {
             let id: KnobId = k
                 .parse()
                 .map_err(|e: ordo_sys::knobs::KnobError| cx.err("knobs", k, e.to_string()))?;
+            let mut optional = false;
+            let v = match v {
+                toml::Value::Table(t) => {
+                    for key in t.keys() {
+                        if key != "levels" && key != "optional" {
+                            return Err(cx.err(
+                                "knobs",
+                                k,
+                                format!("unknown key `{key}` (levels, optional)"),
+                            ));
+                        }
+                    }
+                    optional = match t.get("optional") {
+                        None => false,
+                        Some(toml::Value::Boolean(b)) => *b,
+                        Some(_) => {
+                            return Err(cx.err("knobs", k, "optional must be true or false"));
+                        }
+                    };
+                    t.get("levels")
+                        .ok_or_else(|| cx.err("knobs", k, "needs levels = [...]"))?
+                }
+                v => v,
+            };
             let levels: Vec<String> = match v {
                 toml::Value::Array(a) => a
                     .iter()
@@ -726,7 +753,11 @@ impl Spec {
                     return Err(cx.err("knobs", k, format!("no `{{{p}}}` in the target's command or a workload: this parameter would have no effect")));
                 }
             }
-            knobs.push(KnobSpec { id, levels });
+            knobs.push(KnobSpec {
+                id,
+                levels,
+                optional,
+            });
         }
         // TOML tables are sorted by key; keep the order the file lists the knobs in.
         knobs.sort_by_key(|k| {
@@ -991,6 +1022,7 @@ duration = "2s"
 "param:threads" = [2, 4, 8]
 policy = ["rr:10"]
 "sysctl:kernel.sched_rr_timeslice_ms" = [5, 100]
+"debugfs:base_slice_ns" = { levels = [750000], optional = true }
 
 [repeat]
 min = 3
@@ -1005,7 +1037,9 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
     fn good_file() {
         let s = parse(GOOD).unwrap();
         assert_eq!(s.name, "t");
-        assert_eq!(s.knobs.len(), 4);
+        assert_eq!(s.knobs.len(), 5);
+        assert!(s.knob("debugfs:base_slice_ns").unwrap().optional);
+        assert!(!s.knob("policy").unwrap().optional);
         assert_eq!(
             s.repeat,
             RepeatRule {
@@ -1038,7 +1072,7 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
             "{e}"
         );
         let e = parse(&GOOD.replace("min = 3", "min = 2")).unwrap_err();
-        assert_eq!((e.key.as_str(), e.line), ("repeat.min", Some(23)));
+        assert_eq!((e.key.as_str(), e.line), ("repeat.min", Some(24)));
         let e = parse(&GOOD.replace("connections = 20", "connections = \"x\"")).unwrap_err();
         assert!(e.line.is_some(), "{e}");
         let e = parse(&GOOD.replace(
