@@ -1,1 +1,152 @@
-//! End-to-end tests of `ordo serve` (owned by the serve work; see docs/serve.md).
+//! End-to-end tests of `ordo serve` (see docs/serve.md): `--check` exit codes and messages on good and bad
+//! files (every example config included), and a real server on port 0 that answers and exits 0 on SIGTERM.
+
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::TcpStream;
+use std::path::Path;
+use std::process::Stdio;
+use std::time::Duration;
+
+use crate::util::{ordo, run_with_timeout, wait_with_timeout};
+
+#[test]
+fn check_accepts_every_example() {
+    let dir = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/serve");
+    let mut n = 0;
+    for entry in std::fs::read_dir(&dir).unwrap() {
+        let p = entry.unwrap().path();
+        if p.extension().is_none_or(|e| e != "toml") {
+            continue;
+        }
+        let mut cmd = ordo();
+        cmd.args(["serve", "--check"]).arg(&p);
+        let out = run_with_timeout(cmd, Duration::from_secs(30));
+        assert_eq!(out.code(), Some(0), "{}: {}", p.display(), out.stderr);
+        assert!(out.stderr.contains(": ok (policy "), "{}", out.stderr);
+        n += 1;
+    }
+    assert!(n >= 8, "found {n} example configs");
+}
+
+#[test]
+fn check_refuses_a_bad_file_with_file_line_and_key() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("bad.toml");
+    std::fs::write(&p, "workers = 4\n\n[[classes]]\nname = \"a\"\nweight = 0\n").unwrap();
+    let mut cmd = ordo();
+    cmd.args(["serve", "--check"]).arg(&p);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    let want = format!("{}:5: classes[0].weight: must be ≥ 1, got 0", p.display());
+    assert!(out.stderr.contains(&want), "{}", out.stderr);
+
+    std::fs::write(&p, "workers = 4\nwokers = 5\n").unwrap();
+    let mut cmd = ordo();
+    cmd.args(["serve", "--check"]).arg(&p);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2));
+    assert!(
+        out.stderr
+            .contains("bad.toml:2: wokers: unknown field `wokers`"),
+        "{}",
+        out.stderr
+    );
+
+    let mut cmd = ordo();
+    cmd.args(["serve", "--check"])
+        .arg(dir.path().join("missing.toml"));
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2));
+    assert!(
+        out.stderr.contains("missing.toml: cannot read"),
+        "{}",
+        out.stderr
+    );
+}
+
+#[test]
+fn bad_override_is_a_usage_error() {
+    let mut cmd = ordo();
+    cmd.args(["serve", "--policy", "random"]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2));
+    assert!(
+        out.stderr.contains("unknown policy `random`"),
+        "{}",
+        out.stderr
+    );
+}
+
+fn http_get(addr: &str, path: &str) -> String {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
+    write!(
+        s,
+        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+    )
+    .unwrap();
+    let mut out = String::new();
+    s.read_to_string(&mut out).unwrap();
+    out
+}
+
+#[test]
+fn serves_on_port_0_and_exits_0_on_sigterm() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("serve.toml");
+    std::fs::write(
+        &p,
+        "listen = \"127.0.0.1:0\"\nworkers = 2\n[admin]\nlisten = \"127.0.0.1:0\"\n[headers]\nclass = true\n",
+    )
+    .unwrap();
+    let mut child = ordo()
+        .args(["serve", "--config"])
+        .arg(&p)
+        .args(["--policy", "stride"])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ordo serve");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let mut addrs = None;
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while addrs.is_none() && std::time::Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let main = rest.split_whitespace().next().unwrap().to_string();
+                let admin = rest
+                    .split("admin http://")
+                    .nth(1)
+                    .map(|a| a.trim_end_matches(')').to_string());
+                addrs = Some((main, admin));
+            }
+        }
+    }
+    let Some((addr, admin)) = addrs else {
+        let _ = child.kill();
+        panic!("no `listening on` line within 30 s");
+    };
+    let r = http_get(&addr, "/bytes?n=7");
+    assert!(r.starts_with("HTTP/1.1 200"), "{r}");
+    assert!(r.ends_with("xxxxxxx"), "{r}");
+    assert!(
+        r.contains("X-Ordo-Class: default") || r.contains("x-ordo-class: default"),
+        "{r}"
+    );
+    let status = http_get(admin.as_deref().expect("admin address"), "/status");
+    assert!(status.contains("\"policy\": \"stride\""), "{status}");
+    let kill = std::process::Command::new("kill")
+        .args(["-TERM", &child.id().to_string()])
+        .status()
+        .expect("kill");
+    assert!(kill.success());
+    let st = wait_with_timeout(&mut child, Duration::from_secs(20)).expect("exits after SIGTERM");
+    assert_eq!(st.code(), Some(0));
+}

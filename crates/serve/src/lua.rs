@@ -2,12 +2,13 @@
 //! `pick(heads)` as a scheduling policy. Each state sits behind a lock (a Lua state is not shared between
 //! threads) and every call runs under an instruction budget so a runaway script cannot stall a worker.
 
+use std::collections::HashMap;
 use std::path::Path;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mlua::{Function, HookTriggers, Lua, Table, Value, VmState};
+use mlua::{Function, HookTriggers, Lua, String as LuaString, Table, Value, VmState};
 use ordo_sched::{ClassId, Head, HeadPicker, Nanos};
 use prometheus_client::metrics::counter::Counter;
 
@@ -138,10 +139,30 @@ impl LuaClassifier {
 }
 
 /// `policy = "lua"`: the script's `pick(heads)` chooses which class's head is served next.
+///
+/// Dispatch is on the hot path, so the heads array, one table per head, the key strings and the class-name
+/// strings are created once and reused: a call only overwrites fields (scripts must copy what they keep).
 pub struct LuaPicker {
     lua: Lua,
     budget: Arc<AtomicU32>,
     errors: Counter,
+    pick: Function,
+    heads: Table,
+    slots: Vec<Table>,
+    last_len: usize,
+    names: HashMap<String, LuaString>,
+    keys: Keys,
+}
+
+/// Interned field names.
+struct Keys {
+    class: LuaString,
+    queued: LuaString,
+    size: LuaString,
+    waited_us: LuaString,
+    weight: LuaString,
+    priority: LuaString,
+    deadline_in_us: LuaString,
 }
 
 impl LuaPicker {
@@ -149,31 +170,69 @@ impl LuaPicker {
     pub fn load(path: &Path, errors: Counter) -> Result<Self, String> {
         let (lua, budget) = load_state(path)?;
         require_function(&lua, "pick", path)?;
+        let setup = || -> mlua::Result<(Function, Table, Keys)> {
+            let k = |s: &str| lua.create_string(s);
+            Ok((
+                lua.globals().get("pick")?,
+                lua.create_table()?,
+                Keys {
+                    class: k("class")?,
+                    queued: k("queued")?,
+                    size: k("size")?,
+                    waited_us: k("waited_us")?,
+                    weight: k("weight")?,
+                    priority: k("priority")?,
+                    deadline_in_us: k("deadline_in_us")?,
+                },
+            ))
+        };
+        let (pick, heads, keys) = setup().map_err(|e| one_line(&e.to_string()))?;
         Ok(LuaPicker {
             lua,
             budget,
             errors,
+            pick,
+            heads,
+            slots: Vec::new(),
+            last_len: 0,
+            names: HashMap::new(),
+            keys,
         })
     }
 
-    fn call(&self, heads: &[Head<'_>], now: Nanos) -> mlua::Result<Option<String>> {
+    fn call(&mut self, heads: &[Head<'_>], now: Nanos) -> mlua::Result<Option<LuaString>> {
         self.budget.store(0, Ordering::Relaxed);
-        let arr = self.lua.create_table_with_capacity(heads.len(), 0)?;
+        let k = &self.keys;
         for (i, h) in heads.iter().enumerate() {
-            let t = self.lua.create_table_with_capacity(0, 8)?;
-            t.set("class", h.class_name)?;
-            t.set("weight", h.weight)?;
-            t.set("priority", h.priority)?;
-            t.set("queued", h.queued)?;
-            t.set("size", h.size_hint)?;
-            t.set("waited_us", h.waited / 1_000)?;
-            if let Some(d) = h.deadline {
-                t.set("deadline_in_us", (d as i64 - now as i64) / 1_000)?;
+            if i == self.slots.len() {
+                self.slots.push(self.lua.create_table_with_capacity(0, 8)?);
             }
-            arr.raw_set(i + 1, t)?;
+            let t = &self.slots[i];
+            let name = match self.names.get(h.class_name) {
+                Some(n) => n.clone(),
+                None => {
+                    let n = self.lua.create_string(h.class_name)?;
+                    self.names.insert(h.class_name.to_string(), n.clone());
+                    n
+                }
+            };
+            t.raw_set(&k.class, name)?;
+            t.raw_set(&k.queued, h.queued)?;
+            t.raw_set(&k.size, h.size_hint)?;
+            t.raw_set(&k.waited_us, h.waited / 1_000)?;
+            t.raw_set(&k.weight, h.weight)?;
+            t.raw_set(&k.priority, h.priority)?;
+            match h.deadline {
+                Some(d) => t.raw_set(&k.deadline_in_us, (d as i64 - now as i64) / 1_000)?,
+                None => t.raw_set(&k.deadline_in_us, Value::Nil)?,
+            }
+            self.heads.raw_set(i + 1, t)?;
         }
-        let f: Function = self.lua.globals().get("pick")?;
-        f.call(arr)
+        for j in heads.len()..self.last_len {
+            self.heads.raw_set(j + 1, Value::Nil)?;
+        }
+        self.last_len = heads.len();
+        self.pick.call(&self.heads)
     }
 }
 
@@ -187,11 +246,14 @@ impl HeadPicker for LuaPicker {
             heads.iter().max_by_key(|h| h.waited).map(|h| h.class)
         };
         match self.call(heads, now) {
-            Ok(Some(name)) => match heads.iter().find(|h| h.class_name == name) {
+            Ok(Some(name)) => match heads
+                .iter()
+                .find(|h| h.class_name.as_bytes() == &name.as_bytes()[..])
+            {
                 Some(h) => Some(h.class),
                 None => {
                     self.errors.inc();
-                    tracing::warn!(class = %name, "lua pick returned a class with nothing queued; serving the oldest head");
+                    tracing::warn!(class = %name.to_string_lossy(), "lua pick returned a class with nothing queued; serving the oldest head");
                     fallback()
                 }
             },
