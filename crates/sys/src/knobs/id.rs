@@ -162,18 +162,6 @@ pub fn parse_policy(s: &str) -> Result<(i32, i32), String> {
     }
 }
 
-/// The value syntax for a (policy, priority) pair, inverse of [`parse_policy`].
-pub fn format_policy(policy: i32, prio: i32) -> String {
-    match policy {
-        libc::SCHED_FIFO => format!("fifo:{prio}"),
-        libc::SCHED_RR => format!("rr:{prio}"),
-        libc::SCHED_BATCH => "batch".into(),
-        libc::SCHED_IDLE => "idle".into(),
-        libc::SCHED_OTHER => "other".into(),
-        p => format!("policy{p}"),
-    }
-}
-
 /// A CPU list such as `0-3,6` (the kernel's cpulist format).
 pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
@@ -269,7 +257,6 @@ mod tests {
         assert!(parse_policy("fifo:100").is_err());
         assert!(parse_policy("batch:3").is_err());
         assert!(parse_policy("deadline").is_err());
-        assert_eq!(format_policy(libc::SCHED_FIFO, 5), "fifo:5");
     }
 
     #[test]

@@ -54,6 +54,12 @@ pub enum KnobError {
         #[source]
         source: std::io::Error,
     },
+    #[error("thread {tid}: {source}")]
+    ThreadSys {
+        tid: i32,
+        #[source]
+        source: crate::SysError,
+    },
     #[error("journal {path}: {reason}")]
     Journal { path: PathBuf, reason: String },
     #[error("{knob} needs a target ({what})")]

@@ -5,7 +5,7 @@ use std::collections::HashMap;
 use std::sync::Mutex;
 
 use super::KnobError;
-use super::id::{ThreadKnob, format_cpu_list, format_policy, parse_cpu_list, parse_policy};
+use super::id::{ThreadKnob, format_cpu_list, parse_cpu_list, parse_policy};
 
 /// Reads and writes per-thread scheduling settings; values use the experiment-file syntax
 /// (`rr:10`, `5`, `3000000`, `0-1`).
@@ -16,66 +16,10 @@ pub trait ThreadOps: Send + Sync {
     fn alive(&self, tid: i32) -> bool;
 }
 
-/// The machine's threads, through sched_{get,set}attr, setpriority and sched_{get,set}affinity.
+/// The machine's threads, through [`crate::thread`] (sched_{get,set}attr, setpriority,
+/// sched_{get,set}affinity).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct RealThreads;
-
-/// `struct sched_attr`, SCHED_ATTR_SIZE_VER0 (48 bytes).
-#[repr(C)]
-#[derive(Default, Clone, Copy, Debug)]
-struct SchedAttr {
-    size: u32,
-    sched_policy: u32,
-    sched_flags: u64,
-    sched_nice: i32,
-    sched_priority: u32,
-    sched_runtime: u64,
-    sched_deadline: u64,
-    sched_period: u64,
-}
-
-fn last_err(tid: i32, what: &'static str) -> KnobError {
-    KnobError::Thread {
-        tid,
-        what,
-        source: std::io::Error::last_os_error(),
-    }
-}
-
-fn getattr(tid: i32) -> Result<SchedAttr, KnobError> {
-    let mut attr = SchedAttr::default();
-    // SAFETY: `attr` is a valid, writable sched_attr of the size we pass; the kernel writes at most that.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_sched_getattr,
-            tid,
-            &mut attr as *mut SchedAttr,
-            std::mem::size_of::<SchedAttr>() as u32,
-            0u32,
-        )
-    };
-    if rc != 0 {
-        return Err(last_err(tid, "sched_getattr"));
-    }
-    Ok(attr)
-}
-
-fn setattr(tid: i32, mut attr: SchedAttr) -> Result<(), KnobError> {
-    attr.size = std::mem::size_of::<SchedAttr>() as u32;
-    // SAFETY: `attr` is a valid sched_attr whose size field matches its layout; the kernel only reads it.
-    let rc = unsafe {
-        libc::syscall(
-            libc::SYS_sched_setattr,
-            tid,
-            &attr as *const SchedAttr,
-            0u32,
-        )
-    };
-    if rc != 0 {
-        return Err(last_err(tid, "sched_setattr"));
-    }
-    Ok(())
-}
 
 fn invalid(knob: ThreadKnob, value: &str, reason: impl Into<String>) -> KnobError {
     KnobError::InvalidValue {
@@ -85,86 +29,57 @@ fn invalid(knob: ThreadKnob, value: &str, reason: impl Into<String>) -> KnobErro
     }
 }
 
+fn sys(tid: i32) -> impl Fn(crate::SysError) -> KnobError {
+    move |source| KnobError::ThreadSys { tid, source }
+}
+
 impl ThreadOps for RealThreads {
     fn get(&self, tid: i32, knob: ThreadKnob) -> Result<String, KnobError> {
+        use crate::thread;
         match knob {
-            ThreadKnob::Policy => {
-                let a = getattr(tid)?;
-                Ok(format_policy(
-                    a.sched_policy as i32,
-                    a.sched_priority as i32,
-                ))
-            }
-            ThreadKnob::Nice => Ok(getattr(tid)?.sched_nice.to_string()),
-            ThreadKnob::Slice => Ok(getattr(tid)?.sched_runtime.to_string()),
-            ThreadKnob::Affinity => {
-                // SAFETY: an all-zero cpu_set_t is a valid empty set.
-                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-                // SAFETY: `set` is a valid cpu_set_t and we pass its exact size.
-                let rc = unsafe {
-                    libc::sched_getaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &mut set)
-                };
-                if rc != 0 {
-                    return Err(last_err(tid, "sched_getaffinity"));
-                }
-                let cpus: Vec<usize> = (0..libc::CPU_SETSIZE as usize)
-                    // SAFETY: i < CPU_SETSIZE, so CPU_ISSET stays inside the set.
-                    .filter(|&i| unsafe { libc::CPU_ISSET(i, &set) })
-                    .collect();
-                Ok(format_cpu_list(&cpus))
-            }
+            ThreadKnob::Policy => Ok(thread::get_policy(tid).map_err(sys(tid))?.to_string()),
+            ThreadKnob::Nice => Ok(thread::get_nice(tid).map_err(sys(tid))?.to_string()),
+            // 0 = no custom slice (the task follows base_slice_ns); restoring 0 resets it so.
+            ThreadKnob::Slice => Ok(thread::get_slice(tid)
+                .map_err(sys(tid))?
+                .unwrap_or(0)
+                .to_string()),
+            ThreadKnob::Affinity => Ok(format_cpu_list(
+                &thread::get_affinity(tid).map_err(sys(tid))?,
+            )),
         }
     }
 
     fn set(&self, tid: i32, knob: ThreadKnob, value: &str) -> Result<(), KnobError> {
+        use crate::thread;
         match knob {
             ThreadKnob::Policy => {
-                let (policy, prio) = parse_policy(value).map_err(|r| invalid(knob, value, r))?;
-                let mut a = getattr(tid)?;
-                a.sched_policy = policy as u32;
-                a.sched_priority = prio as u32;
-                a.sched_flags = 0;
-                setattr(tid, a)
+                parse_policy(value).map_err(|r| invalid(knob, value, r))?;
+                let p: crate::thread::Policy =
+                    value
+                        .parse()
+                        .map_err(|e: crate::thread::ParsePolicyError| {
+                            invalid(knob, value, e.to_string())
+                        })?;
+                thread::set_policy(tid, p).map_err(sys(tid))
             }
             ThreadKnob::Nice => {
                 let nice: i32 = value
                     .trim()
                     .parse()
                     .map_err(|_| invalid(knob, value, "not an integer"))?;
-                let mut a = getattr(tid)?;
-                a.sched_nice = nice;
-                a.sched_flags = 0;
-                setattr(tid, a)
+                thread::set_nice(tid, nice).map_err(sys(tid))
             }
             ThreadKnob::Slice => {
                 let ns: u64 = value
                     .trim()
                     .parse()
                     .map_err(|_| invalid(knob, value, "not a number of nanoseconds"))?;
-                let mut a = getattr(tid)?;
-                a.sched_runtime = ns;
-                a.sched_flags = 0;
-                setattr(tid, a)
+                thread::set_slice(tid, ns).map(drop).map_err(sys(tid))
             }
             ThreadKnob::Affinity => {
                 let cpus = parse_cpu_list(value).map_err(|r| invalid(knob, value, r))?;
-                // SAFETY: an all-zero cpu_set_t is a valid empty set.
-                let mut set: libc::cpu_set_t = unsafe { std::mem::zeroed() };
-                for c in cpus {
-                    if c >= libc::CPU_SETSIZE as usize {
-                        return Err(invalid(knob, value, "CPU number too large"));
-                    }
-                    // SAFETY: c < CPU_SETSIZE (checked above).
-                    unsafe { libc::CPU_SET(c, &mut set) };
-                }
-                // SAFETY: `set` is a valid cpu_set_t and we pass its exact size.
-                let rc = unsafe {
-                    libc::sched_setaffinity(tid, std::mem::size_of::<libc::cpu_set_t>(), &set)
-                };
-                if rc != 0 {
-                    return Err(last_err(tid, "sched_setaffinity"));
-                }
-                Ok(())
+                thread::set_affinity(tid, &cpus).map_err(sys(tid))
             }
         }
     }
@@ -252,8 +167,7 @@ mod tests {
     use super::*;
 
     fn gettid() -> i32 {
-        // SAFETY: gettid has no preconditions.
-        unsafe { libc::gettid() }
+        crate::thread::current_tid()
     }
 
     #[test]
