@@ -4,8 +4,9 @@
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::num;
-use crate::inputs::{Input, InputData, bench, demo};
+use crate::inputs::{Input, InputData, bench, demo, tune};
 use crate::svg::ScaleKind;
+use crate::svg::{BarChart, BarSeries, BarValue};
 use crate::svg::{RefLine, XyChart, XySeries};
 
 /// Labels for `inputs`, unique: "kernel @ host", with the file name added where two would be equal.
@@ -39,6 +40,137 @@ pub fn sections(inputs: &[Input]) -> Vec<Section> {
         .collect();
     if benches.len() > 1 {
         out.push(compare_benches(&benches));
+    }
+    out.extend(compare_tune(inputs));
+    out
+}
+
+/// Experiments of the same name across tune stores (or within one), side by side.
+fn compare_tune(inputs: &[Input]) -> Vec<Section> {
+    let mut exps: Vec<(&Input, &tune::Experiment)> = Vec::new();
+    for i in inputs {
+        if let InputData::Tune(t) = &i.data {
+            exps.extend(t.experiments.iter().map(|e| (i, e)));
+        }
+    }
+    let mut names: Vec<&str> = Vec::new();
+    for (_, e) in &exps {
+        if !names.contains(&e.data.experiment.name.as_str()) {
+            names.push(&e.data.experiment.name);
+        }
+    }
+    let mut out = Vec::new();
+    for name in names {
+        let group: Vec<&(&Input, &tune::Experiment)> = exps
+            .iter()
+            .filter(|(_, e)| e.data.experiment.name == name)
+            .collect();
+        if group.len() < 2 {
+            continue;
+        }
+        let id = format!("compare-tune-{}", out.len() + 1);
+        let base: Vec<String> = group
+            .iter()
+            .map(|(i, e)| {
+                e.machine
+                    .label()
+                    .unwrap_or_else(|| format!("{} #{}", i.short_name(), e.data.experiment.id))
+            })
+            .collect();
+        let labels: Vec<String> = base
+            .iter()
+            .zip(&group)
+            .map(|(l, (i, e))| {
+                if base.iter().filter(|b| *b == l).count() > 1 {
+                    format!("{l} ({} #{})", i.short_name(), e.data.experiment.id)
+                } else {
+                    l.clone()
+                }
+            })
+            .collect();
+        let y = tune::score_label(&group[0].1.analysis);
+        let mut chart = BarChart::new(
+            format!("{id}-configs"),
+            format!(
+                "Mean {y} per configuration with its 95% confidence interval, one bar per machine or kernel; hatched: each run's baseline."
+            ),
+            "configuration",
+            y.clone(),
+        );
+        for (_, e) in &group {
+            for c in e.analysis.configs.iter().filter(|c| c.score.n > 0) {
+                if !chart.categories.contains(&c.label) {
+                    chart.categories.push(c.label.clone());
+                }
+            }
+        }
+        let mut table = Table::new(
+            format!("{y}: best configuration per input"),
+            &[
+                "input",
+                "best",
+                "mean",
+                "95% CI ±",
+                "vs baseline",
+                "significant",
+            ],
+        )
+        .left(0)
+        .left(1);
+        for ((_, e), label) in group.iter().zip(&labels) {
+            let values = chart
+                .categories
+                .iter()
+                .map(|cat| {
+                    e.analysis
+                        .configs
+                        .iter()
+                        .find(|c| &c.label == cat && c.score.n > 0)
+                        .map(|c| {
+                            let mut v = BarValue::new(c.score.mean);
+                            if c.score.ci95.is_finite() {
+                                v = v.interval(
+                                    c.score.mean - c.score.ci95,
+                                    c.score.mean + c.score.ci95,
+                                );
+                            }
+                            v.baseline = c.is_baseline;
+                            if e.analysis
+                                .comparisons
+                                .iter()
+                                .any(|x| x.idx == c.idx && x.significant)
+                            {
+                                v.flag = Some("*".into());
+                            }
+                            v
+                        })
+                })
+                .collect();
+            chart.series.push(BarSeries {
+                name: label.clone(),
+                values,
+            });
+            if let Some(b) = &e.analysis.best {
+                table.row(vec![
+                    label.clone(),
+                    b.label.clone(),
+                    num(b.mean, 3),
+                    num(b.ci95, 3),
+                    b.vs_baseline
+                        .as_ref()
+                        .map_or("–".into(), |c| format!("{}%", num(c.rel * 100.0, 2))),
+                    b.vs_baseline.as_ref().map_or("–".into(), |c| {
+                        if c.significant { "yes" } else { "no" }.into()
+                    }),
+                ]);
+            }
+        }
+        out.push(Section {
+            id: id.clone(),
+            title: format!("Comparison — tune experiment {name:?}"),
+            subtitle: format!("{} runs: {}", group.len(), labels.join("; ")),
+            blocks: vec![Block::from(chart), Block::from(table)],
+        });
     }
     out
 }

@@ -46,7 +46,8 @@ svg .plot-bg { fill: #fbfcfd; }
 svg .frame { fill: none; stroke: #9aa3ae; stroke-width: 1; }
 svg .grid { stroke: #e3e7ec; stroke-width: 1; }
 svg .ref-line line { stroke: #333333; stroke-width: 1.2; stroke-dasharray: 7 4; }
-svg .ref-line text { font-size: 11.5px; fill: #333333; }
+svg .ref-line text { font-size: 11.5px; fill: #333333; paint-order: stroke; stroke: #ffffff; stroke-width: 3px; stroke-linejoin: round; }
+svg .flag { paint-order: stroke; stroke: #ffffff; stroke-width: 3px; }
 svg .err { stroke: #222222; stroke-width: 1.3; fill: none; }
 svg .flag { font-size: 14px; font-weight: 700; fill: #b03000; }
 .tables { display: flex; flex-wrap: wrap; gap: 18px; margin-top: 16px; align-items: flex-start; }

@@ -59,7 +59,7 @@ pub fn sections(inputs: &[Input]) -> Vec<Section> {
     let mut out: Vec<Section> = inputs
         .iter()
         .enumerate()
-        .map(|(i, input)| input.section(&format!("input-{}", i + 1)))
+        .flat_map(|(i, input)| input.sections(&format!("input-{}", i + 1)))
         .collect();
     out.extend(compare::sections(inputs));
     out

@@ -2,6 +2,8 @@
 //! network disabled, and must show every chart; the screenshot is kept at target/report-screenshot.png (a CI
 //! artifact). Without Chromium the test fails and says to run ./scripts/setup.sh, unless ORDO_SKIP_BROWSER=1.
 
+mod common;
+
 use std::io::Read;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Stdio};
@@ -23,9 +25,9 @@ fn fixtures() -> Vec<PathBuf> {
         .unwrap()
         .map(|e| e.unwrap().path())
         .filter(|p| {
-            p.file_name()
-                .and_then(|n| n.to_str())
-                .is_some_and(|n| !n.starts_with("corrupt"))
+            p.file_name().and_then(|n| n.to_str()).is_some_and(|n| {
+                !n.starts_with("corrupt") && (n.ends_with(".json") || n.ends_with(".jsonl"))
+            })
         })
         .collect();
     v.sort();
@@ -95,10 +97,20 @@ fn chromium_shows_every_chart_offline() {
             "{CHROMIUM} is missing: run ./scripts/setup.sh (or set ORDO_SKIP_BROWSER=1 to skip)"
         );
     }
-    let inputs = ordo_report::load_all(&fixtures()).expect("fixtures load");
+    let stores = tempfile::tempdir().unwrap();
+    let mut paths = fixtures();
+    for (file, host, kernel, speed) in [
+        ("a.db", "lab-a", "6.8.0-45-generic", 1.0),
+        ("b.db", "lab-b", "6.12.9", 1.08),
+    ] {
+        let p = stores.path().join(file);
+        common::build_store(&p, host, kernel, speed, 3, 3);
+        paths.push(p);
+    }
+    let inputs = ordo_report::load_all(&paths).expect("fixtures load");
     let html = ordo_report::render_html(&inputs);
     let expected_charts = html.matches("<figure class=\"chart\"").count();
-    assert!(expected_charts >= 8, "the fixtures give many charts");
+    assert!(expected_charts >= 30, "every kind of input gives charts");
 
     let target = workspace_target();
     std::fs::create_dir_all(&target).unwrap();

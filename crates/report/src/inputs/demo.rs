@@ -2,136 +2,61 @@
 //! the number of clients — plus the light/heavy and medium/heavy ratio lines with their targets 4 and 2, a
 //! per-step table and the verdict.
 //!
-//! The types mirror the JSON written by `ordo_lab::demo::DemoResult` field for field (serde ignores fields
-//! this reader does not use); a test in this crate's tests/ checks a fixture written in that layout.
+//! The input type is `ordo_lab::demo::DemoResult` itself, so the report reads exactly what `ordo demo` writes.
 
-use serde::Deserialize;
-use serde_json::Value;
+pub use ordo_lab::demo::{ClassStats, DemoResult, DemoStep, Outcome, Verdict};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};
 use crate::machine::Machine;
 use crate::svg::{Point, RefLine, XyChart, XySeries};
 
-/// A whole demo run (the subset of `ordo_lab::demo::DemoResult` the report shows).
-#[derive(Clone, Debug, Deserialize)]
-pub struct DemoResult {
-    pub policy: String,
-    #[serde(default)]
-    pub classes: Vec<DemoClass>,
-    #[serde(default)]
-    pub workers: usize,
-    #[serde(default)]
-    pub service_ms: f64,
-    #[serde(default)]
-    pub step_duration_s: f64,
-    #[serde(default)]
-    pub quick: bool,
-    #[serde(default)]
-    pub started_unix_s: u64,
-    #[serde(default = "yes")]
-    pub complete: bool,
-    pub steps: Vec<DemoStep>,
-    #[serde(default)]
-    pub verdict: Option<Verdict>,
-    #[serde(default)]
-    pub fingerprint: Option<Value>,
-}
-
-fn yes() -> bool {
-    true
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub struct DemoClass {
-    pub name: String,
-    #[serde(default)]
-    pub weight: u32,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub struct DemoStep {
-    pub clients: usize,
-    pub classes: Vec<ClassStats>,
-    #[serde(default)]
-    pub ratio_light_heavy: Option<f64>,
-    #[serde(default)]
-    pub ratio_medium_heavy: Option<f64>,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub struct ClassStats {
-    pub name: String,
-    pub requests: u64,
-    #[serde(default)]
-    pub errors: u64,
-    pub mean_ms: f64,
-    #[serde(default)]
-    pub p50_ms: f64,
-    #[serde(default)]
-    pub p95_ms: f64,
-    #[serde(default)]
-    pub p99_ms: f64,
-    #[serde(default)]
-    pub throughput_rps: f64,
-}
-
-#[derive(Clone, Debug, Deserialize)]
-pub struct Verdict {
-    pub tolerance: f64,
-    pub min_clients: usize,
-    #[serde(default)]
-    pub worst_light_heavy_error: Option<f64>,
-    #[serde(default)]
-    pub worst_medium_heavy_error: Option<f64>,
-    pub outcome: String,
-}
-
 /// The seed's targets for weights 1:2:4.
 pub const TARGET_LIGHT_HEAVY: f64 = 4.0;
 pub const TARGET_MEDIUM_HEAVY: f64 = 2.0;
 
-impl DemoResult {
-    /// Class names in the result's order (from the set-up, else from the first step).
-    pub fn class_names(&self) -> Vec<String> {
-        if !self.classes.is_empty() {
-            return self.classes.iter().map(|c| c.name.clone()).collect();
-        }
-        let mut names: Vec<String> = Vec::new();
-        for s in &self.steps {
-            for c in &s.classes {
-                if !names.contains(&c.name) {
-                    names.push(c.name.clone());
-                }
+/// Class names in the result's order (from the set-up, else from the first step).
+pub fn class_names(d: &DemoResult) -> Vec<String> {
+    if !d.classes.is_empty() {
+        return d.classes.iter().map(|c| c.name.clone()).collect();
+    }
+    let mut names: Vec<String> = Vec::new();
+    for s in &d.steps {
+        for c in &s.classes {
+            if !names.contains(&c.name) {
+                names.push(c.name.clone());
             }
         }
-        names
     }
+    names
+}
 
-    /// "lottery, weights light 1 : medium 2 : heavy 4, 100 workers, 10 ms service".
-    pub fn summary(&self) -> String {
-        let weights: Vec<String> = self
-            .classes
-            .iter()
-            .map(|c| format!("{} {}", c.name, c.weight))
-            .collect();
-        let mut s = format!("ordo demo, {} policy", self.policy);
-        if !weights.is_empty() {
-            s.push_str(&format!(", weights {}", weights.join(" : ")));
-        }
-        if self.workers > 0 {
-            s.push_str(&format!(", {} workers", self.workers));
-        }
-        if self.service_ms > 0.0 {
-            s.push_str(&format!(", {} ms service", num(self.service_ms, 2)));
-        }
-        s
+/// "ordo demo, lottery policy, weights light 1 : medium 2 : heavy 4, 100 workers, 10 ms service".
+pub fn summary(d: &DemoResult) -> String {
+    let weights: Vec<String> = d
+        .classes
+        .iter()
+        .map(|c| format!("{} {}", c.name, c.weight))
+        .collect();
+    let mut s = format!("ordo demo, {} policy", d.policy);
+    if !weights.is_empty() {
+        s.push_str(&format!(", weights {}", weights.join(" : ")));
     }
+    if d.workers > 0 {
+        s.push_str(&format!(", {} workers", d.workers));
+    }
+    if d.service_ms > 0.0 {
+        s.push_str(&format!(", {} ms service", num(d.service_ms, 2)));
+    }
+    if d.quick {
+        s.push_str(", --quick");
+    }
+    s
 }
 
 /// Series of (clients, mean ms) per class.
 pub fn response_series(d: &DemoResult) -> Vec<(String, Vec<Point>)> {
-    d.class_names()
+    class_names(d)
         .into_iter()
         .map(|name| {
             let pts = d
@@ -217,7 +142,7 @@ pub fn ratio_chart(id: &str, d: &DemoResult) -> XyChart {
 
 /// The per-step table.
 pub fn step_table(d: &DemoResult) -> Table {
-    let names = d.class_names();
+    let names = class_names(d);
     let mut headers: Vec<String> = vec!["clients".into()];
     headers.extend(names.iter().map(|n| format!("{n} mean ms")));
     headers.extend(
@@ -254,24 +179,24 @@ pub fn step_table(d: &DemoResult) -> Table {
 
 /// The verdict in one sentence.
 pub fn verdict_note(d: &DemoResult) -> Option<String> {
-    let v = d.verdict.as_ref()?;
+    let v = &d.verdict;
     let pct = |e: Option<f64>| e.map_or("–".to_string(), |e| format!("{}%", num(e * 100.0, 1)));
-    Some(match v.outcome.as_str() {
-        "met" => format!(
+    Some(match v.outcome {
+        Outcome::Met => format!(
             "Target met: at {} clients and above the ratios are within {}% of 4 and 2 (worst errors {} and {}).",
             v.min_clients,
             num(v.tolerance * 100.0, 1),
             pct(v.worst_light_heavy_error),
             pct(v.worst_medium_heavy_error)
         ),
-        "missed" => format!(
+        Outcome::Missed => format!(
             "Target missed: at {} clients and above the ratios should be within {}% of 4 and 2; worst errors {} and {}.",
             v.min_clients,
             num(v.tolerance * 100.0, 1),
             pct(v.worst_light_heavy_error),
             pct(v.worst_medium_heavy_error)
         ),
-        _ => format!(
+        Outcome::NotChecked => format!(
             "Target not checked: no step reached {} clients.",
             v.min_clients
         ),
@@ -280,7 +205,7 @@ pub fn verdict_note(d: &DemoResult) -> Option<String> {
 
 /// The demo's section.
 pub fn section(d: &DemoResult, id: &str, name: &str, m: &Machine) -> Section {
-    let mut sub = d.summary();
+    let mut sub = summary(d);
     if d.started_unix_s > 0 {
         sub.push_str(&format!("; started {}", civil_utc(d.started_unix_s)));
     }

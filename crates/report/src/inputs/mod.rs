@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod demo;
 pub mod probe;
+pub mod tune;
 
 use std::path::Path;
 
@@ -14,7 +15,7 @@ use crate::doc::Section;
 use crate::machine::Machine;
 
 /// What `ordo report` accepts, for error messages.
-pub const EXPECTED: &str = "a JSON result with \"kind\" one of demo, bench, probe-loop, probe-compare, probe-pid (as written by ordo demo / ordo bench --json / ordo probe --json)";
+pub const EXPECTED: &str = "a JSON result with \"kind\" one of demo, bench, probe-loop, probe-compare, probe-pid (as written by ordo demo / ordo bench --json / ordo probe --json) or an ordo tune SQLite store";
 
 /// The first 16 bytes of every SQLite 3 database.
 pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -53,6 +54,7 @@ pub enum Kind {
     ProbeLoop,
     ProbeCompare,
     ProbePid,
+    Tune,
 }
 
 impl Kind {
@@ -63,6 +65,7 @@ impl Kind {
             Kind::ProbeLoop => "probe-loop",
             Kind::ProbeCompare => "probe-compare",
             Kind::ProbePid => "probe-pid",
+            Kind::Tune => "tune",
         }
     }
 
@@ -87,6 +90,8 @@ pub enum InputData {
     ProbeCompare(Box<ordo_probe::CompareReport>),
     /// One report per interval, in order (`ordo probe pid --json` writes one JSON object per line).
     ProbePid(Vec<ordo_probe::PidReport>),
+    /// Every experiment of an `ordo tune` store, analysed.
+    Tune(Box<tune::TuneStore>),
 }
 
 /// One input: where it came from and what it holds.
@@ -104,7 +109,13 @@ impl Input {
     pub fn demo(name: impl Into<String>, result: demo::DemoResult) -> Input {
         Input {
             name: name.into(),
-            machine: Machine::from_value(result.fingerprint.as_ref()),
+            machine: Machine::from_value(
+                result
+                    .fingerprint
+                    .as_ref()
+                    .and_then(|f| serde_json::to_value(f).ok())
+                    .as_ref(),
+            ),
             data: InputData::Demo(Box::new(result)),
         }
     }
@@ -125,6 +136,7 @@ impl Input {
             InputData::ProbeLoop(_) => Kind::ProbeLoop,
             InputData::ProbeCompare(_) => Kind::ProbeCompare,
             InputData::ProbePid(_) => Kind::ProbePid,
+            InputData::Tune(_) => Kind::Tune,
         }
     }
 
@@ -143,17 +155,18 @@ impl Input {
     /// One line saying what was run.
     pub fn summary(&self) -> String {
         match &self.data {
-            InputData::Demo(d) => d.summary(),
+            InputData::Demo(d) => demo::summary(d),
             InputData::Bench(b) => bench::summary(b),
             InputData::ProbeLoop(r) => probe::loop_summary(r),
             InputData::ProbeCompare(r) => probe::compare_summary(r),
             InputData::ProbePid(r) => probe::pid_summary(r),
+            InputData::Tune(t) => tune::summary(t),
         }
     }
 
-    /// The input's own section.
-    pub(crate) fn section(&self, id: &str) -> Section {
-        match &self.data {
+    /// The input's own sections (one, or one per experiment of a tune store).
+    pub(crate) fn sections(&self, id: &str) -> Vec<Section> {
+        let one = match &self.data {
             InputData::Demo(d) => demo::section(d, id, &self.short_name(), &self.machine),
             InputData::Bench(b) => bench::section(b, id, &self.short_name(), &self.machine),
             InputData::ProbeLoop(r) => {
@@ -163,13 +176,28 @@ impl Input {
                 probe::compare_section(r, id, &self.short_name(), &self.machine)
             }
             InputData::ProbePid(r) => probe::pid_section(r, id, &self.short_name()),
-        }
+            InputData::Tune(t) => return tune::sections(t, id, &self.short_name()),
+        };
+        vec![one]
     }
 }
 
 /// Read and parse one input file.
 pub fn load(path: &Path) -> Result<Input, InputError> {
     let name = path.display().to_string();
+    if is_sqlite(path) {
+        let store = tune::load(&name, path)?;
+        let machine = store
+            .experiments
+            .last()
+            .map(|e| e.machine.clone())
+            .unwrap_or_default();
+        return Ok(Input {
+            name,
+            machine,
+            data: InputData::Tune(Box::new(store)),
+        });
+    }
     let bytes = std::fs::read(path).map_err(|source| InputError::Read {
         path: name.clone(),
         source,
@@ -190,7 +218,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
     };
     if bytes.starts_with(SQLITE_MAGIC) {
         return Err(unknown(
-            "an SQLite database; reading ordo tune stores is not supported by this build".into(),
+            "an SQLite database, which can only be read from a file".into(),
         ));
     }
     let text = std::str::from_utf8(bytes).map_err(|e| {
@@ -278,12 +306,23 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
             }
             InputData::ProbePid(out)
         }
+        // Tune stores are SQLite files; no JSON document has this kind.
+        Kind::Tune => return Err(unknown(format!("unknown kind {kind_s:?}"))),
     };
     Ok(Input {
         name: name.to_string(),
         machine,
         data,
     })
+}
+
+/// Whether the file starts with SQLite's magic (unreadable files are left to the JSON path's error).
+fn is_sqlite(path: &Path) -> bool {
+    use std::io::Read as _;
+    let mut head = [0u8; 16];
+    std::fs::File::open(path)
+        .and_then(|mut f| f.read_exact(&mut head))
+        .is_ok_and(|()| &head == SQLITE_MAGIC)
 }
 
 fn kind_of(v: &Value) -> Option<&str> {

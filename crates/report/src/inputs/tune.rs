@@ -1,0 +1,581 @@
+//! `ordo tune` SQLite stores, read through `ordo_lab::store::Store` (opened read-only) and analysed with
+//! `ordo_lab::analysis`: one bar per configuration with its 95% confidence interval, the baseline marked and
+//! significant differences flagged (seed 000, Figures 1–3); a main-effect plot per knob; latency percentile
+//! curves per configuration; the scalability chart over a thread-count knob (seed 001); and the tables
+//! `ordo tune show` prints.
+
+use std::path::Path;
+
+use ordo_lab::analysis::{Analysis, ConfigStats, analyze};
+use ordo_lab::store::{ExperimentData, Store};
+
+use crate::doc::{Block, Section, Table};
+use crate::fmt::{civil_utc, num};
+use crate::inputs::InputError;
+use crate::machine::Machine;
+use crate::svg::{BarChart, BarSeries, BarValue, Point, RefLine, ScaleKind, XyChart, XySeries};
+
+/// Configurations drawn as separate percentile curves at most; beyond, the baseline, best and worst.
+pub const MAX_CURVES: usize = 8;
+
+/// One stored experiment with its analysis.
+#[derive(Clone, Debug)]
+pub struct Experiment {
+    pub data: ExperimentData,
+    pub analysis: Analysis,
+    pub machine: Machine,
+}
+
+/// Every experiment in a store, oldest first.
+#[derive(Clone, Debug)]
+pub struct TuneStore {
+    pub experiments: Vec<Experiment>,
+}
+
+/// Open a store read-only and load and analyse every experiment in it.
+pub fn load(name: &str, path: &Path) -> Result<TuneStore, InputError> {
+    let not_store = |reason: String| InputError::Unknown {
+        path: name.to_string(),
+        reason: format!("an SQLite database but not an ordo tune store: {reason}"),
+    };
+    let corrupt = |reason: String| InputError::Corrupt {
+        path: name.to_string(),
+        kind: "tune store".into(),
+        reason,
+    };
+    let store = Store::open_read_only(path).map_err(|e| not_store(e.to_string()))?;
+    let list = store
+        .list_experiments()
+        .map_err(|e| not_store(e.to_string()))?;
+    if list.is_empty() {
+        return Err(corrupt("the store holds no experiment".into()));
+    }
+    let mut experiments = Vec::with_capacity(list.len());
+    for row in list {
+        let data = store
+            .load(row.id)
+            .map_err(|e| corrupt(format!("experiment {}: {e}", row.id)))?;
+        let analysis = analyze(&data);
+        let machine = Machine::from_value(data.fingerprint.as_ref());
+        experiments.push(Experiment {
+            data,
+            analysis,
+            machine,
+        });
+    }
+    experiments.sort_by_key(|e| e.data.experiment.id);
+    Ok(TuneStore { experiments })
+}
+
+/// The y-axis name of the score: the metric itself when the score is one metric with weight 1.
+pub fn score_label(a: &Analysis) -> String {
+    match a.score_terms.as_slice() {
+        [(m, w)] if *w == 1.0 => m.clone(),
+        [] => "score".into(),
+        terms => format!(
+            "score = {}",
+            terms
+                .iter()
+                .map(|(m, w)| if *w == 1.0 {
+                    m.clone()
+                } else {
+                    format!("{}×{m}", num(*w, 3))
+                })
+                .collect::<Vec<_>>()
+                .join(" + ")
+        ),
+    }
+}
+
+pub fn summary(s: &TuneStore) -> String {
+    let names: Vec<String> = s
+        .experiments
+        .iter()
+        .map(|e| {
+            format!(
+                "#{} {} ({} configurations, {})",
+                e.data.experiment.id,
+                e.data.experiment.name,
+                e.data.configurations.len(),
+                e.data.experiment.status
+            )
+        })
+        .collect();
+    format!("ordo tune store: {}", names.join("; "))
+}
+
+/// The bar chart of every configuration's mean score with CI, baseline and significance.
+pub fn config_chart(id: &str, a: &Analysis) -> BarChart {
+    let y = score_label(a);
+    let mut c = BarChart::new(
+        id,
+        format!(
+            "Mean {y} per configuration with its 95% confidence interval ({}); hatched: the baseline; *: differs from it (Welch, Holm-corrected, α = 0.05).",
+            if a.objective == "minimize" {
+                "lower is better"
+            } else {
+                "higher is better"
+            }
+        ),
+        "configuration",
+        y,
+    );
+    let measured: Vec<&ConfigStats> = a.configs.iter().filter(|c| c.score.n > 0).collect();
+    c.categories = measured.iter().map(|c| c.label.clone()).collect();
+    c.series.push(BarSeries {
+        name: "mean".into(),
+        values: measured
+            .iter()
+            .map(|cs| {
+                let mut v = BarValue::new(cs.score.mean);
+                if cs.score.ci95.is_finite() {
+                    v = v.interval(cs.score.mean - cs.score.ci95, cs.score.mean + cs.score.ci95);
+                }
+                v.baseline = cs.is_baseline;
+                let cmp = a.comparisons.iter().find(|x| x.idx == cs.idx);
+                if cmp.is_some_and(|x| x.significant) {
+                    v.flag = Some("*".into());
+                }
+                let mut note = format!("{} runs", cs.score.n);
+                if let Some(x) = cmp {
+                    note.push_str(&format!(
+                        ", {}% vs baseline, p(Holm) = {}",
+                        signed(x.rel * 100.0, 2),
+                        num(x.p_holm, 4)
+                    ));
+                }
+                v.note = Some(note);
+                Some(v)
+            })
+            .collect(),
+    });
+    c
+}
+
+fn signed(v: f64, d: usize) -> String {
+    if v > 0.0 {
+        format!("+{}", num(v, d))
+    } else {
+        num(v, d)
+    }
+}
+
+/// One main-effect chart per knob: mean score at each level.
+pub fn main_effect_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
+    let grand = {
+        let m: Vec<f64> = a
+            .configs
+            .iter()
+            .filter(|c| c.score.n > 0)
+            .map(|c| c.score.mean)
+            .collect();
+        (!m.is_empty()).then(|| m.iter().sum::<f64>() / m.len() as f64)
+    };
+    a.main_effects
+        .iter()
+        .enumerate()
+        .filter(|(_, e)| !e.levels.is_empty())
+        .map(|(i, e)| {
+            let mut c = XyChart::new(
+                format!("{id}-effect-{}", i + 1),
+                format!(
+                    "Main effect of {}: mean {} over the configurations at each level (spread {}).",
+                    e.knob,
+                    score_label(a),
+                    num(e.spread, 3)
+                ),
+                e.knob.clone(),
+                format!("mean {}", score_label(a)),
+            );
+            c.y_zero = false;
+            c.x_categories = Some(e.levels.iter().map(|l| l.level.clone()).collect());
+            c.series.push(XySeries::line(
+                e.knob.clone(),
+                e.levels
+                    .iter()
+                    .enumerate()
+                    .map(|(j, l)| Point {
+                        x: j as f64,
+                        y: l.mean,
+                        note: Some(format!("{} configurations", l.configurations)),
+                    })
+                    .collect(),
+            ));
+            if let Some(g) = grand {
+                c.ref_lines.push(RefLine {
+                    y: g,
+                    label: "mean of all configurations".into(),
+                });
+            }
+            c
+        })
+        .collect()
+}
+
+const CURVE_PERCENTILES: [(f64, &str); 4] = [
+    (50.0, "p50_ms"),
+    (90.0, "p90_ms"),
+    (95.0, "p95_ms"),
+    (99.0, "p99_ms"),
+];
+
+/// The workload prefix (e.g. "web") of the first workload with latency percentiles.
+fn latency_workload(a: &Analysis) -> Option<String> {
+    let mut names: Vec<&String> = a.configs.iter().flat_map(|c| c.metrics.keys()).collect();
+    names.sort();
+    names
+        .into_iter()
+        .find(|m| m.ends_with(".p99_ms") && !m.contains(".class."))
+        .map(|m| m.trim_end_matches(".p99_ms").to_string())
+}
+
+/// Percentile points (mean over runs) of one configuration for workload `w`.
+pub fn config_percentiles(c: &ConfigStats, w: &str) -> Vec<Point> {
+    CURVE_PERCENTILES
+        .iter()
+        .filter_map(|(p, m)| {
+            c.metrics
+                .get(&format!("{w}.{m}"))
+                .map(|s| Point::new(*p, s.mean))
+        })
+        .collect()
+}
+
+/// Latency percentile curves per configuration (or baseline, best and worst when there are many).
+pub fn percentile_chart(id: &str, a: &Analysis) -> Option<(XyChart, Option<String>)> {
+    let w = latency_workload(a)?;
+    let measured: Vec<&ConfigStats> = a
+        .configs
+        .iter()
+        .filter(|c| c.score.n > 0 && c.metrics.contains_key(&format!("{w}.p99_ms")))
+        .collect();
+    if measured.is_empty() {
+        return None;
+    }
+    let p99 = |c: &ConfigStats| c.metrics[&format!("{w}.p99_ms")].mean;
+    let (shown, note): (Vec<&ConfigStats>, Option<String>) = if measured.len() <= MAX_CURVES {
+        (measured.clone(), None)
+    } else {
+        let mut pick: Vec<&ConfigStats> = Vec::new();
+        if let Some(b) = measured.iter().find(|c| c.is_baseline) {
+            pick.push(b);
+        }
+        let best = measured.iter().min_by(|x, y| p99(x).total_cmp(&p99(y)));
+        let worst = measured.iter().max_by(|x, y| p99(x).total_cmp(&p99(y)));
+        for c in [best, worst].into_iter().flatten() {
+            if !pick.iter().any(|p| p.idx == c.idx) {
+                pick.push(c);
+            }
+        }
+        let n = measured.len();
+        (
+            pick,
+            Some(format!(
+                "Latency curves: the baseline and the configurations with the lowest and highest p99 of {n} are drawn; every configuration is in the table."
+            )),
+        )
+    };
+    let mut c = XyChart::new(
+        id,
+        format!(
+            "Latency percentiles of workload {w} per configuration (mean over runs); both axes logarithmic."
+        ),
+        "percentile",
+        "latency (ms)",
+    );
+    c.x_scale = ScaleKind::Nines;
+    c.y_scale = ScaleKind::Log;
+    for cs in shown {
+        let mut s = XySeries::line(
+            if cs.is_baseline {
+                format!("{} (baseline)", cs.label)
+            } else {
+                cs.label.clone()
+            },
+            config_percentiles(cs, &w),
+        );
+        if cs.is_baseline {
+            s = s.dashed();
+        }
+        c.series.push(s);
+    }
+    Some((c, note))
+}
+
+/// Seed 001's charts: runtime against the scale knob per group, and the scalability ratio.
+pub fn scalability_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
+    let Some(sc) = &a.scalability else {
+        return Vec::new();
+    };
+    if sc.rows.is_empty() {
+        return Vec::new();
+    }
+    let mut groups: Vec<String> = Vec::new();
+    for r in &sc.rows {
+        if !groups.contains(&r.group) {
+            groups.push(r.group.clone());
+        }
+    }
+    let per_request = sc.runtime_metric.starts_with("1/");
+    let xs: Vec<f64> = sc.rows.iter().flat_map(|r| [r.a, r.b]).collect();
+    let x_log = xs.iter().all(|x| *x > 0.0)
+        && xs.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+            / xs.iter().copied().fold(f64::INFINITY, f64::min)
+            >= 8.0;
+    let name = |g: &str| {
+        if g.is_empty() {
+            "all".to_string()
+        } else {
+            g.to_string()
+        }
+    };
+    let mut rt = XyChart::new(
+        format!("{id}-scale-runtime"),
+        format!(
+            "Runtime against {} ({}), one line per setting of the other knobs (seed 001, Figures 3–4).",
+            sc.knob,
+            if per_request {
+                "seconds per request = 1 / throughput"
+            } else {
+                "elapsed seconds of the fixed workload"
+            }
+        ),
+        sc.knob.clone(),
+        if per_request {
+            "seconds per request"
+        } else {
+            "runtime (s)"
+        },
+    );
+    let mut ratio = XyChart::new(
+        format!("{id}-scale-ratio"),
+        format!(
+            "Scalability ratio (runtime_B / runtime_A) / (B / A) from the smallest {} A; below 1 is better than proportional.",
+            sc.knob
+        ),
+        sc.knob.clone(),
+        "scalability ratio",
+    );
+    if x_log {
+        rt.x_scale = ScaleKind::Log;
+        ratio.x_scale = ScaleKind::Log;
+    }
+    ratio.ref_lines.push(RefLine {
+        y: 1.0,
+        label: "proportional".into(),
+    });
+    for (i, g) in groups.iter().enumerate() {
+        let rows: Vec<_> = sc.rows.iter().filter(|r| &r.group == g).collect();
+        let mut pts: Vec<Point> = Vec::new();
+        if let Some(first) = rows.first() {
+            pts.push(Point::new(first.a, first.runtime_a));
+        }
+        pts.extend(rows.iter().map(|r| Point::new(r.b, r.runtime_b)));
+        rt.series.push(XySeries::line(name(g), pts).style(i));
+        ratio.series.push(
+            XySeries::line(
+                name(g),
+                rows.iter().map(|r| Point::new(r.b, r.ratio)).collect(),
+            )
+            .style(i),
+        );
+    }
+    vec![rt, ratio]
+}
+
+fn config_table(a: &Analysis) -> Table {
+    let mut t = Table::new(
+        format!("Per configuration ({})", score_label(a)),
+        &[
+            "configuration",
+            "runs",
+            "mean",
+            "sd",
+            "95% CI ±",
+            "min",
+            "max",
+            "vs baseline",
+            "p (Holm)",
+            "significant",
+        ],
+    );
+    for c in &a.configs {
+        let cmp = a.comparisons.iter().find(|x| x.idx == c.idx);
+        t.row(vec![
+            if c.is_baseline {
+                format!("{} (baseline)", c.label)
+            } else {
+                c.label.clone()
+            },
+            c.score.n.to_string(),
+            num(c.score.mean, 3),
+            num(c.score.sd, 3),
+            num(c.score.ci95, 3),
+            num(c.score.min, 3),
+            num(c.score.max, 3),
+            cmp.map_or("–".into(), |x| format!("{}%", signed(x.rel * 100.0, 2))),
+            cmp.map_or("–".into(), |x| num(x.p_holm, 4)),
+            cmp.map_or("–".into(), |x| {
+                if x.significant { "yes" } else { "no" }.to_string()
+            }),
+        ]);
+    }
+    t
+}
+
+fn seed_table(a: &Analysis) -> Option<Table> {
+    let s = a.table.as_ref()?;
+    let mut t = Table::new("Summary over configurations (seed 000)", &["", "value"]);
+    let pct = |v: Option<f64>| v.map_or("–".into(), |v| format!("{}%", signed(v * 100.0, 2)));
+    for (k, v) in [
+        ("mean", num(s.mean, 3)),
+        ("standard deviation", num(s.sd, 3)),
+        ("max", num(s.max, 3)),
+        ("min", num(s.min, 3)),
+        ("range", num(s.range, 3)),
+        ("baseline", s.baseline.map_or("–".into(), |b| num(b, 3))),
+        ("max increase over the baseline", pct(s.max_abs_increase)),
+        ("best over worst", pct(Some(s.max_rel_increase))),
+    ] {
+        t.row(vec![k.to_string(), v]);
+    }
+    Some(t)
+}
+
+fn effects_table(a: &Analysis) -> Table {
+    let mut t = Table::new(
+        "Main effects (mean per level)",
+        &["knob", "level", "mean", "configurations"],
+    )
+    .left(1);
+    for e in &a.main_effects {
+        for l in &e.levels {
+            t.row(vec![
+                e.knob.clone(),
+                l.level.clone(),
+                num(l.mean, 3),
+                l.configurations.to_string(),
+            ]);
+        }
+    }
+    t
+}
+
+fn scale_table(a: &Analysis) -> Option<Table> {
+    let sc = a.scalability.as_ref()?;
+    let mut t = Table::new(
+        format!("Scalability over {} ({})", sc.knob, sc.runtime_metric),
+        &["group", "A", "B", "runtime A", "runtime B", "ratio"],
+    );
+    for r in &sc.rows {
+        t.row(vec![
+            if r.group.is_empty() {
+                "all".into()
+            } else {
+                r.group.clone()
+            },
+            num(r.a, 3),
+            num(r.b, 3),
+            num(r.runtime_a, 6),
+            num(r.runtime_b, 6),
+            num(r.ratio, 4),
+        ]);
+    }
+    Some(t)
+}
+
+fn best_note(a: &Analysis) -> Option<String> {
+    let b = a.best.as_ref()?;
+    let mut s = format!(
+        "Best: {} with mean {} ± {} (95% CI)",
+        b.label,
+        num(b.mean, 3),
+        num(b.ci95, 3)
+    );
+    match &b.vs_baseline {
+        Some(c) if c.significant => s.push_str(&format!(
+            ", {}% vs the baseline (significant, p(Holm) = {}).",
+            signed(c.rel * 100.0, 2),
+            num(c.p_holm, 4)
+        )),
+        Some(c) => s.push_str(&format!(
+            ", {}% vs the baseline — not a significant difference (p(Holm) = {}).",
+            signed(c.rel * 100.0, 2),
+            num(c.p_holm, 4)
+        )),
+        None => s.push('.'),
+    }
+    Some(s)
+}
+
+/// One section per experiment in the store.
+pub fn sections(s: &TuneStore, id: &str, name: &str) -> Vec<Section> {
+    s.experiments
+        .iter()
+        .map(|e| experiment_section(e, &format!("{id}-e{}", e.data.experiment.id), name))
+        .collect()
+}
+
+fn experiment_section(e: &Experiment, id: &str, name: &str) -> Section {
+    let a = &e.analysis;
+    let x = &e.data.experiment;
+    let measured_runs = e.data.runs.iter().filter(|r| !r.warmup && r.ok).count();
+    let mut sub = format!(
+        "experiment #{} {:?} from {}: {}, {} configurations, {} measured runs, objective {} {}",
+        x.id,
+        x.name,
+        x.spec_path,
+        x.status,
+        e.data.configurations.len(),
+        measured_runs,
+        a.objective,
+        score_label(a)
+    );
+    if x.created_unix > 0 {
+        sub.push_str(&format!("; started {}", civil_utc(x.created_unix as u64)));
+    }
+    if let Some(l) = e.machine.label() {
+        sub.push_str(&format!("; {l}"));
+    }
+    let mut blocks: Vec<Block> = a.notes.iter().map(|n| Block::Note(n.clone())).collect();
+    if a.configs.iter().all(|c| c.score.n == 0) {
+        blocks.push(Block::Note(
+            "No configuration has a measured run yet.".into(),
+        ));
+    } else {
+        if let Some(n) = best_note(a) {
+            blocks.push(Block::Note(n));
+        }
+        blocks.push(config_chart(&format!("{id}-configs"), a).into());
+        for c in main_effect_charts(id, a) {
+            blocks.push(c.into());
+        }
+        let mut curve_note = None;
+        if let Some((c, note)) = percentile_chart(&format!("{id}-percentiles"), a) {
+            blocks.push(c.into());
+            curve_note = note;
+        }
+        for c in scalability_charts(id, a) {
+            blocks.push(c.into());
+        }
+        if let Some(n) = curve_note {
+            blocks.push(Block::Note(n));
+        }
+    }
+    blocks.push(config_table(a).left(0).into());
+    if let Some(t) = seed_table(a) {
+        blocks.push(t.left(1).into());
+    }
+    if !a.main_effects.is_empty() {
+        blocks.push(effects_table(a).into());
+    }
+    if let Some(t) = scale_table(a) {
+        blocks.push(t.into());
+    }
+    Section {
+        id: id.to_string(),
+        title: format!("Tune — {} ({name})", x.name),
+        subtitle: sub,
+        blocks,
+    }
+}
