@@ -91,7 +91,7 @@ fn http_get(addr: &str, path: &str) -> String {
 }
 
 #[test]
-fn serves_on_port_0_and_exits_0_on_sigterm() {
+fn serves_on_port_0_reloads_on_sighup_and_exits_0_on_sigterm() {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("serve.toml");
     std::fs::write(
@@ -140,13 +140,37 @@ fn serves_on_port_0_and_exits_0_on_sigterm() {
         r.contains("X-Ordo-Class: default") || r.contains("x-ordo-class: default"),
         "{r}"
     );
-    let status = http_get(admin.as_deref().expect("admin address"), "/status");
+    let admin = admin.expect("admin address");
+    let status = http_get(&admin, "/status");
     assert!(status.contains("\"policy\": \"stride\""), "{status}");
-    let kill = std::process::Command::new("kill")
-        .args(["-TERM", &child.id().to_string()])
-        .status()
-        .expect("kill");
-    assert!(kill.success());
+    assert!(status.contains("\"workers\": 2"), "{status}");
+    // SIGHUP re-reads the file (the --policy override stays).
+    std::fs::write(
+        &p,
+        "listen = \"127.0.0.1:0\"\nworkers = 3\n[admin]\nlisten = \"127.0.0.1:0\"\n[headers]\nclass = true\n",
+    )
+    .unwrap();
+    signal(&child, "-HUP");
+    let mut reloaded = false;
+    for _ in 0..200 {
+        let status = http_get(&admin, "/status");
+        if status.contains("\"workers\": 3") {
+            assert!(status.contains("\"policy\": \"stride\""), "{status}");
+            reloaded = true;
+            break;
+        }
+        std::thread::sleep(Duration::from_millis(25));
+    }
+    assert!(reloaded, "SIGHUP did not reload within 5 s");
+    signal(&child, "-TERM");
     let st = wait_with_timeout(&mut child, Duration::from_secs(20)).expect("exits after SIGTERM");
     assert_eq!(st.code(), Some(0));
+}
+
+fn signal(child: &std::process::Child, sig: &str) {
+    let st = std::process::Command::new("kill")
+        .args([sig, &child.id().to_string()])
+        .status()
+        .expect("run kill");
+    assert!(st.success());
 }
