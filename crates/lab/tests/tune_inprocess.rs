@@ -85,6 +85,7 @@ affinity = ["0", "0-1"]
 min = 3
 max = 3
 ci = 0.5
+warmup = 1
 "#,
         pid = std::process::id()
     );
@@ -119,13 +120,16 @@ ci = 0.5
     let second = runner::run(&spec, &opts).unwrap();
     assert!(second.resumed && !second.interrupted);
     assert_eq!(second.experiment, first.experiment);
-    assert_eq!(second.runs_this_session, 11);
+    assert_eq!(second.runs_this_session, 16);
     assert!(!opts.journal.exists(), "the journal is removed at the end");
 
     let store = Store::open_read_only(&opts.db).unwrap();
     let data = store.load(first.experiment).unwrap();
     assert_eq!(data.experiment.status, "finished");
-    assert_eq!(data.runs.len(), 15);
+    assert_eq!(data.runs.len(), 20);
+    // The first block is a discarded warm-up.
+    assert_eq!(data.runs.iter().filter(|r| r.warmup).count(), 5);
+    assert!(data.runs.iter().filter(|r| r.warmup).all(|r| r.block == 0));
     assert!(data.fingerprint().is_some());
     for c in 0..5 {
         let v = data.values(c, "web.throughput");
