@@ -162,3 +162,36 @@ fn bench_unreachable_target_fails_quickly() {
     assert!(out.stderr.contains("cannot reach"), "{}", out.stderr);
     assert!(t0.elapsed() < Duration::from_secs(5));
 }
+
+#[test]
+fn bench_ctrl_c_prints_the_report_so_far() {
+    let url = server();
+    let mut cmd = ordo();
+    cmd.args(["bench", "-c", "2", "-d", "60s", "--json", &url])
+        .stdin(std::process::Stdio::null())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped());
+    let mut child = cmd.spawn().unwrap();
+    std::thread::sleep(Duration::from_millis(1500));
+    let t0 = Instant::now();
+    let killed = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(killed.success());
+    let status = crate::util::wait_with_timeout(&mut child, Duration::from_secs(10))
+        .expect("exits after SIGINT");
+    assert!(t0.elapsed() < Duration::from_secs(5));
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .unwrap();
+    assert_eq!(status.code(), Some(0), "{stdout}");
+    let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report after Ctrl-C");
+    assert_eq!(v["interrupted"], true);
+    assert!(v["summary"]["complete"].as_u64().unwrap() > 0);
+    assert!(v["elapsed_s"].as_f64().unwrap() < 10.0);
+}

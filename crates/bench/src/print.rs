@@ -160,12 +160,17 @@ pub fn text(r: &BenchReport) -> String {
         );
         for cl in &r.classes {
             let l = cl.corrected.as_ref().unwrap_or(&cl.latency);
+            let clients = if c.assign == "clients" {
+                format!("{:.1}%", cl.client_share * 100.0)
+            } else {
+                "-".to_string()
+            };
             let _ = writeln!(
                 o,
-                "{:<12} {:>5.1}% {:>6.1}% {:>6.2}% {:>9} {:>6} {:>6} {:>10.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+                "{:<12} {:>5.1}% {:>7} {:>6.2}% {:>9} {:>6} {:>6} {:>10.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
                 cl.name,
                 cl.share * 100.0,
-                cl.client_share * 100.0,
+                clients,
                 cl.request_share * 100.0,
                 cl.complete,
                 cl.failed.total,

@@ -366,3 +366,21 @@ fn body_and_method_are_sent() {
     assert_eq!(r.summary.complete, 10);
     assert_eq!(s.counters.path("/post"), 10);
 }
+
+#[test]
+fn think_time_paces_a_closed_loop() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 2;
+    c.stop = Stop::Duration(Duration::from_millis(1000));
+    let mut class = MixClass::new("slow", 1.0, "/");
+    class.think = Duration::from_millis(50);
+    c.mix = Some(Mix::new(Assign::Clients, vec![class]));
+    let r = run(c, CancelToken::new()).unwrap();
+    // 2 clients × at most one request per 50 ms for 1 s.
+    assert!(
+        r.summary.complete >= 20 && r.summary.complete <= 42,
+        "{}",
+        r.summary.complete
+    );
+}
