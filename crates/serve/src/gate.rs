@@ -369,3 +369,118 @@ impl Gate {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo_sched::ClassSpec;
+
+    fn gate(workers: usize, policy: PolicyKind) -> Gate {
+        let cfg = SchedConfig::new(vec![ClassSpec::new("a"), ClassSpec::new("b")], policy);
+        Gate::new(cfg, None, workers).unwrap()
+    }
+
+    fn meta(g: &Gate, class: usize) -> Meta {
+        Meta::new(class, g.now())
+    }
+
+    async fn until(mut f: impl FnMut() -> bool) {
+        for _ in 0..2000 {
+            if f() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(1)).await;
+        }
+        panic!("condition not reached");
+    }
+
+    #[tokio::test]
+    async fn fast_path_then_queue_then_release_dispatches() {
+        let g = gate(1, PolicyKind::Fcfs);
+        let a: Arc<str> = Arc::from("a");
+        let p1 = g.acquire(meta(&g, 0), &a).await.unwrap();
+        assert_eq!(p1.waited(), Duration::ZERO);
+        assert_eq!(g.snapshot().busy, 1);
+        let g2 = g.clone();
+        let a2 = a.clone();
+        let waiter =
+            tokio::spawn(async move { g2.acquire(meta(&g2, 0), &a2).await.map(|p| p.waited()) });
+        until(|| g.snapshot().queued == 1).await;
+        drop(p1);
+        let waited = waiter.await.unwrap().unwrap();
+        assert!(waited > Duration::ZERO);
+        until(|| g.snapshot().busy == 0).await;
+    }
+
+    #[tokio::test]
+    async fn a_waiter_that_went_away_is_skipped() {
+        let g = gate(1, PolicyKind::Fcfs);
+        let a: Arc<str> = Arc::from("a");
+        let p1 = g.acquire(meta(&g, 0), &a).await.unwrap();
+        let g2 = g.clone();
+        let a2 = a.clone();
+        let gone = tokio::spawn(async move { g2.acquire(meta(&g2, 0), &a2).await.is_ok() });
+        until(|| g.snapshot().queued == 1).await;
+        gone.abort();
+        let _ = gone.await;
+        drop(p1);
+        let s = g.snapshot();
+        assert_eq!((s.busy, s.queued, s.abandoned), (0, 0, 1));
+        // The worker is free for the next one.
+        let _p = g.acquire(meta(&g, 1), &Arc::from("b")).await.unwrap();
+    }
+
+    #[tokio::test]
+    async fn close_answers_queued_with_shutdown_and_refuses_new() {
+        let g = gate(1, PolicyKind::Fcfs);
+        let a: Arc<str> = Arc::from("a");
+        let p1 = g.acquire(meta(&g, 0), &a).await.unwrap();
+        let g2 = g.clone();
+        let a2 = a.clone();
+        let waiter = tokio::spawn(async move { g2.acquire(meta(&g2, 0), &a2).await.err() });
+        until(|| g.snapshot().queued == 1).await;
+        g.close();
+        assert_eq!(
+            waiter.await.unwrap(),
+            Some(Overloaded {
+                reason: RejectReason::Shutdown
+            })
+        );
+        assert_eq!(
+            g.acquire(meta(&g, 0), &a).await.err().map(|o| o.reason),
+            Some(RejectReason::Shutdown)
+        );
+        drop(p1);
+        assert_eq!(g.snapshot().busy, 0);
+    }
+
+    #[tokio::test]
+    async fn class_names_decide_after_a_reconfigure() {
+        let g = gate(2, PolicyKind::Fcfs);
+        // Classes swap places: a request classified as "b" with the old index 1 must land in "b" (now 0).
+        let cfg = SchedConfig::new(
+            vec![ClassSpec::new("b"), ClassSpec::new("a")],
+            PolicyKind::Stride,
+        );
+        g.reconfigure(cfg, None, 3).unwrap();
+        let p = g.acquire(meta(&g, 1), &Arc::from("b")).await.unwrap();
+        assert_eq!(&**p.class_name(), "b");
+        let s = g.snapshot();
+        assert_eq!((s.workers, s.policy), (3, PolicyKind::Stride));
+    }
+
+    #[tokio::test]
+    async fn timer_answers_queue_timeouts() {
+        let mut cfg = SchedConfig::new(vec![ClassSpec::new("a")], PolicyKind::Fcfs);
+        cfg.queue_timeout = Some(30_000_000);
+        let g = Gate::new(cfg, None, 1).unwrap();
+        tokio::spawn(g.clone().run_timer());
+        let a: Arc<str> = Arc::from("a");
+        let _p1 = g.acquire(meta(&g, 0), &a).await.unwrap();
+        let t = Instant::now();
+        let r = g.acquire(meta(&g, 0), &a).await;
+        assert_eq!(r.err().map(|o| o.reason), Some(RejectReason::QueueTimeout));
+        assert!(t.elapsed() >= Duration::from_millis(29));
+        g.close();
+    }
+}
