@@ -109,15 +109,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(StartError::Config(e)) => return Err(usage(e)),
             Err(e) => return Err(anyhow::Error::new(e)),
         };
-        match handle.admin_addr() {
-            Some(a) => eprintln!(
-                "listening on http://{} (admin http://{a})",
-                handle.local_addr()
-            ),
-            None => eprintln!("listening on http://{} (admin off)", handle.local_addr()),
-        }
         handle
-            .run_until_signalled()
+            .run_until_signalled_with(|h| match h.admin_addr() {
+                Some(a) => eprintln!("listening on http://{} (admin http://{a})", h.local_addr()),
+                None => eprintln!("listening on http://{} (admin off)", h.local_addr()),
+            })
             .await
             .context("serving failed")?;
         tracing::info!("shut down cleanly");

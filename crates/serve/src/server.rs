@@ -501,10 +501,20 @@ impl ServerHandle {
 
     /// Serve until SIGTERM or SIGINT (then shut down gracefully); SIGHUP re-reads the configuration file.
     pub async fn run_until_signalled(self) -> std::io::Result<()> {
+        self.run_until_signalled_with(|_| {}).await
+    }
+
+    /// Like [`ServerHandle::run_until_signalled`], calling `ready` once the signal handlers are installed
+    /// (so a signal sent by whoever sees what `ready` prints is never lost).
+    pub async fn run_until_signalled_with(
+        self,
+        ready: impl FnOnce(&ServerHandle),
+    ) -> std::io::Result<()> {
         use tokio::signal::unix::{SignalKind, signal};
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         let mut hup = signal(SignalKind::hangup())?;
+        ready(&self);
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
