@@ -282,6 +282,10 @@ pub struct BenchConfig {
     pub server_pid: Option<i32>,
     /// Seed for random URL choice.
     pub seed: u64,
+    /// With a duration: let the requests in flight when it ends finish (within `timeout`) and count them,
+    /// so the sample is every request *started* in the measured window. Without it they are abandoned, as
+    /// wrk does, which leaves out the longest requests and biases means low by about R/T (`ordo demo`).
+    pub drain: bool,
 }
 
 impl BenchConfig {
@@ -304,6 +308,7 @@ impl BenchConfig {
             strict_length: false,
             server_pid: None,
             seed: 0x5eed,
+            drain: false,
         })
     }
 

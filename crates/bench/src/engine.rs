@@ -97,6 +97,8 @@ pub(crate) struct Plan {
     pub warm_issued: AtomicU64,
     pub live: Vec<Live>,
     pub seed: u64,
+    /// Let requests in flight at `end` finish (up to `timeout`) instead of abandoning them.
+    pub drain: bool,
 }
 
 impl Plan {
@@ -143,6 +145,7 @@ pub(crate) fn run_thread(
             _ = async { for h in handles.iter_mut() { let _ = h.await; } } => {}
             _ = async {
                 match end {
+                    Some(e) if plan.drain => tokio::time::sleep_until((e + plan.timeout).into()).await,
                     Some(e) => tokio::time::sleep_until(e.into()).await,
                     None => std::future::pending().await,
                 }
@@ -251,9 +254,17 @@ async fn connection(ctx: Ctx, j: usize) {
         };
         // 3. The exchange, bounded by the request timeout.
         let t_start = Instant::now();
+        let mut opened = 0u64;
         let res = tokio::time::timeout(
             plan.timeout,
-            exchange(&mut stream, &mut buf, &mut carry, &cp.requests[url], plan),
+            exchange(
+                &mut stream,
+                &mut buf,
+                &mut carry,
+                &mut opened,
+                &cp.requests[url],
+                plan,
+            ),
         )
         .await;
         let t_done = Instant::now();
@@ -269,6 +280,7 @@ async fn connection(ctx: Ctx, j: usize) {
             let done_us = us(t_done.saturating_duration_since(plan.measure_start));
             let live = &plan.live[ctx.live];
             let mut st = ctx.stats.borrow_mut();
+            st.connections_opened += opened;
             match res {
                 Ok(x) => {
                     let mut length_ok = true;
@@ -307,7 +319,6 @@ async fn connection(ctx: Ctx, j: usize) {
                         st.record_fail(class, FailKind::Length, done_us);
                         live.failed.fetch_add(1, Ordering::Relaxed);
                     }
-                    st.connections_opened += x.opened;
                 }
                 Err(kind) => {
                     st.record_fail(class, kind, done_us);
@@ -328,7 +339,6 @@ struct Exchanged {
     connected: Option<(Instant, Instant)>,
     sent: Instant,
     first_byte: Option<Instant>,
-    opened: u64,
 }
 
 /// Send one request and read its response, opening a connection first if there is none. A reused
@@ -338,11 +348,11 @@ async fn exchange(
     stream: &mut Option<TcpStream>,
     buf: &mut Vec<u8>,
     carry: &mut usize,
+    opened: &mut u64,
     req: &Bytes,
     plan: &Plan,
 ) -> Result<Exchanged, FailKind> {
     let mut retried = false;
-    let mut opened = 0u64;
     loop {
         let mut connected = None;
         let s = match stream {
@@ -357,7 +367,7 @@ async fn exchange(
                         Ok(Err(_)) | Err(_) => return Err(FailKind::Connect),
                     };
                 let _ = s.set_nodelay(true);
-                opened += 1;
+                *opened += 1;
                 *carry = 0;
                 connected = Some((t0, Instant::now()));
                 stream.insert(s)
@@ -384,7 +394,6 @@ async fn exchange(
                     connected,
                     sent,
                     first_byte,
-                    opened,
                 });
             }
             Err(ReadError::Receive { received: 0, .. }) if reused && !retried => {

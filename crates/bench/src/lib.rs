@@ -237,6 +237,7 @@ pub fn run_observed(
         warm_issued: AtomicU64::new(0),
         live: (0..threads).map(|_| Live::default()).collect(),
         seed: config.seed,
+        drain: config.drain,
     });
 
     let mut handles = Vec::with_capacity(threads);
