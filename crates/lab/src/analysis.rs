@@ -531,11 +531,15 @@ pub fn render(a: &Analysis) -> String {
             Some(c) => {
                 let _ = writeln!(
                     o,
-                    "\nbest: {} — {} ± {} ({} vs baseline, difference CI [{}, {}]; {})",
+                    "\nbest: {} — {} ± {} ({} vs baseline{}, difference CI [{}, {}]; {})",
                     b.label,
                     num(b.mean),
                     num(b.ci95),
                     pct(c.rel),
+                    match (a.objective.as_str(), c.rel < 0.0) {
+                        ("minimize", true) | ("maximize", false) => ", better",
+                        _ => ", worse",
+                    },
                     num(c.ci_low),
                     num(c.ci_high),
                     if c.significant {

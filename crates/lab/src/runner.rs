@@ -313,6 +313,24 @@ pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError
             }
         }
     }
+    // A cgroup knob on a target that shares ordo's own cgroup would throttle the load generator too.
+    if let Some(pid) = ctx.target.pid {
+        let mine = std::fs::read_to_string("/proc/self/cgroup").ok();
+        let theirs = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
+        if mine.is_some() && mine == theirs {
+            for c in checks.iter_mut() {
+                if c.knob.starts_with("cgroup:") && c.result.is_ok() {
+                    c.result = Err(Refusal::new(
+                        &c.knob
+                            .parse::<KnobId>()
+                            .unwrap_or(KnobId::Cgroup(c.knob.clone())),
+                        ordo_sys::knobs::RefusalKind::NoEffect,
+                        "the target is in ordo's own cgroup, so the load generator would be limited as much as the target; start the target in a cgroup of its own (e.g. `systemd-run --scope` in target.command)",
+                    ));
+                }
+            }
+        }
+    }
     drop(running);
     let per_run = spec
         .workloads
@@ -863,6 +881,55 @@ pub fn resume(opts: &RunOptions) -> Result<Outcome, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn without_root_system_knobs_are_skipped_and_optional_ones_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir_all(root.join("proc/sys/vm")).unwrap();
+        std::fs::write(root.join("proc/sys/vm/swappiness"), "60\n").unwrap();
+        let text = format!(
+            r#"
+[target]
+pid = {pid}
+[workload]
+url = "http://127.0.0.1:1/"
+[knobs]
+"sysctl:vm.swappiness" = [10, 20]
+"debugfs:base_slice_ns" = {{ levels = [1000000], optional = true }}
+nice = [0, 5]
+"#,
+            pid = std::process::id()
+        );
+        let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
+        let opts = RunOptions {
+            db: d.path().join("t.db"),
+            journal: d.path().join("j"),
+            root: SysRoot::at(&root).with_privileged(false),
+            threads: Arc::new(ordo_sys::knobs::RealThreads),
+            ordo: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+            run_limit: None,
+            print: false,
+        };
+        let plan = plan(&spec, &opts, false).unwrap();
+        assert!(plan.refusals().is_empty(), "{:?}", plan.refusals());
+        let skipped: Vec<String> = plan.skipped().iter().map(|r| r.knob.clone()).collect();
+        assert_eq!(
+            skipped,
+            vec!["sysctl:vm.swappiness", "debugfs:base_slice_ns"]
+        );
+        // Only the nice levels remain: baseline + 2.
+        assert_eq!(plan.configs.len(), 3);
+        assert!(plan.render().contains("SKIPPED"));
+        // Nothing was written.
+        assert_eq!(
+            std::fs::read_to_string(root.join("proc/sys/vm/swappiness")).unwrap(),
+            "60\n"
+        );
+        assert!(!opts.db.exists());
+    }
 
     #[test]
     fn apply_order_puts_policy_first_and_skips_params() {
