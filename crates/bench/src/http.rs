@@ -101,6 +101,7 @@ pub enum ReadError {
 
 const MAX_HEAD: usize = 1 << 20;
 const MAX_HEADERS: usize = 64;
+const BIG_BUF: usize = 256 * 1024;
 
 /// Read one response from `stream` into the reused `buf`, recording the time of the first byte in
 /// `first_byte`. `head_request` means the response has no body whatever it declares. `carry` is the
@@ -227,6 +228,10 @@ pub async fn read_response<S: AsyncRead + Unpin>(
                 let from = head_len + take as usize;
                 buf.copy_within(from..filled, 0);
                 *carry = filled - from;
+            }
+            if remaining > buf.len() as u64 && buf.len() < BIG_BUF {
+                // A large body: read it in bigger pieces (once per connection).
+                buf.resize(BIG_BUF, 0);
             }
             while remaining > 0 {
                 let n = match stream.read(&mut buf[..]).await {
