@@ -122,8 +122,8 @@ pub fn build_store(path: &Path, host: &str, kernel: &str, speed: f64, seed: u64,
     let id = store
         .create_experiment(
             "seed000-style sweep",
-            "examples/tune/seed000.toml",
-            "# synthetic",
+            "synthetic.toml",
+            "# synthetic measurements written by crates/report/tests/common",
             seed,
             &meta,
             &configs,
