@@ -191,7 +191,7 @@ async fn connection(ctx: Ctx, j: usize) {
     let plan = &*ctx.plan;
     let mut stream: Option<TcpStream> = None;
     let mut carry = 0usize;
-    let mut buf = vec![0u8; 16 * 1024];
+    let mut buf = vec![0u8; 8 * 1024];
     let mut rng = Rng(plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut turn = vec![0usize; plan.classes.len()];
     let mut k: u64 = 0;

@@ -569,6 +569,29 @@ mod tests {
     }
 
     #[test]
+    fn chunked_decoder_any_split() {
+        let wire = b"5;a=b\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nT: v\r\n\r\nNEXT";
+        let body_len = wire.len() - 4;
+        for a in 0..=wire.len() {
+            for b in a..=wire.len() {
+                let mut d = ChunkedDecoder::default();
+                let mut used = 0;
+                let mut done = false;
+                for piece in [&wire[..a], &wire[a..b], &wire[b..]] {
+                    if done {
+                        break;
+                    }
+                    let (n, fin) = d.feed(piece).unwrap();
+                    used += n;
+                    done = fin;
+                }
+                assert!(done, "split {a}/{b}");
+                assert_eq!((used, d.data), (body_len, 31), "split {a}/{b}");
+            }
+        }
+    }
+
+    #[test]
     fn head_and_interim() {
         let r = read_all(
             b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n",

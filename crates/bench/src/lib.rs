@@ -128,6 +128,18 @@ pub fn run_observed(
     mut on_progress: impl FnMut(&Progress),
 ) -> Result<BenchReport, BenchError> {
     config.validate()?;
+    if let Some(limit) = open_file_limit() {
+        // Each connection is a descriptor; leave room for the runtime's own.
+        if config.connections as u64 + 64 > limit {
+            return Err(BenchError::InvalidConfig {
+                field: "connections".into(),
+                message: format!(
+                    "{} connections exceed this process's open-file limit of {limit} (raise `ulimit -n`)",
+                    config.connections
+                ),
+            });
+        }
+    }
     let addr = config.target.resolve()?;
     // Fail fast, within the connect timeout, when nothing listens.
     std::net::TcpStream::connect_timeout(&addr, config.connect_timeout).map_err(|e| {
@@ -378,6 +390,17 @@ fn slot_table_len(mix: &Mix) -> usize {
     } else {
         10_000
     }
+}
+
+/// The soft RLIMIT_NOFILE from /proc/self/limits (None when unreadable or unlimited).
+fn open_file_limit() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/self/limits").ok()?;
+    let line = text.lines().find(|l| l.starts_with("Max open files"))?;
+    line["Max open files".len()..]
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()
 }
 
 fn unix_ms() -> u64 {
