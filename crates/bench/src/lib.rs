@@ -207,7 +207,9 @@ pub fn run_observed(
     let (warm_slots, measure_start, limit) = match (config.pacing, config.stop) {
         (Pacing::Open { rate }, stop) => {
             let w = (config.warmup.as_secs_f64() * rate).ceil() as u64;
-            let ms = start + Duration::from_secs_f64(w as f64 / rate);
+            let ms = start
+                .checked_add(Duration::from_secs_f64(w as f64 / rate))
+                .ok_or_else(|| too_long("warmup"))?;
             let limit = match stop {
                 Stop::Requests(n) => Some(w + n),
                 Stop::Duration(_) => None,
@@ -216,7 +218,9 @@ pub fn run_observed(
         }
         (Pacing::Closed, stop) => (
             0,
-            start + config.warmup,
+            start
+                .checked_add(config.warmup)
+                .ok_or_else(|| too_long("warmup"))?,
             match stop {
                 Stop::Requests(n) => Some(n),
                 Stop::Duration(_) => None,
@@ -224,7 +228,11 @@ pub fn run_observed(
         ),
     };
     let end = match config.stop {
-        Stop::Duration(d) => Some(measure_start + d),
+        Stop::Duration(d) => Some(
+            measure_start
+                .checked_add(d)
+                .ok_or_else(|| too_long("duration"))?,
+        ),
         Stop::Requests(_) => None,
     };
     let plan = Arc::new(Plan {
@@ -389,6 +397,13 @@ fn slot_table_len(mix: &Mix) -> usize {
         sum as usize
     } else {
         10_000
+    }
+}
+
+fn too_long(field: &str) -> BenchError {
+    BenchError::InvalidConfig {
+        field: field.to_string(),
+        message: "too long".to_string(),
     }
 }
 
