@@ -366,7 +366,11 @@ async fn exchange(
                         Ok(Ok(s)) => s,
                         Ok(Err(_)) | Err(_) => return Err(FailKind::Connect),
                     };
-                let _ = s.set_nodelay(true);
+                if plan.keepalive {
+                    // One write per request, so Nagle never delays a fresh connection's only request;
+                    // skipping the setsockopt saves a syscall per request without keep-alive.
+                    let _ = s.set_nodelay(true);
+                }
                 *opened += 1;
                 *carry = 0;
                 connected = Some((t0, Instant::now()));
