@@ -217,3 +217,25 @@ fn regenerate_example_store() {
         common::build_store(&p, host, kernel, speed, seed, 3);
     }
 }
+
+#[test]
+fn one_experiment_of_a_store_can_be_picked() {
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("tune.db");
+    common::build_store(&db, "lab-a", "6.8.0", 1.0, 1, 3);
+    common::build_store(&db, "lab-a", "6.8.0", 1.0, 2, 3);
+    let all = ordo_report::load(&db).unwrap();
+    let html = ordo_report::render_html(std::slice::from_ref(&all));
+    assert!(html.contains("id=\"input-1-e1\"") && html.contains("id=\"input-1-e2\""));
+    // Same name, same machine: compared within the store, told apart by experiment number.
+    assert!(html.contains("id=\"compare-tune-1-configs\""));
+    assert!(html.contains("6.8.0 @ lab-a (tune.db #2)"));
+
+    let one = ordo_report::Input::tune(&db, Some(2)).unwrap();
+    let html = ordo_report::render_html(&[one]);
+    assert!(html.contains("id=\"input-1-e2\"") && !html.contains("id=\"input-1-e1\""));
+    let e = ordo_report::Input::tune(&db, Some(9))
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("no experiment 9"), "{e}");
+}

@@ -129,6 +129,23 @@ impl Input {
         }
     }
 
+    /// Open an `ordo tune` store: every experiment in it, or only experiment `only` (what `ordo tune` hands
+    /// over when an experiment finishes).
+    pub fn tune(path: &Path, only: Option<i64>) -> Result<Input, InputError> {
+        let name = path.display().to_string();
+        let store = tune::load(&name, path, only)?;
+        let machine = store
+            .experiments
+            .last()
+            .map(|e| e.machine.clone())
+            .unwrap_or_default();
+        Ok(Input {
+            name,
+            machine,
+            data: InputData::Tune(Box::new(store)),
+        })
+    }
+
     pub fn kind(&self) -> Kind {
         match &self.data {
             InputData::Demo(_) => Kind::Demo,
@@ -186,17 +203,7 @@ impl Input {
 pub fn load(path: &Path) -> Result<Input, InputError> {
     let name = path.display().to_string();
     if is_sqlite(path) {
-        let store = tune::load(&name, path)?;
-        let machine = store
-            .experiments
-            .last()
-            .map(|e| e.machine.clone())
-            .unwrap_or_default();
-        return Ok(Input {
-            name,
-            machine,
-            data: InputData::Tune(Box::new(store)),
-        });
+        return Input::tune(path, None);
     }
     let bytes = std::fs::read(path).map_err(|source| InputError::Read {
         path: name.clone(),

@@ -32,8 +32,8 @@ pub struct TuneStore {
     pub experiments: Vec<Experiment>,
 }
 
-/// Open a store read-only and load and analyse every experiment in it.
-pub fn load(name: &str, path: &Path) -> Result<TuneStore, InputError> {
+/// Open a store read-only and load and analyse every experiment in it (or only experiment `only`).
+pub fn load(name: &str, path: &Path, only: Option<i64>) -> Result<TuneStore, InputError> {
     let not_store = |reason: String| InputError::Unknown {
         path: name.to_string(),
         reason: format!("an SQLite database but not an ordo tune store: {reason}"),
@@ -44,17 +44,27 @@ pub fn load(name: &str, path: &Path) -> Result<TuneStore, InputError> {
         reason,
     };
     let store = Store::open_read_only(path).map_err(|e| not_store(e.to_string()))?;
-    let list = store
+    let mut ids: Vec<i64> = store
         .list_experiments()
-        .map_err(|e| not_store(e.to_string()))?;
-    if list.is_empty() {
+        .map_err(|e| not_store(e.to_string()))?
+        .into_iter()
+        .map(|row| row.id)
+        .collect();
+    if let Some(id) = only {
+        if !ids.contains(&id) {
+            return Err(corrupt(format!("the store has no experiment {id}")));
+        }
+        ids = vec![id];
+    }
+    if ids.is_empty() {
         return Err(corrupt("the store holds no experiment".into()));
     }
-    let mut experiments = Vec::with_capacity(list.len());
-    for row in list {
+    ids.sort_unstable();
+    let mut experiments = Vec::with_capacity(ids.len());
+    for id in ids {
         let data = store
-            .load(row.id)
-            .map_err(|e| corrupt(format!("experiment {}: {e}", row.id)))?;
+            .load(id)
+            .map_err(|e| corrupt(format!("experiment {id}: {e}")))?;
         let analysis = analyze(&data);
         let machine = Machine::from_value(data.fingerprint.as_ref());
         experiments.push(Experiment {
@@ -63,7 +73,6 @@ pub fn load(name: &str, path: &Path) -> Result<TuneStore, InputError> {
             machine,
         });
     }
-    experiments.sort_by_key(|e| e.data.experiment.id);
     Ok(TuneStore { experiments })
 }
 
@@ -242,7 +251,7 @@ pub fn config_percentiles(c: &ConfigStats, w: &str) -> Vec<Point> {
 }
 
 /// Latency percentile curves per configuration (or baseline, best and worst when there are many).
-pub fn percentile_chart(id: &str, a: &Analysis) -> Option<(XyChart, Option<String>)> {
+pub fn percentile_chart(id: &str, a: &Analysis) -> Option<XyChart> {
     let w = latency_workload(a)?;
     let measured: Vec<&ConfigStats> = a
         .configs
@@ -253,8 +262,8 @@ pub fn percentile_chart(id: &str, a: &Analysis) -> Option<(XyChart, Option<Strin
         return None;
     }
     let p99 = |c: &ConfigStats| c.metrics[&format!("{w}.p99_ms")].mean;
-    let (shown, note): (Vec<&ConfigStats>, Option<String>) = if measured.len() <= MAX_CURVES {
-        (measured.clone(), None)
+    let (shown, which): (Vec<&ConfigStats>, String) = if measured.len() <= MAX_CURVES {
+        (measured.clone(), "per configuration".to_string())
     } else {
         let mut pick: Vec<&ConfigStats> = Vec::new();
         if let Some(b) = measured.iter().find(|c| c.is_baseline) {
@@ -270,15 +279,13 @@ pub fn percentile_chart(id: &str, a: &Analysis) -> Option<(XyChart, Option<Strin
         let n = measured.len();
         (
             pick,
-            Some(format!(
-                "Latency curves: the baseline and the configurations with the lowest and highest p99 of {n} are drawn; every configuration is in the table."
-            )),
+            format!("of the baseline and of the lowest and highest p99 of {n} configurations"),
         )
     };
     let mut c = XyChart::new(
         id,
         format!(
-            "Latency percentiles of workload {w} per configuration (mean over runs); both axes logarithmic."
+            "Latency percentiles of workload {w} {which} (mean over runs); both axes logarithmic."
         ),
         "percentile",
         "latency (ms)",
@@ -299,7 +306,7 @@ pub fn percentile_chart(id: &str, a: &Analysis) -> Option<(XyChart, Option<Strin
         }
         c.series.push(s);
     }
-    Some((c, note))
+    Some(c)
 }
 
 /// Seed 001's charts: runtime against the scale knob per group, and the scalability ratio.
@@ -550,16 +557,11 @@ fn experiment_section(e: &Experiment, id: &str, name: &str) -> Section {
         for c in main_effect_charts(id, a) {
             blocks.push(c.into());
         }
-        let mut curve_note = None;
-        if let Some((c, note)) = percentile_chart(&format!("{id}-percentiles"), a) {
+        if let Some(c) = percentile_chart(&format!("{id}-percentiles"), a) {
             blocks.push(c.into());
-            curve_note = note;
         }
         for c in scalability_charts(id, a) {
             blocks.push(c.into());
-        }
-        if let Some(n) = curve_note {
-            blocks.push(Block::Note(n));
         }
     }
     blocks.push(config_table(a).left(0).into());

@@ -310,13 +310,13 @@ impl XyChart {
                     coords.join(" ")
                 );
             }
-            let (fill, r) = if marker_is_stroke(idx) {
-                ("none", 3.5)
-            } else if s.line {
-                (c, 3.5)
-            } else {
-                (c, 2.8)
+            // Dense lines get small markers so the line stays readable; every point is still an element.
+            let r = match (s.line, pts.len()) {
+                (false, _) => 2.8,
+                (true, n) if n > 60 => 1.8,
+                _ => 3.5,
             };
+            let fill = if marker_is_stroke(idx) { "none" } else { c };
             let opacity = if s.line { "" } else { " fill-opacity=\"0.6\"" };
             for p in &pts {
                 let (cx, cy) = (xpos(p.x), ypos(p.y));
