@@ -5,7 +5,6 @@
 
 mod http_util;
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
@@ -24,8 +23,8 @@ use tokio::net::TcpListener;
 struct Route(Backend);
 
 impl Handler for Route {
-    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send {
-        async move { self.0.call(&req).await }
+    async fn handle(&self, req: Request) -> Response {
+        self.0.call(&req).await
     }
 }
 
@@ -268,8 +267,8 @@ struct Upstream {
 struct UpHandler;
 
 impl Handler for UpHandler {
-    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send {
-        async move {
+    async fn handle(&self, req: Request) -> Response {
+        {
             let body = format!(
                 "{} {} xff={} host={} conn={} body={}",
                 req.method,

@@ -230,7 +230,12 @@ pub(crate) async fn serve<H: Handler>(
             return;
         }
         if !ctx.keep_alive {
-            return linger_close(stream).await;
+            // Input the client sent after this request (pipelined beyond a `Connection: close`) would turn a
+            // plain close into a reset that can destroy the response: drain it first. Otherwise close at once.
+            if !rbuf.is_empty() {
+                linger_close(stream).await;
+            }
+            return;
         }
         if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
             rbuf = BytesMut::with_capacity(READ_CHUNK);
@@ -264,7 +269,8 @@ async fn linger_close(mut stream: TcpStream) {
     if stream.shutdown().await.is_err() {
         return;
     }
-    let mut sink = [0u8; 8192];
+    // on the heap: an array here would make every connection's future (moved on spawn) 8 KiB larger
+    let mut sink = vec![0u8; 4096];
     let mut drained = 0usize;
     let _ = timeout(LINGER_TIME, async {
         while drained < LINGER_BYTES {

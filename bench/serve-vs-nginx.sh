@@ -1,0 +1,227 @@
+#!/usr/bin/env bash
+# ordo serve vs nginx on the same 2 KB static file, one worker thread each pinned to the same core
+# (SERVER_CPU, default 0), loaded by wrk pinned to another core (CLIENT_CPU, default 1):
+#   1. keep-alive, 2. without keep-alive (wrk -H 'Connection: close'),
+#   3. ordo serve with `stride` over three classes vs `fcfs` (same three classes, routes and request mix).
+# Each case runs ROUNDS times, interleaved, and the median is reported with the server's CPU time per request
+# (from /proc/PID/stat: robust when other processes steal the core, which req/s is not).
+#
+#   bench/serve-vs-nginx.sh                       # needs nginx and wrk: ORDO_SETUP_PEERS=1 ./scripts/setup.sh
+#   DURATION=10s ROUNDS=5 CONNS=100 bench/serve-vs-nginx.sh
+#   ORDO_BENCH_EXAMPLE=1 bench/serve-vs-nginx.sh  # HTTP layer + static backend only (crates/serve/examples/static_bench.rs)
+#   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
+#
+# Everything it starts is killed and its temp dir removed on every exit path.
+set -euo pipefail
+
+DURATION=${DURATION:-10s}
+ROUNDS=${ROUNDS:-3}
+CONNS=${CONNS:-100}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+NGINX_PORT=${NGINX_PORT:-18082}
+ORDO_PORT=${ORDO_PORT:-18081}
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+for tool in nginx wrk taskset curl; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "serve-vs-nginx: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
+done
+nginx_bin=$(command -v nginx)
+
+tmp=$(mktemp -d -t ordo-serve-bench.XXXXXX)
+chmod 755 "$tmp" # nginx's worker runs as an unprivileged user when started as root
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do
+    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  done
+  for p in "${pids[@]:-}"; do
+    [ -n "$p" ] && wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+[ "${ORDO_BENCH_DEBUG:-0}" = 1 ] && trap 'tail -n 5 "$tmp"/nginx/stderr "$tmp"/nginx/error.log "$tmp"/ordo.stderr 2>/dev/null; cleanup' EXIT
+trap 'exit 130' INT TERM
+
+build=(cargo build --release -q --bin ordo)
+ordo_kind="ordo serve (threads = 1)"
+if [ "${ORDO_BENCH_EXAMPLE:-0}" = 1 ]; then
+  build=(cargo build --release -q -p ordo-serve --example static_bench)
+  ordo_kind="static_bench example (HTTP layer + static backend, no scheduler)"
+fi
+if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
+  echo "building (release)..." >&2
+  (cd "$here" && "${build[@]}")
+fi
+target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target_dir=${target_dir:-$here/target}
+
+# The 2 KB file, also under a/ b/ c/ for the three-class runs.
+mkdir -p "$tmp/www" "$tmp/nginx/tmp" "$tmp/nginx/logs"
+for d in "" a b c; do
+  mkdir -p "$tmp/www/$d"
+  awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/$d/file.txt"
+done
+
+cat > "$tmp/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  sendfile on; tcp_nopush on; tcp_nodelay on;
+  keepalive_requests 100000000;
+  open_file_cache max=100 inactive=60s;
+  default_type text/plain;
+  client_body_temp_path $tmp/nginx/tmp; proxy_temp_path $tmp/nginx/tmp; fastcgi_temp_path $tmp/nginx/tmp;
+  uwsgi_temp_path $tmp/nginx/tmp; scgi_temp_path $tmp/nginx/tmp;
+  server { listen 127.0.0.1:$NGINX_PORT; root $tmp/www; }
+}
+EOF
+
+write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3)
+  {
+    echo "listen = \"127.0.0.1:$ORDO_PORT\""
+    echo "threads = 1"
+    echo "workers = 4096"
+    echo "policy = \"$2\""
+    echo "queue_cap = 100000"
+    echo "[limits]"
+    echo "max_connections = 100000"
+    echo "[admin]"
+    echo "enabled = false"
+    if [ "$3" = 3 ]; then
+      for c in a:4 b:2 c:1; do
+        echo "[[classes]]"; echo "name = \"${c%%:*}\""; echo "weight = ${c##*:}"
+      done
+      for c in a b c; do
+        echo "[[rules]]"; echo "class = \"$c\""; echo "path_prefix = \"/$c\""
+      done
+    else
+      echo "[[classes]]"; echo "name = \"default\""
+    fi
+    echo "[[routes]]"
+    echo "prefix = \"/\""
+    echo "static = { root = \"$tmp/www\" }"
+  } > "$1"
+}
+write_ordo_config "$tmp/plain.toml" fcfs 1
+write_ordo_config "$tmp/fcfs3.toml" fcfs 3
+write_ordo_config "$tmp/stride3.toml" stride 3
+
+cat > "$tmp/mix.lua" <<'EOF'
+local paths = { "/a/file.txt", "/b/file.txt", "/c/file.txt" }
+local i = 0
+request = function()
+  i = i % 3 + 1
+  return wrk.format(nil, paths[i])
+end
+EOF
+
+wait_ready() { # $1 = url
+  for _ in $(seq 1 100); do
+    if curl -fs -o /dev/null "$1"; then return 0; fi
+    sleep 0.1
+  done
+  echo "serve-vs-nginx: $1 did not come up" >&2
+  exit 1
+}
+
+server_pid=""
+stop_server() {
+  if [ -n "$server_pid" ]; then
+    kill "$server_pid" 2>/dev/null || true
+    wait "$server_pid" 2>/dev/null || true
+    server_pid=""
+  fi
+}
+
+start_nginx() {
+  taskset -c "$SERVER_CPU" "$nginx_bin" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2>>"$tmp/nginx/stderr" &
+  server_pid=$!
+  pids+=("$server_pid")
+  wait_ready "http://127.0.0.1:$NGINX_PORT/file.txt"
+  # the process that does the work: nginx's single worker
+  measure_pid=$(pgrep -P "$server_pid" | head -1)
+}
+
+start_ordo() { # $1 = config
+  if [ "${ORDO_BENCH_EXAMPLE:-0}" = 1 ]; then
+    taskset -c "$SERVER_CPU" "$target_dir/release/examples/static_bench" "$tmp/www" "127.0.0.1:$ORDO_PORT" 2>>"$tmp/ordo.stderr" &
+  else
+    taskset -c "$SERVER_CPU" "$target_dir/release/ordo" serve --config "$1" 2>>"$tmp/ordo.stderr" &
+  fi
+  server_pid=$!
+  pids+=("$server_pid")
+  wait_ready "http://127.0.0.1:$ORDO_PORT/file.txt"
+  measure_pid=$server_pid
+}
+
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+clk_tck=$(getconf CLK_TCK)
+
+# run_wrk PORT [wrk args...] -> prints "rps cpu_us_per_req"
+run_wrk() {
+  local port=$1; shift
+  local t0 t1 out reqs rps
+  t0=$(ticks "$measure_pid")
+  out=$(taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$@" "http://127.0.0.1:$port/file.txt")
+  t1=$(ticks "$measure_pid")
+  reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
+  rps=$(echo "$out" | awk '/Requests\/sec/ { print $2 }')
+  if echo "$out" | grep -qE 'Non-2xx|Socket errors'; then
+    echo "warning: wrk on port $port reported: $(echo "$out" | grep -E 'Non-2xx|Socket errors' | tr -s ' ')" >&2
+  fi
+  awk -v r="$rps" -v n="$reqs" -v dt="$((t1 - t0))" -v hz="$clk_tck" \
+    'BEGIN { printf "%.0f %.2f\n", r, (n > 0 ? dt / hz * 1e6 / n : 0) }'
+}
+
+median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+
+declare -A rps cpu
+record() { # case rps cpu
+  rps[$1]="${rps[$1]:-} $2"
+  cpu[$1]="${cpu[$1]:-} $3"
+}
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections" >&2
+for round in $(seq 1 "$ROUNDS"); do
+  echo "round $round/$ROUNDS..." >&2
+  start_nginx
+  read -r r c < <(run_wrk "$NGINX_PORT"); record nginx_ka "$r" "$c"
+  read -r r c < <(run_wrk "$NGINX_PORT" -H 'Connection: close'); record nginx_close "$r" "$c"
+  stop_server
+  start_ordo "$tmp/plain.toml"
+  read -r r c < <(run_wrk "$ORDO_PORT"); record ordo_ka "$r" "$c"
+  read -r r c < <(run_wrk "$ORDO_PORT" -H 'Connection: close'); record ordo_close "$r" "$c"
+  stop_server
+  if [ "${ORDO_BENCH_EXAMPLE:-0}" != 1 ]; then
+    start_ordo "$tmp/fcfs3.toml"
+    read -r r c < <(run_wrk "$ORDO_PORT" -s "$tmp/mix.lua"); record fcfs3 "$r" "$c"
+    stop_server
+    start_ordo "$tmp/stride3.toml"
+    read -r r c < <(run_wrk "$ORDO_PORT" -s "$tmp/mix.lua"); record stride3 "$r" "$c"
+    stop_server
+  fi
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+med() { echo "${1}" | tr ' ' '\n' | grep -v '^$' | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+echo
+echo "ordo side: $ordo_kind; nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///'), 1 worker; both on CPU $SERVER_CPU, wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU"
+printf '%-34s %12s %14s   %s\n' "case" "req/s (med)" "CPU us/req" "all rounds (req/s)"
+for k in nginx_ka ordo_ka nginx_close ordo_close fcfs3 stride3; do
+  [ -n "${rps[$k]:-}" ] || continue
+  printf '%-34s %12s %14s   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" "${rps[$k]# }"
+done
+echo
+echo "ratio ordo/nginx keep-alive:      $(ratio "$(med "${rps[ordo_ka]}")" "$(med "${rps[nginx_ka]}")") (req/s)   $(ratio "$(med "${cpu[nginx_ka]}")" "$(med "${cpu[ordo_ka]}")") (CPU efficiency, nginx us/req / ordo us/req)"
+echo "ratio ordo/nginx Connection:close: $(ratio "$(med "${rps[ordo_close]}")" "$(med "${rps[nginx_close]}")") (req/s)   $(ratio "$(med "${cpu[nginx_close]}")" "$(med "${cpu[ordo_close]}")") (CPU efficiency)"
+if [ -n "${rps[stride3]:-}" ]; then
+  echo "ratio stride/fcfs (3 classes):     $(ratio "$(med "${rps[stride3]}")" "$(med "${rps[fcfs3]}")") (req/s)   $(ratio "$(med "${cpu[fcfs3]}")" "$(med "${cpu[stride3]}")") (CPU efficiency)"
+fi
