@@ -404,30 +404,45 @@ fn tempdir() -> Result<TempDir, RunError> {
     Ok(TempDir(p))
 }
 
-/// Set `flag` on SIGINT or SIGTERM (a thread with a small tokio runtime waits for them).
+/// Set `flag` on SIGINT or SIGTERM (a thread with a small tokio runtime waits for them). Returns once
+/// the handlers are registered, so no signal after this call can kill the process before it restores.
 pub fn install_signal_flag(flag: Arc<AtomicBool>) {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<bool>();
     std::thread::spawn(move || {
+        use tokio::signal::unix::{SignalKind, signal};
         let Ok(rt) = tokio::runtime::Builder::new_current_thread()
             .enable_all()
             .build()
         else {
+            let _ = ready_tx.send(false);
             return;
         };
         rt.block_on(async move {
-            let Ok(mut term) =
-                tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate())
-            else {
+            let (Ok(mut int), Ok(mut term)) = (
+                signal(SignalKind::interrupt()),
+                signal(SignalKind::terminate()),
+            ) else {
+                let _ = ready_tx.send(false);
                 return;
             };
+            let _ = ready_tx.send(true);
             loop {
                 tokio::select! {
-                    _ = tokio::signal::ctrl_c() => {}
+                    _ = int.recv() => {}
                     _ = term.recv() => {}
                 }
                 flag.store(true, Ordering::SeqCst);
             }
         });
     });
+    if !ready_rx
+        .recv_timeout(Duration::from_secs(5))
+        .unwrap_or(false)
+    {
+        tracing::warn!(
+            "could not install SIGINT/SIGTERM handlers; a signal will not restore the knobs (use `ordo tune recover`)"
+        );
+    }
 }
 
 fn sample_all(samplers: &mut [ordo_sys::ProcessSampler]) -> Vec<Option<ordo_sys::ProcessSnapshot>> {
@@ -621,6 +636,7 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
             .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
         );
         b.set_position(done.len() as u64);
+        b.enable_steady_tick(Duration::from_millis(500));
         b
     });
     let printer = Printer {
