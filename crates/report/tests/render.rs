@@ -370,3 +370,28 @@ fn corrupt_and_unknown_files_are_refused_with_their_name() {
     .to_string();
     assert!(e.starts_with("pid.jsonl: corrupt probe-pid result"), "{e}");
 }
+
+#[test]
+fn large_probe_runs_are_thinned_evenly_and_say_so() {
+    let mut data = json("probe-loop.json");
+    let samples = data["samples"].as_array().unwrap().clone();
+    let many: Vec<Value> = (0..10).flat_map(|_| samples.iter().cloned()).collect();
+    let n = many.len();
+    data["samples"] = Value::Array(many);
+    let input = ordo_report::parse("big.json", data.to_string().as_bytes()).unwrap();
+    let html = ordo_report::render_html(&[input]);
+    let doc = parse(&html);
+    let label = data["label"].as_str().unwrap();
+    let pts = points(&doc, "input-1-scatter", label);
+    let step = n.div_ceil(2000);
+    assert_eq!(pts.len(), n.div_ceil(step));
+    assert!(pts.len() <= 2000);
+    // Every drawn point is a real sample: the k-th drawn is sample k × step.
+    let all: Vec<&Value> = data["samples"].as_array().unwrap().iter().collect();
+    for (k, (x, y)) in pts.iter().enumerate() {
+        let s = all[k * step];
+        assert_eq!(*x, s["involuntary"].as_f64().unwrap());
+        assert_eq!(*y, s["elapsed_ns"].as_f64().unwrap() / 1e6);
+    }
+    assert!(html.contains("evenly thinned"));
+}
