@@ -125,6 +125,8 @@ pub(crate) struct ClassQueue {
     pub fifo: VecDeque<QEntry>,
     /// Live requests in `fifo`.
     pub len: usize,
+    /// Tombstones in `fifo` (requests removed from the middle); while 0, no liveness checks are needed.
+    pub dead: usize,
 }
 
 impl ClassQueue {

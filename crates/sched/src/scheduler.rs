@@ -118,13 +118,23 @@ impl<T> Scheduler<T> {
         let cq = &mut self.queues.classes[e.meta.class];
         cq.len -= 1;
         self.len -= 1;
-        while cq.fifo.front().is_some_and(|f| !self.slab.is_live(f.h)) {
+        if cq.fifo.front().is_some_and(|f| f.h == h) {
             cq.fifo.pop_front();
+        } else {
+            cq.dead += 1;
         }
-        if cq.fifo.len() > 2 * cq.len + 32 {
-            let slab = &self.slab;
-            cq.fifo.retain(|x| slab.is_live(x.h));
+        if cq.dead > 0 {
+            while cq.fifo.front().is_some_and(|f| !self.slab.is_live(f.h)) {
+                cq.fifo.pop_front();
+                cq.dead -= 1;
+            }
+            if cq.dead > cq.len + 32 {
+                let slab = &self.slab;
+                cq.fifo.retain(|x| slab.is_live(x.h));
+                cq.dead = 0;
+            }
         }
+        debug_assert_eq!(cq.fifo.len(), cq.len + cq.dead);
         self.policy.on_remove(&self.queues, &e, dispatched, now);
         Some((item, e))
     }
@@ -480,6 +490,10 @@ mod tests {
             s.enqueue(i, m, 0).unwrap();
             assert_eq!(s.dispatch(0).unwrap().item, i);
             assert!(s.queues.classes[0].fifo.len() <= 2 * s.class_len(0) + 33);
+            assert_eq!(
+                s.queues.classes[0].fifo.len(),
+                s.class_len(0) + s.queues.classes[0].dead
+            );
         }
         assert_eq!(s.dispatch(0).unwrap().item, 0);
     }

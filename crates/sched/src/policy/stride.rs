@@ -33,6 +33,8 @@ pub(crate) struct Stride {
     global: u128,
     /// Sum of weights of non-empty classes.
     active_weight: u128,
+    /// Rebase all passes when the global pass reaches this.
+    rebase_at: u128,
 }
 
 impl Stride {
@@ -48,6 +50,7 @@ impl Stride {
             weight,
             global: 0,
             active_weight: 0,
+            rebase_at: REBASE_AT,
         }
     }
 
@@ -100,8 +103,73 @@ impl Policy for Stride {
         if q.len(c) == 0 {
             self.active_weight -= self.weight[c];
         }
-        if self.global >= REBASE_AT {
+        if self.global >= self.rebase_at {
             self.rebase(q);
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::queue::Slab;
+    use crate::{ClassSpec, Meta, PolicyKind};
+
+    /// Drives the policy directly over real queues, with every class kept backlogged.
+    fn run(weights: &[u32], rebase_at: u128, dispatches: usize) -> u128 {
+        let classes = weights
+            .iter()
+            .enumerate()
+            .map(|(i, w)| ClassSpec::new(format!("c{i}")).weight(*w))
+            .collect();
+        let mut p = Stride::new(&SchedConfig::new(classes, PolicyKind::Stride));
+        p.rebase_at = rebase_at;
+        let mut q = Queues::new(weights.len());
+        let mut slab = Slab::new();
+        let mut seq = 0;
+        let mut push = |p: &mut Stride, q: &mut Queues, c: usize| {
+            seq += 1;
+            let e = slab.insert((), |h| QEntry {
+                h,
+                seq,
+                meta: Meta::new(c, 0),
+            });
+            q.classes[c].fifo.push_back(e);
+            q.classes[c].len += 1;
+            p.on_enqueue(q, &e);
+        };
+        for c in 0..weights.len() {
+            push(&mut p, &mut q, c);
+        }
+        let total: i128 = weights.iter().map(|w| i128::from(*w)).sum();
+        let mut count = vec![0i128; weights.len()];
+        let mut max_global = 0;
+        for n in 1..=dispatches {
+            let Some(Choice::Head(c)) = p.pick(&q, 0) else {
+                panic!("no choice")
+            };
+            let e = q.classes[c].fifo.pop_front().unwrap();
+            q.classes[c].len -= 1;
+            p.on_remove(&q, &e, true, 0);
+            push(&mut p, &mut q, c);
+            count[c] += 1;
+            max_global = max_global.max(p.global);
+            for (i, w) in weights.iter().enumerate() {
+                let err = count[i] * total - n as i128 * i128::from(*w);
+                assert!(err.abs() < total, "class {i} after {n}: {count:?}");
+            }
+        }
+        max_global
+    }
+
+    #[test]
+    fn rebasing_keeps_the_share_bound() {
+        // Rebase every few dispatches: the bound must hold across rebases and the passes stay small.
+        let max_global = run(&[5, 3, 1, 1], 4 * BIG, 5_000);
+        assert!(
+            max_global < 5 * BIG,
+            "passes were not rebased: {max_global}"
+        );
+        run(&[7, 1], REBASE_AT, 2_000);
     }
 }

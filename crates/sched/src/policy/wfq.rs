@@ -53,7 +53,11 @@ impl Policy for Wfq {
         q.heads()
             .min_by_key(|(c, e)| {
                 let start = self.tag[*c];
-                (start, start + self.cost(*c, e.meta.size_hint), *c)
+                (
+                    start,
+                    start.saturating_add(self.cost(*c, e.meta.size_hint)),
+                    *c,
+                )
             })
             .map(|(c, _)| Choice::Head(c))
     }
@@ -62,7 +66,7 @@ impl Policy for Wfq {
         if dispatched {
             let c = e.meta.class;
             self.virtual_time = self.virtual_time.max(self.tag[c]);
-            self.tag[c] += self.cost(c, e.meta.size_hint);
+            self.tag[c] = self.tag[c].saturating_add(self.cost(c, e.meta.size_hint));
         }
     }
 }
