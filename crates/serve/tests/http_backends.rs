@@ -96,7 +96,7 @@ async fn static_200_with_headers_and_head() {
     assert_eq!(r.header("content-type"), Some("text/html; charset=utf-8"));
     c.send(&get("/docs?x=1")).await;
     let r = c.response().await;
-    assert_eq!((r.status, r.header("location")), (301, Some("/docs/")));
+    assert_eq!((r.status, r.header("location")), (301, Some("docs/")));
     for p in ["/missing.txt", "/empty/"] {
         c.send(&get(p)).await;
         assert_eq!(c.response().await.status, 404, "{p}");
@@ -540,4 +540,90 @@ async fn synthetic_backend() {
             r.text()
         );
     }
+}
+
+#[tokio::test]
+async fn proxy_connect_timeout_is_504() {
+    // A listener with a zero backlog that never accepts: once one handshake fills it, the kernel drops
+    // further SYNs (unless tcp_abort_on_overflow is set), so a connect hangs until our timeout.
+    if std::fs::read_to_string("/proc/sys/net/ipv4/tcp_abort_on_overflow")
+        .is_ok_and(|v| v.trim() == "1")
+    {
+        eprintln!(
+            "tcp_abort_on_overflow=1: full backlogs reset instead of hanging; nothing to test"
+        );
+        return;
+    }
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let listener = sock.listen(0).unwrap();
+    let addr = listener.local_addr().unwrap();
+    let _filler = std::net::TcpStream::connect(addr).unwrap();
+    let s = proxy_server(ProxyConfig {
+        connect_timeout: Duration::from_millis(300),
+        ..proxy_cfg(&[addr])
+    })
+    .await;
+    let t0 = Instant::now();
+    let r = one_shot_or_keep(s.addr).await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(r.text().contains("connecting"), "{}", r.text());
+    assert!(t0.elapsed() >= Duration::from_millis(250) && t0.elapsed() < Duration::from_secs(3));
+    drop(listener);
+}
+
+#[tokio::test]
+async fn proxy_retries_a_pooled_connection_the_upstream_closed() {
+    // answers keep-alive, then silently closes each connection 100 ms later
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let conns = Arc::new(AtomicUsize::new(0));
+    let counted = conns.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            counted.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                while find(&buf, b"\r\n\r\n").is_none() {
+                    match s.read(&mut tmp).await {
+                        Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+                        _ => return,
+                    }
+                }
+                let _ = s
+                    .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                    .await;
+                tokio::time::sleep(Duration::from_millis(100)).await;
+            });
+        }
+    });
+    let s = proxy_server(proxy_cfg(&[addr])).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/1")).await;
+    assert_eq!(c.response().await.text(), "ok");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    c.send(&get("/2")).await;
+    let r = c.response().await;
+    assert_eq!((r.status, r.text().as_str()), (200, "ok"));
+    assert_eq!(conns.load(Ordering::SeqCst), 2);
+}
+
+#[tokio::test]
+async fn http10_client_gets_a_close_delimited_stream() {
+    let chunked = raw_upstream(Some(
+        b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+    ))
+    .await;
+    let s = proxy_server(proxy_cfg(&[chunked])).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(b"GET / HTTP/1.0\r\nConnection: keep-alive\r\n\r\n")
+        .await;
+    let r = c.response().await;
+    assert_eq!(r.header("connection"), Some("close"));
+    assert_eq!(r.header("transfer-encoding"), None);
+    assert_eq!(r.text(), "abc");
 }

@@ -313,8 +313,9 @@ impl StaticBackend {
         let meta = std::fs::metadata(&canon).map_err(io_status)?;
         if meta.is_dir() {
             if !rel.is_empty() && !rel.ends_with('/') {
-                let mut loc = req_path.to_string();
-                loc.push('/');
+                // relative ("name/"), so it stays right when a route prefix was stripped before we saw the path
+                let last = req_path.rsplit('/').next().unwrap_or("");
+                let loc = format!("{}/", encode_segment(last));
                 return Err(Response::text(301, "moved").with_header("location", loc));
             }
             let Some(ix) = self.cfg.index.as_deref().filter(|i| !i.is_empty()) else {
@@ -340,6 +341,19 @@ impl StaticBackend {
         }
         Ok(canon)
     }
+}
+
+/// Percent-encodes what may not appear raw in a path segment of a Location header.
+fn encode_segment(seg: &str) -> String {
+    let mut out = String::with_capacity(seg.len());
+    for b in seg.bytes() {
+        if b.is_ascii_alphanumeric() || b"-._~!$&'()*+,;=:@".contains(&b) {
+            out.push(b as char);
+        } else {
+            out.push_str(&format!("%{b:02X}"));
+        }
+    }
+    out
 }
 
 fn io_status(e: std::io::Error) -> Response {
