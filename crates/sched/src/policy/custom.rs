@@ -83,3 +83,51 @@ impl Policy for Custom {
         Some(self.picker)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{ClassSpec, Meta, PolicyKind, Scheduler};
+
+    /// Records what it was shown and picks the last head.
+    struct Spy(std::sync::Arc<std::sync::Mutex<Vec<String>>>);
+    impl HeadPicker for Spy {
+        fn pick(&mut self, heads: &[Head<'_>], now: Nanos) -> Option<ClassId> {
+            let mut seen = self.0.lock().unwrap();
+            for h in heads {
+                seen.push(format!(
+                    "{}:{}:{}:{}:{}:{:?}:{}:{}@{now}",
+                    h.class,
+                    h.class_name,
+                    h.queued,
+                    h.size_hint,
+                    h.waited,
+                    h.deadline,
+                    h.weight,
+                    h.priority
+                ));
+            }
+            heads.last().map(|h| h.class)
+        }
+    }
+
+    #[test]
+    fn picker_sees_non_empty_heads_and_is_obeyed() {
+        let seen = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let mut b = ClassSpec::new("b").weight(3).priority(-1);
+        b.deadline = Some(1000);
+        let classes = vec![ClassSpec::new("a"), ClassSpec::new("empty"), b];
+        let cfg = SchedConfig::new(classes, PolicyKind::Custom);
+        let mut s = Scheduler::with_picker(cfg, Box::new(Spy(seen.clone()))).unwrap();
+        let mut m = Meta::new(0, 5);
+        m.size_hint = 7;
+        s.enqueue("a", m, 5).unwrap();
+        s.enqueue("b1", Meta::new(2, 10), 10).unwrap();
+        s.enqueue("b2", Meta::new(2, 11), 11).unwrap();
+        assert_eq!(s.dispatch(20).unwrap().item, "b1");
+        assert_eq!(
+            *seen.lock().unwrap(),
+            vec!["0:a:1:7:15:None:1:0@20", "2:b:2:0:10:Some(1010):3:-1@20"]
+        );
+    }
+}

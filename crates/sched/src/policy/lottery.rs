@@ -43,3 +43,24 @@ impl Policy for Lottery {
 
     fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool, _now: Nanos) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{ClassSpec, Meta, PolicyKind, SchedConfig, Scheduler};
+
+    #[test]
+    fn only_non_empty_classes_win() {
+        let classes = vec![
+            ClassSpec::new("a").weight(1000),
+            ClassSpec::new("b").weight(1),
+        ];
+        let mut s = Scheduler::new(SchedConfig::new(classes, PolicyKind::Lottery)).unwrap();
+        for i in 0..100 {
+            s.enqueue(i, Meta::new(1, 0), 0).unwrap();
+        }
+        for i in 0..100 {
+            assert_eq!(s.dispatch(0).unwrap().item, i);
+        }
+        assert!(s.dispatch(0).is_none());
+    }
+}

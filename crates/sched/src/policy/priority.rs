@@ -39,3 +39,33 @@ impl Policy for Priority {
 
     fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool, _now: Nanos) {}
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{ClassSpec, Meta, PolicyKind, SchedConfig, Scheduler};
+
+    #[test]
+    fn equal_priorities_go_by_arrival_and_aged_heads_compete_by_arrival() {
+        let mut low = ClassSpec::new("low").priority(1);
+        low.age_after = Some(50);
+        let classes = vec![
+            ClassSpec::new("a").priority(5),
+            ClassSpec::new("b").priority(5),
+            low,
+        ];
+        let mut s = Scheduler::new(SchedConfig::new(classes, PolicyKind::Priority)).unwrap();
+        s.enqueue("low@0", Meta::new(2, 0), 0).unwrap();
+        s.enqueue("b@10", Meta::new(1, 10), 10).unwrap();
+        s.enqueue("a@20", Meta::new(0, 20), 20).unwrap();
+        s.enqueue("a@30", Meta::new(0, 30), 30).unwrap();
+        // Not aged yet: top level by arrival.
+        assert_eq!(s.dispatch(40).unwrap().item, "b@10");
+        // Aged at 50 and older than every top-level head.
+        assert_eq!(s.dispatch(50).unwrap().item, "low@0");
+        assert_eq!(s.dispatch(50).unwrap().item, "a@20");
+        // An aged request younger than the top level's head waits for it.
+        s.enqueue("low@35", Meta::new(2, 35), 35).unwrap();
+        assert_eq!(s.dispatch(100).unwrap().item, "a@30");
+        assert_eq!(s.dispatch(100).unwrap().item, "low@35");
+    }
+}

@@ -52,3 +52,32 @@ impl Policy for Srpt {
         self.by_size.remove(&(e.meta.size_hint, e.seq));
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{ClassSpec, Meta, PolicyKind, SchedConfig, Scheduler};
+
+    fn req(class: usize, arrival: u64, size: u64) -> Meta {
+        let mut m = Meta::new(class, arrival);
+        m.size_hint = size;
+        m
+    }
+
+    #[test]
+    fn aged_requests_go_first_in_the_order_they_aged() {
+        let mut patient = ClassSpec::new("patient");
+        patient.age_after = Some(100);
+        let mut hasty = ClassSpec::new("hasty");
+        hasty.age_after = Some(10);
+        let classes = vec![ClassSpec::new("never"), patient, hasty];
+        let mut s = Scheduler::new(SchedConfig::new(classes, PolicyKind::Srpt)).unwrap();
+        s.enqueue("patient", req(1, 0, 500), 0).unwrap(); // ages at 100
+        s.enqueue("hasty", req(2, 50, 900), 50).unwrap(); // ages at 60
+        s.enqueue("tiny", req(0, 55, 1), 55).unwrap(); // never ages
+        assert_eq!(s.dispatch(55).unwrap().item, "tiny");
+        s.enqueue("tiny2", req(0, 56, 1), 56).unwrap();
+        assert_eq!(s.dispatch(150).unwrap().item, "hasty");
+        assert_eq!(s.dispatch(150).unwrap().item, "patient");
+        assert_eq!(s.dispatch(150).unwrap().item, "tiny2");
+    }
+}

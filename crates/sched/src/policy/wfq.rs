@@ -70,3 +70,36 @@ impl Policy for Wfq {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use crate::{ClassSpec, Meta, PolicyKind, SchedConfig, Scheduler};
+
+    fn sized(class: usize, size: u64) -> Meta {
+        let mut m = Meta::new(class, 0);
+        m.size_hint = size;
+        m
+    }
+
+    #[test]
+    fn equal_sizes_follow_weights_and_idle_time_earns_no_credit() {
+        let classes = vec![ClassSpec::new("a").weight(2), ClassSpec::new("b").weight(1)];
+        let mut s = Scheduler::new(SchedConfig::new(classes, PolicyKind::Wfq)).unwrap();
+        for _ in 0..30 {
+            s.enqueue(0, sized(0, 10), 0).unwrap();
+        }
+        // b idle while a is served 20 times, then b arrives with a backlog.
+        for _ in 0..20 {
+            assert_eq!(s.dispatch(0).unwrap().item, 0);
+        }
+        for _ in 0..30 {
+            s.enqueue(1, sized(1, 10), 0).unwrap();
+        }
+        let next: Vec<usize> = (0..9).map(|_| s.dispatch(0).unwrap().item).collect();
+        let b = next.iter().filter(|&&c| c == 1).count();
+        assert_eq!(
+            b, 3,
+            "2:1 from the moment b arrives, no catch-up burst: {next:?}"
+        );
+    }
+}
