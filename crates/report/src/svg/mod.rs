@@ -203,6 +203,14 @@ impl Scale {
         }
         match kind {
             ScaleKind::Linear => {
+                // A little headroom so no point, label or reference line sits on the frame.
+                let pad = (max - min) * 0.03;
+                if min != 0.0 || !zero {
+                    min -= pad;
+                }
+                if max != 0.0 || !zero {
+                    max += pad;
+                }
                 if zero {
                     min = min.min(0.0);
                     max = max.max(0.0);

@@ -99,24 +99,20 @@ pub fn fingerprint(host: &str, kernel: &str, hz: u32) -> serde_json::Value {
 /// Write a finished experiment of `runs` measured runs per configuration (plus one warm-up block).
 pub fn build_store(path: &Path, host: &str, kernel: &str, speed: f64, seed: u64, runs: usize) {
     let mut store = Store::open(path).expect("open store");
-    let meta = ExperimentMeta {
-        knobs: vec![
-            (KNOB_SWAP.into(), vec!["10".into(), "60".into()]),
-            (
-                KNOB_THREADS.into(),
-                vec!["2".into(), "4".into(), "8".into(), "16".into()],
-            ),
-        ],
-        objective: "maximize".into(),
-        score_terms: vec![("web.throughput".into(), 1.0)],
-        scale_knob: Some(KNOB_THREADS.into()),
-        min_runs: 3,
-        max_runs: 10,
-        rel_ci: 0.02,
-        warmup_blocks: 1,
-        fixed_work: true,
-        notes: vec![],
-    };
+    // Built from JSON so fields ordo_lab adds later (with serde defaults) do not break this helper.
+    let meta: ExperimentMeta = serde_json::from_value(serde_json::json!({
+        "knobs": [[KNOB_SWAP, ["10", "60"]], [KNOB_THREADS, ["2", "4", "8", "16"]]],
+        "objective": "maximize",
+        "score_terms": [["web.throughput", 1.0]],
+        "scale_knob": KNOB_THREADS,
+        "min_runs": 3,
+        "max_runs": 10,
+        "rel_ci": 0.02,
+        "warmup_blocks": 1,
+        "fixed_work": true,
+        "notes": []
+    }))
+    .expect("experiment meta");
     let configs = configurations();
     let fp = fingerprint(host, kernel, 250);
     let id = store
