@@ -346,3 +346,44 @@ pub async fn serve_connection<H: Handler>(
 ) {
     conn::serve(stream, peer, handler, limits, shutdown).await
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_from_toml() {
+        let l: Limits = toml::from_str("head_timeout = \"250ms\"\nmax_body_bytes = 10").unwrap();
+        assert_eq!(l.head_timeout, Duration::from_millis(250));
+        assert_eq!(l.max_body_bytes, 10);
+        assert_eq!(l.idle_timeout, Limits::default().idle_timeout);
+        let e = toml::from_str::<Limits>("max_bodybytes = 1")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("unknown field"), "{e}");
+        let e = toml::from_str::<Limits>("idle_timeout = 60")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("idle_timeout") || e.contains("string"), "{e}");
+    }
+
+    #[test]
+    fn request_helpers() {
+        let mut r = Request::get("/p?a=1&b=x%20y&c=a+b&flag&a=2");
+        r.headers
+            .push(("cookie".into(), "sid=abc; theme=\"dark\"".into()));
+        r.headers.push(("x-thing".into(), "v".into()));
+        assert_eq!(r.query_param("a").as_deref(), Some("1"));
+        assert_eq!(r.query_param("b").as_deref(), Some("x y"));
+        assert_eq!(r.query_param("c").as_deref(), Some("a b"));
+        assert_eq!(r.query_param("flag").as_deref(), Some(""));
+        assert_eq!(r.query_param("zzz"), None);
+        assert_eq!(r.cookie("sid"), Some("abc"));
+        assert_eq!(r.cookie("theme"), Some("dark"));
+        assert_eq!(r.cookie("nope"), None);
+        assert_eq!(r.header("X-Thing"), Some("v"));
+        let resp = Response::text(404, "gone").with_header("X-A", "b");
+        assert_eq!(resp.header("x-a"), Some("b"));
+        assert_eq!(resp.body.len(), Some(5));
+    }
+}

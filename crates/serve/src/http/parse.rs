@@ -241,7 +241,11 @@ fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), 
         None => (origin, None),
     };
     let decoded = decode_path(raw_path).ok_or(bad("bad percent-encoding in path"))?;
-    let path = normalise(&decoded).ok_or(bad("path escapes the root"))?;
+    let path = if decoded.contains("/.") || decoded.contains("//") {
+        normalise(&decoded).ok_or(bad("path escapes the root"))?
+    } else {
+        decoded
+    };
     Ok((path, query))
 }
 
