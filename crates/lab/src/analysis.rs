@@ -350,10 +350,16 @@ fn scalability(data: &ExperimentData, configs: &[ConfigStats], knob: &str) -> Sc
     for (group, mut pts) in groups {
         pts.sort_by(|x, y| x.0.total_cmp(&y.0));
         pts.dedup_by(|x, y| x.0 == y.0);
-        let Some(&(a, ra)) = pts.first() else {
+        let base = data
+            .experiment
+            .meta
+            .scale_base
+            .and_then(|b| pts.iter().find(|p| p.0 == b))
+            .or(pts.first());
+        let Some(&(a, ra)) = base else {
             continue;
         };
-        for &(b, rb) in pts.iter().skip(1) {
+        for &(b, rb) in pts.iter().filter(|p| p.0 != a) {
             rows.push(ScaleRow {
                 group: group.clone(),
                 a,
@@ -612,6 +618,7 @@ mod tests {
                     objective: "maximize".into(),
                     score_terms: vec![("web.throughput".into(), 1.0)],
                     scale_knob: Some("param:threads".into()),
+                    scale_base: None,
                     min_runs: 3,
                     max_runs: 5,
                     rel_ci: 0.02,
@@ -649,6 +656,14 @@ mod tests {
         let s = a.scalability.clone().unwrap();
         assert_eq!(s.rows.len(), 2);
         assert!((s.rows[0].ratio - (100.0 / 150.0) / 2.0).abs() < 1e-9);
+        // With base 4: 4 -> 2 and 4 -> 8.
+        let mut d4 = d.clone();
+        d4.experiment.meta.scale_base = Some(4.0);
+        let s4 = analyze(&d4).scalability.unwrap();
+        assert_eq!(
+            s4.rows.iter().map(|r| (r.a, r.b)).collect::<Vec<_>>(),
+            vec![(4.0, 2.0), (4.0, 8.0)]
+        );
         let text = render(&a);
         assert!(text.contains("no significant difference"), "{text}");
         assert!(text.contains("SIGNIFICANT"), "{text}");

@@ -590,6 +590,7 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
                 },
                 score_terms: spec.score.terms.clone(),
                 scale_knob: spec.scale_knob.clone(),
+                scale_base: spec.scale_base,
                 min_runs: spec.repeat.min,
                 max_runs: spec.repeat.max,
                 rel_ci: spec.repeat.rel_ci,

@@ -187,6 +187,8 @@ pub struct Spec {
     pub score: ScoreSpec,
     /// A knob over thread or connection counts, for the scalability ratio.
     pub scale_knob: Option<String>,
+    /// The base count A of the scalability ratio (default: the smallest level).
+    pub scale_base: Option<f64>,
 }
 
 // ---- raw serde layer ------------------------------------------------------------------------------
@@ -208,6 +210,7 @@ struct RawSpec {
     baseline: toml::Table,
     score: Option<RawScore>,
     scale: Option<String>,
+    scale_base: Option<f64>,
 }
 
 #[derive(Deserialize)]
@@ -966,6 +969,24 @@ impl Spec {
             }
             None => None,
         };
+        let scale_base = match (raw.scale_base, &scale_knob) {
+            (None, _) => None,
+            (Some(_), None) => return Err(cx.err("", "scale_base", "needs scale = \"<knob>\"")),
+            (Some(b), Some(k)) => {
+                let levels = &knobs
+                    .iter()
+                    .find(|x| x.id.to_string() == *k)
+                    .map(|x| x.levels.clone())
+                    .unwrap_or_default();
+                if !levels
+                    .iter()
+                    .any(|l| l.parse::<f64>().is_ok_and(|v| v == b))
+                {
+                    return Err(cx.err("", "scale_base", format!("{b} is not a level of {k}")));
+                }
+                Some(b)
+            }
+        };
 
         Ok(Spec {
             file: file.to_path_buf(),
@@ -986,6 +1007,7 @@ impl Spec {
             baseline,
             score,
             scale_knob,
+            scale_base,
         })
     }
 

@@ -37,6 +37,9 @@ pub struct ExperimentMeta {
     /// score = sum(weight * metric)
     pub score_terms: Vec<(String, f64)>,
     pub scale_knob: Option<String>,
+    /// Base count of the scalability ratio (default: the smallest level).
+    #[serde(default)]
+    pub scale_base: Option<f64>,
     pub min_runs: usize,
     pub max_runs: usize,
     pub rel_ci: f64,
@@ -358,6 +361,7 @@ impl Store {
                     objective: String::new(),
                     score_terms: Vec::new(),
                     scale_knob: None,
+                    scale_base: None,
                     min_runs: 0,
                     max_runs: 0,
                     rel_ci: 0.0,
@@ -586,6 +590,7 @@ mod tests {
             objective: "maximize".into(),
             score_terms: vec![("web.throughput".into(), 1.0)],
             scale_knob: None,
+            scale_base: None,
             min_runs: 3,
             max_runs: 5,
             rel_ci: 0.02,

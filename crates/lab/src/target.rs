@@ -457,6 +457,7 @@ mod tests {
             kind: TargetKind::Command {
                 argv: vec!["false".into()],
             },
+            ready_timeout: Duration::from_secs(10),
             ..spec
         };
         let e = RunningTarget::start(&spec, &BTreeMap::new(), None, d.path()).unwrap_err();
