@@ -93,14 +93,6 @@ pub const DEFAULT_STEPS: &[usize] = &[50, 100, 150, 175, 200, 250, 300, 340];
 /// `--quick` client counts: one step below the knee, one at it, two in the target region.
 pub const QUICK_STEPS: &[usize] = &[50, 175, 300, 340];
 
-/// Default synthetic service time. The heavy class's queue holds n − 4/7·workers requests, which is
-/// 0.75 service times of work at 300 clients: a stall of the machine (client or server threads not running)
-/// longer than that empties it and costs heavy its share. 50 ms rides out 37 ms stalls, which a busy
-/// 2-core machine does produce; 20 ms would only ride out 15 ms.
-pub const DEFAULT_SERVICE: Duration = Duration::from_millis(50);
-/// `--quick` service time: shorter, so short steps still hold thousands of requests.
-pub const QUICK_SERVICE: Duration = Duration::from_millis(20);
-
 /// Upper bound on one step's total client count (each is a socket in this process and one in the server).
 pub const MAX_CLIENTS: usize = 5_000;
 
@@ -183,9 +175,9 @@ impl DemoPlan {
             return Err(bad("--workers", format!("{workers} is outside 1..=10000")));
         }
         let service = input.service.unwrap_or(if quick {
-            QUICK_SERVICE
+            Duration::from_millis(10)
         } else {
-            DEFAULT_SERVICE
+            Duration::from_millis(20)
         });
         if service < Duration::from_millis(1) || service > Duration::from_secs(10) {
             return Err(bad(
@@ -353,7 +345,7 @@ mod tests {
         assert_eq!(full.steps, DEFAULT_STEPS);
         assert_eq!(full.policy, DemoPolicy::Lottery);
         assert_eq!(full.workers, 100);
-        assert_eq!(full.service, Duration::from_millis(50));
+        assert_eq!(full.service, Duration::from_millis(20));
         // About three minutes on the default plan.
         let est = full.estimated_duration().as_secs();
         assert!((150..=200).contains(&est), "{est}");
@@ -364,7 +356,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(quick.steps, QUICK_STEPS);
-        assert_eq!(quick.service, Duration::from_millis(20));
+        assert_eq!(quick.service, Duration::from_millis(10));
         assert!(quick.estimated_duration().as_secs() <= 30);
     }
 

@@ -28,11 +28,8 @@ pub struct DemoResult {
     pub classes: Vec<DemoClass>,
     /// The seed's MaxClients.
     pub workers: usize,
-    /// Mean synthetic service time per request, in milliseconds.
+    /// Synthetic service time per request, in milliseconds.
     pub service_ms: f64,
-    /// Each request's service time is drawn uniformly from these values (ms), mean `service_ms`.
-    #[serde(default)]
-    pub service_ms_values: Vec<u64>,
     /// Measured seconds per step.
     pub step_duration_s: f64,
     /// Unmeasured warm-up seconds per step.
@@ -218,7 +215,6 @@ impl DemoResult {
             classes: plan.classes.clone(),
             workers: plan.workers,
             service_ms: plan.service.as_secs_f64() * 1e3,
-            service_ms_values: super::run::service_times_ms(plan.service),
             step_duration_s: plan.step_duration.as_secs_f64(),
             warmup_s: plan.warmup.as_secs_f64(),
             quick: plan.quick,
