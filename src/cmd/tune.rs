@@ -76,6 +76,12 @@ pub struct ShowArgs {
     /// Experiment id (default: the newest).
     #[arg(long, short = 'e', value_name = "ID")]
     pub experiment: Option<i64>,
+    /// Analyse this metric instead of the experiment's score (e.g. web.p99_ms, target.cpu_us_per_req).
+    #[arg(long, value_name = "NAME")]
+    pub metric: Option<String>,
+    /// With --metric: lower is better.
+    #[arg(long, requires = "metric")]
+    pub minimize: bool,
     /// The analysis as JSON.
     #[arg(long)]
     pub json: bool,
@@ -202,7 +208,23 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 None => store.latest().map_err(usage)?,
             };
             let data = store.load(id).map_err(usage)?;
-            let analysis = ordo_lab::analysis::analyze(&data);
+            let analysis = match &a.metric {
+                Some(m) => {
+                    if !data.metric_names().contains(m) {
+                        return Err(usage(format!(
+                            "experiment {id} has no metric `{m}`; it has: {}",
+                            data.metric_names().join(", ")
+                        )));
+                    }
+                    let obj = if a.minimize {
+                        ordo_lab::spec::Objective::Minimize
+                    } else {
+                        ordo_lab::spec::Objective::Maximize
+                    };
+                    ordo_lab::analysis::analyze_metric(&data, m, obj)
+                }
+                None => ordo_lab::analysis::analyze(&data),
+            };
             if a.json {
                 let v = serde_json::json!({"kind": "tune-analysis", "version": 1, "analysis": analysis, "fingerprint": data.fingerprint});
                 println!("{}", serde_json::to_string_pretty(&v)?);

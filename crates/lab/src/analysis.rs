@@ -299,6 +299,20 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
     }
 }
 
+/// Analyse `metric` instead of the experiment's score (e.g. `web.p99_ms`, minimize).
+pub fn analyze_metric(data: &ExperimentData, metric: &str, objective: Objective) -> Analysis {
+    let mut d = data.clone();
+    d.experiment.meta.score_terms = vec![(metric.to_string(), 1.0)];
+    d.experiment.meta.objective = match objective {
+        Objective::Maximize => "maximize".into(),
+        Objective::Minimize => "minimize".into(),
+    };
+    for r in &mut d.runs {
+        r.metrics.remove("score");
+    }
+    analyze(&d)
+}
+
 fn scalability(data: &ExperimentData, configs: &[ConfigStats], knob: &str) -> Scalability {
     let first = data
         .experiment
@@ -656,6 +670,9 @@ mod tests {
         let s = a.scalability.clone().unwrap();
         assert_eq!(s.rows.len(), 2);
         assert!((s.rows[0].ratio - (100.0 / 150.0) / 2.0).abs() < 1e-9);
+        // Any metric can be analysed in place of the score.
+        let m = analyze_metric(&d, "web.throughput", Objective::Minimize);
+        assert_eq!(m.best.unwrap().label, "base");
         // With base 4: 4 -> 2 and 4 -> 8.
         let mut d4 = d.clone();
         d4.experiment.meta.scale_base = Some(4.0);
