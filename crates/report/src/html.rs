@@ -122,7 +122,11 @@ pub fn page(title: &str, generated: &str, inputs: &[InputLine], sections: &[Sect
                 escape(&i.file),
                 escape(&i.kind),
                 escape(&i.label),
-                escape(&machine.join(" · "))
+                if machine.is_empty() {
+                    "not recorded in the result".to_string()
+                } else {
+                    escape(&machine.join(" · "))
+                }
             );
         }
         out.push_str("</tbody></table>");

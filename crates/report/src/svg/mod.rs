@@ -204,13 +204,18 @@ impl Scale {
         match kind {
             ScaleKind::Linear => {
                 // A little headroom so no point, label or reference line sits on the frame.
+                // Never across zero: data that starts at 0 keeps its axis at 0.
                 let pad = (max - min) * 0.03;
-                if min != 0.0 || !zero {
-                    min -= pad;
-                }
-                if max != 0.0 || !zero {
-                    max += pad;
-                }
+                min = if min >= 0.0 {
+                    (min - pad).max(0.0)
+                } else {
+                    min - pad
+                };
+                max = if max <= 0.0 {
+                    (max + pad).min(0.0)
+                } else {
+                    max + pad
+                };
                 if zero {
                     min = min.min(0.0);
                     max = max.max(0.0);
@@ -483,6 +488,16 @@ mod tests {
         assert_eq!(t, vec![0.1, 0.15, 0.2, 0.25, 0.3, 0.35]);
         let (lo, hi, _) = nice_ticks(5.0, 5.0, 5);
         assert!(lo < 5.0 && hi > 5.0);
+    }
+
+    #[test]
+    fn linear_headroom_never_crosses_zero() {
+        let s = Scale::fit(ScaleKind::Linear, &[0.0, 9.0], false);
+        let labels: Vec<&str> = s.ticks().map(|(_, l)| l).collect();
+        assert_eq!(labels.first(), Some(&"0"));
+        // A value on a tick gets room above it.
+        let s = Scale::fit(ScaleKind::Linear, &[1.0, 4.0], false);
+        assert!(s.unit(4.0) < 1.0);
     }
 
     #[test]
