@@ -86,7 +86,8 @@ show() { echo "$1" | awk '{printf "%10.0f req/s %6.2f us CPU/req", $1, ($3 * 1e6
 cpu_per_req() { echo "$1" | awk '{printf "%.3f\n", ($3 * 1e6) / ($2 > 0 ? $2 : 1)}'; }
 
 echo "nginx $(nginx -v 2>&1 | sed 's/.*\///') on CPU $SERVER_CPU serving $size bytes; generators on CPU $GEN_CPU"
-echo "load average before: $(cut -d' ' -f1-3 /proc/loadavg)"
+psi() { if [ -r /proc/pressure/cpu ]; then head -1 /proc/pressure/cpu | cut -d' ' -f2-3; else echo "n/a"; fi; }
+echo "machine noise before: load average $(cut -d' ' -f1-3 /proc/loadavg), CPU pressure $(psi)"
 echo
 echo "keep-alive: $CONNS connections, 1 thread, ${DURATION}s"
 ok=(); wk=(); okc=(); wkc=()
@@ -108,7 +109,7 @@ done
 on_m=$(printf '%s\n' "${on[@]}" | median); ab_m=$(printf '%s\n' "${abv[@]}" | median)
 onc_m=$(printf '%s\n' "${onc[@]}" | median); abc_m=$(printf '%s\n' "${abc[@]}" | median)
 echo
-echo "load average after: $(cut -d' ' -f1-3 /proc/loadavg)"
+echo "machine noise after: load average $(cut -d' ' -f1-3 /proc/loadavg), CPU pressure $(psi)"
 echo
 printf '%-40s %12s %12s %8s\n' "medians" "ordo bench" "peer" "ratio"
 printf '%-40s %12.0f %12.0f %7.2fx\n' "keep-alive req/s (vs wrk -t1 -c$CONNS)" "$ok_m" "$wk_m" "$(echo "$ok_m $wk_m" | awk '{print $1/$2}')"
