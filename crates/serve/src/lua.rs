@@ -138,31 +138,37 @@ impl LuaClassifier {
     }
 }
 
+/// Builds the `heads` array inside Lua from flat arguments (7 per head), reusing its tables, then calls the
+/// script's `pick`. One call from Rust per dispatch keeps the cost low.
+const PICK_WRAPPER: &str = r#"
+local slots, heads, last = {}, {}, 0
+local select = select
+return function(n, ...)
+  for i = 1, n do
+    local c, q, s, w, wt, p, d = select((i - 1) * 7 + 1, ...)
+    local t = slots[i]
+    if t == nil then t = {}; slots[i] = t end
+    t.class = c; t.queued = q; t.size = s; t.waited_us = w; t.weight = wt; t.priority = p
+    t.deadline_in_us = d
+    heads[i] = t
+  end
+  for i = n + 1, last do heads[i] = nil end
+  last = n
+  return pick(heads)
+end
+"#;
+
 /// `policy = "lua"`: the script's `pick(heads)` chooses which class's head is served next.
 ///
-/// Dispatch is on the hot path, so the heads array, one table per head, the key strings and the class-name
-/// strings are created once and reused: a call only overwrites fields (scripts must copy what they keep).
+/// Dispatch is on the hot path: the heads tables live in Lua and are reused between calls (scripts must copy
+/// what they keep), class names are interned once, and each dispatch is a single call into Lua.
 pub struct LuaPicker {
     lua: Lua,
     budget: Arc<AtomicU32>,
     errors: Counter,
-    pick: Function,
-    heads: Table,
-    slots: Vec<Table>,
-    last_len: usize,
+    wrapper: Function,
     names: HashMap<String, LuaString>,
-    keys: Keys,
-}
-
-/// Interned field names.
-struct Keys {
-    class: LuaString,
-    queued: LuaString,
-    size: LuaString,
-    waited_us: LuaString,
-    weight: LuaString,
-    priority: LuaString,
-    deadline_in_us: LuaString,
+    args: Vec<Value>,
 }
 
 impl LuaPicker {
@@ -170,44 +176,27 @@ impl LuaPicker {
     pub fn load(path: &Path, errors: Counter) -> Result<Self, String> {
         let (lua, budget) = load_state(path)?;
         require_function(&lua, "pick", path)?;
-        let setup = || -> mlua::Result<(Function, Table, Keys)> {
-            let k = |s: &str| lua.create_string(s);
-            Ok((
-                lua.globals().get("pick")?,
-                lua.create_table()?,
-                Keys {
-                    class: k("class")?,
-                    queued: k("queued")?,
-                    size: k("size")?,
-                    waited_us: k("waited_us")?,
-                    weight: k("weight")?,
-                    priority: k("priority")?,
-                    deadline_in_us: k("deadline_in_us")?,
-                },
-            ))
-        };
-        let (pick, heads, keys) = setup().map_err(|e| one_line(&e.to_string()))?;
+        let wrapper: Function = lua
+            .load(PICK_WRAPPER)
+            .set_name("=ordo-pick-wrapper")
+            .eval()
+            .map_err(|e| one_line(&e.to_string()))?;
         Ok(LuaPicker {
             lua,
             budget,
             errors,
-            pick,
-            heads,
-            slots: Vec::new(),
-            last_len: 0,
+            wrapper,
             names: HashMap::new(),
-            keys,
+            args: Vec::new(),
         })
     }
 
     fn call(&mut self, heads: &[Head<'_>], now: Nanos) -> mlua::Result<Option<LuaString>> {
         self.budget.store(0, Ordering::Relaxed);
-        let k = &self.keys;
-        for (i, h) in heads.iter().enumerate() {
-            if i == self.slots.len() {
-                self.slots.push(self.lua.create_table_with_capacity(0, 8)?);
-            }
-            let t = &self.slots[i];
+        let mut args = std::mem::take(&mut self.args);
+        args.clear();
+        args.push(Value::Integer(heads.len() as i64));
+        for h in heads {
             let name = match self.names.get(h.class_name) {
                 Some(n) => n.clone(),
                 None => {
@@ -216,23 +205,22 @@ impl LuaPicker {
                     n
                 }
             };
-            t.raw_set(&k.class, name)?;
-            t.raw_set(&k.queued, h.queued)?;
-            t.raw_set(&k.size, h.size_hint)?;
-            t.raw_set(&k.waited_us, h.waited / 1_000)?;
-            t.raw_set(&k.weight, h.weight)?;
-            t.raw_set(&k.priority, h.priority)?;
-            match h.deadline {
-                Some(d) => t.raw_set(&k.deadline_in_us, (d as i64 - now as i64) / 1_000)?,
-                None => t.raw_set(&k.deadline_in_us, Value::Nil)?,
-            }
-            self.heads.raw_set(i + 1, t)?;
+            args.push(Value::String(name));
+            args.push(Value::Integer(h.queued as i64));
+            args.push(Value::Integer(h.size_hint.min(i64::MAX as u64) as i64));
+            args.push(Value::Integer((h.waited / 1_000) as i64));
+            args.push(Value::Integer(i64::from(h.weight)));
+            args.push(Value::Integer(i64::from(h.priority)));
+            args.push(match h.deadline {
+                Some(d) => Value::Integer((d as i64 - now as i64) / 1_000),
+                None => Value::Nil,
+            });
         }
-        for j in heads.len()..self.last_len {
-            self.heads.raw_set(j + 1, Value::Nil)?;
-        }
-        self.last_len = heads.len();
-        self.pick.call(&self.heads)
+        let r = self
+            .wrapper
+            .call::<Option<LuaString>>(mlua::Variadic::from_iter(args.drain(..)));
+        self.args = args;
+        r
     }
 }
 
