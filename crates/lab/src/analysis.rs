@@ -465,6 +465,41 @@ pub fn render(a: &Analysis) -> String {
             num(s.max)
         );
     }
+    // Key measurements next to the score: throughput, p99, errors, and the target's cost per request.
+    let first = a
+        .score_terms
+        .first()
+        .and_then(|(m, _)| m.split('.').next())
+        .filter(|p| *p != "target")
+        .unwrap_or("web")
+        .to_string();
+    let cols: Vec<(String, &str)> = [
+        (format!("{first}.throughput"), "req/s"),
+        (format!("{first}.p99_ms"), "p99 ms"),
+        (format!("{first}.errors"), "errors"),
+        ("target.cpu_us_per_req".to_string(), "cpu µs/req"),
+        ("target.vcsw_per_req".to_string(), "vcsw/req"),
+        ("target.ivcsw_per_req".to_string(), "ivcsw/req"),
+        ("target.run_delay_us_per_req".to_string(), "wait µs/req"),
+    ]
+    .into_iter()
+    .filter(|(m, _)| a.configs.iter().any(|c| c.metrics.contains_key(m)))
+    .collect();
+    if !cols.is_empty() {
+        let _ = write!(o, "\n{:<w$}", "means per configuration");
+        for (_, h) in &cols {
+            let _ = write!(o, "  {h:>11}");
+        }
+        let _ = writeln!(o);
+        for c in &a.configs {
+            let _ = write!(o, "{:<w$}", c.label);
+            for (m, _) in &cols {
+                let v = c.metrics.get(m).map(|s| s.mean).unwrap_or(f64::NAN);
+                let _ = write!(o, "  {:>11}", num(v));
+            }
+            let _ = writeln!(o);
+        }
+    }
     if let Some(t) = &a.table {
         let _ = writeln!(o, "\nsummary over configuration means (seed 000's table)");
         let _ = writeln!(
