@@ -395,3 +395,25 @@ fn large_probe_runs_are_thinned_evenly_and_say_so() {
     }
     assert!(html.contains("evenly thinned"));
 }
+
+#[test]
+fn empty_and_interrupted_results_say_so_instead_of_drawing() {
+    let mut demo = json("demo-quick.json");
+    demo["steps"] = Value::Array(vec![]);
+    demo["complete"] = Value::Bool(false);
+    let input = ordo_report::parse("stopped.json", demo.to_string().as_bytes()).unwrap();
+    let html = ordo_report::render_html(&[input]);
+    let doc = parse(&html);
+    assert_eq!(check_page(&doc), 0);
+    assert!(html.contains("stopped before its last step"));
+    assert!(html.contains("no finished step"));
+
+    let mut bench = json("bench-closed.json");
+    bench["summary"]["latency"]["count"] = Value::from(0);
+    bench["timeline"] = Value::Array(vec![]);
+    bench["interrupted"] = Value::Bool(true);
+    let input = ordo_report::parse("empty.json", bench.to_string().as_bytes()).unwrap();
+    let html = ordo_report::render_html(&[input]);
+    assert_eq!(check_page(&parse(&html)), 0);
+    assert!(html.contains("No request completed") && html.contains("interrupted"));
+}
