@@ -183,6 +183,22 @@ pub fn text(r: &BenchReport) -> String {
             );
         }
     }
+    if c.assign == "clients" && r.classes.len() > 1 {
+        let worst = r
+            .classes
+            .iter()
+            .map(|cl| (cl.client_share - cl.share).abs())
+            .fold(0.0f64, f64::max);
+        if worst > 0.005 {
+            let _ = writeln!(
+                o,
+                "note: {} connections cannot split exactly into these shares (client shares are off by up to {:.2} \
+                 percentage points); pick a connection count that divides, or assign = \"requests\"",
+                c.connections,
+                worst * 100.0
+            );
+        }
+    }
     if !r.status_counts.is_empty() {
         let _ = writeln!(o);
         let list: Vec<String> = r

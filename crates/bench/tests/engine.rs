@@ -384,3 +384,28 @@ fn think_time_paces_a_closed_loop() {
         r.summary.complete
     );
 }
+
+#[test]
+fn uneven_client_split_is_pointed_out() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 10;
+    c.stop = Stop::Requests(30);
+    c.mix = Some(Mix::new(
+        Assign::Clients,
+        vec![
+            MixClass::new("a", 1.0, "/a"),
+            MixClass::new("b", 1.0, "/b"),
+            MixClass::new("c", 1.0, "/c"),
+        ],
+    ));
+    let r = run(c.clone(), CancelToken::new()).unwrap();
+    let conns: Vec<u64> = r.classes.iter().map(|k| k.connections).collect();
+    assert_eq!(conns.iter().sum::<u64>(), 10);
+    assert!(conns.iter().all(|&n| n == 3 || n == 4), "{conns:?}");
+    assert!(ordo_bench::print::text(&r).contains("cannot split exactly"));
+    c.connections = 9;
+    let r = run(c, CancelToken::new()).unwrap();
+    assert!(r.classes.iter().all(|k| k.connections == 3));
+    assert!(!ordo_bench::print::text(&r).contains("cannot split exactly"));
+}
