@@ -157,9 +157,10 @@ fn map_run_error(e: RunError) -> anyhow::Error {
     }
 }
 
-fn finish(outcome: runner::Outcome, how_to_resume: &str) -> anyhow::Result<ExitCode> {
+fn finish(outcome: runner::Outcome, how_to_resume: &str, db: &Path) -> anyhow::Result<ExitCode> {
     println!();
     print!("{}", ordo_lab::analysis::render(&outcome.analysis));
+    write_report(db, outcome.analysis.experiment);
     if outcome.interrupted {
         eprintln!(
             "interrupted after {} run(s) in this session; every knob was restored. Resume with `{how_to_resume}`.",
@@ -168,6 +169,22 @@ fn finish(outcome: runner::Outcome, how_to_resume: &str) -> anyhow::Result<ExitC
         return Ok(ExitCode::from(130));
     }
     Ok(ExitCode::SUCCESS)
+}
+
+/// The experiment's HTML report next to the store (`tune.db` → `tune-<id>.html`), rendered by ordo-report;
+/// a failure to write it is a warning, never a failed experiment.
+fn write_report(db: &Path, experiment: i64) {
+    let stem = db
+        .file_stem()
+        .map_or_else(|| "tune".into(), |s| s.to_string_lossy().into_owned());
+    let html = db.with_file_name(format!("{stem}-{experiment}.html"));
+    let written = ordo_report::Input::tune(db, Some(experiment))
+        .map_err(ordo_report::ReportError::from)
+        .and_then(|input| ordo_report::write_html(&[input], &html));
+    match written {
+        Ok(()) => println!("report: {}", html.display()),
+        Err(e) => eprintln!("warning: no HTML report: {e}"),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -190,7 +207,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             runner::install_signal_flag(opts.stop.clone());
             let outcome = runner::run(&spec, &opts).map_err(map_run_error)?;
-            finish(outcome, &format!("ordo tune run {}", a.file.display()))
+            finish(
+                outcome,
+                &format!("ordo tune run {}", a.file.display()),
+                &opts.db,
+            )
         }
         TuneCommand::Resume(a) => {
             let opts = options(&a);
@@ -199,6 +220,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             finish(
                 outcome,
                 &format!("ordo tune resume --db {}", a.db.display()),
+                &opts.db,
             )
         }
         TuneCommand::Show(a) => {
