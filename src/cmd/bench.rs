@@ -1,6 +1,7 @@
 //! `ordo bench`: command-line arguments, resolved into an `ordo_bench::BenchConfig`, plus the glue around a
 //! run (Ctrl-C, progress bar on a terminal, text / JSON / CSV output). See docs/bench.md.
 
+use std::io::Write;
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::time::Duration;
@@ -202,8 +203,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     } else {
         ordo_bench::print::text(&report)
     };
-    print!("{out}");
-    Ok(ExitCode::SUCCESS)
+    // A closed pipe (`ordo bench ... | head`) is not an error worth a panic.
+    let mut stdout = std::io::stdout().lock();
+    match stdout
+        .write_all(out.as_bytes())
+        .and_then(|()| stdout.flush())
+    {
+        Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
+            Err(anyhow::Error::new(e).context("writing the report"))
+        }
+        _ => Ok(ExitCode::SUCCESS),
+    }
 }
 
 #[cfg(test)]
