@@ -215,6 +215,7 @@ fn regenerate_example_store() {
         let p = root.join(file);
         let _ = std::fs::remove_file(&p);
         common::build_store(&p, host, kernel, speed, seed, 3);
+        common::to_rollback_journal(&p);
     }
 }
 
@@ -238,4 +239,35 @@ fn one_experiment_of_a_store_can_be_picked() {
         .unwrap_err()
         .to_string();
     assert!(e.contains("no experiment 9"), "{e}");
+}
+
+#[test]
+fn a_real_ordo_tune_store_renders_its_stored_means() {
+    // Written by `ordo tune run` (a 2 × 2 of workers and nice against the built-in ordo serve).
+    let db = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("tests/fixtures/tune-two-by-two.db");
+    let input = ordo_report::load(&db).expect("store loads");
+    let html = ordo_report::render_html(std::slice::from_ref(&input));
+    let doc = Document::parse_with_options(
+        &html,
+        ParsingOptions {
+            allow_dtd: true,
+            ..ParsingOptions::default()
+        },
+    )
+    .expect("well-formed");
+    let store = ordo_lab::store::Store::open_read_only(&db).unwrap();
+    let data = store.load(1).unwrap();
+    let bars: Vec<_> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("rect") && n.attribute("data-category").is_some())
+        .collect();
+    assert_eq!(bars.len(), data.configurations.len());
+    for (bar, cfg) in bars.iter().zip(&data.configurations) {
+        let want = mean(&data.values(cfg.idx, "web.throughput"));
+        assert_eq!(bar.attribute("data-category"), Some(cfg.label.as_str()));
+        assert!((attr_f64(bar, "data-value") - want).abs() <= 1e-9 * want);
+    }
+    assert!(!html.contains("(baseline) (baseline)"));
+    assert!(html.contains("baseline (workers=4)"));
 }

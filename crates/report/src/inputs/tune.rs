@@ -76,6 +76,15 @@ pub fn load(name: &str, path: &Path, only: Option<i64>) -> Result<TuneStore, Inp
     Ok(TuneStore { experiments })
 }
 
+/// A configuration's label with "(baseline)" added when it is the baseline and does not say so already.
+fn marked(c: &ConfigStats) -> String {
+    if c.is_baseline && !c.label.contains("baseline") {
+        format!("{} (baseline)", c.label)
+    } else {
+        c.label.clone()
+    }
+}
+
 /// The y-axis name of the score: the metric itself when the score is one metric with weight 1.
 pub fn score_label(a: &Analysis) -> String {
     match a.score_terms.as_slice() {
@@ -293,14 +302,7 @@ pub fn percentile_chart(id: &str, a: &Analysis) -> Option<XyChart> {
     c.x_scale = ScaleKind::Nines;
     c.y_scale = ScaleKind::Log;
     for cs in shown {
-        let mut s = XySeries::line(
-            if cs.is_baseline {
-                format!("{} (baseline)", cs.label)
-            } else {
-                cs.label.clone()
-            },
-            config_percentiles(cs, &w),
-        );
+        let mut s = XySeries::line(marked(cs), config_percentiles(cs, &w));
         if cs.is_baseline {
             s = s.dashed();
         }
@@ -409,11 +411,7 @@ fn config_table(a: &Analysis) -> Table {
     for c in &a.configs {
         let cmp = a.comparisons.iter().find(|x| x.idx == c.idx);
         t.row(vec![
-            if c.is_baseline {
-                format!("{} (baseline)", c.label)
-            } else {
-                c.label.clone()
-            },
+            marked(c),
             c.score.n.to_string(),
             num(c.score.mean, 3),
             num(c.score.sd, 3),

@@ -147,3 +147,13 @@ pub fn build_store(path: &Path, host: &str, kernel: &str, speed: f64, seed: u64,
     }
     store.set_status(id, "finished").expect("status");
 }
+
+/// Switch a store from WAL to a rollback journal, so that reading the committed file leaves no -wal/-shm
+/// files beside it.
+pub fn to_rollback_journal(path: &Path) {
+    let c = rusqlite::Connection::open(path).expect("open");
+    let mode: String = c
+        .query_row("PRAGMA journal_mode=DELETE", [], |r| r.get(0))
+        .expect("journal mode");
+    assert_eq!(mode, "delete");
+}
