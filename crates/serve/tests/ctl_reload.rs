@@ -11,10 +11,17 @@ use ctl_util::{get, queued, request, start_cfg, wait_until};
 use ordo_serve::ServeConfig;
 
 fn cfg_text(policy: &str, gold_weight: u32, workers: usize) -> String {
+    // The Lua policy's script path is relative: it resolves against the config file's directory.
+    let script = if policy == "lua" {
+        "policy_script = \"pick.lua\""
+    } else {
+        ""
+    };
     format!(
         r#"
 workers = {workers}
 policy = "{policy}"
+{script}
 [[classes]]
 name = "gold"
 weight = {gold_weight}
@@ -33,6 +40,11 @@ async fn reload_under_load_fails_no_request() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("serve.toml");
     std::fs::write(&path, cfg_text("fcfs", 1, 2)).unwrap();
+    std::fs::write(
+        dir.path().join("pick.lua"),
+        "function pick(heads) return heads[#heads].class end\n",
+    )
+    .unwrap();
     let h = start_cfg(ServeConfig::from_file(&path).unwrap()).await;
     let a = h.local_addr();
     let admin = h.admin_addr().unwrap();
@@ -64,6 +76,9 @@ async fn reload_under_load_fails_no_request() {
         ("lottery", 8, 1),
         ("wfq", 2, 2),
         ("srpt", 1, 4),
+        ("lua", 1, 2),
+        ("stride", 2, 2),
+        ("lua", 1, 3),
         ("fcfs", 1, 2),
     ];
     for (policy, w, workers) in steps {
@@ -91,7 +106,8 @@ async fn reload_under_load_fails_no_request() {
         "load ran: {}",
         ok.load(Ordering::Relaxed)
     );
-    assert_eq!(h.status()["reloads"]["ok"], 7);
+    assert_eq!(h.status()["reloads"]["ok"], 10);
+    assert_eq!(h.status()["lua_errors"], 0);
     h.shutdown().await.unwrap();
 }
 
