@@ -98,6 +98,7 @@ impl BenchError {
                 | BenchError::InvalidHeader { .. }
                 | BenchError::InvalidConfig { .. }
                 | BenchError::Mix { .. }
+                | BenchError::ServerPid { .. }
         )
     }
 }

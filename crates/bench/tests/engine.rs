@@ -409,3 +409,14 @@ fn uneven_client_split_is_pointed_out() {
     assert!(r.classes.iter().all(|k| k.connections == 3));
     assert!(!ordo_bench::print::text(&r).contains("cannot split exactly"));
 }
+
+#[test]
+fn missing_server_pid_is_a_usage_error() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.stop = Stop::Requests(1);
+    c.server_pid = Some(i32::MAX - 7);
+    let e = run(c, CancelToken::new()).unwrap_err();
+    assert!(matches!(e, BenchError::ServerPid { .. }), "{e}");
+    assert!(e.is_usage());
+}
