@@ -24,13 +24,15 @@ impl HeadPicker for Longest {
     }
 }
 
-/// Which deadlines the edf run uses.
+/// Variants of the set-up.
 #[derive(Clone, Copy, PartialEq)]
 enum Deadlines {
-    /// Far: the admission fast path (all queued work fits before the deadline) always applies.
+    /// Far deadlines: edf's admission fast path (all queued work fits before the deadline) always applies.
     Far,
-    /// Tight: for most classes the queued work exceeds the deadline, so admission searches the queues.
+    /// Tight: for most classes the queued work exceeds the deadline, so edf admission searches the queues.
     Tight,
+    /// Far deadlines and no aging: srpt always serves from its size index.
+    FarNoAging,
 }
 
 fn config(policy: PolicyKind, deadlines: Deadlines) -> SchedConfig {
@@ -40,9 +42,11 @@ fn config(policy: PolicyKind, deadlines: Deadlines) -> SchedConfig {
                 .weight(1 + i as u32)
                 .priority((i % 3) as i32);
             // Ages after 5 ms of simulated time (50k operations): the aging paths are exercised too.
-            c.age_after = Some(5_000_000);
+            c.age_after = (deadlines != Deadlines::FarNoAging).then_some(5_000_000);
             c.deadline = Some(match deadlines {
-                Deadlines::Far => 1_000_000_000_000 + i as Nanos * 1_000_000,
+                Deadlines::Far | Deadlines::FarNoAging => {
+                    1_000_000_000_000 + i as Nanos * 1_000_000
+                }
                 // 30..44 ms against 40 ms of queued work (100k x 400 ns on one worker).
                 Deadlines::Tight => 30_000_000 + i as Nanos * 2_000_000,
             });
@@ -68,7 +72,7 @@ fn filled(policy: PolicyKind, deadlines: Deadlines) -> (Scheduler<u64>, u64) {
         Scheduler::new(cfg).expect("valid config")
     };
     let (workers, service) = match deadlines {
-        Deadlines::Far => (64, 1_000),
+        Deadlines::Far | Deadlines::FarNoAging => (64, 1_000),
         Deadlines::Tight => (1, 400),
     };
     s.set_capacity(workers);
@@ -124,7 +128,14 @@ fn runs() -> impl Iterator<Item = (PolicyKind, Deadlines, String)> {
     PolicyKind::ALL
         .into_iter()
         .map(|p| (p, Deadlines::Far, p.as_str().to_string()))
-        .chain([(PolicyKind::Edf, Deadlines::Tight, "edf-tight".to_string())])
+        .chain([
+            (PolicyKind::Edf, Deadlines::Tight, "edf-tight".to_string()),
+            (
+                PolicyKind::Srpt,
+                Deadlines::FarNoAging,
+                "srpt-no-aging".to_string(),
+            ),
+        ])
 }
 
 fn check(run: &Run, name: &str) {

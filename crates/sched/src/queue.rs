@@ -17,6 +17,18 @@ pub(crate) struct Handle {
     generation: u32,
 }
 
+impl Handle {
+    /// The slot index (dense: below the largest number of requests queued at once).
+    pub fn index(self) -> usize {
+        self.idx as usize
+    }
+
+    /// The slot's generation when this handle was issued.
+    pub fn generation(self) -> u32 {
+        self.generation
+    }
+}
+
 /// What a class FIFO holds for each request: enough for every policy to decide without the item.
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct QEntry {

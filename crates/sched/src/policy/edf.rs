@@ -12,14 +12,15 @@
 //!
 //! Queued requests whose deadline passes (`now > deadline`) are returned by `expire()`.
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::VecDeque;
 
+use super::heap::LazyMinHeap;
 use super::{Choice, Estimates, Policy};
 use crate::queue::{Handle, QEntry, Queues};
 use crate::{Meta, Nanos, RejectReason};
 
 pub(crate) struct Edf {
-    by_deadline: BTreeMap<(Nanos, u64), Handle>,
+    by_deadline: LazyMinHeap<(Nanos, u64)>,
 }
 
 fn key_deadline(meta: &Meta) -> Nanos {
@@ -29,7 +30,7 @@ fn key_deadline(meta: &Meta) -> Nanos {
 impl Edf {
     pub fn new() -> Self {
         Edf {
-            by_deadline: BTreeMap::new(),
+            by_deadline: LazyMinHeap::new(),
         }
     }
 }
@@ -131,30 +132,28 @@ impl Policy for Edf {
     }
 
     fn on_enqueue(&mut self, _q: &Queues, e: &QEntry) {
-        self.by_deadline.insert((key_deadline(&e.meta), e.seq), e.h);
+        self.by_deadline.push((key_deadline(&e.meta), e.seq), e.h);
     }
 
     fn pick(&mut self, _q: &Queues, _now: Nanos) -> Option<Choice> {
-        self.by_deadline
-            .first_key_value()
-            .map(|(_, h)| Choice::Entry(*h))
+        self.by_deadline.peek().map(|(_, h)| Choice::Entry(h))
     }
 
     fn on_remove(&mut self, _q: &Queues, e: &QEntry, _dispatched: bool, _now: Nanos) {
-        self.by_deadline.remove(&(key_deadline(&e.meta), e.seq));
+        self.by_deadline.remove(e.h);
     }
 
     fn pop_expired(&mut self, now: Nanos) -> Option<Handle> {
-        let (&(d, _), _) = self.by_deadline.first_key_value()?;
+        let ((d, _), _) = self.by_deadline.peek()?;
         if d != Nanos::MAX && now > d {
-            self.by_deadline.pop_first().map(|(_, h)| h)
+            self.by_deadline.pop().map(|(_, h)| h)
         } else {
             None
         }
     }
 
     fn next_expiry(&self) -> Option<Nanos> {
-        let (&(d, _), _) = self.by_deadline.first_key_value()?;
+        let ((d, _), _) = self.by_deadline.peek()?;
         (d != Nanos::MAX).then(|| d.saturating_add(1))
     }
 }

@@ -5,6 +5,7 @@
 mod custom;
 mod edf;
 mod fcfs;
+mod heap;
 mod lottery;
 mod priority;
 mod srpt;

@@ -1,35 +1,34 @@
 //! Shortest remaining processing time (by size hint): the queued request with the smallest `size_hint`
 //! is served, across all queued requests of all classes (not only class heads); ties go to the earlier
-//! enqueue. An index ordered by (size, enqueue order) makes this O(log n).
+//! enqueue. An index ordered by (size, enqueue order) makes this O(log n) (a heap with lazy deletion, policy/heap.rs).
 //!
 //! Aging keeps large requests from starving: a request that has waited at least its class's `age_after` is
 //! *aged*, and aged requests are served before any other, in the order in which they aged
 //! (`arrival + age_after`). So a request never waits longer than `age_after` plus the service of the
 //! requests that aged before it. A class's oldest request is its FIFO head, so only heads need checking.
 
-use std::collections::BTreeMap;
-
+use super::heap::LazyMinHeap;
 use super::{Choice, Policy};
-use crate::queue::{Handle, QEntry, Queues};
+use crate::queue::{QEntry, Queues};
 use crate::{Nanos, SchedConfig};
 
 pub(crate) struct Srpt {
     age_after: Vec<Option<Nanos>>,
-    by_size: BTreeMap<(u64, u64), Handle>,
+    by_size: LazyMinHeap<(u64, u64)>,
 }
 
 impl Srpt {
     pub fn new(cfg: &SchedConfig) -> Self {
         Srpt {
             age_after: cfg.classes.iter().map(|c| c.age_after).collect(),
-            by_size: BTreeMap::new(),
+            by_size: LazyMinHeap::new(),
         }
     }
 }
 
 impl Policy for Srpt {
     fn on_enqueue(&mut self, _q: &Queues, e: &QEntry) {
-        self.by_size.insert((e.meta.size_hint, e.seq), e.h);
+        self.by_size.push((e.meta.size_hint, e.seq), e.h);
     }
 
     fn pick(&mut self, q: &Queues, now: Nanos) -> Option<Choice> {
@@ -43,13 +42,11 @@ impl Policy for Srpt {
         if let Some((_, _, c)) = aged {
             return Some(Choice::Head(c));
         }
-        self.by_size
-            .first_key_value()
-            .map(|(_, h)| Choice::Entry(*h))
+        self.by_size.peek().map(|(_, h)| Choice::Entry(h))
     }
 
     fn on_remove(&mut self, _q: &Queues, e: &QEntry, _dispatched: bool, _now: Nanos) {
-        self.by_size.remove(&(e.meta.size_hint, e.seq));
+        self.by_size.remove(e.h);
     }
 }
 
