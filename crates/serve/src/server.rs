@@ -48,6 +48,8 @@ pub(crate) struct Active {
     pub(crate) router: Router,
     pub(crate) headers: HeadersConfig,
     pub(crate) retry_after_secs: u64,
+    /// Whether the policy looks at size hints (srpt, wfq, lua); the others skip computing them.
+    pub(crate) needs_size: bool,
 }
 
 /// A picker used only to check that a custom-policy configuration is accepted by the scheduler.
@@ -168,6 +170,10 @@ impl Compiled {
                 router: Router::new(routes),
                 headers: cfg.headers.clone(),
                 retry_after_secs: cfg.retry_after.as_secs_f64().ceil().max(1.0) as u64,
+                needs_size: matches!(
+                    cfg.policy,
+                    PolicyName::Srpt | PolicyName::Wfq | PolicyName::Lua
+                ),
             },
             sched,
             picker,
@@ -292,7 +298,11 @@ impl Shared {
         if route.strip_prefix && route.prefix != "/" {
             strip(&mut req, route.prefix.trim_end_matches('/'));
         }
-        let hint = size_hint(&c, active.classifier.classes(), route, &req);
+        let hint = if active.needs_size {
+            size_hint(&c, active.classifier.classes(), route, &req)
+        } else {
+            0
+        };
         let now = self.gate.now();
         let meta = Meta {
             class: c.class,

@@ -249,3 +249,58 @@ path_prefix = "/ruled"
     assert!(h.metrics_text().contains("ordo_serve_lua_errors_total 2"));
     h.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn srpt_serves_the_smaller_static_file_first() {
+    let dir = tempfile::tempdir().unwrap();
+    std::fs::write(dir.path().join("big.bin"), vec![b'b'; 200_000]).unwrap();
+    std::fs::write(dir.path().join("small.txt"), "small\n").unwrap();
+    let cfg = format!(
+        r#"
+workers = 1
+policy = "srpt"
+[[routes]]
+prefix = "/"
+synthetic = {{}}
+[[routes]]
+prefix = "/files"
+strip_prefix = true
+static = {{ root = "{}" }}
+"#,
+        dir.path().display()
+    );
+    let h = start(&cfg).await;
+    let a = h.local_addr();
+    let blocker = tokio::spawn(async move { get(a, "/sleep?ms=300").await });
+    ctl_util::wait_until(std::time::Duration::from_secs(10), || {
+        ctl_util::busy(&h) == 1
+    })
+    .await;
+    let order = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+    let mut tasks = Vec::new();
+    for (i, path) in ["/files/big.bin", "/files/small.txt"]
+        .into_iter()
+        .enumerate()
+    {
+        let order = order.clone();
+        tasks.push(tokio::spawn(async move {
+            let r = get(a, path).await;
+            assert_eq!(r.status, 200);
+            order.lock().unwrap().push(path);
+        }));
+        ctl_util::wait_until(std::time::Duration::from_secs(10), || {
+            ctl_util::queued(&h) == i as u64 + 1
+        })
+        .await;
+    }
+    assert_eq!(blocker.await.unwrap().status, 200);
+    for t in tasks {
+        t.await.unwrap();
+    }
+    // The small file's size hint (its length) is smaller: it is dispatched first although it came second.
+    assert_eq!(
+        *order.lock().unwrap(),
+        ["/files/small.txt", "/files/big.bin"]
+    );
+    h.shutdown().await.unwrap();
+}
