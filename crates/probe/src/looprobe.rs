@@ -279,7 +279,20 @@ fn apply_settings(cfg: &LoopConfig) -> Result<Applied, ProbeError> {
     })
 }
 
-fn measure(cfg: &LoopConfig) -> Result<Raw, ProbeError> {
+/// Messages from the probe thread to the thread that runs `run_loop`.
+enum FromProbe {
+    /// Settings applied and calibrated: start the load now.
+    Ready,
+    Done(Result<Raw, ProbeError>),
+}
+
+/// Runs on the probe thread. The load is started by the controlling thread between `Ready` and `go`, so
+/// load threads and commands never inherit the probe thread's policy, nice value, slice or pinning.
+fn measure(
+    cfg: &LoopConfig,
+    ready: &mpsc::Sender<FromProbe>,
+    go: &mpsc::Receiver<bool>,
+) -> Result<Option<Raw>, ProbeError> {
     let applied = apply_settings(cfg)?;
     let mut warnings = Vec::new();
     let mut footprint = Footprint::new(cfg.footprint_mb);
@@ -308,7 +321,9 @@ fn measure(cfg: &LoopConfig) -> Result<Raw, ProbeError> {
             None
         }
     };
-    let mut load = BackgroundLoad::start(&cfg.load, cfg.cpu)?;
+    if ready.send(FromProbe::Ready).is_err() || !go.recv().unwrap_or(false) {
+        return Ok(None);
+    }
     let mut samples = Vec::with_capacity(cfg.samples);
     for i in 0..cfg.warmup + cfg.samples {
         footprint.touch();
@@ -353,21 +368,15 @@ fn measure(cfg: &LoopConfig) -> Result<Raw, ProbeError> {
             minflt: d.minflt,
         });
     }
-    if load.command_exited() {
-        warnings.push(
-            "the load command exited before the run ended; later samples ran without it".into(),
-        );
-    }
-    drop(load);
     let schedstat = samples.iter().all(|s| s.run_delay_ns.is_some());
-    Ok(Raw {
+    Ok(Some(Raw {
         samples,
         iterations,
         ns_per_iteration,
         applied,
         schedstat,
         warnings,
-    })
+    }))
 }
 
 const MS: f64 = 1e6;
@@ -447,13 +456,20 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
                 Some(h) if h == g.min_switches => format!("{h}"),
                 Some(h) => format!("{}–{h}", g.min_switches),
             };
-            format!(
+            let mut h = format!(
                 "samples with {what} involuntary switch{} ({} of {}) took {:.1}× the median",
                 if g.max_switches == Some(1) { "" } else { "es" },
                 g.samples,
                 samples.len(),
                 g.ratio_to_median
-            )
+            );
+            if let Some(none) = groups.first().filter(|z| z.min_switches == 0) {
+                h.push_str(&format!(
+                    " and {:.1}× the samples with none",
+                    g.median_elapsed_ms / none.median_elapsed_ms.max(f64::MIN_POSITIVE)
+                ));
+            }
+            h
         }
         None => format!(
             "no sample was switched out involuntarily ({} samples)",
@@ -498,17 +514,48 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
 pub fn run_loop(cfg: &LoopConfig) -> Result<LoopReport, ProbeError> {
     cfg.validate()?;
     let (tx, rx) = mpsc::channel();
+    let (go_tx, go_rx) = mpsc::channel();
     let c = cfg.clone();
     let h = std::thread::Builder::new()
         .name("ordo-probe".into())
         .spawn(move || {
-            let _ = tx.send(measure(&c));
+            let r = measure(&c, &tx, &go_rx);
+            if let Some(r) = r.transpose() {
+                let _ = tx.send(FromProbe::Done(r));
+            }
         })
         .map_err(|e| ProbeError::Config(format!("cannot start the probe thread: {e}")))?;
-    let raw = rx
-        .recv()
-        .map_err(|_| ProbeError::Config("the probe thread stopped without a result".into()))??;
+    let lost = || ProbeError::Config("the probe thread stopped without a result".into());
+    match rx.recv().map_err(|_| lost())? {
+        FromProbe::Ready => {}
+        FromProbe::Done(r) => {
+            let _ = h.join();
+            r?;
+            return Err(lost());
+        }
+    }
+    let mut load = match BackgroundLoad::start(&cfg.load, cfg.cpu) {
+        Ok(l) => l,
+        Err(e) => {
+            let _ = go_tx.send(false);
+            let _ = h.join();
+            return Err(e);
+        }
+    };
+    let _ = go_tx.send(true);
+    let done = rx.recv();
+    let load_exited = load.command_exited();
+    drop(load);
     let _ = h.join();
+    let mut raw = match done {
+        Ok(FromProbe::Done(r)) => r?,
+        _ => return Err(lost()),
+    };
+    if load_exited {
+        raw.warnings.push(
+            "the load command exited before the run ended; later samples ran without it".into(),
+        );
+    }
     let nominal_ns = Calibration {
         ns_per_iteration: raw.ns_per_iteration,
     }

@@ -243,15 +243,12 @@ impl ProcessSampler {
     fn read_thread(&mut self, tid: i32) -> Result<ThreadSnapshot, SysError> {
         let pid = self.pid;
         let stat = self.root.task_stat(pid, tid)?;
-        let status = self.root.task_status(pid, tid)?;
         let mut t = ThreadSnapshot {
             tid,
-            name: status.name,
+            name: stat.comm.clone(),
             state: stat.state,
             utime_ns: stat.utime_ns,
             stime_ns: stat.stime_ns,
-            voluntary_switches: status.voluntary_ctxt_switches.unwrap_or(0),
-            involuntary_switches: status.nonvoluntary_ctxt_switches.unwrap_or(0),
             processor: stat.processor,
             policy: stat
                 .policy
@@ -267,7 +264,7 @@ impl ProcessSampler {
                     t.timeslices = Some(s.timeslices);
                 }
                 Err(SysError::Missing { .. }) | Err(SysError::Permission { .. }) => {
-                    // The kernel lacks schedstat, or the thread vanished: tell them apart below.
+                    // The kernel lacks schedstat, or the thread vanished: tell them apart.
                     if self.root.task_stat(pid, tid).is_ok() {
                         self.schedstat_ok = false;
                     } else {
@@ -277,9 +274,20 @@ impl ProcessSampler {
                 Err(e) => return Err(e),
             }
         }
+        // /proc/PID/task/TID/sched carries the switch counts too, so when it is read, status is not.
+        let mut have_switches = false;
         if self.read_sched && self.sched_ok {
             match self.root.task_sched(pid, tid) {
-                Ok(s) => t.migrations = s.nr_migrations(),
+                Ok(s) => {
+                    t.migrations = s.nr_migrations();
+                    if let (Some(v), Some(i)) =
+                        (s.nr_voluntary_switches(), s.nr_involuntary_switches())
+                    {
+                        t.voluntary_switches = v;
+                        t.involuntary_switches = i;
+                        have_switches = true;
+                    }
+                }
                 Err(SysError::Missing { .. }) | Err(SysError::Permission { .. }) => {
                     if self.root.task_stat(pid, tid).is_ok() {
                         self.sched_ok = false;
@@ -289,6 +297,11 @@ impl ProcessSampler {
                 }
                 Err(e) => return Err(e),
             }
+        }
+        if !have_switches {
+            let status = self.root.task_status(pid, tid)?;
+            t.voluntary_switches = status.voluntary_ctxt_switches.unwrap_or(0);
+            t.involuntary_switches = status.nonvoluntary_ctxt_switches.unwrap_or(0);
         }
         Ok(t)
     }
