@@ -161,14 +161,16 @@ impl<T> Scheduler<T> {
                 }
             }
         }
-        while let Some(h) = self.policy.pop_expired(now) {
-            if let Some((item, e)) = self.remove(h, false, now) {
-                out.push(Rejected {
-                    item,
-                    meta: e.meta,
-                    reason: RejectReason::DeadlineUnreachable,
-                });
-            }
+        while let Some(h) = self.policy.pop_expired(&self.queues, now) {
+            // A stale handle (a policy bug) must not loop forever.
+            let Some((item, e)) = self.remove(h, false, now) else {
+                break;
+            };
+            out.push(Rejected {
+                item,
+                meta: e.meta,
+                reason: RejectReason::DeadlineUnreachable,
+            });
         }
     }
 
@@ -178,7 +180,7 @@ impl<T> Scheduler<T> {
             let t = self.cfg.timeout_of(c)?;
             Some(self.queues.head(c)?.meta.arrival.saturating_add(t))
         });
-        timeouts.chain(self.policy.next_expiry()).min()
+        timeouts.chain(self.policy.next_expiry(&self.queues)).min()
     }
 
     /// Switch to a new configuration without losing a queued request: classes are matched by name, the

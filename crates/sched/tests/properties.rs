@@ -221,6 +221,65 @@ proptest! {
         }
     }
 
+    /// edf with caller-supplied deadlines in any order (and some without one), queue timeouts and
+    /// deadline expiry: every dispatch returns the earliest (deadline, enqueue order) still queued, and
+    /// expire() removes exactly the requests whose deadline or timeout has passed.
+    #[test]
+    fn edf_any_deadline_order(
+        ops in prop::collection::vec((0usize..3, prop::option::weighted(0.8, 0u64..500), 0u64..20, 0u8..3), 1..400),
+    ) {
+        let mut cfg = config(&[1, 1, 1], PolicyKind::Edf);
+        cfg.classes[2].queue_timeout = Some(300);
+        let mut s = Scheduler::new(cfg).unwrap();
+        // model: (deadline key, id, class, arrival)
+        let mut queued: Vec<(Nanos, usize, usize, Nanos)> = Vec::new();
+        let mut now = 0;
+        for (i, (c, deadline, dt, op)) in ops.into_iter().enumerate() {
+            now += dt;
+            match op {
+                0 => {
+                    let mut m = meta(c, now, 1);
+                    m.deadline = deadline.map(|d| now + d / 2 + d % 7);
+                    let r = s.enqueue(i, m, now);
+                    prop_assert!(r.is_ok());
+                    queued.push((m.deadline.unwrap_or(Nanos::MAX), i, c, now));
+                }
+                1 => {
+                    let mut out = Vec::new();
+                    s.expire(now, &mut out);
+                    let mut got: Vec<usize> = out.iter().map(|r| r.item).collect();
+                    let mut want: Vec<usize> = queued
+                        .iter()
+                        .filter(|(d, _, c, a)| (*d != Nanos::MAX && now > *d) || (*c == 2 && now - a >= 300))
+                        .map(|x| x.1)
+                        .collect();
+                    got.sort_unstable();
+                    want.sort_unstable();
+                    prop_assert_eq!(&got, &want);
+                    queued.retain(|x| !want.contains(&x.1));
+                    let next = queued
+                        .iter()
+                        .map(|(d, _, c, a)| {
+                            let dl = if *d == Nanos::MAX { Nanos::MAX } else { d + 1 };
+                            if *c == 2 { dl.min(a + 300) } else { dl }
+                        })
+                        .min()
+                        .filter(|t| *t != Nanos::MAX);
+                    prop_assert_eq!(s.next_expiry(), next);
+                }
+                _ => {
+                    let d = s.dispatch(now);
+                    let min = queued.iter().map(|x| (x.0, x.1)).min();
+                    prop_assert_eq!(d.map(|d| d.item), min.map(|m| m.1));
+                    if let Some(m) = min {
+                        queued.retain(|x| x.1 != m.1);
+                    }
+                }
+            }
+            prop_assert_eq!(s.len(), queued.len());
+        }
+    }
+
     /// wfq, all classes backlogged with random sizes: normalised work never differs between two classes by
     /// more than the SFQ bound max_i/w_i + max_j/w_j.
     #[test]

@@ -6,7 +6,7 @@
 //! `now + work_ahead / capacity`, where `capacity` is the worker count given to `set_capacity` and
 //! `work_ahead` sums, over classes, the class's service-time estimate (moving average of
 //! `observe_service`) times the number of its queued requests whose deadline is not later. That count is
-//! a binary search in the class FIFO, exact when each class's deadlines do not decrease in arrival order
+//! an interpolation search in the class FIFO, exact when each class's deadlines do not decrease in arrival order
 //! (true when deadlines come from a per-class relative deadline, as in ordo serve); otherwise it is an
 //! approximation. Work already in service is not counted. With no observations the estimate is `now`.
 //!
@@ -19,8 +19,16 @@ use super::{Choice, Estimates, Policy};
 use crate::queue::{Handle, QEntry, Queues};
 use crate::{Meta, Nanos, RejectReason};
 
+/// The index. A class whose queued deadlines are non-decreasing in queue order ("sorted", the normal case:
+/// deadlines from the class's relative deadline) needs none: its head is its earliest deadline, and the
+/// earliest overall is found among the heads in O(classes). Requests of a class that received a deadline
+/// earlier than its last one go into a heap (with lazy deletion) until the class is empty again.
 pub(crate) struct Edf {
-    by_deadline: LazyMinHeap<(Nanos, u64)>,
+    /// Per class: its queue is sorted by deadline, and none of its requests are in `heap`.
+    sorted: Vec<bool>,
+    /// Per class: deadline key of the last request enqueued.
+    tail: Vec<Nanos>,
+    heap: LazyMinHeap<(Nanos, u64)>,
 }
 
 fn key_deadline(meta: &Meta) -> Nanos {
@@ -28,10 +36,22 @@ fn key_deadline(meta: &Meta) -> Nanos {
 }
 
 impl Edf {
-    pub fn new() -> Self {
+    pub fn new(classes: usize) -> Self {
         Edf {
-            by_deadline: LazyMinHeap::new(),
+            sorted: vec![true; classes],
+            tail: vec![0; classes],
+            heap: LazyMinHeap::new(),
         }
+    }
+
+    /// The earliest (deadline key, seq) among sorted classes' heads and the heap.
+    fn earliest(&self, q: &Queues) -> Option<((Nanos, u64), Choice)> {
+        let heads = q
+            .heads()
+            .filter(|(c, _)| self.sorted[*c])
+            .map(|(c, e)| ((key_deadline(&e.meta), e.seq), Choice::Head(c)));
+        let top = self.heap.peek().map(|(k, h)| (k, Choice::Entry(h)));
+        heads.chain(top).min_by_key(|(k, _)| *k)
     }
 }
 
@@ -131,29 +151,51 @@ impl Policy for Edf {
         }
     }
 
-    fn on_enqueue(&mut self, _q: &Queues, e: &QEntry) {
-        self.by_deadline.push((key_deadline(&e.meta), e.seq), e.h);
+    fn on_enqueue(&mut self, q: &Queues, e: &QEntry) {
+        let c = e.meta.class;
+        let key = key_deadline(&e.meta);
+        let cq = &q.classes[c];
+        if cq.len == 1 {
+            // The class was empty: none of its requests are in the heap.
+            self.sorted[c] = true;
+        } else if self.sorted[c] && key < self.tail[c] {
+            // Out of order: from now on this class's requests live in the heap. A sorted class only ever
+            // loses its head (edf serves sorted classes from the head; timeouts take heads), so its
+            // FIFO holds no removed requests and every entry is live.
+            debug_assert_eq!(cq.dead, 0);
+            self.sorted[c] = false;
+            for x in &cq.fifo {
+                self.heap.push((key_deadline(&x.meta), x.seq), x.h);
+            }
+        } else if !self.sorted[c] {
+            self.heap.push((key, e.seq), e.h);
+        }
+        self.tail[c] = key;
     }
 
-    fn pick(&mut self, _q: &Queues, _now: Nanos) -> Option<Choice> {
-        self.by_deadline.peek().map(|(_, h)| Choice::Entry(h))
+    fn pick(&mut self, q: &Queues, _now: Nanos) -> Option<Choice> {
+        self.earliest(q).map(|(_, choice)| choice)
     }
 
     fn on_remove(&mut self, _q: &Queues, e: &QEntry, _dispatched: bool, _now: Nanos) {
-        self.by_deadline.remove(e.h);
-    }
-
-    fn pop_expired(&mut self, now: Nanos) -> Option<Handle> {
-        let ((d, _), _) = self.by_deadline.peek()?;
-        if d != Nanos::MAX && now > d {
-            self.by_deadline.pop().map(|(_, h)| h)
-        } else {
-            None
+        if !self.sorted[e.meta.class] {
+            self.heap.remove(e.h);
         }
     }
 
-    fn next_expiry(&self) -> Option<Nanos> {
-        let ((d, _), _) = self.by_deadline.peek()?;
+    fn pop_expired(&mut self, q: &Queues, now: Nanos) -> Option<Handle> {
+        let ((d, _), choice) = self.earliest(q)?;
+        if d == Nanos::MAX || now <= d {
+            return None;
+        }
+        match choice {
+            Choice::Head(c) => q.head(c).map(|e| e.h),
+            Choice::Entry(h) => Some(h),
+        }
+    }
+
+    fn next_expiry(&self, q: &Queues) -> Option<Nanos> {
+        let ((d, _), _) = self.earliest(q)?;
         (d != Nanos::MAX).then(|| d.saturating_add(1))
     }
 }

@@ -50,6 +50,7 @@ impl<K: Ord + Copy> LazyMinHeap<K> {
     }
 
     /// Remove and return the smallest live entry.
+    #[cfg(test)]
     pub fn pop(&mut self) -> Option<(K, Handle)> {
         let (k, h) = self.peek()?;
         self.remove(h);

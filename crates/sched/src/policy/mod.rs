@@ -90,12 +90,12 @@ pub(crate) trait Policy: Send {
     fn pick(&mut self, q: &Queues, now: Nanos) -> Option<Choice>;
     /// `e` left its queue (`q` no longer contains it), dispatched or expired.
     fn on_remove(&mut self, q: &Queues, e: &QEntry, dispatched: bool, now: Nanos);
-    /// A queued request whose own deadline has passed at `now`, taken out of the policy's index.
-    fn pop_expired(&mut self, _now: Nanos) -> Option<Handle> {
+    /// A queued request whose own deadline has passed at `now` (the scheduler then removes it).
+    fn pop_expired(&mut self, _q: &Queues, _now: Nanos) -> Option<Handle> {
         None
     }
     /// The earliest time at which `pop_expired` will have work.
-    fn next_expiry(&self) -> Option<Nanos> {
+    fn next_expiry(&self, _q: &Queues) -> Option<Nanos> {
         None
     }
     /// Give back the external picker, if this policy has one (so `reconfigure` can keep it).
@@ -118,7 +118,7 @@ pub(crate) fn build(cfg: &SchedConfig, picker: Option<Box<dyn HeadPicker>>) -> B
         PolicyKind::Stride => Box::new(stride::Stride::new(cfg)),
         PolicyKind::Wfq => Box::new(wfq::Wfq::new(cfg)),
         PolicyKind::Srpt => Box::new(srpt::Srpt::new(cfg)),
-        PolicyKind::Edf => Box::new(edf::Edf::new()),
+        PolicyKind::Edf => Box::new(edf::Edf::new(cfg.classes.len())),
         PolicyKind::Custom => match picker {
             Some(p) => Box::new(custom::Custom::new(cfg, p)),
             None => Box::new(fcfs::Fcfs),
