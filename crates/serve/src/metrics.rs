@@ -2,6 +2,7 @@
 //! updates its counters without building label sets.
 
 use std::collections::HashMap;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ordo_sched::RejectReason;
@@ -73,7 +74,8 @@ pub struct Metrics {
     service: HistFamily,
     workers_busy: Gauge,
     workers_capacity: Gauge,
-    abandoned: Gauge,
+    abandoned: Counter,
+    abandoned_seen: AtomicU64,
     /// Failed Lua calls (classify or pick).
     pub lua_errors: Counter,
     reloads: Family<ResultLabel, Counter>,
@@ -99,7 +101,7 @@ impl Metrics {
         let service: HistFamily = Family::new_with_constructor(seconds_histogram);
         let workers_busy = Gauge::default();
         let workers_capacity = Gauge::default();
-        let abandoned = Gauge::default();
+        let abandoned = Counter::default();
         let lua_errors = Counter::default();
         let reloads = Family::<ResultLabel, Counter>::default();
         let not_found = Counter::default();
@@ -150,7 +152,7 @@ impl Metrics {
         );
         registry.register(
             "abandoned",
-            "Queued requests whose client went away before dispatch (since start)",
+            "Queued requests whose client went away before dispatch",
             abandoned.clone(),
         );
         registry.register(
@@ -180,6 +182,7 @@ impl Metrics {
             workers_busy,
             workers_capacity,
             abandoned,
+            abandoned_seen: AtomicU64::new(0),
             lua_errors,
             reloads,
             not_found,
@@ -249,6 +252,21 @@ impl Metrics {
 
     /// The Prometheus text exposition, with gauges refreshed from `snap`.
     pub fn encode(&self, snap: &GateSnapshot) -> String {
+        // Classes removed by a reload keep their counters but no longer queue anything.
+        let known: Vec<Arc<str>> = self
+            .cache
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .keys()
+            .cloned()
+            .collect();
+        for name in known.iter().filter(|n| !snap.class_names.contains(n)) {
+            self.queue_depth
+                .get_or_create(&ClassLabel {
+                    class: name.to_string(),
+                })
+                .set(0);
+        }
         for (name, q) in snap.class_names.iter().zip(&snap.class_queued) {
             self.class(name);
             self.queue_depth
@@ -259,7 +277,8 @@ impl Metrics {
         }
         self.workers_busy.set(snap.busy as i64);
         self.workers_capacity.set(snap.workers as i64);
-        self.abandoned.set(snap.abandoned as i64);
+        let seen = self.abandoned_seen.swap(snap.abandoned, Ordering::Relaxed);
+        self.abandoned.inc_by(snap.abandoned.saturating_sub(seen));
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

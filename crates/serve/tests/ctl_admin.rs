@@ -46,6 +46,8 @@ async fn metrics_have_per_class_series() {
         "ordo_serve_workers_busy 0",
         "ordo_serve_workers_capacity 3",
         "ordo_serve_lua_errors_total 0",
+        "ordo_serve_abandoned_total 0",
+        "ordo_serve_not_found_total 0",
     ] {
         assert!(m.contains(want), "missing {want} in\n{m}");
     }

@@ -108,6 +108,16 @@ async fn reload_under_load_fails_no_request() {
     );
     assert_eq!(h.status()["reloads"]["ok"], 10);
     assert_eq!(h.status()["lua_errors"], 0);
+    // The removed classes keep their counters, and their queue depth reads 0.
+    let m = h.metrics_text();
+    assert!(
+        m.contains(r#"ordo_serve_queue_depth{class="gold"} 0"#),
+        "{m}"
+    );
+    assert!(
+        m.contains(r#"ordo_serve_completed_total{class="only"}"#),
+        "{m}"
+    );
     h.shutdown().await.unwrap();
 }
 
