@@ -195,6 +195,7 @@ async fn connection(ctx: Ctx, j: usize) {
     let mut rng = Rng(plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
     let mut turn = vec![0usize; plan.classes.len()];
     let mut k: u64 = 0;
+    let open = matches!(plan.pacing, Pacing::Open { .. });
     loop {
         // 1. Take a request slot (or stop).
         let now = Instant::now();
@@ -209,10 +210,15 @@ async fn connection(ctx: Ctx, j: usize) {
                 if plan.end.is_some_and(|e| due >= e) {
                     break;
                 }
+                // The corrected latency counts from when the request was due only if the connection
+                // was still busy with the previous response then (the server held it up). An idle
+                // connection sends when the timer fires, and that timer's lateness (tokio's timer has
+                // 1 ms resolution) is the client's, not the server's: count from the actual send.
+                let backlogged = due <= now;
                 if due > now {
                     tokio::time::sleep_until(due.into()).await;
                 }
-                (i, Some(due), i >= plan.warm_slots)
+                (i, backlogged.then_some(due), i >= plan.warm_slots)
             }
             Pacing::Closed => {
                 if plan.end.is_some_and(|e| now >= e) {
@@ -302,7 +308,9 @@ async fn connection(ctx: Ctx, j: usize) {
                             class,
                             x.info.status,
                             us(t_done - t_start),
-                            due.map(|d| us(t_done.saturating_duration_since(d))),
+                            open.then(|| {
+                                us(t_done.saturating_duration_since(due.unwrap_or(t_start)))
+                            }),
                             connect_us,
                             us(x.first_byte
                                 .unwrap_or(t_done)

@@ -420,3 +420,23 @@ fn missing_server_pid_is_a_usage_error() {
     assert!(matches!(e, BenchError::ServerPid { .. }), "{e}");
     assert!(e.is_usage());
 }
+
+#[test]
+fn corrected_equals_uncorrected_when_the_server_keeps_up() {
+    // Light load: every connection is idle when its next request is due, so the client's own timer
+    // lateness must not show up as corrected latency.
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 4;
+    c.pacing = Pacing::Open { rate: 400.0 };
+    c.stop = Stop::Requests(400);
+    let r = run(c, CancelToken::new()).unwrap();
+    let cor = r.summary.corrected.as_ref().unwrap();
+    let unc = &r.summary.latency;
+    assert_eq!(cor.count, unc.count);
+    let (c50, u50) = (cor.at(50.0).unwrap(), unc.at(50.0).unwrap());
+    assert!(
+        c50 - u50 < 0.05,
+        "corrected p50 {c50} ms vs uncorrected {u50} ms"
+    );
+}
