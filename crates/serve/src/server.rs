@@ -262,13 +262,15 @@ impl Shared {
         let cur = self.config();
         let Some(path) = cur.origin.as_ref().and_then(|o| o.path.clone()) else {
             self.metrics.reload(false);
-            return Err(ConfigError {
+            let e = ConfigError {
                 file: cur.name().to_string(),
                 line: None,
                 key: None,
                 message: "the running configuration did not come from a file; nothing to re-read"
                     .into(),
-            });
+            };
+            tracing::error!(error = %e, "reload refused");
+            return Err(e);
         };
         let mut new = match ServeConfig::from_file(&path) {
             Ok(c) => c,
