@@ -92,7 +92,7 @@ fn compare_tune(inputs: &[Input]) -> Vec<Section> {
         let mut chart = BarChart::new(
             format!("{id}-configs"),
             format!(
-                "Mean {y} per configuration with its 95% confidence interval, one bar per machine or kernel; hatched: each run's baseline."
+                "Mean {y} per configuration with its 95% CI, one bar per machine or kernel; hatched bars and dashed lines in each colour: that input's baseline."
             ),
             "configuration",
             y.clone(),

@@ -54,7 +54,7 @@ svg .flag { font-size: 14px; font-weight: 700; fill: #b03000; }
 table.summary { border-collapse: collapse; background: var(--card); border: 1px solid var(--line); font-size: 13px; }
 table.summary caption { text-align: left; font-weight: 600; padding: 6px 2px; caption-side: top; }
 table.summary th, table.summary td { padding: 4px 10px; border-bottom: 1px solid #edf0f3; white-space: nowrap; }
-table.summary th { background: #eef2f6; font-weight: 600; }
+table.summary th { background: #eef2f6; font-weight: 600; text-align: left; }
 table.summary td.r, table.summary th.r { text-align: right; font-variant-numeric: tabular-nums; }
 p.note { margin: 10px 0; padding: 8px 12px; background: #fff8e6; border-left: 3px solid #E69F00; font-size: 14px; max-width: 1100px; }
 footer { padding: 16px 40px 30px; color: var(--muted); font-size: 12px; }

@@ -5,7 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{Scale, ScaleKind, color, data_num, escape, figure, legend, px, text_width};
+use super::{Key, Scale, ScaleKind, color, data_num, escape, figure, legend, px, text_width};
 
 /// One bar: its value, optional interval, and marks.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,25 +82,26 @@ impl BarChart {
     /// Render as `<figure><svg>…</svg><figcaption>…</figcaption></figure>`.
     pub fn render(&self) -> String {
         let mut ys = vec![0.0];
-        let mut baseline: Option<f64> = None;
-        for s in &self.series {
+        // One baseline per series (a comparison has one per machine), drawn in the series' colour.
+        let mut baselines: Vec<(usize, f64)> = Vec::new();
+        for (si, s) in self.series.iter().enumerate() {
             for v in s.values.iter().flatten() {
                 for y in [Some(v.value), v.lo, v.hi].into_iter().flatten() {
                     if y.is_finite() {
                         ys.push(y);
                     }
                 }
-                if v.baseline && v.value.is_finite() && baseline.is_none() {
-                    baseline = Some(v.value);
+                if v.baseline && v.value.is_finite() && !baselines.iter().any(|(i, _)| *i == si) {
+                    baselines.push((si, v.value));
                 }
             }
         }
         let yscale = Scale::fit(ScaleKind::Linear, &ys, true);
-        let entries: Vec<(String, usize, bool)> = if self.series.len() > 1 {
+        let entries: Vec<(String, usize, Key)> = if self.series.len() > 1 {
             self.series
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (s.name.clone(), i, false))
+                .map(|(i, s)| (s.name.clone(), i, Key::Swatch))
                 .collect()
         } else {
             Vec::new()
@@ -323,16 +324,35 @@ impl BarChart {
             }
             out.push_str("</g>");
         }
-        if let Some(b) = baseline {
-            let y = ypos(b);
+        for (si, b) in &baselines {
+            let y = ypos(*b);
+            // With several series the lines are told apart by colour (the caption says so); a text label
+            // per line would collide, so the name goes into a tooltip.
+            let (stroke, text) = if self.series.len() > 1 {
+                (
+                    format!(" style=\"stroke: {}\"", color(*si)),
+                    format!(
+                        "<title>baseline · {}: {}</title>",
+                        escape(&self.series[*si].name),
+                        data_num(*b)
+                    ),
+                )
+            } else {
+                (
+                    String::new(),
+                    format!(
+                        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">baseline</text>",
+                        px(left + pw - 4.0),
+                        px(y - 4.0)
+                    ),
+                )
+            };
             let _ = write!(
                 out,
-                "<g class=\"ref-line baseline\" data-y=\"{}\"><line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text x=\"{}\" y=\"{}\" text-anchor=\"end\">baseline</text></g>",
-                data_num(b),
+                "<g class=\"ref-line baseline\" data-y=\"{}\"><line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"{stroke}/>{text}</g>",
+                data_num(*b),
                 px(left),
                 px(left + pw),
-                px(left + pw - 4.0),
-                px(ypos(b) - 4.0),
                 y = px(y)
             );
         }

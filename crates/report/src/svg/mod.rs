@@ -407,44 +407,70 @@ fn marker_is_stroke(i: usize) -> bool {
     i % 5 == 4
 }
 
+/// How a legend entry is drawn.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Key {
+    /// A line sample with the series' marker (dashed when the series is).
+    Line { dashed: bool },
+    /// A filled square (bar charts).
+    Swatch,
+}
+
 /// Legend entries laid out in rows across the top of the chart; returns (svg, height used).
-fn legend(entries: &[(String, usize, bool)], x0: f64, y0: f64, width: f64) -> (String, f64) {
+fn legend(entries: &[(String, usize, Key)], x0: f64, y0: f64, width: f64) -> (String, f64) {
     if entries.is_empty() {
         return (String::new(), 0.0);
     }
     let mut out = String::from("<g class=\"legend\">");
     let (mut x, mut y) = (x0, y0 + 10.0);
-    for (name, idx, dashed) in entries {
+    for (name, idx, key) in entries {
         let w = 34.0 + text_width(name, 12.0) + 18.0;
         if x + w > x0 + width && x > x0 {
             x = x0;
             y += 18.0;
         }
-        let dash = if *dashed {
-            " stroke-dasharray=\"5 3\""
-        } else {
-            ""
-        };
         let _ = write!(
             out,
-            "<g class=\"legend-item\" data-series=\"{}\"><line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{dash}/>",
-            escape(name),
-            px(x),
-            px(y),
-            px(x + 26.0),
-            px(y),
-            color(*idx)
+            "<g class=\"legend-item\" data-series=\"{}\">",
+            escape(name)
         );
-        let fill = if marker_is_stroke(*idx) {
-            "none"
-        } else {
-            color(*idx)
-        };
+        match key {
+            Key::Line { dashed } => {
+                let dash = if *dashed {
+                    " stroke-dasharray=\"5 3\""
+                } else {
+                    ""
+                };
+                let fill = if marker_is_stroke(*idx) {
+                    "none"
+                } else {
+                    color(*idx)
+                };
+                let _ = write!(
+                    out,
+                    "<line x1=\"{}\" y1=\"{}\" x2=\"{}\" y2=\"{}\" stroke=\"{}\" stroke-width=\"2\"{dash}/><path d=\"{}\" fill=\"{fill}\" stroke=\"{}\" stroke-width=\"1.5\"/>",
+                    px(x),
+                    px(y),
+                    px(x + 26.0),
+                    px(y),
+                    color(*idx),
+                    marker_path(*idx, x + 13.0, y, 3.5),
+                    color(*idx),
+                );
+            }
+            Key::Swatch => {
+                let _ = write!(
+                    out,
+                    "<rect x=\"{}\" y=\"{}\" width=\"18\" height=\"11\" fill=\"{}\"/>",
+                    px(x + 4.0),
+                    px(y - 5.5),
+                    color(*idx)
+                );
+            }
+        }
         let _ = write!(
             out,
-            "<path d=\"{}\" fill=\"{fill}\" stroke=\"{}\" stroke-width=\"1.5\"/><text x=\"{}\" y=\"{}\" class=\"legend-text\">{}</text></g>",
-            marker_path(*idx, x + 13.0, y, 3.5),
-            color(*idx),
+            "<text x=\"{}\" y=\"{}\" class=\"legend-text\">{}</text></g>",
             px(x + 32.0),
             px(y + 4.0),
             escape(name)

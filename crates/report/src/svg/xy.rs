@@ -5,8 +5,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    Scale, ScaleKind, color, data_num, escape, figure, legend, marker_is_stroke, marker_path, px,
-    text_width,
+    Key, Scale, ScaleKind, color, data_num, escape, figure, legend, marker_is_stroke, marker_path,
+    px, text_width,
 };
 
 /// One plotted point; `note` is added to its tooltip (e.g. the request count behind a mean).
@@ -159,11 +159,17 @@ impl XyChart {
         );
 
         // Layout: legend on top, y labels left, x labels below.
-        let entries: Vec<(String, usize, bool)> = if self.series.len() > 1 {
+        let entries: Vec<(String, usize, Key)> = if self.series.len() > 1 {
             self.series
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (s.name.clone(), s.style.unwrap_or(i), s.dashed))
+                .map(|(i, s)| {
+                    (
+                        s.name.clone(),
+                        s.style.unwrap_or(i),
+                        Key::Line { dashed: s.dashed },
+                    )
+                })
                 .collect()
         } else {
             Vec::new()
