@@ -164,3 +164,25 @@ async fn bad_reload_keeps_the_running_config() {
     assert_eq!(s["listen"], h.local_addr().to_string());
     h.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reload_applies_new_rules_and_routes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("serve.toml");
+    let text = |class: &str, prefix: &str| {
+        format!(
+            "[headers]\nclass = true\n[[classes]]\nname = \"gold\"\n[[classes]]\nname = \"free\"\n\
+             [[rules]]\nclass = \"{class}\"\npath_prefix = \"/a\"\n[[routes]]\nprefix = \"{prefix}\"\nsynthetic = {{}}\n"
+        )
+    };
+    std::fs::write(&path, text("free", "/")).unwrap();
+    let h = start_cfg(ServeConfig::from_file(&path).unwrap()).await;
+    let a = h.local_addr();
+    assert_eq!(get(a, "/a").await.header("x-ordo-class"), Some("free"));
+    assert_eq!(get(a, "/b").await.header("x-ordo-class"), Some("gold"));
+    std::fs::write(&path, text("gold", "/a")).unwrap();
+    h.reload_from_file().unwrap();
+    assert_eq!(get(a, "/a").await.header("x-ordo-class"), Some("gold"));
+    assert_eq!(get(a, "/b").await.status, 404, "the new routes apply");
+    h.shutdown().await.unwrap();
+}
