@@ -83,6 +83,9 @@ pub struct Args {
     /// Print the report as CSV (one row per class and latency kind).
     #[arg(long)]
     pub csv: bool,
+    /// Also write the JSON report to FILE (e.g. for `ordo report`), whatever is printed.
+    #[arg(long, value_name = "FILE")]
+    pub save: Option<PathBuf>,
     /// Never show the progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -194,6 +197,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         r
     }
     .map_err(bench_err)?;
+    if let Some(path) = &args.save {
+        let mut s = serde_json::to_string_pretty(&report).context("serialising the report")?;
+        s.push('\n');
+        std::fs::write(path, s).with_context(|| format!("writing --save {}", path.display()))?;
+    }
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&report).context("serialising the report")?;
         s.push('\n');

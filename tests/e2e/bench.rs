@@ -81,10 +81,14 @@ fn bench_text_and_csv() {
     );
     assert!(out.stdout.contains("Connection Times (ms)"));
 
+    let dir = tempfile::tempdir().unwrap();
+    let saved = dir.path().join("run.json");
     let mut cmd = ordo();
     cmd.args([
-        "bench", "-c", "2", "-n", "20", "--rate", "500", "--csv", &url,
-    ]);
+        "bench", "-c", "2", "-n", "20", "--rate", "500", "--csv", "--save",
+    ])
+    .arg(&saved)
+    .arg(&url);
     let out = run_with_timeout(cmd, Duration::from_secs(30));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert!(
@@ -97,6 +101,10 @@ fn bench_text_and_csv() {
         "{}",
         out.stdout
     );
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&saved).unwrap()).unwrap();
+    assert_eq!(v["config"]["mode"], "open");
+    assert_eq!(v["summary"]["complete"], 20);
 }
 
 #[test]
