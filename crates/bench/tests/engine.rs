@@ -150,6 +150,7 @@ fn open_loop_exact_count() {
     let s = common::start();
     let mut c = cfg(&s.url("/"));
     c.connections = 3;
+    c.threads = 2;
     c.pacing = Pacing::Open { rate: 2000.0 };
     c.stop = Stop::Requests(500);
     c.warmup = Duration::from_millis(100);
