@@ -22,7 +22,7 @@ pub struct Args {
     /// Scheduling policy of the server: lottery (the seed's) or stride (deterministic).
     #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
     pub policy: Option<DemoPolicy>,
-    /// The short plan: 4 steps of 5 s, 10 ms service time (about 30 s).
+    /// The short plan: 4 steps of 5 s, 20 ms service time (about 30 s).
     #[arg(long)]
     pub quick: bool,
     /// Total client counts, comma-separated (default 50,100,150,175,200,250,300,340).
@@ -31,13 +31,13 @@ pub struct Args {
     /// Measured time per step (default 20s; 5s with --quick).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub step_duration: Option<Duration>,
-    /// Unmeasured warm-up per step (default 2s; 1s with --quick).
+    /// Unmeasured warm-up per step (default 3s; 1s with --quick).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub warmup: Option<Duration>,
     /// Requests served at once (the seed's MaxClients).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
-    /// Synthetic service time per request, a sleep in whole milliseconds (default 20ms; 10ms with --quick).
+    /// Synthetic service time per request, a sleep in whole milliseconds (mean; default 100ms, 20ms with --quick).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub service: Option<Duration>,
     /// Directory for the JSON result (and HTML report).
@@ -128,9 +128,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         .save(&args.out)
         .with_context(|| format!("cannot save the result under {}", args.out.display()))?;
     writeln!(table, "saved: {}", json_path.display())?;
-    if let Some(html) = write_html(&result, &json_path)? {
-        writeln!(table, "report: {}", html.display())?;
-    }
+    let html = write_html(&json_path)?;
+    writeln!(table, "report: {}", html.display())?;
     table.flush()?;
     if args.json {
         println!("{}", result.to_json());
@@ -138,10 +137,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
-/// The HTML report next to the JSON, once `ordo report` can render a demo result.
-fn write_html(
-    _result: &ordo_lab::demo::DemoResult,
-    _json_path: &std::path::Path,
-) -> anyhow::Result<Option<PathBuf>> {
-    Ok(None)
+/// The HTML report next to the JSON (same name, `.html`), rendered by `ordo report` from the saved file.
+fn write_html(json_path: &std::path::Path) -> anyhow::Result<PathBuf> {
+    let html = json_path.with_extension("html");
+    let input = ordo_report::load(json_path)
+        .with_context(|| format!("cannot read back {}", json_path.display()))?;
+    ordo_report::write_html(&[input], &html)
+        .with_context(|| format!("cannot write the report {}", html.display()))?;
+    Ok(html)
 }

@@ -38,6 +38,10 @@ fn quick_demo_runs_and_ratios_move_the_right_way() {
         out.stdout.contains(&files[0].display().to_string()),
         "the saved path is printed"
     );
+    let html = files[0].with_extension("html");
+    let page = std::fs::read_to_string(&html).expect("the HTML report is written next to the JSON");
+    assert!(page.contains("<svg"), "the report has charts");
+    assert!(out.stdout.contains(&html.display().to_string()));
     let text = std::fs::read_to_string(&files[0]).expect("read result");
     let doc: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
     assert_eq!(doc["kind"], "demo");

@@ -93,6 +93,15 @@ pub const DEFAULT_STEPS: &[usize] = &[50, 100, 150, 175, 200, 250, 300, 340];
 /// `--quick` client counts: one step below the knee, one at it, two in the target region.
 pub const QUICK_STEPS: &[usize] = &[50, 175, 300, 340];
 
+/// Default mean synthetic service time. The heavy class's queue holds n − 4/7·workers requests, which is
+/// 0.75 service times of work at 300 clients: a stall of the machine (client or server threads not running)
+/// longer than that empties it and costs heavy its share. 100 ms rides out 75 ms stalls, which even a busy
+/// 2-core machine rarely produces; at 20 ms a 15 ms stall — common when other builds share the cores —
+/// already costs heavy a few percent at 300 clients.
+pub const DEFAULT_SERVICE: Duration = Duration::from_millis(100);
+/// `--quick` service time: shorter, so short steps still hold thousands of requests.
+pub const QUICK_SERVICE: Duration = Duration::from_millis(20);
+
 /// Upper bound on one step's total client count (each is a socket in this process and one in the server).
 pub const MAX_CLIENTS: usize = 5_000;
 
@@ -162,10 +171,11 @@ impl DemoPlan {
                 format!("{step_duration:?} is outside 100ms..1h"),
             ));
         }
+        // Several light response times (7·n·service/workers at most ~0.8 s by default) so queues settle.
         let warmup = input.warmup.unwrap_or(if quick {
             Duration::from_secs(1)
         } else {
-            Duration::from_secs(2)
+            Duration::from_secs(3)
         });
         if warmup > Duration::from_secs(600) {
             return Err(bad("--warmup", format!("{warmup:?} is longer than 10m")));
@@ -175,9 +185,9 @@ impl DemoPlan {
             return Err(bad("--workers", format!("{workers} is outside 1..=10000")));
         }
         let service = input.service.unwrap_or(if quick {
-            Duration::from_millis(10)
+            QUICK_SERVICE
         } else {
-            Duration::from_millis(20)
+            DEFAULT_SERVICE
         });
         if service < Duration::from_millis(1) || service > Duration::from_secs(10) {
             return Err(bad(
@@ -345,7 +355,7 @@ mod tests {
         assert_eq!(full.steps, DEFAULT_STEPS);
         assert_eq!(full.policy, DemoPolicy::Lottery);
         assert_eq!(full.workers, 100);
-        assert_eq!(full.service, Duration::from_millis(20));
+        assert_eq!(full.service, Duration::from_millis(100));
         // About three minutes on the default plan.
         let est = full.estimated_duration().as_secs();
         assert!((150..=200).contains(&est), "{est}");
@@ -356,7 +366,7 @@ mod tests {
         })
         .unwrap();
         assert_eq!(quick.steps, QUICK_STEPS);
-        assert_eq!(quick.service, Duration::from_millis(10));
+        assert_eq!(quick.service, Duration::from_millis(20));
         assert!(quick.estimated_duration().as_secs() <= 30);
     }
 

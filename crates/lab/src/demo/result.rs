@@ -28,8 +28,11 @@ pub struct DemoResult {
     pub classes: Vec<DemoClass>,
     /// The seed's MaxClients.
     pub workers: usize,
-    /// Synthetic service time per request, in milliseconds.
+    /// Mean synthetic service time per request, in milliseconds.
     pub service_ms: f64,
+    /// Each request's service time is drawn uniformly from these values (ms), mean `service_ms`.
+    #[serde(default)]
+    pub service_ms_values: Vec<u64>,
     /// Measured seconds per step.
     pub step_duration_s: f64,
     /// Unmeasured warm-up seconds per step.
@@ -215,6 +218,7 @@ impl DemoResult {
             classes: plan.classes.clone(),
             workers: plan.workers,
             service_ms: plan.service.as_secs_f64() * 1e3,
+            service_ms_values: super::run::service_times_ms(plan.service),
             step_duration_s: plan.step_duration.as_secs_f64(),
             warmup_s: plan.warmup.as_secs_f64(),
             quick: plan.quick,
@@ -307,18 +311,21 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// The header printed before the first step.
 pub fn render_header(plan: &DemoPlan) -> String {
+    let times = super::run::service_times_ms(plan.service);
     let weights: Vec<String> = plan
         .classes
         .iter()
         .map(|c| format!("{}={}", c.name, c.weight))
         .collect();
     format!(
-        "ordo demo: {} weights {} | {} workers | service {} (sleep) | {} warm-up + {} per step | about {}s\n\
+        "ordo demo: {} weights {} | {} workers | service {}-{}ms (sleep, mean {}) | {} warm-up + {} per step | about {}s\n\
          target: at >= {} clients light/heavy = {} and medium/heavy = {} within {:.0}%\n\n\
          {:>7}  {:>9} {:>9} {:>9}  {:>11} {:>12}  {:>8}",
         plan.policy,
         weights.join(":"),
         plan.workers,
+        times.first().copied().unwrap_or(0),
+        times.last().copied().unwrap_or(0),
         format_duration(plan.service),
         format_duration(plan.warmup),
         format_duration(plan.step_duration),

@@ -5,7 +5,9 @@
 use std::net::SocketAddr;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use ordo_bench::{Assign, BenchConfig, BenchReport, CancelToken, Mix, MixClass, Pacing, Stop};
+use ordo_bench::{
+    Assign, BenchConfig, BenchReport, CancelToken, Mix, MixClass, Pacing, Stop, UrlOrder,
+};
 use ordo_serve::config::ServeConfig;
 use ordo_serve::server::Server;
 use ordo_sys::fingerprint::Fingerprint;
@@ -66,15 +68,32 @@ pub fn server_config_toml(plan: &DemoPlan, seed: u64) -> String {
     t
 }
 
-/// The URL path a client of `class` requests: sleep the service time, return the class's body size.
-pub fn class_path(class: &DemoClass, service: Duration) -> String {
+/// The URL path a client of `class` requests for one service time in ms: sleep that long, return the
+/// class's body size.
+pub fn class_path(class: &DemoClass, service_ms: u64) -> String {
     format!(
         "{}work?ms={}&n={}",
-        class.path_prefix,
-        service.as_millis(),
-        class.response_bytes
+        class.path_prefix, service_ms, class.response_bytes
     )
 }
+
+/// The service times (whole ms) a client draws from at random for each request: 11 values evenly spread
+/// over mean·(1 ± `SERVICE_SPREAD`). A fixed service time would make the closed loop run in lock-step waves —
+/// all workers freed in the same millisecond, heavy's queue emptied by every wave — instead of the steady
+/// state Little's law describes; the spread breaks the waves and leaves the ratios alone (they do not depend
+/// on service times, see docs/demo.md).
+pub fn service_times_ms(mean: Duration) -> Vec<u64> {
+    let mean_ms = mean.as_secs_f64() * 1e3;
+    (0..=10)
+        .map(|k| {
+            let f = 1.0 - SERVICE_SPREAD + 2.0 * SERVICE_SPREAD * f64::from(k) / 10.0;
+            ((mean_ms * f).round() as u64).max(1)
+        })
+        .collect()
+}
+
+/// Half-width of the service-time spread, relative to the mean.
+pub const SERVICE_SPREAD: f64 = 0.5;
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
 pub fn unix_now() -> u64 {
@@ -179,10 +198,11 @@ pub fn bench_config(
     per_class: usize,
     seed: u64,
 ) -> Result<BenchConfig, ordo_bench::BenchError> {
+    let times = service_times_ms(plan.service);
     let first = plan
         .classes
         .first()
-        .map(|c| class_path(c, plan.service))
+        .map(|c| class_path(c, times[times.len() / 2]))
         .unwrap_or_else(|| "/".into());
     let mut cfg = BenchConfig::new(&format!("http://{addr}{first}"))?;
     cfg.connections = per_class * plan.classes.len();
@@ -192,7 +212,10 @@ pub fn bench_config(
     cfg.keepalive = true;
     cfg.warmup = plan.warmup;
     // Generous: a light request at the largest step waits about n·Σw/(w·workers) service times.
-    cfg.timeout = Duration::from_secs(60);
+    cfg.timeout = Duration::from_secs(30);
+    // Count every request started in the measured window, however long it takes: abandoning the ones in
+    // flight at the end would leave out the longest light requests and bias light/heavy low by ~R/T.
+    cfg.drain = true;
     cfg.seed = seed;
     cfg.mix = Some(Mix {
         source: None,
@@ -200,7 +223,12 @@ pub fn bench_config(
         classes: plan
             .classes
             .iter()
-            .map(|c| MixClass::new(&c.name, 1.0, &class_path(c, plan.service)))
+            .map(|c| {
+                let mut m = MixClass::new(&c.name, 1.0, "/");
+                m.urls = times.iter().map(|&ms| class_path(c, ms)).collect();
+                m.order = UrlOrder::Random;
+                m
+            })
             .collect(),
     });
     Ok(cfg)
@@ -276,9 +304,17 @@ mod tests {
     #[test]
     fn class_paths_carry_service_time_and_size() {
         let plan = DemoPlan::resolve(PlanInput::default()).unwrap();
-        assert_eq!(
-            class_path(&plan.classes[2], plan.service),
-            "/heavy/work?ms=20&n=7600"
-        );
+        assert_eq!(class_path(&plan.classes[2], 50), "/heavy/work?ms=50&n=7600");
+        let t = service_times_ms(Duration::from_millis(50));
+        assert_eq!(t, [25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75]);
+        assert_eq!(t.iter().sum::<u64>() / t.len() as u64, 50);
+        assert_eq!(service_times_ms(Duration::from_millis(1))[0], 1);
+        let cfg = bench_config(&plan, ([127, 0, 0, 1], 8080).into(), 100, 1).unwrap();
+        assert_eq!(cfg.connections, 300);
+        assert!(cfg.drain && cfg.keepalive);
+        let mix = cfg.mix.unwrap();
+        assert_eq!(mix.assign, Assign::Clients);
+        assert_eq!(mix.classes[1].urls.len(), 11);
+        assert!(mix.classes[1].urls[0].starts_with("/medium/work?ms=50&"));
     }
 }
