@@ -1,6 +1,8 @@
-//! Criterion microbenchmark of the Lua policy's cost per dispatch: one enqueue plus one dispatch with 100k
-//! requests queued across 8 classes, the `pick(heads)` of examples/serve/lua-policy.lua-style logic versus
-//! the built-in stride policy in the same run (`cargo bench -p ordo-serve --bench lua_policy`).
+//! Criterion microbenchmarks of the Lua hooks (`cargo bench -p ordo-serve --bench lua_policy`):
+//! - the Lua policy's cost per dispatch: one enqueue plus one dispatch with 100k requests queued across 8
+//!   classes, a small `pick(heads)` versus the built-in stride policy in the same run;
+//! - the cost of classifying one request (6 headers, 2 cookies) with examples/serve/lua-classify.lua versus
+//!   ten config rules, in the same run.
 
 use std::hint::black_box;
 use std::time::Duration;
@@ -73,5 +75,50 @@ fn bench(c: &mut Criterion) {
     g.finish();
 }
 
-criterion_group!(benches, bench);
+fn bench_classify(c: &mut Criterion) {
+    use ordo_serve::ServeConfig;
+    use ordo_serve::classify::Classifier;
+    use ordo_serve::http::Request;
+
+    let examples = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../examples/serve");
+    let mut rules = String::new();
+    for i in 0..10 {
+        rules.push_str(&format!("[[classes]]\nname = \"c{i}\"\n"));
+    }
+    for i in 0..9 {
+        rules.push_str(&format!(
+            "[[rules]]\nclass = \"c{i}\"\nheader = {{ name = \"x-tier\", value = \"t{i}\" }}\n"
+        ));
+    }
+    rules.push_str("[[rules]]\nclass = \"c9\"\ncookie = { name = \"user\", value = \"alice\" }\n");
+    let by_rules = ServeConfig::from_toml_str(&rules, "rules.toml").expect("valid");
+    let by_rules = Classifier::build(&by_rules).expect("compiles");
+    let by_lua = ServeConfig::from_file(examples.join("lua-classify.toml")).expect("example");
+    let by_lua = Classifier::build(&by_lua).expect("compiles");
+
+    let mut req = Request::get("/export/report?id=7");
+    for (k, v) in [
+        ("host", "example.test"),
+        ("user-agent", "curl/8.5"),
+        ("accept", "*/*"),
+        ("accept-encoding", "gzip"),
+        ("x-request-id", "4f9a"),
+        ("cookie", "theme=dark; user=alice"),
+    ] {
+        req.headers.push((k.into(), v.into()));
+    }
+    assert_eq!(&*by_rules.classify(&req).class_name, "c9");
+    assert_eq!(&*by_lua.classify(&req).class_name, "paid");
+
+    let mut g = c.benchmark_group("classify one request");
+    g.measurement_time(Duration::from_secs(5));
+    g.warm_up_time(Duration::from_secs(1));
+    g.bench_function("10 rules", |b| {
+        b.iter(|| black_box(by_rules.classify(&req)))
+    });
+    g.bench_function("lua", |b| b.iter(|| black_box(by_lua.classify(&req))));
+    g.finish();
+}
+
+criterion_group!(benches, bench, bench_classify);
 criterion_main!(benches);

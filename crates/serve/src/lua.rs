@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use mlua::{Function, HookTriggers, Lua, String as LuaString, Table, Value, VmState};
+use mlua::{Function, HookTriggers, Lua, String as LuaString, Value, VmState};
 use ordo_sched::{ClassId, Head, HeadPicker, Nanos};
 use prometheus_client::metrics::counter::Counter;
 
@@ -74,9 +74,42 @@ pub struct LuaVerdict {
     pub deadline: Option<Duration>,
 }
 
+/// Builds the request table inside Lua from flat arguments and flattens the hints, so a classification is a
+/// single call from Rust.
+const CLASSIFY_WRAPPER: &str = r#"
+local select, type, tonumber = select, type, tonumber
+return function(method, path, query, peer, nh, nc, ...)
+  local headers, cookies = {}, {}
+  local i = 1
+  for _ = 1, nh do
+    local k, v = select(i, ...)
+    headers[k] = v
+    i = i + 2
+  end
+  for _ = 1, nc do
+    local k, v = select(i, ...)
+    cookies[k] = v
+    i = i + 2
+  end
+  local class, hints = classify({ method = method, path = path, query = query, headers = headers,
+                                  cookies = cookies, peer = peer })
+  if type(hints) == "table" then
+    return class, tonumber(hints.size), tonumber(hints.deadline_ms)
+  end
+  return class
+end
+"#;
+
 /// The `[classify] script` hook.
 pub struct LuaClassifier {
-    state: Mutex<(Lua, Arc<AtomicU32>)>,
+    state: Mutex<ClassifyState>,
+}
+
+struct ClassifyState {
+    budget: Arc<AtomicU32>,
+    wrapper: Function,
+    // Keeps the state alive (the wrapper holds a reference into it).
+    _lua: Lua,
 }
 
 impl LuaClassifier {
@@ -84,57 +117,64 @@ impl LuaClassifier {
     pub fn load(path: &Path) -> Result<Self, String> {
         let (lua, budget) = load_state(path)?;
         require_function(&lua, "classify", path)?;
+        let wrapper: Function = lua
+            .load(CLASSIFY_WRAPPER)
+            .set_name("=ordo-classify-wrapper")
+            .eval()
+            .map_err(|e| one_line(&e.to_string()))?;
         Ok(LuaClassifier {
-            state: Mutex::new((lua, budget)),
+            state: Mutex::new(ClassifyState {
+                budget,
+                wrapper,
+                _lua: lua,
+            }),
         })
     }
 
     /// Call `classify(request)`; the request is a table {method, path, query, headers, cookies, peer}.
     pub fn classify(&self, req: &Request) -> Result<LuaVerdict, String> {
+        let mut flat: Vec<&str> = Vec::with_capacity(2 * req.headers.len() + 8);
+        for (k, v) in &req.headers {
+            flat.push(k);
+            flat.push(v);
+        }
+        let nh = req.headers.len();
+        for (k, v) in &req.headers {
+            if k == "cookie" {
+                for pair in v.split(';') {
+                    if let Some((ck, cv)) = pair.split_once('=') {
+                        flat.push(ck.trim());
+                        flat.push(cv.trim());
+                    }
+                }
+            }
+        }
+        let nc = (flat.len() - 2 * nh) / 2;
+        let peer = req.peer.ip().to_string();
         let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        let (lua, budget) = &*guard;
-        budget.store(0, Ordering::Relaxed);
-        let run = || -> mlua::Result<LuaVerdict> {
-            let t = lua.create_table()?;
-            t.set("method", req.method.as_str())?;
-            t.set("path", req.path.as_str())?;
-            t.set("query", req.query.as_deref().unwrap_or(""))?;
-            let headers = lua.create_table()?;
-            let cookies = lua.create_table()?;
-            for (k, v) in &req.headers {
-                headers.set(k.as_str(), v.as_str())?;
-                if k == "cookie" {
-                    for pair in v.split(';') {
-                        if let Some((ck, cv)) = pair.split_once('=') {
-                            cookies.set(ck.trim(), cv.trim())?;
-                        }
-                    }
-                }
-            }
-            t.set("headers", headers)?;
-            t.set("cookies", cookies)?;
-            t.set("peer", req.peer.ip().to_string())?;
-            let f: Function = lua.globals().get("classify")?;
-            let (class, hints): (Option<String>, Option<Table>) = f.call(t)?;
-            let mut v = LuaVerdict {
-                class,
-                ..LuaVerdict::default()
-            };
-            if let Some(h) = hints {
-                if let Some(size) = h.get::<Option<f64>>("size")? {
-                    if size.is_finite() && size >= 0.0 {
-                        v.size = Some(size as u64);
-                    }
-                }
-                if let Some(ms) = h.get::<Option<f64>>("deadline_ms")? {
-                    if ms.is_finite() && ms > 0.0 {
-                        v.deadline = Some(Duration::from_secs_f64(ms / 1e3));
-                    }
-                }
-            }
-            Ok(v)
-        };
-        run().map_err(|e| one_line(&e.to_string()))
+        guard.budget.store(0, Ordering::Relaxed);
+        let (class, size, deadline_ms) = guard
+            .wrapper
+            .call::<(Option<String>, Option<f64>, Option<f64>)>((
+                req.method.as_str(),
+                req.path.as_str(),
+                req.query.as_deref().unwrap_or(""),
+                peer.as_str(),
+                nh,
+                nc,
+                mlua::Variadic::from_iter(flat),
+            ))
+            .map_err(|e| one_line(&e.to_string()))?;
+        drop(guard);
+        Ok(LuaVerdict {
+            class,
+            size: size
+                .filter(|s| s.is_finite() && *s >= 0.0)
+                .map(|s| s as u64),
+            deadline: deadline_ms
+                .filter(|ms| ms.is_finite() && *ms > 0.0)
+                .map(|ms| Duration::from_secs_f64(ms / 1e3)),
+        })
     }
 }
 
@@ -252,5 +292,112 @@ impl HeadPicker for LuaPicker {
                 fallback()
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn script(dir: &tempfile::TempDir, text: &str) -> std::path::PathBuf {
+        let p = dir.path().join("s.lua");
+        std::fs::write(&p, text).unwrap();
+        p
+    }
+
+    #[test]
+    fn classify_sees_the_request_and_returns_hints() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(
+            &dir,
+            r#"
+function classify(r)
+  if r.method == "GET" and r.path == "/x" and r.query == "a=1" and r.headers["x-k"] == "v"
+     and r.cookies["c"] == "d" and r.peer == "127.0.0.1" then
+    return "gold", { size = 42, deadline_ms = 250 }
+  end
+  return "wrong"
+end
+"#,
+        );
+        let c = LuaClassifier::load(&p).unwrap();
+        let mut req = Request::get("/x?a=1");
+        req.headers.push(("x-k".into(), "v".into()));
+        req.headers.push(("cookie".into(), "e=f; c=d".into()));
+        let v = c.classify(&req).unwrap();
+        assert_eq!(
+            v,
+            LuaVerdict {
+                class: Some("gold".into()),
+                size: Some(42),
+                deadline: Some(Duration::from_millis(250)),
+            }
+        );
+    }
+
+    #[test]
+    fn classify_errors_are_reported() {
+        let dir = tempfile::tempdir().unwrap();
+        let c =
+            LuaClassifier::load(&script(&dir, "function classify(r) error('nope') end")).unwrap();
+        let e = c.classify(&Request::get("/")).unwrap_err();
+        assert!(e.contains("nope"), "{e}");
+        let c = LuaClassifier::load(&script(&dir, "function classify(r) while true do end end"))
+            .unwrap();
+        let e = c.classify(&Request::get("/")).unwrap_err();
+        assert!(e.contains("instruction budget"), "{e}");
+    }
+
+    #[test]
+    fn pick_sees_the_heads() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(
+            &dir,
+            r#"
+function pick(heads)
+  assert(#heads == 2)
+  local h = heads[2]
+  assert(h.class == "b" and h.queued == 3 and h.size == 7 and h.waited_us == 5 and h.weight == 2
+         and h.priority == -1 and h.deadline_in_us == 10)
+  assert(heads[1].deadline_in_us == nil)
+  return "b"
+end
+"#,
+        );
+        let errors = Counter::default();
+        let mut picker = LuaPicker::load(&p, errors.clone()).unwrap();
+        let heads = [
+            Head {
+                class: 0,
+                class_name: "a",
+                queued: 1,
+                size_hint: 0,
+                waited: 0,
+                deadline: None,
+                weight: 1,
+                priority: 0,
+            },
+            Head {
+                class: 1,
+                class_name: "b",
+                queued: 3,
+                size_hint: 7,
+                waited: 5_000,
+                deadline: Some(20_000),
+                weight: 2,
+                priority: -1,
+            },
+        ];
+        for _ in 0..3 {
+            assert_eq!(picker.pick(&heads, 10_000), Some(1));
+        }
+        assert_eq!(errors.get(), 0);
+        // Fewer heads on the next call: the reused array must not show stale entries (a stale `b` would be
+        // an unknown class here and count as an error).
+        let p = script(&dir, "function pick(heads) return heads[#heads].class end");
+        let mut picker = LuaPicker::load(&p, errors.clone()).unwrap();
+        assert_eq!(picker.pick(&heads, 0), Some(1));
+        assert_eq!(picker.pick(&heads[..1], 0), Some(0));
+        assert_eq!(errors.get(), 0);
     }
 }
