@@ -182,11 +182,15 @@ fn corrected_latency_shows_a_stall_uncorrected_does_not() {
     let r = run(c, CancelToken::new()).unwrap();
     let cor = r.summary.corrected.as_ref().unwrap().at(99.0).unwrap();
     let unc = r.summary.latency.at(99.0).unwrap();
+    eprintln!("p99 corrected {cor} ms, uncorrected {unc} ms");
+    // ~6.7% of the requests were due during the stall: corrected p99 lands well inside it (~170 ms);
+    // uncorrected, only the few requests in flight saw it. Margins leave room for a loaded machine.
     assert!(
-        cor >= 50.0,
+        cor >= 100.0,
         "corrected p99 {cor} ms should show the 200 ms stall"
     );
-    assert!(unc < 20.0, "uncorrected p99 {unc} ms should hide it");
+    assert!(unc < 50.0, "uncorrected p99 {unc} ms should hide it");
+    assert!(cor > 3.0 * unc, "corrected {cor} vs uncorrected {unc}");
     assert!(r.summary.latency.max_ms >= 150.0);
 }
 
@@ -437,7 +441,7 @@ fn corrected_equals_uncorrected_when_the_server_keeps_up() {
     assert_eq!(cor.count, unc.count);
     let (c50, u50) = (cor.at(50.0).unwrap(), unc.at(50.0).unwrap());
     assert!(
-        c50 - u50 < 0.05,
+        c50 - u50 < 0.3, // before the fix the timer lateness made this ~1.1 ms
         "corrected p50 {c50} ms vs uncorrected {u50} ms"
     );
 }
