@@ -110,20 +110,23 @@ impl Target {
         }
     }
 
-    /// Resolve to one socket address (the first the resolver returns).
-    pub fn resolve(&self) -> Result<SocketAddr, BenchError> {
+    /// Resolve to every socket address the resolver returns (at least one).
+    pub fn resolve(&self) -> Result<Vec<SocketAddr>, BenchError> {
         let host = self.host.trim_start_matches('[').trim_end_matches(']');
-        let mut addrs =
-            (host, self.port)
-                .to_socket_addrs()
-                .map_err(|e| BenchError::Unreachable {
-                    target: self.url.clone(),
-                    reason: format!("cannot resolve {host}: {e}"),
-                })?;
-        addrs.next().ok_or_else(|| BenchError::Unreachable {
-            target: self.url.clone(),
-            reason: format!("{host} resolves to no address"),
-        })
+        let addrs: Vec<SocketAddr> = (host, self.port)
+            .to_socket_addrs()
+            .map_err(|e| BenchError::Unreachable {
+                target: self.url.clone(),
+                reason: format!("cannot resolve {host}: {e}"),
+            })?
+            .collect();
+        if addrs.is_empty() {
+            return Err(BenchError::Unreachable {
+                target: self.url.clone(),
+                reason: format!("{host} resolves to no address"),
+            });
+        }
+        Ok(addrs)
     }
 
     /// Resolve `url_or_path` against this target: a path (`/x`) keeps this host; a full URL must name the

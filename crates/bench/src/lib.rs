@@ -141,13 +141,22 @@ pub fn run_observed(
             });
         }
     }
-    let addr = config.target.resolve()?;
-    // Fail fast, within the connect timeout, when nothing listens.
-    std::net::TcpStream::connect_timeout(&addr, config.connect_timeout).map_err(|e| {
-        BenchError::Unreachable {
-            target: config.target.url.clone(),
-            reason: format!("connect to {addr}: {e}"),
+    // Fail fast, within the connect timeout, when nothing listens; use the first address that answers
+    // (`localhost` may resolve to ::1 first while the server listens on 127.0.0.1 only).
+    let mut addr = None;
+    let mut errors = Vec::new();
+    for a in config.target.resolve()? {
+        match std::net::TcpStream::connect_timeout(&a, config.connect_timeout) {
+            Ok(_) => {
+                addr = Some(a);
+                break;
+            }
+            Err(e) => errors.push(format!("connect to {a}: {e}")),
         }
+    }
+    let addr = addr.ok_or_else(|| BenchError::Unreachable {
+        target: config.target.url.clone(),
+        reason: errors.join("; "),
     })?;
     let mut sampler = match config.server_pid {
         Some(pid) => {
