@@ -117,11 +117,10 @@ impl Run {
     }
 }
 
-/// CPU time of the current thread in ns (`/proc/thread-self/schedstat`, first field), so that time spent
-/// waiting for a CPU on a shared machine is not counted.
-fn thread_cpu_ns() -> Option<u64> {
-    let s = std::fs::read_to_string("/proc/thread-self/schedstat").ok()?;
-    s.split_whitespace().next()?.parse().ok()
+/// CPU time of the current thread in ns (CLOCK_THREAD_CPUTIME_ID), so that time spent waiting for a CPU
+/// on a shared machine is not counted.
+fn thread_cpu_ns() -> u64 {
+    ordo_sys::clock::thread_cpu_ns()
 }
 
 fn runs() -> impl Iterator<Item = (PolicyKind, Deadlines, String)> {
@@ -161,9 +160,6 @@ fn bench(c: &mut Criterion) {
     }
     wall.finish();
 
-    if thread_cpu_ns().is_none() {
-        return;
-    }
     let mut cpu = c.benchmark_group("cpu: enqueue+dispatch, 100k queued, 8 classes");
     cpu.warm_up_time(Duration::from_millis(300))
         .measurement_time(Duration::from_millis(1500))
@@ -173,11 +169,11 @@ fn bench(c: &mut Criterion) {
         let mut run = Run { s, i, rejected: 0 };
         cpu.bench_function(name.as_str(), |b| {
             b.iter_custom(|iters| {
-                let start = thread_cpu_ns().unwrap_or(0);
+                let start = thread_cpu_ns();
                 for _ in 0..iters {
                     black_box(run.op());
                 }
-                Duration::from_nanos(thread_cpu_ns().unwrap_or(0).saturating_sub(start))
+                Duration::from_nanos(thread_cpu_ns().saturating_sub(start))
             })
         });
         check(&run, &name);
