@@ -1,7 +1,6 @@
 //! Background load for the loop probe: N busy threads (pinned to the probe's CPU when asked) or a shell
 //! command. The load stops when the value is dropped, on every path.
 
-use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -19,7 +18,7 @@ pub enum LoadSpec {
     None,
     /// N threads spinning in this process.
     Threads(usize),
-    /// A shell command (`sh -c`), killed at the end.
+    /// A shell command (`sh -c`), killed with everything it started at the end.
     Command(String),
 }
 
@@ -81,8 +80,8 @@ impl BackgroundLoad {
                 }
             }
             LoadSpec::Command(cmd) => {
+                // In our process group, so Ctrl-C on the terminal reaches it too.
                 let child = Command::new("sh")
-                    .process_group(0)
                     .arg("-c")
                     .arg(cmd)
                     .stdin(Stdio::null())
@@ -119,8 +118,8 @@ impl Drop for BackgroundLoad {
             let _ = h.join();
         }
         if let Some(mut c) = self.child.take() {
-            // The command runs in its own process group: stop it and everything it started.
-            let _ = ordo_sys::process::kill_group(c.id() as i32);
+            // Stop the shell and everything it started.
+            let _ = ordo_sys::process::kill_tree(c.id() as i32);
             let _ = c.kill();
             let _ = c.wait();
         }

@@ -139,10 +139,16 @@ fn probe_thread_settings_are_applied_and_read_back() {
 #[test]
 fn load_command_runs_and_is_stopped() {
     let _cpu = lock();
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("grandchild.pid");
     let r = run_loop(&LoopConfig {
         work: Work::Nominal(1_000_000),
         samples: 20,
-        load: LoadSpec::Command("while :; do :; done".into()),
+        // A shell that starts a busy grandchild: both must be gone afterwards.
+        load: LoadSpec::Command(format!(
+            "sh -c 'while :; do :; done' & echo $! > '{}'; wait",
+            pidfile.display()
+        )),
         cpu: Some(last_cpu()),
         ..Default::default()
     })
