@@ -24,6 +24,7 @@ pub const MAX_SAMPLES: usize = 100_000;
 #[serde(rename_all = "snake_case")]
 pub enum Work {
     /// Calibrate the loop to take this long on an idle CPU, ns.
+    #[serde(rename = "nominal_ns")]
     Nominal(u64),
     /// A fixed number of loop iterations.
     Iterations(u64),
