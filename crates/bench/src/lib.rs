@@ -181,7 +181,17 @@ pub fn run_observed(
     let head_request = config.method.eq_ignore_ascii_case("HEAD");
     let mut classes = Vec::with_capacity(mix.classes.len());
     for c in &mix.classes {
-        let mut headers = config.headers.clone();
+        // A class's header replaces a command-line header of the same name.
+        let mut headers: Vec<Header> = config
+            .headers
+            .iter()
+            .filter(|h| {
+                !c.headers
+                    .iter()
+                    .any(|k| k.name.eq_ignore_ascii_case(&h.name))
+            })
+            .cloned()
+            .collect();
         headers.extend(c.headers.iter().cloned());
         let mut requests = Vec::with_capacity(c.urls.len());
         for u in &c.urls {

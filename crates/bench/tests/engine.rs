@@ -243,6 +243,11 @@ headers = { X-User-Type = "heavy" }
     c.connections = 10;
     c.stop = Stop::Requests(400);
     c.mix = Some(Mix::parse(text, None).unwrap());
+    // A class header replaces the command-line header of the same name; others stay.
+    c.headers = vec![
+        ordo_bench::Header::parse("X-User-Type: anonymous").unwrap(),
+        ordo_bench::Header::parse("X-Run: 1").unwrap(),
+    ];
     let r = run(c.clone(), CancelToken::new()).unwrap();
     assert_eq!(r.classes[0].connections, 5);
     assert_eq!(r.classes[1].connections, 5);
@@ -258,6 +263,8 @@ headers = { X-User-Type = "heavy" }
     );
     let h = s.counters.headers.lock().unwrap().clone();
     assert_eq!(h.get("X-User-Type: light").copied().unwrap_or(0), light);
+    assert_eq!(h.get("X-User-Type: anonymous").copied().unwrap_or(0), 0);
+    assert_eq!(h.get("X-Run: 1").copied().unwrap_or(0), 400);
     let ck = s.counters.cookies.lock().unwrap().clone();
     assert_eq!(ck.get("user=light").copied().unwrap_or(0), light);
 
