@@ -27,7 +27,8 @@ impl<T> Scheduler<T> {
         Self::build(cfg, None)
     }
 
-    /// A scheduler with the custom policy: `picker` chooses among the queue heads.
+    /// A scheduler with the custom policy (`cfg.policy` must be `Custom`): `picker` chooses among the
+    /// queue heads.
     pub fn with_picker(cfg: SchedConfig, picker: Box<dyn HeadPicker>) -> Result<Self, ConfigError> {
         Self::build(cfg, Some(picker))
     }
