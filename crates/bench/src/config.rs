@@ -286,8 +286,10 @@ pub struct BenchConfig {
     /// Seed for random URL choice.
     pub seed: u64,
     /// With a duration: let the requests in flight when it ends finish (within `timeout`) and count them,
-    /// so the sample is every request *started* in the measured window. Without it they are abandoned, as
-    /// wrk does, which leaves out the longest requests and biases means low by about R/T (`ordo demo`).
+    /// so the sample is every request *started* in the measured window; a closed loop keeps its load on,
+    /// unmeasured, until they are in, so they finish under the load they started in. Without it they are
+    /// abandoned, as wrk does, which leaves out the longest requests and biases means low by about R/T
+    /// (`ordo demo`).
     pub drain: bool,
 }
 

@@ -97,8 +97,11 @@ pub(crate) struct Plan {
     pub warm_issued: AtomicU64,
     pub live: Vec<Live>,
     pub seed: u64,
-    /// Let requests in flight at `end` finish (up to `timeout`) instead of abandoning them.
+    /// Let requests in flight at `end` finish (up to `timeout`) instead of abandoning them; a closed loop
+    /// keeps its load on (unmeasured) meanwhile, so they finish under the same load they started in.
     pub drain: bool,
+    /// Measured requests started and not yet recorded (read by the drain).
+    pub measured_in_flight: AtomicU64,
 }
 
 impl Plan {
@@ -145,7 +148,15 @@ pub(crate) fn run_thread(
             _ = async { for h in handles.iter_mut() { let _ = h.await; } } => {}
             _ = async {
                 match end {
-                    Some(e) if plan.drain => tokio::time::sleep_until((e + plan.timeout).into()).await,
+                    Some(e) if plan.drain => {
+                        tokio::time::sleep_until(e.into()).await;
+                        let limit = e + plan.timeout;
+                        while plan.measured_in_flight.load(Ordering::Relaxed) > 0
+                            && Instant::now() < limit
+                        {
+                            tokio::time::sleep(Duration::from_millis(2)).await;
+                        }
+                    }
                     Some(e) => tokio::time::sleep_until(e.into()).await,
                     None => std::future::pending().await,
                 }
@@ -222,9 +233,16 @@ async fn connection(ctx: Ctx, j: usize) {
             }
             Pacing::Closed => {
                 if plan.end.is_some_and(|e| now >= e) {
-                    break;
-                }
-                if now >= plan.measure_start {
+                    // Draining: keep the load on, unmeasured, until the measured requests are in.
+                    if !plan.drain || plan.measured_in_flight.load(Ordering::Relaxed) == 0 {
+                        break;
+                    }
+                    (
+                        plan.warm_issued.fetch_add(1, Ordering::Relaxed),
+                        None,
+                        false,
+                    )
+                } else if now >= plan.measure_start {
                     let i = plan.issued.fetch_add(1, Ordering::Relaxed);
                     if plan.limit.is_some_and(|l| i >= l) {
                         break;
@@ -239,6 +257,9 @@ async fn connection(ctx: Ctx, j: usize) {
                 }
             }
         };
+        if measured {
+            plan.measured_in_flight.fetch_add(1, Ordering::Relaxed);
+        }
         // 2. Which class and URL.
         let class = if plan.assign_requests {
             plan.slot_table[(slot % plan.slot_table.len() as u64) as usize]
@@ -333,6 +354,7 @@ async fn connection(ctx: Ctx, j: usize) {
                     live.failed.fetch_add(1, Ordering::Relaxed);
                 }
             }
+            plan.measured_in_flight.fetch_sub(1, Ordering::Relaxed);
         }
         // 5. Think (closed loop).
         if !cp.think.is_zero() && plan.pacing == Pacing::Closed {

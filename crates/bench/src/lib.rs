@@ -278,6 +278,7 @@ pub fn run_observed(
         live: (0..threads).map(|_| Live::default()).collect(),
         seed: config.seed,
         drain: config.drain,
+        measured_in_flight: AtomicU64::new(0),
     });
 
     let mut handles = Vec::with_capacity(threads);

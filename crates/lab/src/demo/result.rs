@@ -73,6 +73,9 @@ pub struct DemoStep {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ClassStats {
     pub name: String,
+    /// Closed-loop clients of this class as the load generator realised them.
+    #[serde(default)]
+    pub clients: u64,
     /// Successful responses measured.
     pub requests: u64,
     /// Failed requests (connect/read errors, non-2xx).
@@ -418,6 +421,7 @@ mod tests {
     fn class(name: &str, mean: f64, n: u64) -> ClassStats {
         ClassStats {
             name: name.into(),
+            clients: 100,
             requests: n,
             errors: 0,
             mean_ms: mean,

@@ -248,6 +248,7 @@ pub fn step_from_report(plan: &DemoPlan, per_class: usize, report: &BenchReport)
             match r {
                 Some(r) => ClassStats {
                     name: c.name.clone(),
+                    clients: r.connections,
                     requests: r.complete.saturating_sub(r.non_2xx),
                     errors: r.failed.total + r.non_2xx,
                     mean_ms: r.latency.mean_ms,
@@ -258,6 +259,7 @@ pub fn step_from_report(plan: &DemoPlan, per_class: usize, report: &BenchReport)
                 },
                 None => ClassStats {
                     name: c.name.clone(),
+                    clients: 0,
                     requests: 0,
                     errors: 0,
                     mean_ms: 0.0,
