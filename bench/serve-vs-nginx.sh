@@ -163,47 +163,59 @@ start_ordo() { # $1 = config
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
 clk_tck=$(getconf CLK_TCK)
 
-# run_wrk PORT [wrk args...] -> prints "rps cpu_us_per_req"
+# busy percentage of one CPU between two /proc/stat "cpuN" lines
+cpu_line() { grep "^cpu$1 " /proc/stat; }
+busy_pct() {
+  echo "$1 $2" | awk '{ i1 = $5 + $6; t1 = 0; for (k = 2; k <= 11; k++) t1 += $k;
+                        i2 = $16 + $17; t2 = 0; for (k = 13; k <= 22; k++) t2 += $k;
+                        printf "%.0f", (t2 > t1 ? 100 * (1 - (i2 - i1) / (t2 - t1)) : 0) }'
+}
+
+# run_wrk PORT [wrk args...] -> prints "rps cpu_us_per_req server_core_busy% client_core_busy%"
 run_wrk() {
   local port=$1; shift
-  local t0 t1 out reqs rps
+  local t0 t1 out reqs rps s0 s1 c0 c1
   t0=$(ticks "$measure_pid")
+  s0=$(cpu_line "$SERVER_CPU"); c0=$(cpu_line "$CLIENT_CPU")
   out=$(taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "$@" "http://127.0.0.1:$port/file.txt")
+  s1=$(cpu_line "$SERVER_CPU"); c1=$(cpu_line "$CLIENT_CPU")
   t1=$(ticks "$measure_pid")
   reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
   rps=$(echo "$out" | awk '/Requests\/sec/ { print $2 }')
   if echo "$out" | grep -qE 'Non-2xx|Socket errors'; then
     echo "warning: wrk on port $port reported: $(echo "$out" | grep -E 'Non-2xx|Socket errors' | tr -s ' ')" >&2
   fi
-  awk -v r="$rps" -v n="$reqs" -v dt="$((t1 - t0))" -v hz="$clk_tck" \
-    'BEGIN { printf "%.0f %.2f\n", r, (n > 0 ? dt / hz * 1e6 / n : 0) }'
+  awk -v r="$rps" -v n="$reqs" -v dt="$((t1 - t0))" -v hz="$clk_tck" -v sb="$(busy_pct "$s0" "$s1")" -v cb="$(busy_pct "$c0" "$c1")" \
+    'BEGIN { printf "%.0f %.2f %s %s\n", r, (n > 0 ? dt / hz * 1e6 / n : 0), sb, cb }'
 }
 
 median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
-declare -A rps cpu
-record() { # case rps cpu
+declare -A rps cpu sbusy cbusy
+record() { # case rps cpu server_busy client_busy
   rps[$1]="${rps[$1]:-} $2"
   cpu[$1]="${cpu[$1]:-} $3"
+  sbusy[$1]="${sbusy[$1]:-} $4"
+  cbusy[$1]="${cbusy[$1]:-} $5"
 }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections" >&2
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS..." >&2
   start_nginx
-  read -r r c < <(run_wrk "$NGINX_PORT"); record nginx_ka "$r" "$c"
-  read -r r c < <(run_wrk "$NGINX_PORT" -H 'Connection: close'); record nginx_close "$r" "$c"
+  read -r r c sb cb < <(run_wrk "$NGINX_PORT"); record nginx_ka "$r" "$c" "$sb" "$cb"
+  read -r r c sb cb < <(run_wrk "$NGINX_PORT" -H 'Connection: close'); record nginx_close "$r" "$c" "$sb" "$cb"
   stop_server
   start_ordo "$tmp/plain.toml"
-  read -r r c < <(run_wrk "$ORDO_PORT"); record ordo_ka "$r" "$c"
-  read -r r c < <(run_wrk "$ORDO_PORT" -H 'Connection: close'); record ordo_close "$r" "$c"
+  read -r r c sb cb < <(run_wrk "$ORDO_PORT"); record ordo_ka "$r" "$c" "$sb" "$cb"
+  read -r r c sb cb < <(run_wrk "$ORDO_PORT" -H 'Connection: close'); record ordo_close "$r" "$c" "$sb" "$cb"
   stop_server
   if [ "${ORDO_BENCH_EXAMPLE:-0}" != 1 ]; then
     start_ordo "$tmp/fcfs3.toml"
-    read -r r c < <(run_wrk "$ORDO_PORT" -s "$tmp/mix.lua"); record fcfs3 "$r" "$c"
+    read -r r c sb cb < <(run_wrk "$ORDO_PORT" -s "$tmp/mix.lua"); record fcfs3 "$r" "$c" "$sb" "$cb"
     stop_server
     start_ordo "$tmp/stride3.toml"
-    read -r r c < <(run_wrk "$ORDO_PORT" -s "$tmp/mix.lua"); record stride3 "$r" "$c"
+    read -r r c sb cb < <(run_wrk "$ORDO_PORT" -s "$tmp/mix.lua"); record stride3 "$r" "$c" "$sb" "$cb"
     stop_server
   fi
 done
@@ -214,11 +226,14 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 
 echo
 echo "ordo side: $ordo_kind; nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///'), 1 worker; both on CPU $SERVER_CPU, wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU"
-printf '%-34s %12s %14s   %s\n' "case" "req/s (med)" "CPU us/req" "all rounds (req/s)"
+printf '%-12s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server core" "client core" "all rounds (req/s)"
 for k in nginx_ka ordo_ka nginx_close ordo_close fcfs3 stride3; do
   [ -n "${rps[$k]:-}" ] || continue
-  printf '%-34s %12s %14s   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" "${rps[$k]# }"
+  printf '%-12s %12s %11s %11s%% %11s%%   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" \
+    "$(med "${sbusy[$k]}")" "$(med "${cbusy[$k]}")" "${rps[$k]# }"
 done
+echo "(server/client core: median busy % of SERVER_CPU/CLIENT_CPU during the run; a client core near 100% with"
+echo " the server core well below it means the case measured wrk more than the server)"
 echo
 echo "ratio ordo/nginx keep-alive:      $(ratio "$(med "${rps[ordo_ka]}")" "$(med "${rps[nginx_ka]}")") (req/s)   $(ratio "$(med "${cpu[nginx_ka]}")" "$(med "${cpu[ordo_ka]}")") (CPU efficiency, nginx us/req / ordo us/req)"
 echo "ratio ordo/nginx Connection:close: $(ratio "$(med "${rps[ordo_close]}")" "$(med "${rps[nginx_close]}")") (req/s)   $(ratio "$(med "${cpu[nginx_close]}")" "$(med "${cpu[ordo_close]}")") (CPU efficiency)"

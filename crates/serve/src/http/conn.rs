@@ -51,9 +51,12 @@ pub(crate) async fn serve<H: Handler>(
     peer: SocketAddr,
     handler: Arc<H>,
     limits: Arc<Limits>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) {
     let _ = stream.set_nodelay(true);
+    // one shutdown future for the connection's life, polled while it waits between requests
+    let mut stop_rx = shutdown.clone();
+    let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
     let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(4 * 1024);
     let mut served: u64 = 0;
@@ -71,7 +74,7 @@ pub(crate) async fn serve<H: Handler>(
             let r = tokio::select! {
                 biased;
                 r = timeout_at(wait_until, stream.read_buf(&mut rbuf)) => r,
-                _ = shutdown_signalled(&mut shutdown) => return,
+                _ = &mut stop => return,
             };
             match r {
                 Ok(Ok(n)) if n > 0 => {}

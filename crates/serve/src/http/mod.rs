@@ -287,16 +287,19 @@ pub async fn run_listener<H: Handler>(
     listener: TcpListener,
     handler: Arc<H>,
     limits: Arc<Limits>,
-    mut shutdown: watch::Receiver<bool>,
+    shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
     let max = limits
         .max_connections
         .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
     let slots = Arc::new(Semaphore::new(max));
+    // one shutdown future for the whole loop (not one waiter registration per accept)
+    let mut stop_rx = shutdown.clone();
+    let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
     loop {
         let permit = tokio::select! {
             biased;
-            _ = shutdown_signalled(&mut shutdown) => break,
+            _ = &mut stop => break,
             p = slots.clone().acquire_owned() => match p {
                 Ok(p) => p,
                 Err(_) => break,
@@ -304,7 +307,7 @@ pub async fn run_listener<H: Handler>(
         };
         let accepted = tokio::select! {
             biased;
-            _ = shutdown_signalled(&mut shutdown) => break,
+            _ = &mut stop => break,
             r = listener.accept() => r,
         };
         match accepted {
