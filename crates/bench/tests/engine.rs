@@ -452,3 +452,26 @@ fn corrected_equals_uncorrected_when_the_server_keeps_up() {
         "corrected p50 {c50} ms vs uncorrected {u50} ms"
     );
 }
+
+#[test]
+fn drain_counts_requests_in_flight_at_the_end() {
+    // Every request takes 150 ms; 2 clients for 400 ms start requests at ~0, 150 and 300 ms.
+    let slow: common::FaultFn = Arc::new(|_| Fault::Sleep(Duration::from_millis(150)));
+    let mut counts = Vec::new();
+    for drain in [false, true] {
+        let s = common::start_with(slow.clone(), None);
+        let mut c = cfg(&s.url("/"));
+        c.connections = 2;
+        c.stop = Stop::Duration(Duration::from_millis(400));
+        c.drain = drain;
+        let t0 = Instant::now();
+        let r = run(c, CancelToken::new()).unwrap();
+        assert!(t0.elapsed() < Duration::from_secs(3));
+        assert!((r.elapsed_s - 0.4).abs() < 1e-9);
+        assert_eq!(r.summary.failed.total, 0);
+        counts.push(r.summary.complete);
+    }
+    // Without the drain the third request of each client is abandoned; with it, it is counted.
+    assert!(counts[1] > counts[0], "{counts:?}");
+    assert!(counts[1] <= 8, "{counts:?}");
+}
