@@ -71,6 +71,10 @@ pub struct Args {
     /// Sample this process's threads during the run (CPU, context switches, run-queue wait).
     #[arg(long, value_name = "PID", value_parser = clap::value_parser!(i32).range(1..))]
     pub server_pid: Option<i32>,
+    /// With --duration: let requests in flight at the end finish (within --timeout) and count them, keeping
+    /// a closed loop's load on (unmeasured) meanwhile, instead of abandoning them as wrk does.
+    #[arg(long)]
+    pub drain: bool,
     /// Count responses whose body length differs from the first one for the same URL as failures (ab).
     #[arg(long)]
     pub strict_length: bool,
@@ -160,6 +164,7 @@ fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
     };
     cfg.server_pid = args.server_pid;
     cfg.strict_length = args.strict_length;
+    cfg.drain = args.drain;
     cfg.seed = args.seed;
     cfg.validate().map_err(bench_err)?;
     Ok(cfg)
