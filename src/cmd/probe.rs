@@ -96,27 +96,13 @@ pub struct PidArgs {
     pub json: bool,
 }
 
-/// "14ms", "1.5s", "500us", "250ns", "2m".
+/// "14ms", "1.5s", "500us", "250ns", "2m": positive and at most a day.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("{s:?}: missing unit (ns, us, ms, s or m)"))?;
-    let (num, unit) = t.split_at(split);
-    let v: f64 = num.parse().map_err(|_| format!("{s:?}: not a number"))?;
-    let scale = match unit.trim() {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" => 1.0,
-        "m" | "min" => 60.0,
-        u => return Err(format!("{s:?}: unknown unit {u:?} (ns, us, ms, s or m)")),
-    };
-    let secs = v * scale;
-    if !secs.is_finite() || secs <= 0.0 || secs > 86_400.0 {
+    let d = ordo_sys::units::parse_duration(s)?;
+    if d.is_zero() || d > Duration::from_secs(86_400) {
         return Err(format!("{s:?}: must be positive and at most a day"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 fn parse_policy(s: &str) -> Result<Policy, String> {

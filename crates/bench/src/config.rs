@@ -206,34 +206,8 @@ fn is_token_byte(b: u8) -> bool {
     b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
 }
 
-/// Parse a duration: `250ms`, `2s`, `1.5s`, `3m`, `1h`, `500us`, or a bare number of seconds.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration `{s}`: expected e.g. 500ms, 2s, 1.5m"))?;
-    let secs = match unit.trim() {
-        "" | "s" | "sec" | "secs" => value,
-        "ms" => value / 1e3,
-        "us" | "µs" => value / 1e6,
-        "ns" => value / 1e9,
-        "m" | "min" => value * 60.0,
-        "h" => value * 3600.0,
-        other => {
-            return Err(format!(
-                "invalid duration `{s}`: unknown unit `{other}` (use ns, us, ms, s, m or h)"
-            ));
-        }
-    };
-    if !secs.is_finite() || !(0.0..=1e9).contains(&secs) {
-        return Err(format!("invalid duration `{s}`: out of range"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
+/// Durations in flags and mix files: `250ms`, `2s`, `1.5m`, `500us`, or a bare number of seconds.
+pub use ordo_sys::units::parse_duration_or_secs as parse_duration;
 
 /// When the run ends.
 #[derive(Clone, Copy, Debug, PartialEq)]

@@ -354,28 +354,14 @@ fn toml_value_string(v: &toml::Value) -> Option<String> {
     }
 }
 
-/// Parse `10`, `2.5`, `"500ms"`, `"2s"`, `"1m"`.
+/// Durations in experiment files: `10`, `2.5` (seconds), `"500ms"`, `"2s"`, `"1m"`; at most 10^7 s, so no
+/// deadline computed from one can overflow the clock.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let s = s.trim();
-    let split = s
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .unwrap_or(s.len());
-    let (num, unit) = s.split_at(split);
-    let v: f64 = num
-        .parse()
-        .map_err(|_| format!("`{s}` is not a duration (e.g. 500ms, 2s, 1.5m)"))?;
-    let secs = match unit.trim() {
-        "" | "s" => v,
-        "ms" => v / 1e3,
-        "us" => v / 1e6,
-        "m" | "min" => v * 60.0,
-        "h" => v * 3600.0,
-        u => return Err(format!("`{s}`: unknown unit `{u}` (ms, s, m, h)")),
-    };
-    if !secs.is_finite() || !(0.0..=1e7).contains(&secs) {
-        return Err(format!("`{s}` is out of range"));
+    let d = ordo_sys::units::parse_duration_or_secs(s)?;
+    if d > Duration::from_secs(10_000_000) {
+        return Err(format!("`{s}` is out of range (at most 10000000s)"));
     }
-    Ok(Duration::from_secs_f64(secs))
+    Ok(d)
 }
 
 /// Split a command line on whitespace, honouring single and double quotes (no other shell syntax).

@@ -10,6 +10,7 @@ pub mod procfs;
 pub mod rusage;
 pub mod sampler;
 pub mod thread;
+pub mod units;
 
 pub use error::SysError;
 pub use fingerprint::Fingerprint;
