@@ -38,6 +38,10 @@ pub struct BenchReport {
     pub timeline: Vec<TimelinePoint>,
     /// The server process's side of the run (`--server-pid`).
     pub server: Option<ServerReport>,
+    /// The machine the run was measured on, so `ordo report` can compare runs across kernels and hosts.
+    /// Absent in reports written before it was recorded.
+    #[serde(default)]
+    pub fingerprint: Option<ordo_sys::Fingerprint>,
 }
 
 /// The settings that shaped the run.
@@ -387,5 +391,6 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
             .collect(),
         config: inp.config,
         server: inp.server,
+        fingerprint: Some(ordo_sys::Fingerprint::collect()),
     }
 }
