@@ -19,8 +19,8 @@ ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-100}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
-NGINX_PORT=${NGINX_PORT:-18082}
-ORDO_PORT=${ORDO_PORT:-18081}
+NGINX_PORT=${NGINX_PORT:-18080}
+ORDO_PORT=${ORDO_PORT:-18081} # and the next two ports
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 for tool in nginx wrk taskset curl; do
@@ -82,9 +82,9 @@ http {
 }
 EOF
 
-write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3)
+write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port
   {
-    echo "listen = \"127.0.0.1:$ORDO_PORT\""
+    echo "listen = \"127.0.0.1:$4\""
     echo "threads = 1"
     echo "workers = 4096"
     echo "policy = \"$2\""
@@ -108,9 +108,11 @@ write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3)
     echo "static = { root = \"$tmp/www\" }"
   } > "$1"
 }
-write_ordo_config "$tmp/plain.toml" fcfs 1
-write_ordo_config "$tmp/fcfs3.toml" fcfs 3
-write_ordo_config "$tmp/stride3.toml" stride 3
+FCFS3_PORT=$((ORDO_PORT + 1))
+STRIDE3_PORT=$((ORDO_PORT + 2))
+write_ordo_config "$tmp/plain.toml" fcfs 1 "$ORDO_PORT"
+write_ordo_config "$tmp/fcfs3.toml" fcfs 3 "$FCFS3_PORT"
+write_ordo_config "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT"
 
 cat > "$tmp/mix.lua" <<'EOF'
 local paths = { "/a/file.txt", "/b/file.txt", "/c/file.txt" }
@@ -130,34 +132,26 @@ wait_ready() { # $1 = url
   exit 1
 }
 
-server_pid=""
-stop_server() {
-  if [ -n "$server_pid" ]; then
-    kill "$server_pid" 2>/dev/null || true
-    wait "$server_pid" 2>/dev/null || true
-    server_pid=""
-  fi
-}
-
-start_nginx() {
+# All servers run for the whole benchmark, each pinned to SERVER_CPU; only the one under load does work, so
+# the cases can be interleaved closely in time (the machine's noise then hits them alike).
+start_nginx() { # sets nginx_pid (the worker: the process that does the work)
   taskset -c "$SERVER_CPU" "$nginx_bin" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2>>"$tmp/nginx/stderr" &
-  server_pid=$!
-  pids+=("$server_pid")
+  local master=$!
+  pids+=("$master")
   wait_ready "http://127.0.0.1:$NGINX_PORT/file.txt"
-  # the process that does the work: nginx's single worker
-  measure_pid=$(pgrep -P "$server_pid" | head -1)
+  nginx_pid=$(pgrep -P "$master" | head -1)
 }
 
-start_ordo() { # $1 = config
+start_ordo() { # $1 = config, $2 = port; sets started_pid
   if [ "${ORDO_BENCH_EXAMPLE:-0}" = 1 ]; then
-    taskset -c "$SERVER_CPU" "$target_dir/release/examples/static_bench" "$tmp/www" "127.0.0.1:$ORDO_PORT" 2>>"$tmp/ordo.stderr" &
+    taskset -c "$SERVER_CPU" "$target_dir/release/examples/static_bench" "$tmp/www" "127.0.0.1:$2" 2>>"$tmp/ordo.stderr" &
   else
     taskset -c "$SERVER_CPU" "$target_dir/release/ordo" serve --config "$1" 2>>"$tmp/ordo.stderr" &
   fi
-  server_pid=$!
-  pids+=("$server_pid")
-  wait_ready "http://127.0.0.1:$ORDO_PORT/file.txt"
-  measure_pid=$server_pid
+  started_pid=$!
+  pids+=("$started_pid")
+  wait_ready "http://127.0.0.1:$2/file.txt"
+  kill -0 "$started_pid" 2>/dev/null || { echo "serve-vs-nginx: server on port $2 exited: $(tail -n 2 "$tmp/ordo.stderr")" >&2; exit 1; }
 }
 
 ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
@@ -171,9 +165,9 @@ busy_pct() {
                         printf "%.0f", (t2 > t1 ? 100 * (1 - (i2 - i1) / (t2 - t1)) : 0) }'
 }
 
-# run_wrk PORT [wrk args...] -> prints "rps cpu_us_per_req server_core_busy% client_core_busy%"
+# run_wrk PID PORT [wrk args...] -> prints "rps cpu_us_per_req server_core_busy% client_core_busy%"
 run_wrk() {
-  local port=$1; shift
+  local measure_pid=$1 port=$2; shift 2
   local t0 t1 out reqs rps s0 s1 c0 c1
   t0=$(ticks "$measure_pid")
   s0=$(cpu_line "$SERVER_CPU"); c0=$(cpu_line "$CLIENT_CPU")
@@ -200,24 +194,31 @@ record() { # case rps cpu server_busy client_busy
 }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections" >&2
+start_nginx
+start_ordo "$tmp/plain.toml" "$ORDO_PORT"; ordo_pid=$started_pid
+cases=(nginx_ka ordo_ka ordo_close nginx_close)
+if [ "${ORDO_BENCH_EXAMPLE:-0}" != 1 ]; then
+  start_ordo "$tmp/fcfs3.toml" "$FCFS3_PORT"; fcfs3_pid=$started_pid
+  start_ordo "$tmp/stride3.toml" "$STRIDE3_PORT"; stride3_pid=$started_pid
+  cases+=(fcfs3 stride3)
+fi
+run_case() {
+  local r c sb cb
+  case $1 in
+    nginx_ka) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_PORT") ;;
+    nginx_close) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_PORT" -H 'Connection: close') ;;
+    ordo_ka) read -r r c sb cb < <(run_wrk "$ordo_pid" "$ORDO_PORT") ;;
+    ordo_close) read -r r c sb cb < <(run_wrk "$ordo_pid" "$ORDO_PORT" -H 'Connection: close') ;;
+    fcfs3) read -r r c sb cb < <(run_wrk "$fcfs3_pid" "$FCFS3_PORT" -s "$tmp/mix.lua") ;;
+    stride3) read -r r c sb cb < <(run_wrk "$stride3_pid" "$STRIDE3_PORT" -s "$tmp/mix.lua") ;;
+  esac
+  record "$1" "$r" "$c" "$sb" "$cb"
+}
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS..." >&2
-  start_nginx
-  read -r r c sb cb < <(run_wrk "$NGINX_PORT"); record nginx_ka "$r" "$c" "$sb" "$cb"
-  read -r r c sb cb < <(run_wrk "$NGINX_PORT" -H 'Connection: close'); record nginx_close "$r" "$c" "$sb" "$cb"
-  stop_server
-  start_ordo "$tmp/plain.toml"
-  read -r r c sb cb < <(run_wrk "$ORDO_PORT"); record ordo_ka "$r" "$c" "$sb" "$cb"
-  read -r r c sb cb < <(run_wrk "$ORDO_PORT" -H 'Connection: close'); record ordo_close "$r" "$c" "$sb" "$cb"
-  stop_server
-  if [ "${ORDO_BENCH_EXAMPLE:-0}" != 1 ]; then
-    start_ordo "$tmp/fcfs3.toml"
-    read -r r c sb cb < <(run_wrk "$ORDO_PORT" -s "$tmp/mix.lua"); record fcfs3 "$r" "$c" "$sb" "$cb"
-    stop_server
-    start_ordo "$tmp/stride3.toml"
-    read -r r c sb cb < <(run_wrk "$ORDO_PORT" -s "$tmp/mix.lua"); record stride3 "$r" "$c" "$sb" "$cb"
-    stop_server
-  fi
+  # forward in odd rounds, backward in even ones (ABBA), so a drift in the machine's load favours no case
+  if [ $((round % 2)) = 1 ]; then order=("${cases[@]}"); else order=(); for ((k = ${#cases[@]} - 1; k >= 0; k--)); do order+=("${cases[$k]}"); done; fi
+  for k in "${order[@]}"; do run_case "$k"; done
 done
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
