@@ -331,5 +331,10 @@ fn open_ro(db: &Path) -> anyhow::Result<Store> {
     if !db.exists() {
         return Err(usage(format!("{}: no such database", db.display())));
     }
-    Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))
+    let store = Store::open_read_only(db).with_context(|| format!("opening {}", db.display()))?;
+    // A file that is not an ordo tune store (or not SQLite at all) fails on the first query; name it.
+    store
+        .list_experiments()
+        .map_err(|e| usage(format!("{}: not an ordo tune store ({e})", db.display())))?;
+    Ok(store)
 }

@@ -80,6 +80,43 @@ fn bad_files_and_removed_knobs_exit_2_with_reasons() {
     assert_eq!(out.code(), Some(2), "{}", out.stderr);
     assert!(out.stderr.contains("removed"), "{}", out.stderr);
     assert!(out.stderr.contains("base_slice_ns"), "{}", out.stderr);
+
+    // A target PID that does not exist is a bad file too: exit 2, the key and the value named.
+    std::fs::write(
+        &f,
+        "[target]\npid = 99999999\n[[workload]]\nurl = \"http://127.0.0.1:1/\"\n[knobs]\nnice = [0, 5]\n",
+    )
+    .unwrap();
+    let mut cmd = ordo();
+    cmd.args(["tune", "run", "--dry-run"]).arg(&f);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("pid = 99999999"), "{}", out.stderr);
+
+    // Not TOML: file and line, no empty key field.
+    std::fs::write(&f, "not toml [\n").unwrap();
+    let mut cmd = ordo();
+    cmd.args(["tune", "run", "--dry-run"]).arg(&f);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("bad.toml:1: "), "{}", out.stderr);
+    assert!(!out.stderr.contains(": : "), "{}", out.stderr);
+
+    // `show`, `list` and `export` on a file that is not a tune store name it and exit 2.
+    let not_db = d.path().join("notes.db");
+    std::fs::write(&not_db, "just some text, not SQLite\n").unwrap();
+    for sub in ["show", "list", "export"] {
+        let mut cmd = ordo();
+        cmd.args(["tune", sub]).arg(&not_db);
+        let out = run_with_timeout(cmd, Duration::from_secs(30));
+        assert_eq!(out.code(), Some(2), "{sub}: {}", out.stderr);
+        assert!(out.stderr.contains("notes.db"), "{sub}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("not an ordo tune store"),
+            "{sub}: {}",
+            out.stderr
+        );
+    }
 }
 
 fn spawn(mut cmd: std::process::Command) -> Child {

@@ -52,7 +52,10 @@ impl RunError {
     pub fn is_usage(&self) -> bool {
         matches!(
             self,
-            RunError::Spec(_) | RunError::Refused(_) | RunError::Mismatch { .. }
+            RunError::Spec(_)
+                | RunError::Refused(_)
+                | RunError::Mismatch { .. }
+                | RunError::Target(TargetError::NoProcess(_))
         )
     }
 }

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 /// A bad experiment file: where, which key, what is wrong.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{}: {key}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default())]
+#[error("{}{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default(), if key.is_empty() { String::new() } else { format!(": {key}") })]
 pub struct SpecError {
     pub file: PathBuf,
     pub line: Option<usize>,

@@ -33,7 +33,7 @@ pub enum TargetError {
         timeout: Duration,
         stderr: String,
     },
-    #[error("no running process {0}")]
+    #[error("target: no running process {0}")]
     NoProcess(String),
     #[error("builtin = \"ordo-serve\" needs the ordo binary (run through `ordo tune`)")]
     NoOrdo,
@@ -158,7 +158,7 @@ impl RunningTarget {
         match &spec.kind {
             TargetKind::Pid(pid) => {
                 if !Path::new(&format!("/proc/{pid}")).exists() {
-                    return Err(TargetError::NoProcess(pid.to_string()));
+                    return Err(TargetError::NoProcess(format!("with pid = {pid}")));
                 }
                 Ok(RunningTarget {
                     child: None,
