@@ -512,6 +512,77 @@ mod tests {
     }
 
     #[test]
+    fn route_learns_a_moving_average_of_service_times() {
+        use crate::backend::synthetic::{SyntheticBackend, SyntheticConfig};
+        let backend = SyntheticBackend::new(&SyntheticConfig::default()).unwrap();
+        let route = Route::new("/".into(), false, None, Backend::Synthetic(backend));
+        assert_eq!(route.learned_us(), 0, "nothing learned yet");
+        route.learn(Duration::from_micros(800));
+        assert_eq!(route.learned_us(), 800, "the first sample is taken whole");
+        route.learn(Duration::from_micros(1600));
+        assert_eq!(route.learned_us(), 800 - 100 + 200, "α = 1/8");
+        for _ in 0..200 {
+            route.learn(Duration::from_micros(1600));
+        }
+        assert!(
+            route.learned_us().abs_diff(1600) <= 8,
+            "{}",
+            route.learned_us()
+        );
+        route.learn(Duration::ZERO);
+        assert!(
+            route.learned_us() >= 1,
+            "never falls back to 'nothing learned'"
+        );
+    }
+
+    #[test]
+    fn size_hint_precedence_lua_backend_rule_route_class_learned() {
+        use crate::backend::synthetic::{SyntheticBackend, SyntheticConfig};
+        let synth =
+            || Backend::Synthetic(SyntheticBackend::new(&SyntheticConfig::default()).unwrap());
+        let classes = vec![ClassInfo {
+            name: Arc::from("c"),
+            size_hint: Some(5),
+            deadline: None,
+        }];
+        let mut c = Classification {
+            class: 0,
+            class_name: Arc::from("c"),
+            lua_size: Some(1),
+            rule_size: Some(3),
+            deadline: None,
+            lua_error: false,
+        };
+        let route = Route::new("/".into(), false, Some(4), synth());
+        route.learn(Duration::from_micros(6));
+        let work = Request::get("/sleep?ms=2"); // the synthetic backend's own hint: 2000 µs
+        let plain = Request::get("/bytes?n=10"); // no work asked: the backend has no hint
+        assert_eq!(size_hint(&c, &classes, &route, &work), 1, "Lua wins");
+        c.lua_size = None;
+        assert_eq!(
+            size_hint(&c, &classes, &route, &work),
+            2000,
+            "then the backend"
+        );
+        assert_eq!(size_hint(&c, &classes, &route, &plain), 3, "then the rule");
+        c.rule_size = None;
+        assert_eq!(size_hint(&c, &classes, &route, &plain), 4, "then the route");
+        let bare = Route::new("/".into(), false, None, synth());
+        bare.learn(Duration::from_micros(6));
+        assert_eq!(size_hint(&c, &classes, &bare, &plain), 5, "then the class");
+        let no_class = vec![ClassInfo {
+            size_hint: None,
+            ..classes[0].clone()
+        }];
+        assert_eq!(
+            size_hint(&c, &no_class, &bare, &plain),
+            6,
+            "then the learned mean"
+        );
+    }
+
+    #[test]
     fn prefixes_are_segment_aware() {
         assert!(prefix_matches("/api", "/api"));
         assert!(prefix_matches("/api", "/api/x"));
