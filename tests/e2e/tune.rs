@@ -20,6 +20,7 @@ fn every_example_has_a_plan() {
         "seed001.toml",
         "seed002.toml",
         "tuned-profiles.toml",
+        "nginx.toml",
     ] {
         let d = tempfile::tempdir().unwrap();
         let mut cmd = ordo();
