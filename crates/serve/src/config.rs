@@ -522,6 +522,43 @@ impl ServeConfig {
         }
     }
 
+    /// `[limits]` values that would make the server unusable (every request 431, no connection accepted,
+    /// kept-alive connections dropped at once) are refused rather than silently clamped or obeyed.
+    fn check_limits(&self) -> Result<(), Invalid> {
+        let l = &self.limits;
+        if l.max_head_bytes == 0 {
+            return Err(Invalid::new(
+                keypath!["limits", "max_head_bytes"],
+                "must be ≥ 1, got 0 (every request would be refused with 431)",
+            ));
+        }
+        if l.max_connections == 0 {
+            return Err(Invalid::new(
+                keypath!["limits", "max_connections"],
+                "must be ≥ 1, got 0",
+            ));
+        }
+        if l.head_timeout.is_zero() {
+            return Err(Invalid::new(
+                keypath!["limits", "head_timeout"],
+                "must be > 0",
+            ));
+        }
+        if l.idle_timeout.is_zero() {
+            return Err(Invalid::new(
+                keypath!["limits", "idle_timeout"],
+                "must be > 0",
+            ));
+        }
+        if l.max_requests_per_connection == Some(0) {
+            return Err(Invalid::new(
+                keypath!["limits", "max_requests_per_connection"],
+                "must be ≥ 1, got 0 (leave it out for no limit)",
+            ));
+        }
+        Ok(())
+    }
+
     /// Checks of plain values (everything that needs no compilation).
     pub(crate) fn check_values(&self) -> Result<(), Invalid> {
         if self.workers == 0 {
@@ -536,6 +573,7 @@ impl ServeConfig {
         if self.queue_cap == Some(0) {
             return Err(Invalid::new(keypath!["queue_cap"], "must be ≥ 1, got 0"));
         }
+        self.check_limits()?;
         if self.policy == PolicyName::Lua && self.policy_script.is_none() {
             return Err(Invalid::new(
                 keypath!["policy"],
@@ -718,32 +756,40 @@ fn locate_line(text: &str, path: &[Seg]) -> Option<usize> {
     let doc = toml_edit::ImDocument::parse(text).ok()?;
     let mut node = Node::Item(doc.as_item());
     let mut best: Option<usize> = None;
+    // A key the text does not spell out (e.g. a missing field of an inline table) ends the walk: the line of
+    // the deepest part found is still the best answer.
     for seg in path {
-        let (next, span) = match (seg, &node) {
-            (Seg::Key(k), Node::Item(toml_edit::Item::Table(t))) => {
-                let (key, item) = t.get_key_value(k)?;
-                (Node::Item(item), key.span().or_else(|| item.span()))
-            }
-            (Seg::Key(k), Node::Item(toml_edit::Item::Value(toml_edit::Value::InlineTable(t))))
-            | (Seg::Key(k), Node::Value(toml_edit::Value::InlineTable(t))) => {
-                let (key, item) = t.get_key_value(k)?;
-                (Node::Item(item), key.span().or_else(|| item.span()))
-            }
-            (Seg::Index(i), Node::Item(toml_edit::Item::ArrayOfTables(a))) => {
-                let t = a.get(*i)?;
-                (Node::Table(t), t.span())
-            }
-            (Seg::Index(i), Node::Item(toml_edit::Item::Value(toml_edit::Value::Array(a))))
-            | (Seg::Index(i), Node::Value(toml_edit::Value::Array(a))) => {
-                let v = a.get(*i)?;
-                (Node::Value(v), v.span())
-            }
-            (Seg::Key(k), Node::Table(t)) => {
-                let (key, item) = t.get_key_value(k)?;
-                (Node::Item(item), key.span().or_else(|| item.span()))
-            }
-            _ => break,
-        };
+        let step = (|| -> Option<(Node, Option<std::ops::Range<usize>>)> {
+            Some(match (seg, &node) {
+                (Seg::Key(k), Node::Item(toml_edit::Item::Table(t))) => {
+                    let (key, item) = t.get_key_value(k)?;
+                    (Node::Item(item), key.span().or_else(|| item.span()))
+                }
+                (
+                    Seg::Key(k),
+                    Node::Item(toml_edit::Item::Value(toml_edit::Value::InlineTable(t))),
+                )
+                | (Seg::Key(k), Node::Value(toml_edit::Value::InlineTable(t))) => {
+                    let (key, item) = t.get_key_value(k)?;
+                    (Node::Item(item), key.span().or_else(|| item.span()))
+                }
+                (Seg::Index(i), Node::Item(toml_edit::Item::ArrayOfTables(a))) => {
+                    let t = a.get(*i)?;
+                    (Node::Table(t), t.span())
+                }
+                (Seg::Index(i), Node::Item(toml_edit::Item::Value(toml_edit::Value::Array(a))))
+                | (Seg::Index(i), Node::Value(toml_edit::Value::Array(a))) => {
+                    let v = a.get(*i)?;
+                    (Node::Value(v), v.span())
+                }
+                (Seg::Key(k), Node::Table(t)) => {
+                    let (key, item) = t.get_key_value(k)?;
+                    (Node::Item(item), key.span().or_else(|| item.span()))
+                }
+                _ => return None,
+            })
+        })();
+        let Some((next, span)) = step else { break };
         if let Some(s) = span {
             best = Some(line_of(text, s.start));
         }

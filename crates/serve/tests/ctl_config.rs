@@ -35,6 +35,44 @@ fn value_errors_name_file_line_and_key() {
 }
 
 #[test]
+fn limits_that_would_make_the_server_unusable_are_refused() {
+    assert_eq!(
+        err("workers = 2\n[limits]\nmax_connections = 0\n"),
+        "bad.toml:3: limits.max_connections: must be ≥ 1, got 0"
+    );
+    assert_eq!(
+        err("[limits]\nmax_head_bytes = 0\n"),
+        "bad.toml:2: limits.max_head_bytes: must be ≥ 1, got 0 (every request would be refused with 431)"
+    );
+    assert_eq!(
+        err("[limits]\nhead_timeout = \"0s\"\n"),
+        "bad.toml:2: limits.head_timeout: must be > 0"
+    );
+    assert_eq!(
+        err("[limits]\nidle_timeout = \"0ms\"\n"),
+        "bad.toml:2: limits.idle_timeout: must be > 0"
+    );
+    assert_eq!(
+        err("[limits]\nmax_requests_per_connection = 0\n"),
+        "bad.toml:2: limits.max_requests_per_connection: must be ≥ 1, got 0 (leave it out for no limit)"
+    );
+    // the smallest sensible values and a body limit of 0 (no bodies) are accepted
+    ServeConfig::from_toml_str(
+        "[limits]\nmax_connections = 1\nmax_head_bytes = 1\nhead_timeout = \"1ms\"\nidle_timeout = \"1ms\"\nmax_requests_per_connection = 1\nmax_body_bytes = 0\n",
+        "ok.toml",
+    )
+    .unwrap();
+}
+
+#[test]
+fn a_missing_inline_key_is_located_at_its_table() {
+    assert_eq!(
+        err("[[rules]]\nclass = \"default\"\nheader = { value = \"x\" }\n"),
+        "bad.toml:3: rules[0].header.name: needs a non-empty `name`"
+    );
+}
+
+#[test]
 fn rule_and_route_errors() {
     let e = err("[[rules]]\nclass = \"default\"\npath_regex = \"(unclosed\"\n");
     assert!(
