@@ -39,7 +39,7 @@ pub struct Args {
     pub threads: u64,
     /// Open loop: this many requests per second in total, spread over the connections; latency is also
     /// reported from when each request was due (coordinated omission corrected).
-    #[arg(short = 'r', long, value_name = "REQ/S", value_parser = parse_rate)]
+    #[arg(short = 'r', long, value_name = "REQ/S", value_parser = parse_rate, allow_negative_numbers = true)]
     pub rate: Option<f64>,
     /// Open a new connection for every request (ab's default) instead of keep-alive.
     #[arg(long)]
@@ -277,7 +277,12 @@ mod tests {
         assert!(parse(&["ftp://x/"]).is_err());
         assert!(parse(&["-H", "nocolon", "http://x/"]).is_err());
         assert!(parse(&["-d", "soon", "http://x/"]).is_err());
-        assert!(parse(&["-r", "-3", "http://x/"]).is_err());
+        // a negative rate is named as a bad rate, not taken for an unknown flag
+        let e = parse(&["-r", "-3", "http://x/"]).unwrap_err().to_string();
+        assert!(
+            e.contains("expected a positive number of requests per second, got `-3`"),
+            "{e}"
+        );
         assert!(parse(&["-n", "5", "-d", "1s", "http://x/"]).is_err());
         let a = parse(&["-m", "G T", "http://127.0.0.1:1/"]).unwrap();
         let e = resolve(&a).unwrap_err();
