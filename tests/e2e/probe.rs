@@ -169,7 +169,7 @@ fn probe_pid_text_stops_cleanly_when_the_process_is_killed() {
 
 #[test]
 fn probe_bad_input_exits_2_with_a_message() {
-    let cases: [(&[&str], &str); 4] = [
+    let cases: [(&[&str], &str); 5] = [
         (
             &["probe", "pid", "99999999"],
             "no process with PID 99999999",
@@ -180,6 +180,17 @@ fn probe_bad_input_exits_2_with_a_message() {
             "invalid scheduling policy",
         ),
         (&["probe", "loop", "--samples", "0"], "--samples"),
+        (
+            &[
+                "probe",
+                "loop",
+                "--samples",
+                "2",
+                "--load-cmd",
+                "ordo_no_such_command_xyz",
+            ],
+            "command not found",
+        ),
     ];
     for (args, needle) in cases {
         let mut cmd = ordo();

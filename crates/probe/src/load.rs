@@ -93,6 +93,21 @@ impl BackgroundLoad {
                     })?;
                 let pid = child.id() as i32;
                 load.child = Some(child);
+                // A command that fails at once (a typo: sh exits 127) would make a "loaded" run quiet;
+                // refuse it instead of measuring without load. Bounded: 200 ms of polling at most.
+                if let Some(status) = load.exited_within(std::time::Duration::from_millis(200)) {
+                    if !status.success() {
+                        let why = match status.code() {
+                            Some(127) => " (command not found)".to_string(),
+                            Some(126) => " (not executable)".to_string(),
+                            Some(c) => format!(" (exit status {c})"),
+                            None => " (killed by a signal)".to_string(),
+                        };
+                        return Err(ProbeError::Config(format!(
+                            "--load-cmd `{cmd}`: the load command failed at once{why}"
+                        )));
+                    }
+                }
                 if let Some(c) = cpu {
                     // Threads and children the command creates from now on inherit the mask.
                     thread::set_affinity(pid, &[c])?;
@@ -100,6 +115,21 @@ impl BackgroundLoad {
             }
         }
         Ok(load)
+    }
+
+    /// The load command's exit status if it exits within `limit` (polled every 10 ms).
+    fn exited_within(&mut self, limit: std::time::Duration) -> Option<std::process::ExitStatus> {
+        let child = self.child.as_mut()?;
+        let start = std::time::Instant::now();
+        loop {
+            if let Ok(Some(status)) = child.try_wait() {
+                return Some(status);
+            }
+            if start.elapsed() >= limit {
+                return None;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
     }
 
     /// Did the load command exit already? (Its exit would make a "loaded" run quiet.)
@@ -123,5 +153,33 @@ impl Drop for BackgroundLoad {
             let _ = c.kill();
             let _ = c.wait();
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_load_command_that_fails_at_once_is_refused_with_the_reason() {
+        let e = BackgroundLoad::start(&LoadSpec::Command("ordo_no_such_command_xyz".into()), None)
+            .unwrap_err();
+        let msg = e.to_string();
+        assert!(
+            msg.contains("--load-cmd `ordo_no_such_command_xyz`"),
+            "{msg}"
+        );
+        assert!(msg.contains("command not found"), "{msg}");
+        assert!(matches!(e, ProbeError::Config(_)));
+
+        let e = BackgroundLoad::start(&LoadSpec::Command("exit 3".into()), None).unwrap_err();
+        assert!(e.to_string().contains("exit status 3"), "{e}");
+    }
+
+    #[test]
+    fn a_running_load_command_is_kept() {
+        let mut load = BackgroundLoad::start(&LoadSpec::Command("sleep 30".into()), None).unwrap();
+        assert!(!load.command_exited());
+        drop(load); // stops it
     }
 }
