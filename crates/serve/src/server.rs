@@ -24,10 +24,13 @@ use crate::metrics::Metrics;
 pub enum StartError {
     #[error(transparent)]
     Config(#[from] ConfigError),
-    #[error("cannot listen on {addr}: {source}")]
+    /// `key` is the config key the address came from (`listen` or `admin.listen`). The I/O error is part of
+    /// the message (not a `source`), so an error chain printed with `{:#}` names it once.
+    #[error("cannot listen on {addr} (`{key}`): {error}")]
     Bind {
+        key: &'static str,
         addr: SocketAddr,
-        source: std::io::Error,
+        error: std::io::Error,
     },
 }
 
@@ -392,21 +395,25 @@ impl Server {
             .map_err(|e| cfg.locate(Invalid::new(keypath!["classes"], e.0)))?;
         let listener = TcpListener::bind(cfg.listen)
             .await
-            .map_err(|source| StartError::Bind {
+            .map_err(|error| StartError::Bind {
+                key: "listen",
                 addr: cfg.listen,
-                source,
+                error,
             })?;
-        let local_addr = listener.local_addr().map_err(|source| StartError::Bind {
+        let local_addr = listener.local_addr().map_err(|error| StartError::Bind {
+            key: "listen",
             addr: cfg.listen,
-            source,
+            error,
         })?;
         let admin_listener = if cfg.admin.enabled {
-            let l = TcpListener::bind(cfg.admin.listen)
-                .await
-                .map_err(|source| StartError::Bind {
-                    addr: cfg.admin.listen,
-                    source,
-                })?;
+            let l =
+                TcpListener::bind(cfg.admin.listen)
+                    .await
+                    .map_err(|error| StartError::Bind {
+                        key: "admin.listen",
+                        addr: cfg.admin.listen,
+                        error,
+                    })?;
             Some(l)
         } else {
             None

@@ -105,3 +105,32 @@ async fn admin_can_be_disabled() {
     assert_eq!(get(h.local_addr(), "/x").await.status, 200);
     h.shutdown().await.unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_busy_address_names_the_listener_and_the_reason_once() {
+    let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let addr = busy.local_addr().unwrap();
+    let mut cfg = ordo_serve::ServeConfig::default();
+    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    cfg.admin.listen = addr;
+    let e = match ordo_serve::Server::start(cfg.clone()).await {
+        Ok(_) => panic!("started on a busy admin address"),
+        Err(e) => e,
+    };
+    let chain = format!("{:#}", anyhow::Error::new(e));
+    assert!(
+        chain.starts_with(&format!("cannot listen on {addr} (`admin.listen`): ")),
+        "{chain}"
+    );
+    assert_eq!(chain.matches("os error").count(), 1, "{chain}");
+    cfg.listen = addr;
+    cfg.admin.listen = "127.0.0.1:0".parse().unwrap();
+    let e = match ordo_serve::Server::start(cfg).await {
+        Ok(_) => panic!("started on a busy address"),
+        Err(e) => e.to_string(),
+    };
+    assert!(
+        e.starts_with(&format!("cannot listen on {addr} (`listen`): ")),
+        "{e}"
+    );
+}
