@@ -110,8 +110,10 @@ async fn admin_can_be_disabled() {
 async fn a_busy_address_names_the_listener_and_the_reason_once() {
     let busy = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = busy.local_addr().unwrap();
-    let mut cfg = ordo_serve::ServeConfig::default();
-    cfg.listen = "127.0.0.1:0".parse().unwrap();
+    let mut cfg = ordo_serve::ServeConfig {
+        listen: "127.0.0.1:0".parse().unwrap(),
+        ..Default::default()
+    };
     cfg.admin.listen = addr;
     let e = match ordo_serve::Server::start(cfg.clone()).await {
         Ok(_) => panic!("started on a busy admin address"),
