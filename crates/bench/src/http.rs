@@ -178,6 +178,11 @@ pub async fn read_response<S: AsyncRead + Unpin>(
                             .ok()
                             .and_then(|s| s.trim().parse::<u64>().ok())
                             .ok_or_else(|| ReadError::Malformed("bad Content-Length".into()))?;
+                        // Two different lengths leave the message's end undefined (RFC 9112 §6.3):
+                        // the response is malformed, whichever one a reader would pick.
+                        if content_length.is_some_and(|old| old != v) {
+                            return Err(ReadError::Malformed("conflicting Content-Length".into()));
+                        }
                         content_length = Some(v);
                     } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
                         chunked = h
@@ -555,6 +560,22 @@ mod tests {
         let r = read_all(b"HTTP/1.0 200 OK\r\n\r\nabcdef", false);
         let a = r[0].as_ref().unwrap();
         assert_eq!((a.content_bytes, a.close), (6, true));
+    }
+
+    #[test]
+    fn conflicting_content_lengths_are_malformed() {
+        let r = read_all(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\nContent-Length: 3\r\n\r\nabc",
+            false,
+        );
+        let e = r[0].as_ref().unwrap_err();
+        assert!(e.contains("conflicting Content-Length"), "{r:?}");
+        // the same length twice is harmless
+        let r = read_all(
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 3\r\nConnection: close\r\n\r\nabc",
+            false,
+        );
+        assert_eq!(r[0].as_ref().unwrap().content_bytes, 3, "{r:?}");
     }
 
     #[test]
