@@ -202,6 +202,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 if !refused.is_empty() {
                     return Err(usage(RunError::Refused(refused)));
                 }
+                if plan.configs.len() < 2 {
+                    println!(
+                        "note: {} — `ordo tune run` would refuse",
+                        runner::NOTHING_TO_COMPARE
+                    );
+                }
                 println!("dry run: nothing was changed");
                 return Ok(ExitCode::SUCCESS);
             }

@@ -235,6 +235,9 @@ fn policy_levels(knobs: &[KnobSpec]) -> Vec<String> {
         .unwrap_or_default()
 }
 
+/// Why a run with only the baseline left is refused.
+pub const NOTHING_TO_COMPARE: &str = "every knob was skipped: nothing to compare but the baseline (run as root for system-wide knobs)";
+
 /// The spec without the knobs that were skipped.
 fn without(spec: &Spec, skipped: &[Refusal]) -> Spec {
     let mut spec = spec.clone();
@@ -552,12 +555,12 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
             eprintln!("note: {n}");
         }
     }
-    if spec.knobs.is_empty() && !matches!(spec.design, crate::spec::Design::List(_)) {
-        return Err(RunError::Other(
-            "every knob was skipped: nothing to compare (run as root for system-wide knobs)".into(),
-        ));
-    }
     let configs = design::configurations(&spec);
+    // With every knob skipped (a list design keeps its entries, now all equal to the baseline) there
+    // is only the baseline left: running it over and over compares nothing.
+    if spec.knobs.is_empty() || configs.len() < 2 {
+        return Err(RunError::Other(NOTHING_TO_COMPARE.into()));
+    }
 
     let mut store = Store::open(&opts.db)?;
     let hash = text_hash(&spec.text);
@@ -949,6 +952,52 @@ nice = [0, 5]
             "60\n"
         );
         assert!(!opts.db.exists());
+    }
+
+    #[test]
+    fn a_list_design_left_with_only_the_baseline_is_refused() {
+        // tuned-profiles.toml without root: every sysctl is skipped, the list's entries all become the
+        // baseline; running it would compare nothing.
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir_all(root.join("proc/sys/vm")).unwrap();
+        std::fs::write(root.join("proc/sys/vm/swappiness"), "60\n").unwrap();
+        let text = format!(
+            r#"
+[target]
+pid = {pid}
+[workload]
+url = "http://127.0.0.1:1/"
+[knobs]
+"sysctl:vm.swappiness" = [10, 20]
+[design]
+kind = "list"
+configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" = 20 }}]
+"#,
+            pid = std::process::id()
+        );
+        let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
+        let opts = RunOptions {
+            db: d.path().join("t.db"),
+            journal: d.path().join("j"),
+            root: SysRoot::at(&root).with_privileged(false),
+            threads: Arc::new(ordo_sys::knobs::RealThreads),
+            ordo: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+            run_limit: None,
+            print: false,
+        };
+        assert_eq!(plan(&spec, &opts, false).unwrap().configs.len(), 1);
+        match run(&spec, &opts) {
+            Err(RunError::Other(m)) => assert_eq!(m, NOTHING_TO_COMPARE),
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        }
+        assert!(!opts.db.exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("proc/sys/vm/swappiness")).unwrap(),
+            "60\n"
+        );
     }
 
     #[test]
