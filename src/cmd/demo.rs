@@ -37,7 +37,7 @@ pub struct Args {
     /// Requests served at once (the seed's MaxClients).
     #[arg(long, value_name = "N")]
     pub workers: Option<usize>,
-    /// Synthetic service time per request, a sleep in whole milliseconds (mean; default 100ms, 20ms with --quick).
+    /// Synthetic service time per request, a sleep in whole milliseconds (mean; default 50ms, 20ms with --quick).
     #[arg(long, value_name = "DURATION", value_parser = parse_duration)]
     pub service: Option<Duration>,
     /// Directory for the JSON result (and HTML report).

@@ -93,12 +93,13 @@ pub const DEFAULT_STEPS: &[usize] = &[50, 100, 150, 175, 200, 250, 300, 340];
 /// `--quick` client counts: one step below the knee, one at it, two in the target region.
 pub const QUICK_STEPS: &[usize] = &[50, 175, 300, 340];
 
-/// Default mean synthetic service time. The heavy class's queue holds n − 4/7·workers requests, which is
-/// 0.75 service times of work at 300 clients: a stall of the machine (client or server threads not running)
-/// longer than that empties it and costs heavy its share. 100 ms rides out 75 ms stalls, which even a busy
-/// 2-core machine rarely produces; at 20 ms a 15 ms stall — common when other builds share the cores —
-/// already costs heavy a few percent at 300 clients.
-pub const DEFAULT_SERVICE: Duration = Duration::from_millis(100);
+/// Default mean synthetic service time, a compromise between two noises. The heavy class's queue holds
+/// n − 4/7·workers requests, which is 0.75 service times of work at 300 clients: a stall of the machine
+/// (client or server threads not running) longer than that empties it and costs heavy its share — 50 ms
+/// rides out 37 ms stalls, where 20 ms cost stride 7% at 300 clients on a loaded 2-core machine. Lottery's
+/// shares are binomial over a step's dispatches (~20,000 at 50 ms): light/heavy wobbles by ~1.4% (one sd),
+/// 3.5 sd inside the 5% target; at 100 ms it was 2%, and one run read 4.19.
+pub const DEFAULT_SERVICE: Duration = Duration::from_millis(50);
 /// `--quick` service time: shorter, so short steps still hold thousands of requests.
 pub const QUICK_SERVICE: Duration = Duration::from_millis(20);
 
@@ -171,7 +172,7 @@ impl DemoPlan {
                 format!("{step_duration:?} is outside 100ms..1h"),
             ));
         }
-        // Several light response times (7·n·service/workers at most ~0.8 s by default) so queues settle.
+        // Several light response times (7·n·service/workers, at most ~0.4 s by default) so queues settle.
         let warmup = input.warmup.unwrap_or(if quick {
             Duration::from_secs(1)
         } else {
@@ -355,7 +356,7 @@ mod tests {
         assert_eq!(full.steps, DEFAULT_STEPS);
         assert_eq!(full.policy, DemoPolicy::Lottery);
         assert_eq!(full.workers, 100);
-        assert_eq!(full.service, Duration::from_millis(100));
+        assert_eq!(full.service, Duration::from_millis(50));
         // About three minutes on the default plan.
         let est = full.estimated_duration().as_secs();
         assert!((150..=200).contains(&est), "{est}");

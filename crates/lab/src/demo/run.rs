@@ -317,6 +317,42 @@ mod tests {
         let mix = cfg.mix.unwrap();
         assert_eq!(mix.assign, Assign::Clients);
         assert_eq!(mix.classes[1].urls.len(), 11);
-        assert!(mix.classes[1].urls[0].starts_with("/medium/work?ms=50&"));
+        assert!(mix.classes[1].urls[0].starts_with("/medium/work?ms=25&"));
+    }
+
+    fn example(name: &str) -> std::path::PathBuf {
+        std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+            .join("../../examples/demo")
+            .join(name)
+    }
+
+    #[test]
+    fn example_server_config_is_the_demos() {
+        let plan = DemoPlan::resolve(PlanInput::default()).unwrap();
+        let text = std::fs::read_to_string(example("serve.toml")).unwrap();
+        ServeConfig::from_toml_str(&text, "examples/demo/serve.toml").unwrap();
+        let strip = |t: &str| {
+            let mut v: toml::Table = toml::from_str(t).unwrap();
+            v.remove("listen");
+            v.remove("seed");
+            v
+        };
+        assert_eq!(strip(&text), strip(&server_config_toml(&plan, 1)));
+    }
+
+    #[test]
+    fn example_mix_is_the_demos() {
+        let plan = DemoPlan::resolve(PlanInput::default()).unwrap();
+        let mix = Mix::from_file(&example("mix.toml")).unwrap();
+        let ours = bench_config(&plan, ([127, 0, 0, 1], 8080).into(), 100, 1)
+            .unwrap()
+            .mix
+            .unwrap();
+        assert_eq!(mix.assign, ours.assign);
+        assert_eq!(mix.classes.len(), ours.classes.len());
+        for (a, b) in mix.classes.iter().zip(&ours.classes) {
+            assert_eq!((&a.name, &a.urls, a.order), (&b.name, &b.urls, b.order));
+            assert_eq!(a.share, b.share);
+        }
     }
 }
