@@ -21,6 +21,7 @@ fn every_example_has_a_plan() {
         "seed002.toml",
         "tuned-profiles.toml",
         "nginx.toml",
+        "seed001-sysbench.toml",
     ] {
         let d = tempfile::tempdir().unwrap();
         let mut cmd = ordo();
