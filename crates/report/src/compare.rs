@@ -95,7 +95,7 @@ fn compare_tune(inputs: &[Input]) -> Vec<Section> {
                 "Mean {y} per configuration with its 95% CI, one bar per machine or kernel; hatched bars and dashed lines in each colour: that input's baseline."
             ),
             "configuration",
-            y.clone(),
+            tune::score_axis(&group[0].1.analysis),
         );
         for (_, e) in &group {
             for c in e.analysis.configs.iter().filter(|c| c.score.n > 0) {

@@ -63,6 +63,13 @@ fn tune_store_renders_every_chart_with_the_stored_values() {
         .filter(|n| n.has_tag_name("rect") && n.attribute("data-category").is_some())
         .collect();
     assert_eq!(bars.len(), data.configurations.len());
+    // The y axis names the score with its unit.
+    assert!(
+        figs[0]
+            .descendants()
+            .any(|n| n.has_tag_name("text") && n.text() == Some("web.throughput (per s)")),
+        "the bar chart's y axis says web.throughput (per s)"
+    );
     for (bar, cfg) in bars.iter().zip(&data.configurations) {
         assert_eq!(bar.attribute("data-category"), Some(cfg.label.as_str()));
         let want = per_config(cfg.idx, "web.throughput");

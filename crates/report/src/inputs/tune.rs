@@ -105,6 +105,17 @@ pub fn score_label(a: &Analysis) -> String {
     }
 }
 
+/// The score as a y-axis label, with its unit where the metric's name does not carry one
+/// (`web.throughput` → `web.throughput (per s)`; `web.p99_ms` already says ms).
+pub fn score_axis(a: &Analysis) -> String {
+    let label = score_label(a);
+    match a.score_terms.as_slice() {
+        [(m, w)] if *w == 1.0 && m.ends_with("throughput") => format!("{label} (per s)"),
+        [] | [_] => label,
+        _ => format!("{label} (weighted sum)"),
+    }
+}
+
 pub fn summary(s: &TuneStore) -> String {
     let names: Vec<String> = s
         .experiments
@@ -136,7 +147,7 @@ pub fn config_chart(id: &str, a: &Analysis) -> BarChart {
             }
         ),
         "configuration",
-        y,
+        score_axis(a),
     );
     let measured: Vec<&ConfigStats> = a.configs.iter().filter(|c| c.score.n > 0).collect();
     c.categories = measured.iter().map(|c| c.label.clone()).collect();
@@ -203,7 +214,7 @@ pub fn main_effect_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
                     num(e.spread, 3)
                 ),
                 e.knob.clone(),
-                format!("mean {}", score_label(a)),
+                format!("mean {}", score_axis(a)),
             );
             c.y_zero = false;
             c.x_categories = Some(e.levels.iter().map(|l| l.level.clone()).collect());
