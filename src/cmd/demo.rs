@@ -134,7 +134,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if args.json {
         println!("{}", result.to_json());
     }
-    Ok(ExitCode::SUCCESS)
+    // Stopped by Ctrl-C: the finished steps are saved; 128 + SIGINT tells scripts the run is partial.
+    Ok(if result.complete {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::from(130)
+    })
 }
 
 /// The HTML report next to the JSON (same name, `.html`), rendered by `ordo report` from the saved file.

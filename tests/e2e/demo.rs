@@ -95,3 +95,69 @@ fn bad_flag_values_exit_2_and_name_the_flag() {
         assert!(out.stderr.contains(flag), "{args:?}: {}", out.stderr);
     }
 }
+
+#[test]
+fn ctrl_c_saves_the_finished_steps() {
+    use std::io::{BufRead, BufReader};
+    use std::process::Stdio;
+
+    let dir = tempfile::tempdir().expect("tempdir");
+    let mut cmd = ordo();
+    cmd.args([
+        "demo",
+        "--steps",
+        "30,30,30,30",
+        "--step-duration",
+        "1s",
+        "--warmup",
+        "200ms",
+        "--service",
+        "5ms",
+        "--out",
+    ])
+    .arg(dir.path())
+    .stdin(Stdio::null())
+    .stdout(Stdio::piped())
+    .stderr(Stdio::piped());
+    let mut child = cmd.spawn().expect("spawn ordo");
+    let stdout = child.stdout.take().expect("stdout");
+    let (tx, rx) = std::sync::mpsc::channel();
+    let reader = std::thread::spawn(move || {
+        let mut all = String::new();
+        for line in BufReader::new(stdout).lines().map_while(Result::ok) {
+            // The first step's line: clients, then numbers.
+            if line.trim_start().starts_with("30 ") {
+                let _ = tx.send(());
+            }
+            all.push_str(&line);
+            all.push('\n');
+        }
+        all
+    });
+    let first = rx.recv_timeout(Duration::from_secs(30));
+    let interrupted = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .expect("kill -INT");
+    assert!(interrupted.success());
+    let status = crate::util::wait_with_timeout(&mut child, Duration::from_secs(30))
+        .expect("ordo demo stops within 30 s of Ctrl-C");
+    let out = reader.join().unwrap_or_default();
+    assert!(
+        first.is_ok(),
+        "no step finished before the interrupt:\n{out}"
+    );
+    assert_eq!(status.code(), Some(130), "{out}");
+    assert!(out.contains("stopped early"), "{out}");
+    let json = std::fs::read_dir(dir.path())
+        .expect("out dir")
+        .filter_map(|e| e.ok())
+        .map(|e| e.path())
+        .find(|p| p.extension().is_some_and(|x| x == "json"))
+        .expect("the finished steps are saved");
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(json).expect("read")).expect("valid JSON");
+    assert_eq!(doc["complete"], false);
+    let steps = doc["steps"].as_array().expect("steps").len();
+    assert!((1..4).contains(&steps), "{steps} steps saved");
+}
