@@ -562,7 +562,16 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
     // machine lacks.
     let skipped = plan.skipped();
     let spec = without(spec, &skipped);
-    let notes: Vec<String> = skipped.iter().map(|s| format!("{s} — skipped")).collect();
+    let notes: Vec<String> = skipped
+        .iter()
+        .map(|s| {
+            if s.kind == ordo_sys::knobs::RefusalKind::NotPrivileged {
+                s.to_string() // already says "skipped"
+            } else {
+                format!("{s} — skipped")
+            }
+        })
+        .collect();
     let printer_print = opts.print;
     for n in &notes {
         if printer_print {
