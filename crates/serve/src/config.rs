@@ -739,10 +739,32 @@ fn key_at(text: &str, at: usize) -> Option<String> {
         && k.chars()
             .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
     {
-        Some(k.to_string())
+        Some(match table_at(&text[..start]) {
+            Some(t) => format!("{t}.{k}"),
+            None => k.to_string(),
+        })
     } else {
         None
     }
+}
+
+/// The table a line belongs to, from the `[table]` / `[[array]]` headers above it, spelled like the
+/// validation errors' key paths (`limits`, `classes[1]`); `None` at the top level.
+fn table_at(before: &str) -> Option<String> {
+    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
+    let mut current = None;
+    for line in before.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if let Some(name) = line.strip_prefix("[[").and_then(|l| l.strip_suffix("]]")) {
+            let name = name.trim();
+            let n = counts.entry(name).or_insert(0);
+            current = Some(format!("{name}[{n}]"));
+            *n += 1;
+        } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
+            current = Some(name.trim().to_string());
+        }
+    }
+    current
 }
 
 enum Node<'a> {

@@ -120,7 +120,18 @@ fn parse_errors_name_the_line() {
     );
     let e = err("workers = 4\n[[classes]]\nname = \"a\"\nweigth = 2\n");
     assert!(
-        e.starts_with("bad.toml:4: weigth: unknown field `weigth`"),
+        e.starts_with("bad.toml:4: classes[0].weigth: unknown field `weigth`"),
+        "{e}"
+    );
+    // keys under a table header are named with their table, like the validation errors
+    let e = err("[[classes]]\nname = \"a\"\n[[classes]] # b\nname = \"b\"\nweight = 4294967296\n");
+    assert!(
+        e.starts_with("bad.toml:5: classes[1].weight: invalid value"),
+        "{e}"
+    );
+    let e = err("workers = 2\n[limits]\nhead_timeout = \"soon\"\n");
+    assert!(
+        e.starts_with("bad.toml:3: limits.head_timeout: invalid duration"),
         "{e}"
     );
     let e = err("policy = \"random\"\n");
