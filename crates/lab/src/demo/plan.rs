@@ -268,35 +268,8 @@ pub fn parse_steps(s: &str) -> Result<Vec<usize>, String> {
     Ok(out)
 }
 
-/// Parse a duration such as `20s`, `250ms`, `1.5s`, `2m` or `500us`. A bare number is refused: the unit
-/// must be explicit.
-pub fn parse_duration(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| format!("{s:?} has no unit (use e.g. 20s, 250ms, 2m)"))?;
-    let (num, unit) = t.split_at(split);
-    if num.is_empty() {
-        return Err(format!("{s:?} does not start with a number"));
-    }
-    let value: f64 = num
-        .parse()
-        .map_err(|_| format!("{num:?} is not a number"))?;
-    let scale = match unit.trim() {
-        "ns" => 1e-9,
-        "us" | "µs" => 1e-6,
-        "ms" => 1e-3,
-        "s" | "sec" => 1.0,
-        "m" | "min" => 60.0,
-        "h" => 3600.0,
-        other => return Err(format!("unknown unit {other:?} in {s:?} (use ms, s, m, h)")),
-    };
-    let secs = value * scale;
-    if !secs.is_finite() || secs > 1e9 {
-        return Err(format!("{s:?} is too large"));
-    }
-    Ok(Duration::from_secs_f64(secs))
-}
+/// Durations on the demo's flags (`20s`, `250ms`, `1.5s`, `2m`, `500us`): the unit must be explicit.
+pub use ordo_sys::units::parse_duration;
 
 /// Render a duration the way [`parse_duration`] reads it back (`20s`, `250ms`, `1.5s`).
 pub fn format_duration(d: Duration) -> String {
@@ -332,7 +305,7 @@ mod tests {
         assert_eq!(parse_duration("1.5s").unwrap(), Duration::from_millis(1500));
         assert_eq!(parse_duration("2m").unwrap(), Duration::from_secs(120));
         assert_eq!(parse_duration("500us").unwrap(), Duration::from_micros(500));
-        assert!(parse_duration("20").unwrap_err().contains("no unit"));
+        assert!(parse_duration("20").unwrap_err().contains("missing unit"));
         assert!(parse_duration("s").is_err());
         assert!(
             parse_duration("10parsecs")

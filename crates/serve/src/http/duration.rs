@@ -5,67 +5,12 @@ use std::time::Duration;
 
 use serde::{Deserialize, Deserializer, Serializer};
 
-/// Parses `<number><unit>` with unit `ns`, `us`, `ms`, `s`, `m` or `h`; the number may have a fraction
-/// ("1.5s"). A bare number is refused because its unit would be a guess.
-pub fn parse(s: &str) -> Result<Duration, String> {
-    let t = s.trim();
-    let split = t
-        .find(|c: char| !(c.is_ascii_digit() || c == '.'))
-        .ok_or_else(|| {
-            format!("invalid duration {s:?}: missing unit (e.g. \"250ms\", \"10s\", \"2m\")")
-        })?;
-    let (num, unit) = t.split_at(split);
-    let scale_ns: f64 = match unit.trim() {
-        "ns" => 1.0,
-        "us" | "µs" => 1e3,
-        "ms" => 1e6,
-        "s" => 1e9,
-        "m" | "min" => 60e9,
-        "h" => 3600e9,
-        other => {
-            return Err(format!(
-                "invalid duration {s:?}: unknown unit {other:?} (use ns, us, ms, s, m or h)"
-            ));
-        }
-    };
-    if num.is_empty() || num.starts_with('.') || num.ends_with('.') || num.matches('.').count() > 1
-    {
-        return Err(format!(
-            "invalid duration {s:?}: expected a number before the unit"
-        ));
-    }
-    if let Ok(n) = num.parse::<u64>() {
-        let ns = (n as u128) * (scale_ns as u128);
-        return u64::try_from(ns)
-            .map(Duration::from_nanos)
-            .map_err(|_| format!("invalid duration {s:?}: too large"));
-    }
-    let n: f64 = num
-        .parse()
-        .map_err(|_| format!("invalid duration {s:?}: expected a number before the unit"))?;
-    let ns = n * scale_ns;
-    if !ns.is_finite() || ns > u64::MAX as f64 {
-        return Err(format!("invalid duration {s:?}: too large"));
-    }
-    Ok(Duration::from_nanos(ns as u64))
-}
+/// Parses `<number><unit>` with unit `ns`, `us`, `ms`, `s`, `m` or `h` ("1.5s"); a bare number is refused
+/// because its unit would be a guess. The one parser every ordo flag and config file uses.
+pub use ordo_sys::units::parse_duration as parse;
 
 /// Formats a duration the way [`parse`] reads it back, in the largest unit that keeps it exact.
-pub fn format(d: Duration) -> String {
-    let ns = d.as_nanos();
-    for (unit, scale) in [
-        ("h", 3_600_000_000_000u128),
-        ("m", 60_000_000_000),
-        ("s", 1_000_000_000),
-        ("ms", 1_000_000),
-        ("us", 1_000),
-    ] {
-        if ns >= scale && ns % scale == 0 {
-            return format!("{}{unit}", ns / scale);
-        }
-    }
-    format!("{ns}ns")
-}
+pub use ordo_sys::units::format_duration as format;
 
 /// `#[serde(deserialize_with = "crate::http::duration::deserialize")]` for a `Duration` field.
 pub fn deserialize<'de, D: Deserializer<'de>>(d: D) -> Result<Duration, D::Error> {
