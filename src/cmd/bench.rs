@@ -172,6 +172,14 @@ fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = resolve(&args)?;
+    // Open --save before the run: a path that cannot be written is bad input, not a run thrown away.
+    let mut save = match &args.save {
+        Some(path) => Some(
+            std::fs::File::create(path)
+                .map_err(|e| usage(format!("--save {}: cannot write: {e}", path.display())))?,
+        ),
+        None => None,
+    };
     let cancel = CancelToken::new();
     // Ctrl-C ends the run; the report covers what completed.
     {
@@ -202,10 +210,12 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         r
     }
     .map_err(bench_err)?;
-    if let Some(path) = &args.save {
+    if let (Some(file), Some(path)) = (save.as_mut(), &args.save) {
         let mut s = serde_json::to_string_pretty(&report).context("serialising the report")?;
         s.push('\n');
-        std::fs::write(path, s).with_context(|| format!("writing --save {}", path.display()))?;
+        file.write_all(s.as_bytes())
+            .and_then(|()| file.flush())
+            .with_context(|| format!("writing --save {}", path.display()))?;
     }
     let out = if args.json {
         let mut s = serde_json::to_string_pretty(&report).context("serialising the report")?;

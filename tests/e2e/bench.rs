@@ -133,6 +133,36 @@ fn bench_bad_url_exits_2_naming_it() {
 }
 
 #[test]
+fn bench_unwritable_save_exits_2_before_the_run() {
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("no-such-dir").join("run.json");
+    let mut cmd = ordo();
+    // port 1: nothing listens; the --save check comes first, so the exit is 2, not the unreachable 1
+    cmd.args(["bench", "-n", "1", "--save"])
+        .arg(&bad)
+        .arg("http://127.0.0.1:1/");
+    let out = run_with_timeout(cmd, Duration::from_secs(10));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains(&format!("--save {}: cannot write", bad.display())),
+        "{}",
+        out.stderr
+    );
+    // a good path still gets the JSON report
+    let good = dir.path().join("run.json");
+    let mut cmd = ordo();
+    cmd.args(["bench", "-n", "3", "-c", "1", "--no-progress", "--save"])
+        .arg(&good)
+        .arg(server() + "/");
+    let out = run_with_timeout(cmd, Duration::from_secs(20));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&good).unwrap()).unwrap();
+    assert_eq!(doc["summary"]["complete"], 3);
+}
+
+#[test]
 fn bench_bad_mix_exits_2_naming_file_line_and_field() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("mix.toml");
