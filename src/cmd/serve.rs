@@ -61,7 +61,13 @@ fn usage(e: impl std::fmt::Display) -> anyhow::Error {
 
 /// The checked configuration: file (or defaults) plus overrides, validated.
 fn resolve(args: &Args) -> anyhow::Result<ServeConfig> {
-    let mut cfg = match &args.config {
+    resolve_file(args, args.config.as_deref())
+}
+
+/// [`resolve`] for a given file: `--check FILE` validates exactly what `--config FILE` with the same
+/// overrides would start.
+fn resolve_file(args: &Args, file: Option<&std::path::Path>) -> anyhow::Result<ServeConfig> {
+    let mut cfg = match file {
         Some(p) => ServeConfig::from_file(p).map_err(usage)?,
         None => ServeConfig::default(),
     };
@@ -81,7 +87,7 @@ fn resolve(args: &Args) -> anyhow::Result<ServeConfig> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.check {
-        let cfg = ServeConfig::from_file(path).map_err(usage)?;
+        let cfg = resolve_file(&args, Some(path))?;
         eprintln!(
             "{}: ok (policy {}, {} classes, {} rules, {} routes, {} workers)",
             path.display(),
@@ -130,6 +136,33 @@ mod tests {
         assert!(matches!(parse_admin("off"), Ok(AdminArg::Off)));
         assert!(matches!(parse_admin("127.0.0.1:9"), Ok(AdminArg::On(_))));
         assert!(parse_admin("nowhere").is_err());
+    }
+
+    #[test]
+    fn check_applies_the_overrides_start_up_would() {
+        use clap::Parser;
+        #[derive(Debug, Parser)]
+        struct T {
+            #[command(flatten)]
+            a: Args,
+        }
+        let dir = env!("CARGO_MANIFEST_DIR");
+        let lua = format!("{dir}/examples/serve/lua-policy.toml");
+        let args = |extra: &[&str]| {
+            let mut v = vec!["serve", "--check", lua.as_str()];
+            v.extend_from_slice(extra);
+            T::try_parse_from(v).unwrap().a
+        };
+        let a = args(&[]);
+        let cfg = resolve_file(&a, a.check.as_deref()).unwrap();
+        assert_eq!(cfg.policy, PolicyName::Lua);
+        // the file plus --policy fcfs cannot start (its policy_script needs policy lua): --check says so
+        let a = args(&["--policy", "fcfs", "--workers", "3"]);
+        let e = resolve_file(&a, a.check.as_deref()).unwrap_err();
+        assert_eq!(crate::cli::exit_code_for(&e), 2, "{e:#}");
+        assert!(format!("{e:#}").contains("policy_script"), "{e:#}");
+        let a = args(&["--workers", "3"]);
+        assert_eq!(resolve_file(&a, a.check.as_deref()).unwrap().workers, 3);
     }
 
     #[test]
