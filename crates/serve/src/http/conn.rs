@@ -1,12 +1,13 @@
 //! The per-connection loop: read a head (within the head timeout), read its body (within the body limit),
-//! call the handler, write the response, and either go round again (keep-alive, pipelining) or close.
+//! call the handler (watching the socket, so a client that leaves drops its request), write the response,
+//! and either go round again (keep-alive, pipelining) or close.
 //! One request at a time, so responses leave in request order; pipelined requests wait in the read buffer.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -213,7 +214,12 @@ pub(crate) async fn serve<H: Handler>(
             peer,
             keep_alive,
         };
-        let resp = handler.handle(req).await;
+        let Some(resp) = handle_watching(&mut stream, &mut rbuf, &*handler, req, &limits).await
+        else {
+            // The client closed (or reset) the connection while its request waited or was served: the
+            // request was dropped with it (its queue place or permit released); nobody is left to answer.
+            return;
+        };
         served += 1;
         let keep = keep_alive
             && !*shutdown.borrow()
@@ -245,6 +251,44 @@ pub(crate) async fn serve<H: Handler>(
         }
         if wbuf.capacity() > KEEP_CAPACITY {
             wbuf = BytesMut::with_capacity(4 * 1024);
+        }
+    }
+}
+
+/// Runs the handler while watching the socket, so a client that gives up is noticed before its request is
+/// served. The handler is polled first: when it answers at once (the common keep-alive case) the socket is
+/// not touched. Otherwise bytes that arrive meanwhile (pipelined requests) are appended to `rbuf`, at most
+/// `max_head_bytes` of them, after which only the handler is awaited; end of input or a connection error
+/// drops the handler future — releasing whatever it holds (a queued waiter, a permit, a backend call) —
+/// and returns `None`.
+async fn handle_watching<H: Handler>(
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    handler: &H,
+    req: Request,
+    limits: &Limits,
+) -> Option<Response> {
+    let mut fut = std::pin::pin!(handler.handle(req));
+    let base = rbuf.len();
+    loop {
+        let room = limits
+            .max_head_bytes
+            .saturating_sub(rbuf.len().saturating_sub(base));
+        if room == 0 {
+            return Some(fut.await);
+        }
+        reserve(rbuf);
+        let mut limited = (&mut *rbuf).limit(room);
+        tokio::select! {
+            biased;
+            resp = &mut fut => return Some(resp),
+            r = stream.read_buf(&mut limited) => match r {
+                Ok(0) | Err(_) => {
+                    tracing::debug!("client closed the connection before its response: request dropped");
+                    return None;
+                }
+                Ok(_) => {}
+            },
         }
     }
 }
