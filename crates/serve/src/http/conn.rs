@@ -15,7 +15,7 @@ use tokio::time::{Instant, timeout, timeout_at};
 
 use super::parse::{ChunkError, ChunkedDecoder, Framing, HeadError, parse_head};
 use super::write::{WriteCtx, write_response};
-use super::{Handler, Limits, Request, Response, shutdown_signalled};
+use super::{Body, Handler, Limits, Request, Response, shutdown_signalled};
 
 /// Initial read-buffer size; also the least free space kept before each read.
 const READ_CHUNK: usize = 8 * 1024;
@@ -54,7 +54,9 @@ pub(crate) async fn serve<H: Handler>(
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) {
-    let _ = stream.set_nodelay(true);
+    // TCP_NODELAY is set before the first write that Nagle could hold back (see `needs_nodelay`), so a
+    // one-response connection (`Connection: close`, HTTP/1.0) saves the setsockopt.
+    let mut nodelay = false;
     // one shutdown future for the connection's life, polled while it waits between requests
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
@@ -232,6 +234,10 @@ pub(crate) async fn serve<H: Handler>(
             keep_alive: keep,
             write_timeout: limits.idle_timeout,
         };
+        if !nodelay && needs_nodelay(served, keep, &resp.body) {
+            let _ = stream.set_nodelay(true);
+            nodelay = true;
+        }
         if write_response(&mut stream, &mut wbuf, resp, &mut ctx)
             .await
             .is_err()
@@ -253,6 +259,24 @@ pub(crate) async fn serve<H: Handler>(
             wbuf = BytesMut::with_capacity(4 * 1024);
         }
     }
+}
+
+/// Largest body written without TCP_NODELAY: one write of head and body that fits a segment on loopback and
+/// the initial congestion window elsewhere.
+const NAGLE_FREE_BODY: u64 = 8 * 1024;
+
+/// Whether a response needs TCP_NODELAY. Nagle's algorithm holds back a small segment only while earlier
+/// data is unacknowledged, so the first response of a connection that closes after it, written in one
+/// small write, cannot be delayed. Anything else — a second response (pipelined responses go out
+/// back-to-back), a kept-alive connection, a streamed or large body written in several pieces — gets it.
+fn needs_nodelay(served: u64, keep_alive: bool, body: &Body) -> bool {
+    let one_small_write = match body {
+        Body::Empty | Body::Bytes(_) | Body::Prerendered { .. } => {
+            body.len().is_some_and(|n| n <= NAGLE_FREE_BODY)
+        }
+        Body::File { .. } | Body::Stream { .. } => false,
+    };
+    served > 1 || keep_alive || !one_small_write
 }
 
 /// Runs the handler while watching the socket, so a client that gives up is noticed before its request is
@@ -328,4 +352,24 @@ async fn linger_close(mut stream: TcpStream) {
         }
     })
     .await;
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn nodelay_only_where_nagle_could_delay() {
+        let small = || Body::Bytes(Bytes::from_static(b"hello"));
+        // the first and last response of a connection, one small write: no setsockopt needed
+        assert!(!needs_nodelay(1, false, &small()));
+        assert!(!needs_nodelay(1, false, &Body::Empty));
+        // kept alive, a later response, or a body written in pieces: Nagle could hold a segment back
+        assert!(needs_nodelay(1, true, &small()));
+        assert!(needs_nodelay(2, false, &small()));
+        let big = Body::Bytes(Bytes::from(vec![0u8; NAGLE_FREE_BODY as usize + 1]));
+        assert!(needs_nodelay(1, false, &big));
+        let (_tx, rx) = tokio::sync::mpsc::channel(1);
+        assert!(needs_nodelay(1, false, &Body::Stream { rx, len: Some(1) }));
+    }
 }
