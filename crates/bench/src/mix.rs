@@ -195,6 +195,13 @@ impl Mix {
                 }
             };
             let mut urls = Vec::new();
+            if let (Some(_), Some(both)) = (&c.url, &c.urls) {
+                return Err(cerr(
+                    both.span(),
+                    "urls",
+                    "give `url` or `urls`, not both".into(),
+                ));
+            }
             if let Some(u) = &c.url {
                 urls.push(u.get_ref().clone());
             }
@@ -237,8 +244,10 @@ impl Mix {
             let mut cookies = Vec::new();
             if let Some(ck) = &c.cookies {
                 for (k, v) in ck.get_ref() {
-                    let name_ok =
-                        !k.is_empty() && k.bytes().all(|b| b.is_ascii_graphic() && b != b'=');
+                    // a cookie name is an HTTP token (RFC 6265 §4.1.1): `;` or `=` in it would split the header
+                    let name_ok = !k.is_empty()
+                        && k.bytes()
+                            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
                     let value_ok = v
                         .bytes()
                         .all(|b| b.is_ascii_graphic() && !b";,\\\"".contains(&b));
@@ -411,6 +420,25 @@ url = "/bytes?n=778240"
         assert!(e.contains("m.toml:1"), "{e}");
         let e = err_of("");
         assert!(e.contains("class"), "{e}");
+        let e = err_of("[[class]]\nname = \"a\"\nurl = \"/\"\nurls = [\"/x\"]\n");
+        assert!(
+            e.contains("m.toml:4") && e.contains("`url` or `urls`, not both"),
+            "{e}"
+        );
+        for bad in ["a;b", "a=b", "a b", "a,b", "(a)"] {
+            let e = err_of(&format!(
+                "[[class]]\nname = \"a\"\nurl = \"/\"\ncookies = {{ \"{bad}\" = \"x\" }}\n"
+            ));
+            assert!(
+                e.contains("m.toml:4") && e.contains(&format!("cookies.{bad}")),
+                "{bad}: {e}"
+            );
+        }
+        Mix::parse(
+            "[[class]]\nname = \"a\"\nurl = \"/\"\ncookies = { \"__Host-id_1.x\" = \"v\" }\n",
+            None,
+        )
+        .unwrap();
     }
 
     #[test]
