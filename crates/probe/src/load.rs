@@ -80,18 +80,31 @@ impl BackgroundLoad {
                 }
             }
             LoadSpec::Command(cmd) => {
+                // Pinned from its first instruction: a child inherits the affinity of the thread that forks
+                // it, so the calling thread is pinned for the spawn and restored after. Setting the mask on
+                // the shell afterwards would miss whatever it had already forked (the busy loop itself).
+                let restore = match cpu {
+                    Some(c) => {
+                        let saved = thread::get_affinity(0)?;
+                        thread::set_affinity(0, &[c])?;
+                        Some(saved)
+                    }
+                    None => None,
+                };
                 // In our process group, so Ctrl-C on the terminal reaches it too.
-                let child = Command::new("sh")
+                let spawned = Command::new("sh")
                     .arg("-c")
                     .arg(cmd)
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
-                    .spawn()
-                    .map_err(|e| {
-                        ProbeError::Config(format!("cannot start load command `{cmd}`: {e}"))
-                    })?;
-                let pid = child.id() as i32;
+                    .spawn();
+                if let Some(saved) = restore {
+                    thread::set_affinity(0, &saved)?;
+                }
+                let child = spawned.map_err(|e| {
+                    ProbeError::Config(format!("cannot start load command `{cmd}`: {e}"))
+                })?;
                 load.child = Some(child);
                 // A command that fails at once (a typo: sh exits 127) would make a "loaded" run quiet;
                 // refuse it instead of measuring without load. Bounded: 200 ms of polling at most.
@@ -107,10 +120,6 @@ impl BackgroundLoad {
                             "--load-cmd `{cmd}`: the load command failed at once{why}"
                         )));
                     }
-                }
-                if let Some(c) = cpu {
-                    // Threads and children the command creates from now on inherit the mask.
-                    thread::set_affinity(pid, &[c])?;
                 }
             }
         }
@@ -174,6 +183,35 @@ mod tests {
 
         let e = BackgroundLoad::start(&LoadSpec::Command("exit 3".into()), None).unwrap_err();
         assert!(e.to_string().contains("exit status 3"), "{e}");
+    }
+
+    #[test]
+    fn a_load_command_and_what_it_forks_at_once_are_pinned() {
+        // Regression: the mask used to be set on the shell only after the 200 ms start check, so a process
+        // the command had already forked (the busy loop itself) ran anywhere.
+        let cpu = thread::cpu_count().saturating_sub(1);
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("child.pid");
+        let cmd = format!("sleep 30 & echo $! > '{}'; wait", pidfile.display());
+        let load = BackgroundLoad::start(&LoadSpec::Command(cmd), Some(cpu)).unwrap();
+        let start = std::time::Instant::now();
+        let pid = loop {
+            if let Some(p) = std::fs::read_to_string(&pidfile)
+                .ok()
+                .and_then(|s| s.trim().parse::<i32>().ok())
+            {
+                break p;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "no child pid"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        };
+        assert_eq!(thread::get_affinity(pid).unwrap(), vec![cpu]);
+        // the caller's own mask is given back
+        assert!(thread::get_affinity(0).unwrap().len() >= 1);
+        drop(load);
     }
 
     #[test]

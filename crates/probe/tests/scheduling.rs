@@ -143,7 +143,7 @@ fn load_command_runs_and_is_stopped() {
     let pidfile = dir.path().join("grandchild.pid");
     let r = run_loop(&LoopConfig {
         work: Work::Nominal(1_000_000),
-        samples: 20,
+        samples: 50,
         // A shell that starts a busy grandchild: both must be gone afterwards.
         load: LoadSpec::Command(format!(
             "sh -c 'while :; do :; done' & echo $! > '{}'; wait",
@@ -159,6 +159,14 @@ fn load_command_runs_and_is_stopped() {
         "a busy shell on the same CPU switched the probe out"
     );
     assert!(r.warnings.is_empty(), "{:?}", r.warnings);
+    // The busy grandchild was stopped with the load (gone, or a zombie awaiting its reaper).
+    let pid = std::fs::read_to_string(&pidfile).unwrap();
+    let pid = pid.trim();
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).unwrap_or_default();
+    assert!(
+        stat.is_empty() || stat.contains(") Z "),
+        "the load's grandchild {pid} is still running: {stat}"
+    );
 }
 
 #[test]
