@@ -421,11 +421,11 @@ async fn proxy_round_robin() {
 
 #[tokio::test]
 async fn proxy_failures_map_to_502_and_504() {
-    // refused: a port nothing listens on any more
-    let dead = {
-        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
-        l.local_addr().unwrap()
-    };
+    // refused: a port that is bound but not listening, and stays reserved for the whole test (a port freed
+    // by a dropped listener could be handed to the proxy itself, which would then proxy to itself)
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let dead = reserved.local_addr().unwrap();
     let s = proxy_server(proxy_cfg(&[dead])).await;
     let r = one_shot_or_keep(s.addr).await;
     assert_eq!(r.status, 502, "{}", r.text());
