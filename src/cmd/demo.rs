@@ -56,6 +56,17 @@ fn parse_step_list(s: &str) -> Result<StepList, String> {
     parse_steps(s).map(StepList)
 }
 
+/// `--out DIR` must be a directory we can create files in: create it, then create and remove a probe file.
+fn check_writable_dir(dir: &std::path::Path) -> anyhow::Result<()> {
+    let unusable =
+        |e: std::io::Error| UsageError(format!("--out {}: cannot write there: {e}", dir.display()));
+    std::fs::create_dir_all(dir).map_err(unusable)?;
+    let probe = dir.join(format!(".ordo-demo-write-check-{}", std::process::id()));
+    std::fs::write(&probe, b"").map_err(unusable)?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
 fn parse_policy(s: &str) -> Result<DemoPolicy, String> {
     s.parse()
 }
@@ -71,6 +82,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         service: args.service,
     })
     .map_err(|e| UsageError(e.to_string()))?;
+
+    // A result that cannot be saved is found now, not after minutes of measuring.
+    check_writable_dir(&args.out)?;
 
     // The table goes to stdout unless stdout carries the JSON.
     let mut table: Box<dyn Write> = if args.json {
@@ -126,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     writeln!(table, "{}", render_verdict(&result))?;
     let json_path = result
         .save(&args.out)
-        .with_context(|| format!("cannot save the result under {}", args.out.display()))?;
+        .context("cannot save the demo result")?;
     writeln!(table, "saved: {}", json_path.display())?;
     let html = write_html(&json_path)?;
     writeln!(table, "report: {}", html.display())?;

@@ -87,6 +87,11 @@ fn bad_flag_values_exit_2_and_name_the_flag() {
         (&["demo", "--step-duration", "20"][..], "--step-duration"),
         (&["demo", "--workers", "0"][..], "--workers"),
         (&["demo", "--service", "1500us"][..], "--service"),
+        // refused before any measuring, not after the whole run
+        (
+            &["demo", "--quick", "--out", "/proc/ordo-nope"][..],
+            "--out",
+        ),
     ] {
         let mut cmd = ordo();
         cmd.args(args);
