@@ -296,6 +296,8 @@ pub async fn run_listener<H: Handler>(
     // one shutdown future for the whole loop (not one waiter registration per accept)
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
+    // failed accepts in a row (out of file descriptors, say), so the warning is given once per episode
+    let mut accept_errors: u64 = 0;
     loop {
         let permit = tokio::select! {
             biased;
@@ -312,6 +314,10 @@ pub async fn run_listener<H: Handler>(
         };
         match accepted {
             Ok((stream, peer)) => {
+                if accept_errors > 0 {
+                    tracing::info!(failed_attempts = accept_errors, "accepting again");
+                    accept_errors = 0;
+                }
                 let handler = handler.clone();
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
@@ -326,8 +332,15 @@ pub async fn run_listener<H: Handler>(
                     e.kind(),
                     ConnectionAborted | ConnectionReset | Interrupted | WouldBlock
                 ) {
-                    // EMFILE/ENFILE/ENOBUFS: back off instead of spinning.
-                    tracing::warn!(error = %e, "accept failed");
+                    // EMFILE/ENFILE/ENOBUFS: back off instead of spinning, and say so once per episode
+                    // (with how often it repeated) rather than every 50 ms.
+                    accept_errors += 1;
+                    if accept_errors == 1 {
+                        tracing::warn!(
+                            error = %e,
+                            "accept failed; retrying every 50 ms (raise the open-file limit, or lower limits.max_connections)"
+                        );
+                    }
                     tokio::time::sleep(Duration::from_millis(50)).await;
                 }
             }
