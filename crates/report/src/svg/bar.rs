@@ -5,7 +5,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Key, Scale, ScaleKind, color, data_num, escape, figure, legend, px, text_width};
+use super::{
+    Key, Scale, ScaleKind, color, data_num, escape, figure, legend, plot_frame, px, text_width,
+};
 
 /// One bar: its value, optional interval, and marks.
 #[derive(Clone, Debug, PartialEq)]
@@ -155,35 +157,7 @@ impl BarChart {
         out.push_str("<defs><pattern id=\"hatch-");
         out.push_str(&escape(&self.id));
         out.push_str("\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#555555\" stroke-width=\"3\"/></pattern></defs>");
-        let _ = write!(
-            out,
-            "<rect class=\"plot-bg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            px(left),
-            px(top),
-            px(pw),
-            px(ph)
-        );
-        out.push_str("<g class=\"axis y-axis\">");
-        for (u, label) in yscale.ticks() {
-            let y = top + ph * (1.0 - u);
-            let _ = write!(
-                out,
-                "<line class=\"grid\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-                px(left),
-                px(left + pw),
-                px(left - 6.0),
-                px(y + 4.0),
-                escape(label),
-                y = px(y)
-            );
-        }
-        let _ = write!(
-            out,
-            "<text class=\"axis-label\" transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\">{}</text></g>",
-            px(16.0),
-            px(top + ph / 2.0),
-            escape(&self.y_label)
-        );
+        plot_frame(&mut out, (left, top, pw, ph), &yscale, &self.y_label);
         out.push_str("<g class=\"axis x-axis\">");
         for (i, (full, label)) in self.categories.iter().zip(&short).enumerate() {
             let x = left + slot * (i as f64 + 0.5);

@@ -482,6 +482,41 @@ fn legend(entries: &[(String, usize, Key)], x0: f64, y0: f64, width: f64) -> (St
 }
 
 /// Wrap a finished `<svg>` and its caption into the chart's `<figure>`.
+/// The plot area's background, the horizontal grid with the y ticks, and the rotated y-axis label — the
+/// frame every chart kind draws the same way. `area` is (left, top, width, height) of the plot.
+fn plot_frame(out: &mut String, area: (f64, f64, f64, f64), yscale: &Scale, y_label: &str) {
+    let (left, top, pw, ph) = area;
+    let _ = write!(
+        out,
+        "<rect class=\"plot-bg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
+        px(left),
+        px(top),
+        px(pw),
+        px(ph)
+    );
+    out.push_str("<g class=\"axis y-axis\">");
+    for (u, label) in yscale.ticks() {
+        let y = top + ph * (1.0 - u);
+        let _ = write!(
+            out,
+            "<line class=\"grid\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+            px(left),
+            px(left + pw),
+            px(left - 6.0),
+            px(y + 4.0),
+            escape(label),
+            y = px(y)
+        );
+    }
+    let _ = write!(
+        out,
+        "<text class=\"axis-label\" transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\">{}</text></g>",
+        px(16.0),
+        px(top + ph / 2.0),
+        escape(y_label)
+    );
+}
+
 fn figure(id: &str, svg: &str, caption: &str) -> String {
     format!(
         "<figure class=\"chart\" id=\"{}\">{svg}<figcaption>{}</figcaption></figure>",

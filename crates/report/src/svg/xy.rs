@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 
 use super::{
     Key, Scale, ScaleKind, color, data_num, escape, figure, legend, marker_is_stroke, marker_path,
-    px, text_width,
+    plot_frame, px, text_width,
 };
 
 /// One plotted point; `note` is added to its tooltip (e.g. the request count behind a mean).
@@ -202,36 +202,7 @@ impl XyChart {
             h = px(height),
             cap = escape(&self.caption)
         );
-        let _ = write!(
-            out,
-            "<rect class=\"plot-bg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            px(left),
-            px(top),
-            px(pw),
-            px(ph)
-        );
-        // Grid and y ticks.
-        out.push_str("<g class=\"axis y-axis\">");
-        for (u, label) in yscale.ticks() {
-            let y = top + ph * (1.0 - u);
-            let _ = write!(
-                out,
-                "<line class=\"grid\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-                px(left),
-                px(left + pw),
-                px(left - 6.0),
-                px(y + 4.0),
-                escape(label),
-                y = px(y)
-            );
-        }
-        let _ = write!(
-            out,
-            "<text class=\"axis-label\" transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\">{}</text></g>",
-            px(16.0),
-            px(top + ph / 2.0),
-            escape(&self.y_label)
-        );
+        plot_frame(&mut out, (left, top, pw, ph), &yscale, &self.y_label);
         // x ticks.
         out.push_str("<g class=\"axis x-axis\">");
         let xticks: Vec<(f64, String)> = match (&xscale, &self.x_categories) {
