@@ -10,23 +10,8 @@ use ordo_probe::{
 };
 use serde_json::Value;
 
-const KNOWN: &[&str] = &[
-    "$schema",
-    "$id",
-    "title",
-    "description",
-    "type",
-    "const",
-    "enum",
-    "properties",
-    "required",
-    "additionalProperties",
-    "items",
-    "$ref",
-    "$defs",
-    "anyOf",
-    "minimum",
-];
+#[path = "../../../tests/support/json_schema.rs"]
+mod json_schema;
 
 fn schema() -> Value {
     let path = concat!(
@@ -36,94 +21,8 @@ fn schema() -> Value {
     serde_json::from_str(&std::fs::read_to_string(path).unwrap()).unwrap()
 }
 
-fn type_ok(t: &str, v: &Value) -> bool {
-    match t {
-        "object" => v.is_object(),
-        "array" => v.is_array(),
-        "string" => v.is_string(),
-        "boolean" => v.is_boolean(),
-        "null" => v.is_null(),
-        "number" => v.is_number(),
-        "integer" => v.is_u64() || v.is_i64(),
-        other => panic!("unsupported type {other}"),
-    }
-}
-
-fn validate(root: &Value, s: &Value, v: &Value, path: &str, errs: &mut Vec<String>) {
-    let obj = s.as_object().expect("a schema is an object");
-    for k in obj.keys() {
-        assert!(
-            KNOWN.contains(&k.as_str()),
-            "schema keyword {k} is not supported by this validator"
-        );
-    }
-    if let Some(r) = obj.get("$ref").and_then(Value::as_str) {
-        let name = r.strip_prefix("#/$defs/").expect("local $ref");
-        validate(root, &root["$defs"][name], v, path, errs);
-    }
-    if let Some(t) = obj.get("type").and_then(Value::as_str) {
-        if !type_ok(t, v) {
-            errs.push(format!("{path}: expected {t}, got {v}"));
-            return;
-        }
-    }
-    if let Some(c) = obj.get("const") {
-        if c != v {
-            errs.push(format!("{path}: expected {c}, got {v}"));
-        }
-    }
-    if let Some(e) = obj.get("enum").and_then(Value::as_array) {
-        if !e.contains(v) {
-            errs.push(format!("{path}: {v} not in {e:?}"));
-        }
-    }
-    if let Some(m) = obj.get("minimum").and_then(Value::as_f64) {
-        if v.as_f64().is_some_and(|x| x < m) {
-            errs.push(format!("{path}: {v} below {m}"));
-        }
-    }
-    if let Some(any) = obj.get("anyOf").and_then(Value::as_array) {
-        let ok = any.iter().any(|alt| {
-            let mut e = Vec::new();
-            validate(root, alt, v, path, &mut e);
-            e.is_empty()
-        });
-        if !ok {
-            errs.push(format!("{path}: matches none of anyOf"));
-        }
-    }
-    if let Some(map) = v.as_object() {
-        if let Some(req) = obj.get("required").and_then(Value::as_array) {
-            for r in req {
-                let r = r.as_str().unwrap();
-                if !map.contains_key(r) {
-                    errs.push(format!("{path}: missing {r}"));
-                }
-            }
-        }
-        let props = obj.get("properties").and_then(Value::as_object);
-        for (k, val) in map {
-            match props.and_then(|p| p.get(k)) {
-                Some(ps) => validate(root, ps, val, &format!("{path}.{k}"), errs),
-                None if obj.get("additionalProperties") == Some(&Value::Bool(false)) => {
-                    errs.push(format!("{path}: unexpected field {k}"));
-                }
-                None => {}
-            }
-        }
-    }
-    if let (Some(items), Some(arr)) = (obj.get("items"), v.as_array()) {
-        for (i, x) in arr.iter().enumerate() {
-            validate(root, items, x, &format!("{path}[{i}]"), errs);
-        }
-    }
-}
-
 fn check(v: &Value) -> Vec<String> {
-    let root = schema();
-    let mut errs = Vec::new();
-    validate(&root, &root, v, "$", &mut errs);
-    errs
+    json_schema::check(&schema(), v)
 }
 
 fn small() -> LoopConfig {
@@ -197,11 +96,15 @@ fn the_validator_rejects_drift() {
     assert_eq!(errs.len(), 1, "anyOf reports once: {errs:?}");
     let mut e = Vec::new();
     let root = schema();
-    validate(&root, &root["$defs"]["loop_report"], &v, "$", &mut e);
+    json_schema::validate(&root, &root["$defs"]["loop_report"], &v, "$", &mut e);
     assert!(
-        e.iter().any(|m| m.contains("unexpected field surprise")),
+        e.iter().any(|m| m.contains("unexpected property surprise")),
         "{e:?}"
     );
-    assert!(e.iter().any(|m| m.contains("missing warnings")), "{e:?}");
+    assert!(
+        e.iter()
+            .any(|m| m.contains("missing required \"warnings\"")),
+        "{e:?}"
+    );
     assert!(e.iter().any(|m| m.contains("$.summary.samples")), "{e:?}");
 }
