@@ -100,10 +100,17 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let cfg = resolve(&args)?;
-    let mut rt = tokio::runtime::Builder::new_multi_thread();
-    if cfg.threads > 0 {
-        rt.worker_threads(cfg.threads);
-    }
+    // One thread asked for: a current-thread runtime, so accepting, serving and timers share that thread
+    // with no hand-offs between a `block_on` thread and a worker. Otherwise a work-stealing pool.
+    let mut rt = if cfg.threads == 1 {
+        tokio::runtime::Builder::new_current_thread()
+    } else {
+        let mut b = tokio::runtime::Builder::new_multi_thread();
+        if cfg.threads > 0 {
+            b.worker_threads(cfg.threads);
+        }
+        b
+    };
     let rt = rt
         .enable_all()
         .thread_name("ordo-serve")

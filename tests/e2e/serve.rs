@@ -92,6 +92,15 @@ fn http_get(addr: &str, path: &str) -> String {
 
 #[test]
 fn serves_on_port_0_reloads_on_sighup_and_exits_0_on_sigterm() {
+    serve_reload_and_stop("0"); // a work-stealing pool, one thread per CPU
+}
+
+#[test]
+fn one_thread_serves_reloads_and_stops_the_same() {
+    serve_reload_and_stop("1"); // the current-thread runtime
+}
+
+fn serve_reload_and_stop(threads: &str) {
     let dir = tempfile::tempdir().unwrap();
     let p = dir.path().join("serve.toml");
     std::fs::write(
@@ -102,7 +111,7 @@ fn serves_on_port_0_reloads_on_sighup_and_exits_0_on_sigterm() {
     let mut child = ordo()
         .args(["serve", "--config"])
         .arg(&p)
-        .args(["--policy", "stride"])
+        .args(["--policy", "stride", "--threads", threads])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
         .stderr(Stdio::piped())
