@@ -117,22 +117,26 @@ pub(crate) async fn serve<H: Handler>(
         };
         rbuf.advance(head.len);
 
+        if let Framing::Length(n) = head.framing {
+            if n > limits.max_body_bytes {
+                return fail(stream, &mut wbuf, 413, "request body too large", &limits).await;
+            }
+        }
+        // The client waits for a go-ahead before sending a body it announced (and not yet sent).
+        if head.expect_continue
+            && !matches!(head.framing, Framing::None)
+            && rbuf.is_empty()
+            && stream
+                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                .await
+                .is_err()
+        {
+            return;
+        }
         let body = match head.framing {
             Framing::None => Bytes::new(),
             Framing::Length(n) => {
-                if n > limits.max_body_bytes {
-                    return fail(stream, &mut wbuf, 413, "request body too large", &limits).await;
-                }
                 let n = n as usize;
-                if head.expect_continue
-                    && rbuf.is_empty()
-                    && stream
-                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                        .await
-                        .is_err()
-                {
-                    return;
-                }
                 while rbuf.len() < n {
                     rbuf.reserve((n - rbuf.len()).min(1 << 20));
                     match read_until(&mut stream, &mut rbuf, Instant::now() + limits.head_timeout)
@@ -155,15 +159,6 @@ pub(crate) async fn serve<H: Handler>(
                 rbuf.split_to(n).freeze()
             }
             Framing::Chunked => {
-                if head.expect_continue
-                    && rbuf.is_empty()
-                    && stream
-                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                        .await
-                        .is_err()
-                {
-                    return;
-                }
                 let mut dec = ChunkedDecoder::new(limits.max_body_bytes);
                 let mut body = BytesMut::new();
                 loop {
