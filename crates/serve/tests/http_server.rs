@@ -1,6 +1,6 @@
 //! The HTTP layer against raw clients: keep-alive, pipelining, HTTP/1.0, chunked bodies, 100-continue, every
-//! limit with its status, every smuggling shape answered 400 and closed, bad request lines, garbage input, and
-//! graceful shutdown finishing an in-flight request.
+//! limit with its status, every smuggling shape answered 400 and closed, an unknown transfer coding answered
+//! 501 and closed, bad request lines, garbage input, and graceful shutdown finishing an in-flight request.
 
 mod http_util;
 
@@ -296,7 +296,9 @@ async fn smuggling_attempts_are_400_and_closed() {
         b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 0x10\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nContent-Length: 4\r\n\r\n0\r\n\r\n",
-        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: t\r\nContent-Length: 4\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, chunked\r\n\r\n0\r\n\r\n",
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: ,chunked\r\n\r\n0\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked, gzip\r\n\r\n0\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity\r\n\r\n",
         b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n",
@@ -336,6 +338,52 @@ async fn smuggling_attempts_are_400_and_closed() {
         0,
         "a smuggling attempt reached the handler"
     );
+}
+
+/// RFC 9112 §6.1: a transfer coding the server does not understand, in front of a final `chunked` (so the
+/// framing itself is sound), is 501 Not Implemented and the connection is closed; the handler never runs.
+#[tokio::test]
+async fn http_unknown_transfer_coding_is_501_and_closed() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let s = start(
+        Echo {
+            calls: calls.clone(),
+        },
+        limits(),
+    )
+    .await;
+    for raw in [
+        &b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n"[..],
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: x-custom;v=1, chunked\r\n\r\n0\r\n\r\n",
+        b"PUT /p HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: identity, chunked\r\nExpect: 100-continue\r\n\r\n",
+    ] {
+        let r = one_shot_and_close(s.addr, raw).await;
+        assert_eq!(r.status, 501, "{:?}", String::from_utf8_lossy(raw));
+        assert_eq!(r.header("connection"), Some("close"));
+        assert!(r.text().contains("transfer coding"), "{}", r.text());
+    }
+    // a request pipelined behind it is not served either: the connection ends with the 501
+    let mut c = Client::connect(s.addr).await;
+    let mut raw =
+        b"POST / HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n0\r\n\r\n".to_vec();
+    raw.extend(get("/next"));
+    c.send(&raw).await;
+    assert_eq!(c.response().await.status, 501);
+    assert!(c.closed().await, "connection kept open after 501");
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        0,
+        "a 501 request reached the handler"
+    );
+    // the same server still serves a plain chunked body
+    let mut c = Client::connect(s.addr).await;
+    c.send(
+        b"POST /ok HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n2\r\nhi\r\n0\r\n\r\n",
+    )
+    .await;
+    let r = c.response().await;
+    assert_eq!(r.status, 200);
+    assert!(r.text().contains("body=hi"), "{}", r.text());
 }
 
 #[tokio::test]

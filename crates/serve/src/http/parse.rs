@@ -1,6 +1,7 @@
 //! Request-head parsing and message framing, strict where leniency would let a request be smuggled: httparse
 //! does the tokenising, this module adds the HTTP/1.1 rules httparse leaves to its caller (bare LF, one
-//! Content-Length, only `chunked`, Host) and the chunked decoder shared with the proxy backend.
+//! Content-Length, Transfer-Encoding ending in exactly one `chunked`, Host) and the chunked decoder shared
+//! with the proxy backend. The Transfer-Encoding decision table is in docs/serve-http.md.
 
 use bytes::{Buf, BytesMut};
 
@@ -95,7 +96,7 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
 
     let mut headers = Vec::with_capacity(req.headers.len());
     let mut content_length: Option<u64> = None;
-    let mut chunked = false;
+    let mut transfer_encoding: Option<String> = None;
     let mut host_seen = false;
     let mut conn_close = false;
     let mut conn_keep_alive = false;
@@ -115,13 +116,10 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
                     Some(parse_content_length(&value).ok_or(bad("invalid Content-Length"))?);
             }
             "transfer-encoding" => {
-                if chunked {
+                if transfer_encoding.is_some() {
                     return Err(bad("more than one Transfer-Encoding"));
                 }
-                if !value.eq_ignore_ascii_case("chunked") {
-                    return Err(bad("Transfer-Encoding other than chunked"));
-                }
-                chunked = true;
+                transfer_encoding = Some(value.clone());
             }
             "host" => {
                 if host_seen {
@@ -153,12 +151,17 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
     if version == Version::Http11 && !host_seen {
         return Err(bad("missing Host header"));
     }
+    // The framing checks come before the coding check, so a smuggling shape is always 400 (never 501).
+    let chunked = transfer_encoding.is_some();
     let framing = match (content_length, chunked) {
         (Some(_), true) => return Err(bad("Content-Length together with Transfer-Encoding")),
         (None, true) if version == Version::Http10 => {
             return Err(bad("Transfer-Encoding in HTTP/1.0"));
         }
-        (None, true) => Framing::Chunked,
+        (None, true) => {
+            check_transfer_encoding(transfer_encoding.as_deref().unwrap_or(""))?;
+            Framing::Chunked
+        }
         (Some(0), false) | (None, false) => Framing::None,
         (Some(n), false) => Framing::Length(n),
     };
@@ -178,6 +181,87 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         expect_continue: expect_continue && framing != Framing::None,
         len,
     })
+}
+
+/// Checks a request's Transfer-Encoding value; `Ok` only for exactly `chunked` (case-insensitive), the one
+/// coding this server decodes (RFC 9112 §6.1, §6.3, §7):
+/// - a malformed list (empty element, a name that is not a token, a bad parameter) → 400;
+/// - a list whose final coding is not `chunked` (`gzip`, `chunked, gzip`, `identity`) → 400: the body length
+///   cannot be determined (§6.3 says MUST 400 and close);
+/// - `chunked` more than once, or with parameters (it defines none) → 400: framing that parsers disagree on;
+/// - a well-formed list with other codings before the final `chunked` (`gzip, chunked`) → 501: the framing
+///   is sound but the body is in a coding this server does not implement (§6.1 SHOULD 501).
+fn check_transfer_encoding(value: &str) -> Result<(), HeadError> {
+    let codings: Vec<&str> = value.split(',').map(trim_ows_str).collect();
+    if !codings.iter().all(|c| valid_transfer_coding(c)) {
+        return Err(bad("malformed Transfer-Encoding"));
+    }
+    let (last, before) = codings
+        .split_last()
+        .ok_or(bad("malformed Transfer-Encoding"))?;
+    if !coding_name(last).eq_ignore_ascii_case("chunked") {
+        return Err(bad("Transfer-Encoding does not end in chunked"));
+    }
+    if last.contains(';') {
+        return Err(bad("chunked with parameters"));
+    }
+    if before
+        .iter()
+        .any(|c| coding_name(c).eq_ignore_ascii_case("chunked"))
+    {
+        return Err(bad("chunked applied more than once"));
+    }
+    if !before.is_empty() {
+        return Err(HeadError::Status(501, "unsupported transfer coding"));
+    }
+    Ok(())
+}
+
+/// The name of one transfer coding (without its parameters).
+fn coding_name(c: &str) -> &str {
+    trim_ows_str(c.split(';').next().unwrap_or(""))
+}
+
+fn trim_ows_str(s: &str) -> &str {
+    s.trim_matches([' ', '\t'])
+}
+
+/// `transfer-coding = token *( OWS ";" OWS token BWS "=" BWS ( token / quoted-string ) )` (RFC 9110 §10.1.4),
+/// for one element of a list already split on commas (a quoted string holding a comma is refused).
+fn valid_transfer_coding(c: &str) -> bool {
+    let is_token = |s: &str| !s.is_empty() && s.bytes().all(is_tchar);
+    let mut parts = c.split(';');
+    if !is_token(trim_ows_str(parts.next().unwrap_or(""))) {
+        return false;
+    }
+    parts.all(|p| {
+        let Some((k, v)) = p.split_once('=') else {
+            return false;
+        };
+        let v = trim_ows_str(v);
+        is_token(trim_ows_str(k)) && (is_token(v) || is_quoted_string(v))
+    })
+}
+
+fn is_quoted_string(v: &str) -> bool {
+    let b = v.as_bytes();
+    if b.len() < 2 || b[0] != b'"' || b[b.len() - 1] != b'"' {
+        return false;
+    }
+    let mut escaped = false;
+    for &c in &b[1..b.len() - 1] {
+        if (c < 0x20 && c != b'\t') || c == 0x7f {
+            return false;
+        }
+        if escaped {
+            escaped = false;
+        } else if c == b'\\' {
+            escaped = true;
+        } else if c == b'"' {
+            return false;
+        }
+    }
+    !escaped
 }
 
 fn parse_content_length(v: &str) -> Option<u64> {
@@ -588,6 +672,7 @@ pub fn reason_phrase(status: u16) -> &'static str {
         503 => "Service Unavailable",
         504 => "Gateway Timeout",
         505 => "HTTP Version Not Supported",
+        508 => "Loop Detected",
         _ => "",
     }
 }
@@ -674,7 +759,6 @@ mod tests {
             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5, 5\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: +5\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: chunked\r\n\r\n",
-            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked, identity\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
             "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: xchunked\r\n\r\n",
@@ -687,6 +771,70 @@ mod tests {
             "GET / HTTP/1.1\r\nHost: h\r\nX\x7f: y\r\n\r\n",
             "GET / HTTP/1.1\r\nHost: a\r\nHost: b\r\n\r\n",
             "GET / HTTP/1.1\r\n\r\n",
+        ] {
+            assert_eq!(status(s), 400, "{s:?}");
+        }
+    }
+
+    #[test]
+    fn transfer_encoding_decision_table() {
+        let te = |v: &str| {
+            let req = format!("POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: {v}\r\n\r\n");
+            match head(&req) {
+                Ok(h) => {
+                    assert_eq!(h.framing, Framing::Chunked, "{v:?}");
+                    200
+                }
+                Err(HeadError::Status(st, _)) => st,
+                Err(HeadError::Partial) => panic!("partial for {v:?}"),
+            }
+        };
+        for ok in ["chunked", "Chunked", "CHUNKED"] {
+            assert_eq!(te(ok), 200, "{ok:?}");
+        }
+        // well-framed (chunked last, once, no parameters) but another coding first: 501
+        for v in [
+            "gzip, chunked",
+            "GZIP,chunked",
+            "deflate, gzip, chunked",
+            "identity, chunked",
+            "x-custom, chunked",
+            "gzip;level=9, chunked",
+            "foo ; a=\"b c\" , chunked",
+        ] {
+            assert_eq!(te(v), 501, "{v:?}");
+        }
+        // the final coding is not chunked, chunked twice or with parameters, or a malformed list: 400
+        for v in [
+            "gzip",
+            "identity",
+            "xchunked",
+            "chunkedx",
+            "chunked, gzip",
+            "chunked, identity",
+            "chunked, chunked",
+            "chunked, gzip, chunked",
+            "chunked;x=1",
+            "gzip, chunked;x=1",
+            ", chunked",
+            "chunked,",
+            "gzip,, chunked",
+            "g(zip, chunked",
+            "gzip;level, chunked",
+            "gzip;=1, chunked",
+            "gzip;a=\"b, chunked",
+            "\"chunked\"",
+            "chunked chunked",
+        ] {
+            assert_eq!(te(v), 400, "{v:?}");
+        }
+        // framing errors win over an unknown coding: 400, never 501
+        for s in [
+            "POST / HTTP/1.1\r\nHost: h\r\nContent-Length: 5\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\nContent-Length: 5\r\n\r\n",
+            "POST / HTTP/1.0\r\nTransfer-Encoding: gzip, chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip\r\nTransfer-Encoding: chunked\r\n\r\n",
+            "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: gzip, chunked\r\nTransfer-Encoding: chunked\r\n\r\n",
         ] {
             assert_eq!(status(s), 400, "{s:?}");
         }
