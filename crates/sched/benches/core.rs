@@ -1,14 +1,15 @@
 //! Criterion microbenchmark of the scheduling core: the cost of one enqueue plus one dispatch with 100k
 //! requests queued across 8 classes, for every built-in policy and for the custom policy with a trivial
-//! HeadPicker (the Lua picker's cost is measured by ordo-serve). Measurement times are set short in code so
-//! the whole run finishes in well under two minutes: `cargo bench -p ordo-sched --bench core`.
+//! HeadPicker (the Lua picker's cost is measured by ordo-serve); and the cost of one enqueue plus one cancel
+//! of a random queued request (a client that went away) at the same depth. Measurement times are set short
+//! in code so the whole run finishes in about two minutes: `cargo bench -p ordo-sched --bench core`.
 
 use std::hint::black_box;
 use std::time::Duration;
 
 use criterion::{Criterion, criterion_group, criterion_main};
 use ordo_sched::{
-    ClassId, ClassSpec, Head, HeadPicker, Meta, Nanos, PolicyKind, SchedConfig, Scheduler,
+    ClassId, ClassSpec, Head, HeadPicker, Meta, Nanos, PolicyKind, SchedConfig, Scheduler, Ticket,
 };
 
 const QUEUED: usize = 100_000;
@@ -137,6 +138,60 @@ fn runs() -> impl Iterator<Item = (PolicyKind, Deadlines, String)> {
         ])
 }
 
+/// One measured operation of the cancel benchmark: enqueue request `i`, then cancel a pseudo-random queued
+/// request (from anywhere in the queues) by its ticket.
+struct CancelRun {
+    s: Scheduler<u64>,
+    tickets: Vec<Ticket>,
+    i: u64,
+}
+
+impl CancelRun {
+    fn new(policy: PolicyKind) -> Self {
+        let cfg = config(policy, Deadlines::Far);
+        let mut s = if policy == PolicyKind::Custom {
+            Scheduler::with_picker(cfg, Box::new(Longest)).expect("valid config")
+        } else {
+            Scheduler::new(cfg).expect("valid config")
+        };
+        s.set_capacity(64);
+        for c in 0..CLASSES {
+            s.observe_service(c, 1_000);
+        }
+        let mut run = CancelRun {
+            s,
+            tickets: Vec::with_capacity(QUEUED + 1),
+            i: 0,
+        };
+        for _ in 0..QUEUED {
+            run.push();
+        }
+        run
+    }
+
+    fn push(&mut self) {
+        let now = self.i * TICK;
+        let (class, size_hint) = shape(self.i);
+        let meta = Meta {
+            class,
+            size_hint,
+            deadline: None,
+            arrival: now,
+        };
+        let t = self.s.enqueue_ticket(self.i, meta, now).expect("admitted");
+        self.tickets.push(t);
+        self.i += 1;
+    }
+
+    #[inline]
+    fn op(&mut self) -> Option<u64> {
+        self.push();
+        let pick = (self.i.wrapping_mul(0xD6E8_FEB8_6659_FD93) >> 32) as usize % self.tickets.len();
+        let t = self.tickets.swap_remove(pick);
+        self.s.cancel(t)
+    }
+}
+
 fn check(run: &Run, name: &str) {
     // Every run must really have kept ~100k queued (a rejected enqueue shrinks the queue by one).
     assert!(
@@ -179,6 +234,26 @@ fn bench(c: &mut Criterion) {
         check(&run, &name);
     }
     cpu.finish();
+
+    let mut cancel = c.benchmark_group("cpu: enqueue+cancel, 100k queued, 8 classes");
+    cancel
+        .warm_up_time(Duration::from_millis(300))
+        .measurement_time(Duration::from_millis(1500))
+        .sample_size(20);
+    for policy in PolicyKind::ALL {
+        let mut run = CancelRun::new(policy);
+        cancel.bench_function(policy.as_str(), |b| {
+            b.iter_custom(|iters| {
+                let start = thread_cpu_ns();
+                for _ in 0..iters {
+                    assert!(black_box(run.op()).is_some(), "a live ticket");
+                }
+                Duration::from_nanos(thread_cpu_ns().saturating_sub(start))
+            })
+        });
+        assert_eq!(run.s.len(), QUEUED, "{}", policy.as_str());
+    }
+    cancel.finish();
 }
 
 criterion_group!(benches, bench);

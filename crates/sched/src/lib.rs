@@ -3,8 +3,9 @@
 //!
 //! The caller (ordo serve's gate) enqueues each classified request with its [`Meta`], asks for the next
 //! request whenever a worker is free ([`Scheduler::dispatch`]), and calls [`Scheduler::expire`] at
-//! [`Scheduler::next_expiry`] to answer requests that timed out. Capacity (the number of workers) is
-//! enforced by the caller; the core only orders requests. The policies are described in docs/policies.md.
+//! [`Scheduler::next_expiry`] to answer requests that timed out. A request whose client went away is taken
+//! out with [`Scheduler::cancel`] and the [`Ticket`] that [`Scheduler::enqueue_ticket`] returned. Capacity
+//! (the number of workers) is enforced by the caller; the core only orders requests. The policies are described in docs/policies.md.
 
 mod config;
 mod policy;
@@ -14,7 +15,7 @@ mod scheduler;
 
 pub use config::{ClassId, ClassSpec, ConfigError, Nanos, PolicyKind, SchedConfig, UnknownPolicy};
 pub use policy::{Head, HeadPicker};
-pub use scheduler::Scheduler;
+pub use scheduler::{Scheduler, Ticket};
 
 use std::fmt;
 

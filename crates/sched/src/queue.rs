@@ -5,6 +5,10 @@
 //! tombstones off the front after every removal (so a non-empty FIFO always starts with a live request) and
 //! compacts a FIFO that holds more tombstones than live requests, so memory stays proportional to the
 //! number of queued requests and the amortised cost per request stays O(1).
+//!
+//! Where a policy needs to count the live requests in a stretch of a FIFO (edf's admission estimate), the
+//! positions of the tombstones are also kept in a Fenwick tree over a ring of FIFO positions
+//! ([`Tombs`]), so that count is exact in O(log n) whatever was cancelled or removed from the middle.
 
 use std::collections::VecDeque;
 
@@ -47,6 +51,9 @@ impl QEntry {
 
 struct Stored<T> {
     item: T,
+    /// Unique per enqueue and never reassigned (unlike `entry.seq`, which `reconfigure` renumbers): a
+    /// ticket must match it, so a ticket can never cancel a later request that reuses the slot.
+    id: u64,
     entry: QEntry,
 }
 
@@ -69,8 +76,8 @@ impl<T> Slab<T> {
         }
     }
 
-    /// Store a request; `make` receives the handle it will have.
-    pub fn insert(&mut self, item: T, make: impl FnOnce(Handle) -> QEntry) -> QEntry {
+    /// Store a request under the unique `id`; `make` receives the handle it will have.
+    pub fn insert(&mut self, item: T, id: u64, make: impl FnOnce(Handle) -> QEntry) -> QEntry {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -87,8 +94,16 @@ impl<T> Slab<T> {
             idx,
             generation: slot.generation,
         });
-        slot.val = Some(Stored { item, entry });
+        slot.val = Some(Stored { item, id, entry });
         entry
+    }
+
+    /// Whether `h` names a live request stored under `id`.
+    pub fn matches(&self, h: Handle, id: u64) -> bool {
+        self.slots
+            .get(h.idx as usize)
+            .and_then(|s| s.val.as_ref().filter(|_| s.generation == h.generation))
+            .is_some_and(|v| v.id == id)
     }
 
     pub fn is_live(&self, h: Handle) -> bool {
@@ -131,7 +146,8 @@ impl<T> Slab<T> {
     }
 }
 
-/// One class's FIFO. Invariant (kept by the scheduler): when `len > 0`, the front entry is live.
+/// One class's FIFO. Invariants (kept by the scheduler): when `len > 0`, the front entry is live; `fifo` is
+/// in increasing `seq` order.
 #[derive(Default)]
 pub(crate) struct ClassQueue {
     pub fifo: VecDeque<QEntry>,
@@ -139,6 +155,8 @@ pub(crate) struct ClassQueue {
     pub len: usize,
     /// Tombstones in `fifo` (requests removed from the middle); while 0, no liveness checks are needed.
     pub dead: usize,
+    /// Where the tombstones are (kept only when the policy asks for it, see `Policy::counts_ranges`).
+    pub tombs: Tombs,
 }
 
 impl ClassQueue {
@@ -149,6 +167,119 @@ impl ClassQueue {
         } else {
             self.fifo.front()
         }
+    }
+
+    /// Live requests among the first `p` FIFO positions (exact when tombstone positions are tracked;
+    /// otherwise tombstones count as live, an over-estimate by at most `dead`).
+    pub fn live_before(&self, p: usize) -> usize {
+        if self.dead == 0 {
+            return p.min(self.len);
+        }
+        p.saturating_sub(self.tombs.count_before(p)).min(self.len)
+    }
+}
+
+/// A Fenwick tree of tombstone counts over a ring of `cap` FIFO positions (`cap` a power of two, at least
+/// the FIFO's length whenever a tombstone is marked). FIFO position `i` is ring slot `(front + i) % cap`,
+/// where `front` counts the entries ever popped from the FIFO's front, so popping moves no data.
+/// All counts are zero whenever the class has no tombstone.
+#[derive(Default)]
+pub(crate) struct Tombs {
+    /// Ring slot of FIFO position 0 (kept modulo nothing: masked on use).
+    front: u64,
+    /// 1-based Fenwick tree; `len() == cap + 1`, or empty before the first tombstone.
+    tree: Vec<u32>,
+}
+
+impl Tombs {
+    fn cap(&self) -> usize {
+        self.tree.len().saturating_sub(1)
+    }
+
+    fn add(&mut self, slot: usize, up: bool) {
+        let cap = self.cap();
+        let mut i = slot + 1;
+        while i <= cap {
+            if up {
+                self.tree[i] += 1;
+            } else {
+                self.tree[i] -= 1;
+            }
+            i += i & i.wrapping_neg();
+        }
+    }
+
+    /// Tombstones in ring slots `0..k`.
+    fn prefix(&self, k: usize) -> usize {
+        let mut i = k;
+        let mut sum = 0usize;
+        while i > 0 {
+            sum += self.tree[i] as usize;
+            i &= i - 1;
+        }
+        sum
+    }
+
+    fn slot(&self, pos: usize) -> usize {
+        (self.front.wrapping_add(pos as u64) as usize) & (self.cap() - 1)
+    }
+
+    /// Tombstones among FIFO positions `0..p` (`p` at most the FIFO's length).
+    pub fn count_before(&self, p: usize) -> usize {
+        let cap = self.cap();
+        if cap == 0 || p == 0 {
+            return 0;
+        }
+        let r0 = self.slot(0);
+        if r0 + p <= cap {
+            self.prefix(r0 + p) - self.prefix(r0)
+        } else {
+            self.prefix(cap) - self.prefix(r0) + self.prefix(r0 + p - cap)
+        }
+    }
+
+    /// The FIFO's front entry was popped; `tomb` says whether it was a tombstone.
+    pub fn pop_front(&mut self, tomb: bool) {
+        if tomb && self.cap() > 0 {
+            let s = self.slot(0);
+            self.add(s, false);
+        }
+        self.front = self.front.wrapping_add(1);
+    }
+
+    /// The entry at FIFO position `pos` became a tombstone. `fifo_len` is the FIFO's length and `is_tomb`
+    /// tells the tombstones apart (used when the ring grows and is rebuilt, which includes `pos`).
+    pub fn mark(&mut self, pos: usize, fifo_len: usize, is_tomb: impl Fn(usize) -> bool) {
+        if self.cap() < fifo_len {
+            let cap = fifo_len.next_power_of_two().max(64);
+            self.tree.clear();
+            self.tree.resize(cap + 1, 0);
+            self.front = 0;
+            for i in (0..fifo_len).filter(|&i| is_tomb(i)) {
+                self.add(i, true);
+            }
+        } else {
+            let s = self.slot(pos);
+            self.add(s, true);
+        }
+    }
+
+    /// The FIFO may have grown past the ring while it holds tombstones: rebuild before positions collide.
+    pub fn grow(&mut self, fifo_len: usize, is_tomb: impl Fn(usize) -> bool) {
+        if self.cap() < fifo_len {
+            self.mark(0, fifo_len, is_tomb);
+        }
+    }
+
+    /// Every tombstone was dropped (compaction) and the FIFO now holds `fifo_len` entries: all counts are
+    /// zero again. A ring much larger than the FIFO is freed (the next `mark` sizes a new one).
+    pub fn clear(&mut self, fifo_len: usize) {
+        if self.cap() > 4 * fifo_len.max(64) {
+            self.tree = Vec::new();
+        } else {
+            self.tree.iter_mut().for_each(|x| *x = 0);
+        }
+        self.front = 0;
     }
 }
 

@@ -1,13 +1,23 @@
 //! The [`Scheduler`]: owns the queued requests and the active policy, applies caps, timeouts and admission,
-//! and keeps every queued request across `reconfigure`. This is the only type the caller talks to.
+//! lets the caller withdraw a queued request by its [`Ticket`] (a client that went away), and keeps every
+//! queued request across `reconfigure`. This is the only type the caller talks to.
 
 use std::collections::HashMap;
 
 use crate::policy::{self, Choice, Estimates, HeadPicker, Policy};
-use crate::queue::{Handle, QEntry, Queues, Slab};
+use crate::queue::{ClassQueue, Handle, QEntry, Queues, Slab};
 use crate::{
     ClassId, ConfigError, Dispatched, Meta, Nanos, PolicyKind, RejectReason, Rejected, SchedConfig,
 };
+
+/// Names one queued request, returned by [`Scheduler::enqueue_ticket`]; [`Scheduler::cancel`] takes it out
+/// of the queue. A ticket stays valid across `reconfigure` and never matches another request, even after
+/// its own request has left the queue and its storage was reused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct Ticket {
+    h: Handle,
+    id: u64,
+}
 
 /// Per-class FIFO queues plus a dispatch policy. Not thread-safe by itself; wrap it in a mutex.
 pub struct Scheduler<T> {
@@ -19,6 +29,8 @@ pub struct Scheduler<T> {
     len: usize,
     next_seq: u64,
     closed: bool,
+    /// The policy counts live requests in FIFO ranges: keep tombstone positions (`ClassQueue::tombs`).
+    track_tombs: bool,
 }
 
 impl<T> Scheduler<T> {
@@ -36,8 +48,10 @@ impl<T> Scheduler<T> {
     fn build(cfg: SchedConfig, picker: Option<Box<dyn HeadPicker>>) -> Result<Self, ConfigError> {
         check(&cfg, picker.is_some(), false)?;
         let n = cfg.classes.len();
+        let policy = policy::build(&cfg, picker);
         Ok(Scheduler {
-            policy: policy::build(&cfg, picker),
+            track_tombs: policy.counts_ranges(),
+            policy,
             slab: Slab::new(),
             queues: Queues::new(n),
             est: Estimates::new(n),
@@ -49,7 +63,18 @@ impl<T> Scheduler<T> {
     }
 
     /// Queue a request, or hand it back with the reason it cannot be queued (caps, edf admission, closed).
-    pub fn enqueue(&mut self, item: T, mut meta: Meta, now: Nanos) -> Result<(), Rejected<T>> {
+    pub fn enqueue(&mut self, item: T, meta: Meta, now: Nanos) -> Result<(), Rejected<T>> {
+        self.enqueue_ticket(item, meta, now).map(|_| ())
+    }
+
+    /// [`Scheduler::enqueue`], returning the [`Ticket`] that can later [`cancel`](Scheduler::cancel) the
+    /// request while it is still queued.
+    pub fn enqueue_ticket(
+        &mut self,
+        item: T,
+        mut meta: Meta,
+        now: Nanos,
+    ) -> Result<Ticket, Rejected<T>> {
         if meta.class >= self.cfg.classes.len() {
             meta.class = 0;
         }
@@ -75,9 +100,28 @@ impl<T> Scheduler<T> {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let entry = self.slab.insert(item, |h| QEntry { h, seq, meta });
+        let entry = self.slab.insert(item, seq, |h| QEntry { h, seq, meta });
         self.push(entry);
-        Ok(())
+        Ok(Ticket {
+            h: entry.h,
+            id: seq,
+        })
+    }
+
+    /// Take a still-queued request out of the queue (its client went away) and hand it back; `None` when
+    /// the ticket's request is no longer queued (dispatched, expired, drained or already cancelled). The
+    /// request stops counting towards `len`, `class_len`, the caps and edf's admission estimate at once,
+    /// and no policy sees it again. O(log n).
+    pub fn cancel(&mut self, ticket: Ticket) -> Option<T> {
+        if !self.slab.matches(ticket.h, ticket.id) {
+            return None;
+        }
+        self.remove(ticket.h, false).map(|(item, _)| item)
+    }
+
+    /// Whether the ticket's request is still queued.
+    pub fn is_queued(&self, ticket: Ticket) -> bool {
+        self.slab.matches(ticket.h, ticket.id)
     }
 
     fn push(&mut self, entry: QEntry) {
@@ -85,7 +129,14 @@ impl<T> Scheduler<T> {
         cq.fifo.push_back(entry);
         cq.len += 1;
         self.len += 1;
-        self.policy.on_enqueue(&self.queues, &entry);
+        if self.track_tombs && cq.dead > 0 {
+            let slab = &self.slab;
+            let ClassQueue { fifo, tombs, .. } = cq;
+            tombs.grow(fifo.len(), |i| !slab.is_live(fifo[i].h));
+        }
+        let slab = &self.slab;
+        self.policy
+            .on_enqueue(&self.queues, &entry, &|h| slab.is_live(h));
     }
 
     /// The next request to serve, by the policy; `None` when nothing is queued.
@@ -99,12 +150,12 @@ impl<T> Scheduler<T> {
             None => None,
         };
         // A policy that names nothing valid (it should not happen) falls back to FCFS.
-        let (item, e) = match chosen.and_then(|h| self.remove(h, true, now)) {
+        let (item, e) = match chosen.and_then(|h| self.remove(h, true)) {
             Some(x) => x,
             None => {
                 let c = self.queues.oldest_head()?;
                 let h = self.queues.head(c)?.h;
-                self.remove(h, true, now)?
+                self.remove(h, true)?
             }
         };
         Some(Dispatched {
@@ -114,29 +165,48 @@ impl<T> Scheduler<T> {
         })
     }
 
-    fn remove(&mut self, h: Handle, dispatched: bool, now: Nanos) -> Option<(T, QEntry)> {
+    /// Take `h` out of the slab and its class FIFO (`dispatched`: it is being served, else it expired or
+    /// was cancelled), keeping the FIFO invariants and telling the policy.
+    fn remove(&mut self, h: Handle, dispatched: bool) -> Option<(T, QEntry)> {
         let (item, e) = self.slab.remove(h)?;
+        let track = self.track_tombs;
+        let slab = &self.slab;
         let cq = &mut self.queues.classes[e.meta.class];
         cq.len -= 1;
         self.len -= 1;
         if cq.fifo.front().is_some_and(|f| f.h == h) {
             cq.fifo.pop_front();
+            if track && cq.dead > 0 {
+                cq.tombs.pop_front(false);
+            }
         } else {
             cq.dead += 1;
+            if track {
+                // The FIFO is in seq order, so the tombstone's position is a binary search away.
+                let ClassQueue { fifo, tombs, .. } = &mut *cq;
+                if let Ok(pos) = fifo.binary_search_by_key(&e.seq, |x| x.seq) {
+                    tombs.mark(pos, fifo.len(), |i| !slab.is_live(fifo[i].h));
+                }
+            }
         }
         if cq.dead > 0 {
-            while cq.fifo.front().is_some_and(|f| !self.slab.is_live(f.h)) {
+            while cq.fifo.front().is_some_and(|f| !slab.is_live(f.h)) {
                 cq.fifo.pop_front();
                 cq.dead -= 1;
+                if track {
+                    cq.tombs.pop_front(true);
+                }
             }
             if cq.dead > cq.len + 32 {
-                let slab = &self.slab;
                 cq.fifo.retain(|x| slab.is_live(x.h));
                 cq.dead = 0;
+                if track {
+                    cq.tombs.clear(cq.fifo.len());
+                }
             }
         }
         debug_assert_eq!(cq.fifo.len(), cq.len + cq.dead);
-        self.policy.on_remove(&self.queues, &e, dispatched, now);
+        self.policy.on_remove(&self.queues, &e, dispatched);
         Some((item, e))
     }
 
@@ -153,7 +223,7 @@ impl<T> Scheduler<T> {
                     break;
                 }
                 let h = head.h;
-                if let Some((item, e)) = self.remove(h, false, now) {
+                if let Some((item, e)) = self.remove(h, false) {
                     out.push(Rejected {
                         item,
                         meta: e.meta,
@@ -164,7 +234,7 @@ impl<T> Scheduler<T> {
         }
         while let Some(h) = self.policy.pop_expired(&self.queues, now) {
             // A stale handle (a policy bug) must not loop forever.
-            let Some((item, e)) = self.remove(h, false, now) else {
+            let Some((item, e)) = self.remove(h, false) else {
                 break;
             };
             out.push(Rejected {
@@ -230,6 +300,7 @@ impl<T> Scheduler<T> {
 
         self.queues = Queues::new(cfg.classes.len());
         self.policy = policy::build(&cfg, picker);
+        self.track_tombs = self.policy.counts_ranges();
         self.est = est;
         self.cfg = cfg;
         self.len = 0;
@@ -478,6 +549,129 @@ mod tests {
         s.drain(&mut out);
         assert_eq!(out, (0..10).collect::<Vec<_>>());
         assert!(s.is_empty() && s.dispatch(0).is_none());
+    }
+
+    #[test]
+    fn cancel_takes_a_request_out_at_once_and_frees_its_cap() {
+        let mut cs = classes(&["a", "b"]);
+        cs[0].queue_cap = Some(3);
+        let mut cfg = SchedConfig::new(cs, PolicyKind::Fcfs);
+        cfg.global_queue_cap = Some(4);
+        let mut s: Scheduler<u32> = Scheduler::new(cfg).unwrap();
+        let t: Vec<Ticket> = (0..3)
+            .map(|i| s.enqueue_ticket(i, Meta::new(0, 0), 0).unwrap())
+            .collect();
+        let r = s.enqueue(3, Meta::new(0, 0), 0).unwrap_err();
+        assert_eq!(r.reason, RejectReason::ClassQueueFull);
+        // The middle one goes away: it no longer counts, and it is never dispatched.
+        assert_eq!(s.cancel(t[1]), Some(1));
+        assert_eq!((s.len(), s.class_len(0)), (2, 2));
+        assert!(!s.is_queued(t[1]) && s.is_queued(t[0]));
+        assert_eq!(s.cancel(t[1]), None, "a second cancel finds nothing");
+        s.enqueue(4, Meta::new(0, 0), 0).unwrap();
+        let tb = s.enqueue_ticket(5, Meta::new(1, 0), 0).unwrap();
+        let r = s.enqueue(6, Meta::new(1, 0), 0).unwrap_err();
+        assert_eq!(r.reason, RejectReason::GlobalQueueFull);
+        assert_eq!(s.cancel(tb), Some(5));
+        s.enqueue(7, Meta::new(1, 0), 0).unwrap();
+        assert_eq!(drain_ids(&mut s, 1), vec![0, 2, 4, 7]);
+        // Tickets of dispatched requests are dead, even once their slots are reused.
+        s.enqueue(8, Meta::new(0, 0), 0).unwrap();
+        assert_eq!(s.cancel(t[0]), None);
+        assert_eq!(s.len(), 1);
+    }
+
+    #[test]
+    fn tickets_survive_reconfigure() {
+        let mut s = sched(&["a", "b"], PolicyKind::Fcfs);
+        let t: Vec<Ticket> = (0..6u32)
+            .map(|i| {
+                s.enqueue_ticket(i, Meta::new((i % 2) as usize, 0), 0)
+                    .unwrap()
+            })
+            .collect();
+        let cfg = SchedConfig::new(classes(&["b", "c"]), PolicyKind::Stride);
+        s.reconfigure(cfg, None).unwrap();
+        assert_eq!(s.cancel(t[3]), Some(3));
+        assert_eq!(s.cancel(t[4]), Some(4));
+        assert_eq!((s.class_len(0), s.class_len(1)), (4, 0));
+        let mut out = Vec::new();
+        s.drain(&mut out);
+        assert_eq!(out, vec![0, 1, 2, 5]);
+    }
+
+    /// A cancelled request in a deadline-sorted edf class leaves a tombstone; when the class later turns
+    /// unsorted (an earlier deadline arrives), the tombstone must not enter edf's heap. Were it there, its
+    /// stale handle would surface as the earliest deadline and dispatch would fall back to FCFS (x first).
+    #[test]
+    fn edf_heap_never_holds_a_cancelled_request() {
+        let cfg = SchedConfig::new(classes(&["c0", "c1"]), PolicyKind::Edf);
+        let mut s: Scheduler<&str> = Scheduler::new(cfg).unwrap();
+        let with = |class, d| {
+            let mut m = Meta::new(class, 0);
+            m.deadline = Some(d);
+            m
+        };
+        s.enqueue("x", with(1, 100), 0).unwrap();
+        s.enqueue("a", with(0, 10), 0).unwrap();
+        let b = s.enqueue_ticket("b", with(0, 20), 0).unwrap();
+        s.enqueue("c", with(0, 30), 0).unwrap();
+        assert_eq!(s.cancel(b), Some("b"));
+        s.enqueue("d", with(0, 5), 0).unwrap();
+        let order: Vec<&str> = std::iter::from_fn(|| s.dispatch(0).map(|d| d.item)).collect();
+        assert_eq!(order, vec!["d", "a", "c", "x"]);
+    }
+
+    /// Under edf the tombstones' positions are tracked: `live_before` counts only live requests, through
+    /// cancels, dispatches from the middle, ring growth and compaction.
+    #[test]
+    fn tombstone_positions_give_exact_live_counts() {
+        let mut cs = classes(&["a", "b", "c"]);
+        for (i, c) in cs.iter_mut().enumerate() {
+            c.deadline = Some(1_000 + 500 * i as u64);
+        }
+        let mut s: Scheduler<u64> = Scheduler::new(SchedConfig::new(cs, PolicyKind::Edf)).unwrap();
+        let mut rng = crate::rng::SplitMix64::new(17);
+        let mut tickets = Vec::new();
+        let mut now = 0;
+        for step in 0..20_000u64 {
+            now += 1;
+            match rng.below(10) {
+                0..=4 => {
+                    let class = rng.below(3) as usize;
+                    // An occasional explicit early deadline turns a class unsorted (heap mode).
+                    let mut m = Meta::new(class, now);
+                    if rng.below(50) == 0 {
+                        m.deadline = Some(now + rng.below(100));
+                    }
+                    if let Ok(t) = s.enqueue_ticket(step, m, now) {
+                        tickets.push(t);
+                    }
+                }
+                5..=7 if !tickets.is_empty() => {
+                    let i = rng.below(tickets.len() as u64) as usize;
+                    let t = tickets.swap_remove(i);
+                    s.cancel(t);
+                }
+                8 => {
+                    s.dispatch(now);
+                }
+                _ => {
+                    let mut out = Vec::new();
+                    s.expire(now.saturating_sub(2_000), &mut out);
+                }
+            }
+            if step % 97 == 0 || step > 19_900 {
+                for cq in &s.queues.classes {
+                    let live: Vec<bool> = cq.fifo.iter().map(|e| s.slab.is_live(e.h)).collect();
+                    for p in [0, 1, live.len() / 3, live.len() / 2, live.len()] {
+                        let p = p.min(live.len());
+                        let expect = live[..p].iter().filter(|&&l| l).count();
+                        assert_eq!(cq.live_before(p), expect, "step {step} p {p}");
+                    }
+                }
+            }
+        }
     }
 
     #[test]

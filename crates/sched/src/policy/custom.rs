@@ -4,7 +4,7 @@
 //! buggy script can slow the service down but never stall or lose a request.
 
 use super::{Choice, Policy};
-use crate::queue::{QEntry, Queues};
+use crate::queue::{Handle, QEntry, Queues};
 use crate::{ClassId, Nanos, SchedConfig};
 
 /// What a picker sees of each non-empty class: its head request and its queue length.
@@ -53,7 +53,7 @@ impl Custom {
 }
 
 impl Policy for Custom {
-    fn on_enqueue(&mut self, _q: &Queues, _e: &QEntry) {}
+    fn on_enqueue(&mut self, _q: &Queues, _e: &QEntry, _live: &dyn Fn(Handle) -> bool) {}
 
     fn pick(&mut self, q: &Queues, now: Nanos) -> Option<Choice> {
         let heads: Vec<Head<'_>> = q
@@ -77,7 +77,7 @@ impl Policy for Custom {
         }
     }
 
-    fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool, _now: Nanos) {}
+    fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool) {}
 
     fn take_picker(self: Box<Self>) -> Option<Box<dyn HeadPicker>> {
         Some(self.picker)

@@ -8,7 +8,9 @@
 //! `observe_service`) times the number of its queued requests whose deadline is not later. That count is
 //! an interpolation search in the class FIFO, exact when each class's deadlines do not decrease in arrival order
 //! (true when deadlines come from a per-class relative deadline, as in ordo serve); otherwise it is an
-//! approximation. Work already in service is not counted. With no observations the estimate is `now`.
+//! approximation. Cancelled requests leave tombstones in the FIFO; their positions are kept
+//! (`ClassQueue::live_before`), so they are not counted. Work already in service is not counted. With no
+//! observations the estimate is `now`.
 //!
 //! Queued requests whose deadline passes (`now > deadline`) are returned by `expire()`.
 
@@ -68,10 +70,11 @@ fn work_ahead(q: &Queues, d: Nanos, est: &Estimates) -> u128 {
         if service == 0 || key_deadline(&head.meta) > d {
             continue;
         }
+        // The tail may be a tombstone; its deadline still bounds the live ones (FIFO order).
         let ahead = if key_deadline(&tail.meta) <= d {
             cq.len
         } else {
-            count_not_after(&cq.fifo, d).min(cq.len)
+            cq.live_before(count_not_after(&cq.fifo, d))
         };
         work += u128::from(service) * ahead as u128;
     }
@@ -151,7 +154,7 @@ impl Policy for Edf {
         }
     }
 
-    fn on_enqueue(&mut self, q: &Queues, e: &QEntry) {
+    fn on_enqueue(&mut self, q: &Queues, e: &QEntry, live: &dyn Fn(Handle) -> bool) {
         let c = e.meta.class;
         let key = key_deadline(&e.meta);
         let cq = &q.classes[c];
@@ -159,12 +162,10 @@ impl Policy for Edf {
             // The class was empty: none of its requests are in the heap.
             self.sorted[c] = true;
         } else if self.sorted[c] && key < self.tail[c] {
-            // Out of order: from now on this class's requests live in the heap. A sorted class only ever
-            // loses its head (edf serves sorted classes from the head; timeouts take heads), so its
-            // FIFO holds no removed requests and every entry is live.
-            debug_assert_eq!(cq.dead, 0);
+            // Out of order: from now on this class's requests live in the heap. The FIFO may hold
+            // tombstones of cancelled requests; they must not enter the heap.
             self.sorted[c] = false;
-            for x in &cq.fifo {
+            for x in cq.fifo.iter().filter(|x| cq.dead == 0 || live(x.h)) {
                 self.heap.push((key_deadline(&x.meta), x.seq), x.h);
             }
         } else if !self.sorted[c] {
@@ -177,7 +178,11 @@ impl Policy for Edf {
         self.earliest(q).map(|(_, choice)| choice)
     }
 
-    fn on_remove(&mut self, _q: &Queues, e: &QEntry, _dispatched: bool, _now: Nanos) {
+    fn counts_ranges(&self) -> bool {
+        true
+    }
+
+    fn on_remove(&mut self, _q: &Queues, e: &QEntry, _dispatched: bool) {
         if !self.sorted[e.meta.class] {
             self.heap.remove(e.h);
         }
@@ -214,7 +219,7 @@ mod tests {
             .map(|(i, d)| {
                 let mut meta = Meta::new(0, 0);
                 meta.deadline = Some(*d);
-                slab.insert((), |h| QEntry {
+                slab.insert((), 0, |h| QEntry {
                     h,
                     seq: i as u64,
                     meta,

@@ -3,17 +3,17 @@
 
 use super::{Choice, Policy};
 use crate::Nanos;
-use crate::queue::{QEntry, Queues};
+use crate::queue::{Handle, QEntry, Queues};
 
 /// FCFS over the class heads: each class FIFO is in enqueue order, so the oldest head is the oldest request.
 pub(crate) struct Fcfs;
 
 impl Policy for Fcfs {
-    fn on_enqueue(&mut self, _q: &Queues, _e: &QEntry) {}
+    fn on_enqueue(&mut self, _q: &Queues, _e: &QEntry, _live: &dyn Fn(Handle) -> bool) {}
 
     fn pick(&mut self, q: &Queues, _now: Nanos) -> Option<Choice> {
         q.oldest_head().map(Choice::Head)
     }
 
-    fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool, _now: Nanos) {}
+    fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool) {}
 }

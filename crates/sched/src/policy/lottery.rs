@@ -3,7 +3,7 @@
 //! SplitMix64 generator seeded by `SchedConfig::seed`, so a run is reproducible.
 
 use super::{Choice, Policy};
-use crate::queue::{QEntry, Queues};
+use crate::queue::{Handle, QEntry, Queues};
 use crate::rng::SplitMix64;
 use crate::{Nanos, SchedConfig};
 
@@ -22,7 +22,7 @@ impl Lottery {
 }
 
 impl Policy for Lottery {
-    fn on_enqueue(&mut self, _q: &Queues, _e: &QEntry) {}
+    fn on_enqueue(&mut self, _q: &Queues, _e: &QEntry, _live: &dyn Fn(Handle) -> bool) {}
 
     fn pick(&mut self, q: &Queues, _now: Nanos) -> Option<Choice> {
         let total: u64 = q.heads().map(|(c, _)| self.weight[c]).sum();
@@ -41,7 +41,7 @@ impl Policy for Lottery {
         last.map(Choice::Head)
     }
 
-    fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool, _now: Nanos) {}
+    fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool) {}
 }
 
 #[cfg(test)]

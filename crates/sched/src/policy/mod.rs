@@ -84,12 +84,14 @@ pub(crate) trait Policy: Send {
     ) -> Result<(), RejectReason> {
         Ok(())
     }
-    /// `e` was appended to its class queue (`q` already contains it).
-    fn on_enqueue(&mut self, q: &Queues, e: &QEntry);
+    /// `e` was appended to its class queue (`q` already contains it). `live` tells whether a handle still
+    /// names a queued request (FIFOs may hold tombstones of requests removed from the middle).
+    fn on_enqueue(&mut self, q: &Queues, e: &QEntry, live: &dyn Fn(Handle) -> bool);
     /// Choose what to serve next; called only when at least one request is queued.
     fn pick(&mut self, q: &Queues, now: Nanos) -> Option<Choice>;
-    /// `e` left its queue (`q` no longer contains it), dispatched or expired.
-    fn on_remove(&mut self, q: &Queues, e: &QEntry, dispatched: bool, now: Nanos);
+    /// `e` left its queue (`q` no longer contains it): `dispatched`, or else expired or cancelled (a policy
+    /// must treat those as never served: no virtual-time or share charge).
+    fn on_remove(&mut self, q: &Queues, e: &QEntry, dispatched: bool);
     /// A queued request whose own deadline has passed at `now` (the scheduler then removes it).
     fn pop_expired(&mut self, _q: &Queues, _now: Nanos) -> Option<Handle> {
         None
@@ -97,6 +99,11 @@ pub(crate) trait Policy: Send {
     /// The earliest time at which `pop_expired` will have work.
     fn next_expiry(&self, _q: &Queues) -> Option<Nanos> {
         None
+    }
+    /// Whether the policy counts live requests in ranges of a class FIFO (`ClassQueue::live_before`), so
+    /// the scheduler must keep the positions of tombstones.
+    fn counts_ranges(&self) -> bool {
+        false
     }
     /// Give back the external picker, if this policy has one (so `reconfigure` can keep it).
     fn take_picker(self: Box<Self>) -> Option<Box<dyn HeadPicker>> {

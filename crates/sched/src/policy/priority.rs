@@ -7,7 +7,7 @@
 //! is the first of the class to age; checking heads is enough.
 
 use super::{Choice, Policy};
-use crate::queue::{QEntry, Queues};
+use crate::queue::{Handle, QEntry, Queues};
 use crate::{Nanos, SchedConfig};
 
 pub(crate) struct Priority {
@@ -25,7 +25,7 @@ impl Priority {
 }
 
 impl Policy for Priority {
-    fn on_enqueue(&mut self, _q: &Queues, _e: &QEntry) {}
+    fn on_enqueue(&mut self, _q: &Queues, _e: &QEntry, _live: &dyn Fn(Handle) -> bool) {}
 
     fn pick(&mut self, q: &Queues, now: Nanos) -> Option<Choice> {
         let top = q.heads().map(|(c, _)| self.prio[c]).max()?;
@@ -37,7 +37,7 @@ impl Policy for Priority {
             .map(|(c, _)| Choice::Head(c))
     }
 
-    fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool, _now: Nanos) {}
+    fn on_remove(&mut self, _q: &Queues, _e: &QEntry, _dispatched: bool) {}
 }
 
 #[cfg(test)]

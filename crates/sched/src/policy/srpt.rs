@@ -9,7 +9,7 @@
 
 use super::heap::LazyMinHeap;
 use super::{Choice, Policy};
-use crate::queue::{QEntry, Queues};
+use crate::queue::{Handle, QEntry, Queues};
 use crate::{Nanos, SchedConfig};
 
 pub(crate) struct Srpt {
@@ -27,7 +27,7 @@ impl Srpt {
 }
 
 impl Policy for Srpt {
-    fn on_enqueue(&mut self, _q: &Queues, e: &QEntry) {
+    fn on_enqueue(&mut self, _q: &Queues, e: &QEntry, _live: &dyn Fn(Handle) -> bool) {
         self.by_size.push((e.meta.size_hint, e.seq), e.h);
     }
 
@@ -45,7 +45,7 @@ impl Policy for Srpt {
         self.by_size.peek().map(|(_, h)| Choice::Entry(h))
     }
 
-    fn on_remove(&mut self, _q: &Queues, e: &QEntry, _dispatched: bool, _now: Nanos) {
+    fn on_remove(&mut self, _q: &Queues, e: &QEntry, _dispatched: bool) {
         self.by_size.remove(e.h);
     }
 }

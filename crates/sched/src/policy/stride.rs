@@ -17,7 +17,7 @@
 //! (`BIG / (weight * total_weight)`) for weights up to about a million.
 
 use super::{Choice, Policy};
-use crate::queue::{QEntry, Queues};
+use crate::queue::{Handle, QEntry, Queues};
 use crate::{Nanos, SchedConfig};
 
 const BIG: u128 = 1 << 100;
@@ -69,7 +69,7 @@ impl Stride {
 }
 
 impl Policy for Stride {
-    fn on_enqueue(&mut self, q: &Queues, e: &QEntry) {
+    fn on_enqueue(&mut self, q: &Queues, e: &QEntry, _live: &dyn Fn(Handle) -> bool) {
         let c = e.meta.class;
         if q.len(c) == 1 {
             self.start[c] = self.start[c].max(self.global);
@@ -94,7 +94,7 @@ impl Policy for Stride {
         best_eligible.or(best_any).map(|(_, c)| Choice::Head(c))
     }
 
-    fn on_remove(&mut self, q: &Queues, e: &QEntry, dispatched: bool, _now: Nanos) {
+    fn on_remove(&mut self, q: &Queues, e: &QEntry, dispatched: bool) {
         let c = e.meta.class;
         if dispatched && self.active_weight > 0 {
             self.global += BIG / self.active_weight;
@@ -129,14 +129,14 @@ mod tests {
         let mut seq = 0;
         let mut push = |p: &mut Stride, q: &mut Queues, c: usize| {
             seq += 1;
-            let e = slab.insert((), |h| QEntry {
+            let e = slab.insert((), 0, |h| QEntry {
                 h,
                 seq,
                 meta: Meta::new(c, 0),
             });
             q.classes[c].fifo.push_back(e);
             q.classes[c].len += 1;
-            p.on_enqueue(q, &e);
+            p.on_enqueue(q, &e, &|_| true);
         };
         for c in 0..weights.len() {
             push(&mut p, &mut q, c);
@@ -150,7 +150,7 @@ mod tests {
             };
             let e = q.classes[c].fifo.pop_front().unwrap();
             q.classes[c].len -= 1;
-            p.on_remove(&q, &e, true, 0);
+            p.on_remove(&q, &e, true);
             push(&mut p, &mut q, c);
             count[c] += 1;
             max_global = max_global.max(p.global);

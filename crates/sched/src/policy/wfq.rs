@@ -11,7 +11,7 @@
 //! requests are not charged. Tags are fixed point (2^32 units per byte per weight) in `u128`.
 
 use super::{Choice, Policy};
-use crate::queue::{QEntry, Queues};
+use crate::queue::{Handle, QEntry, Queues};
 use crate::{Nanos, SchedConfig};
 
 const UNIT: u128 = 1 << 32;
@@ -42,7 +42,7 @@ impl Wfq {
 }
 
 impl Policy for Wfq {
-    fn on_enqueue(&mut self, q: &Queues, e: &QEntry) {
+    fn on_enqueue(&mut self, q: &Queues, e: &QEntry, _live: &dyn Fn(Handle) -> bool) {
         let c = e.meta.class;
         if q.len(c) == 1 {
             self.tag[c] = self.tag[c].max(self.virtual_time);
@@ -62,7 +62,7 @@ impl Policy for Wfq {
             .map(|(c, _)| Choice::Head(c))
     }
 
-    fn on_remove(&mut self, _q: &Queues, e: &QEntry, dispatched: bool, _now: Nanos) {
+    fn on_remove(&mut self, _q: &Queues, e: &QEntry, dispatched: bool) {
         if dispatched {
             let c = e.meta.class;
             self.virtual_time = self.virtual_time.max(self.tag[c]);
