@@ -1,13 +1,15 @@
 //! The gate between classified requests and the bounded pool of workers: async permits over one
 //! `ordo_sched::Scheduler`. A permit is taken before a request is served and released on drop, so no path
-//! can leak a worker; releasing one dispatches the next waiter by the policy. Rejections are typed.
+//! can leak a worker; releasing one dispatches the next waiter by the policy. Rejections are typed. A
+//! waiting request whose future is dropped (its client went away) leaves the queue at once, so it stops
+//! counting toward the queue caps.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::{Duration, Instant};
 
 use ordo_sched::{
-    ClassId, HeadPicker, Meta, Nanos, PolicyKind, RejectReason, SchedConfig, Scheduler,
+    ClassId, HeadPicker, Meta, Nanos, PolicyKind, RejectReason, SchedConfig, Scheduler, Ticket,
 };
 use tokio::sync::{Notify, oneshot};
 
@@ -96,7 +98,8 @@ impl Shared {
                 started: Instant::now(),
             };
             if let Err(Ok(mut p)) = d.item.tx.send(Ok(permit)) {
-                // The client went away while queued: disarm the permit (we hold the lock) and go on.
+                // The receiver is gone. A dropped wait cancels its entry first (`Queued`), so this is
+                // only a safety net: disarm the permit (we hold the lock) and go on.
                 p.shared = None;
                 st.busy -= 1;
                 self.abandoned.fetch_add(1, Ordering::Relaxed);
@@ -133,6 +136,50 @@ impl Permit {
     /// classified into).
     pub fn class_name(&self) -> &Arc<str> {
         &self.class_name
+    }
+}
+
+impl Permit {
+    /// A permit granted to a waiter that went away before taking it: free the worker without feeding the
+    /// (empty) service time to the scheduler, count the request as abandoned, and dispatch the next.
+    fn release_unused(mut self) {
+        let Some(shared) = self.shared.take() else {
+            return;
+        };
+        let mut st = shared.lock();
+        st.busy = st.busy.saturating_sub(1);
+        shared.abandoned.fetch_add(1, Ordering::Relaxed);
+        shared.pump(&mut st);
+    }
+}
+
+/// A queued request's wait for its grant. Dropped before the grant arrived (the connection task drops the
+/// `acquire` future when its client goes away), it takes the request out of the scheduler under the lock,
+/// so the request stops counting toward queue caps, queue length and edf's admission estimate at once. If
+/// the grant was already sent, the permit waiting in the channel is released instead.
+struct Queued {
+    shared: Arc<Shared>,
+    /// `None` once the wait has its answer.
+    ticket: Option<Ticket>,
+    rx: oneshot::Receiver<Grant>,
+}
+
+impl Drop for Queued {
+    fn drop(&mut self) {
+        let Some(ticket) = self.ticket.take() else {
+            return;
+        };
+        let cancelled = self.shared.lock().sched.cancel(ticket);
+        // (the waiter, if any, is dropped here, outside the lock)
+        if cancelled.is_some() {
+            self.shared.abandoned.fetch_add(1, Ordering::Relaxed);
+            return;
+        }
+        // No longer queued: `pump` sent a grant (under the lock, so it is in the channel now), or the
+        // timer or `close` refused it (nothing to release).
+        if let Ok(Ok(permit)) = self.rx.try_recv() {
+            permit.release_unused();
+        }
     }
 }
 
@@ -227,7 +274,7 @@ impl Gate {
         mut meta: Meta,
         class_name: &Arc<str>,
     ) -> Result<Permit, Overloaded> {
-        let rx = {
+        let mut wait = {
             let mut st = self.shared.lock();
             if st.closed {
                 return Err(Overloaded {
@@ -249,14 +296,21 @@ impl Gate {
             }
             let (tx, rx) = oneshot::channel();
             let now = self.shared.now();
-            if let Err(r) = st.sched.enqueue(Waiter { tx }, meta, now) {
-                return Err(Overloaded { reason: r.reason });
-            }
+            let ticket = match st.sched.enqueue_ticket(Waiter { tx }, meta, now) {
+                Ok(t) => t,
+                Err(r) => return Err(Overloaded { reason: r.reason }),
+            };
             self.shared.pump(&mut st);
             self.shared.maybe_wake_timer(&st);
-            rx
+            Queued {
+                shared: self.shared.clone(),
+                ticket: Some(ticket),
+                rx,
+            }
         };
-        match rx.await {
+        let answer = (&mut wait.rx).await;
+        wait.ticket = None;
+        match answer {
             Ok(Ok(p)) => Ok(p),
             Ok(Err(reason)) => Err(Overloaded { reason }),
             // The waiter was dropped without an answer: only possible when the gate itself is gone.
@@ -413,7 +467,7 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn a_waiter_that_went_away_is_skipped() {
+    async fn a_waiter_that_went_away_leaves_the_queue_at_once() {
         let g = gate(1, PolicyKind::Fcfs);
         let a: Arc<str> = Arc::from("a");
         let p1 = g.acquire(meta(&g, 0), &a).await.unwrap();
@@ -423,11 +477,60 @@ mod tests {
         until(|| g.snapshot().queued == 1).await;
         gone.abort();
         let _ = gone.await;
+        // Cancelled when its future was dropped, not when a worker frees up.
+        let s = g.snapshot();
+        assert_eq!((s.busy, s.queued, s.abandoned), (1, 0, 1));
         drop(p1);
         let s = g.snapshot();
         assert_eq!((s.busy, s.queued, s.abandoned), (0, 0, 1));
         // The worker is free for the next one.
         let _p = g.acquire(meta(&g, 1), &Arc::from("b")).await.unwrap();
+    }
+
+    /// Poll `fut` once (it must not be ready).
+    fn poll_once<F: std::future::Future>(fut: std::pin::Pin<&mut F>) {
+        let mut cx = std::task::Context::from_waker(std::task::Waker::noop());
+        assert!(fut.poll(&mut cx).is_pending(), "expected to wait");
+    }
+
+    #[tokio::test]
+    async fn a_cancelled_waiter_frees_its_place_under_the_class_cap() {
+        let mut cs = vec![ClassSpec::new("a")];
+        cs[0].queue_cap = Some(1);
+        let g = Gate::new(SchedConfig::new(cs, PolicyKind::Fcfs), None, 1).unwrap();
+        let a: Arc<str> = Arc::from("a");
+        let p1 = g.acquire(meta(&g, 0), &a).await.unwrap();
+        let mut first = Box::pin(g.acquire(meta(&g, 0), &a));
+        poll_once(first.as_mut());
+        assert_eq!(
+            g.acquire(meta(&g, 0), &a).await.err().map(|o| o.reason),
+            Some(RejectReason::ClassQueueFull)
+        );
+        drop(first);
+        let mut second = Box::pin(g.acquire(meta(&g, 0), &a));
+        poll_once(second.as_mut());
+        assert_eq!((g.snapshot().queued, g.snapshot().abandoned), (1, 1));
+        drop(p1);
+        let p2 = second.await.unwrap();
+        assert!(p2.waited() > Duration::ZERO);
+    }
+
+    #[tokio::test]
+    async fn a_grant_sent_to_a_waiter_that_went_away_is_released() {
+        let g = gate(1, PolicyKind::Fcfs);
+        let a: Arc<str> = Arc::from("a");
+        let p1 = g.acquire(meta(&g, 0), &a).await.unwrap();
+        let mut waiting = Box::pin(g.acquire(meta(&g, 0), &a));
+        poll_once(waiting.as_mut());
+        // The worker goes to the waiter: its permit is in the channel, not yet taken.
+        drop(p1);
+        let s = g.snapshot();
+        assert_eq!((s.busy, s.queued, s.abandoned), (1, 0, 0));
+        // The waiter goes away without taking it: the worker is freed and the request counted abandoned.
+        drop(waiting);
+        let s = g.snapshot();
+        assert_eq!((s.busy, s.queued, s.abandoned), (0, 0, 1));
+        let _p = g.acquire(meta(&g, 0), &a).await.unwrap();
     }
 
     #[tokio::test]
