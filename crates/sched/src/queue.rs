@@ -51,14 +51,14 @@ impl QEntry {
 
 struct Stored<T> {
     item: T,
-    /// Unique per enqueue and never reassigned (unlike `entry.seq`, which `reconfigure` renumbers): a
-    /// ticket must match it, so a ticket can never cancel a later request that reuses the slot.
-    id: u64,
     entry: QEntry,
 }
 
 struct Slot<T> {
-    generation: u32,
+    /// Bumped on every removal. Handles carry its low 32 bits (enough to tell stale index entries apart);
+    /// tickets carry all 64, so a ticket never matches a later request that reuses the slot. (A `u64`
+    /// costs nothing: the slot is 8-byte aligned either way.)
+    generation: u64,
     val: Option<Stored<T>>,
 }
 
@@ -76,8 +76,8 @@ impl<T> Slab<T> {
         }
     }
 
-    /// Store a request under the unique `id`; `make` receives the handle it will have.
-    pub fn insert(&mut self, item: T, id: u64, make: impl FnOnce(Handle) -> QEntry) -> QEntry {
+    /// Store a request; `make` receives the handle it will have.
+    pub fn insert(&mut self, item: T, make: impl FnOnce(Handle) -> QEntry) -> QEntry {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -92,18 +92,22 @@ impl<T> Slab<T> {
         let slot = &mut self.slots[idx as usize];
         let entry = make(Handle {
             idx,
-            generation: slot.generation,
+            generation: slot.generation as u32,
         });
-        slot.val = Some(Stored { item, id, entry });
+        slot.val = Some(Stored { item, entry });
         entry
     }
 
-    /// Whether `h` names a live request stored under `id`.
-    pub fn matches(&self, h: Handle, id: u64) -> bool {
+    /// The full generation of `h`'s slot (for a ticket).
+    pub fn full_generation(&self, h: Handle) -> u64 {
+        self.slots.get(h.idx as usize).map_or(0, |s| s.generation)
+    }
+
+    /// Whether `h`'s slot holds a request and has the full generation `generation`.
+    pub fn matches(&self, h: Handle, generation: u64) -> bool {
         self.slots
             .get(h.idx as usize)
-            .and_then(|s| s.val.as_ref().filter(|_| s.generation == h.generation))
-            .is_some_and(|v| v.id == id)
+            .is_some_and(|s| s.generation == generation && s.val.is_some())
     }
 
     pub fn is_live(&self, h: Handle) -> bool {
@@ -112,7 +116,7 @@ impl<T> Slab<T> {
 
     pub fn get(&self, h: Handle) -> Option<&QEntry> {
         let slot = self.slots.get(h.idx as usize)?;
-        if slot.generation != h.generation {
+        if slot.generation as u32 != h.generation {
             return None;
         }
         slot.val.as_ref().map(|s| &s.entry)
@@ -120,7 +124,7 @@ impl<T> Slab<T> {
 
     pub fn get_mut(&mut self, h: Handle) -> Option<&mut QEntry> {
         let slot = self.slots.get_mut(h.idx as usize)?;
-        if slot.generation != h.generation {
+        if slot.generation as u32 != h.generation {
             return None;
         }
         slot.val.as_mut().map(|s| &mut s.entry)
@@ -128,7 +132,7 @@ impl<T> Slab<T> {
 
     pub fn remove(&mut self, h: Handle) -> Option<(T, QEntry)> {
         let slot = self.slots.get_mut(h.idx as usize)?;
-        if slot.generation != h.generation {
+        if slot.generation as u32 != h.generation {
             return None;
         }
         let s = slot.val.take()?;
@@ -167,6 +171,35 @@ impl ClassQueue {
         } else {
             self.fifo.front()
         }
+    }
+
+    /// The FIFO position of the entry with sequence number `seq`. Sequence numbers grow along the FIFO at a
+    /// roughly even pace (classes interleave at random), so a few interpolation probes land next to it in
+    /// far fewer cache misses than a binary search; after four probes it continues as a binary search, so
+    /// the worst case stays O(log n).
+    pub fn position_of(&self, seq: u64) -> Option<usize> {
+        let fifo = &self.fifo;
+        let (mut lo, mut hi) = (0, fifo.len());
+        let mut probes = 0;
+        while lo < hi {
+            let (klo, khi) = (fifo[lo].seq, fifo[hi - 1].seq);
+            if seq < klo || seq > khi {
+                return None;
+            }
+            let pos = if probes < 4 && khi > klo {
+                let guess = u128::from(seq - klo) * (hi - 1 - lo) as u128 / u128::from(khi - klo);
+                lo + guess as usize
+            } else {
+                lo + (hi - lo) / 2
+            };
+            probes += 1;
+            match fifo[pos].seq.cmp(&seq) {
+                std::cmp::Ordering::Equal => return Some(pos),
+                std::cmp::Ordering::Less => lo = pos + 1,
+                std::cmp::Ordering::Greater => hi = pos,
+            }
+        }
+        None
     }
 
     /// Live requests among the first `p` FIFO positions (exact when tombstone positions are tracked;

@@ -16,7 +16,8 @@ use crate::{
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Ticket {
     h: Handle,
-    id: u64,
+    /// The slot's full generation at enqueue.
+    generation: u64,
 }
 
 /// Per-class FIFO queues plus a dispatch policy. Not thread-safe by itself; wrap it in a mutex.
@@ -100,12 +101,13 @@ impl<T> Scheduler<T> {
         }
         let seq = self.next_seq;
         self.next_seq += 1;
-        let entry = self.slab.insert(item, seq, |h| QEntry { h, seq, meta });
-        self.push(entry);
-        Ok(Ticket {
+        let entry = self.slab.insert(item, |h| QEntry { h, seq, meta });
+        let ticket = Ticket {
             h: entry.h,
-            id: seq,
-        })
+            generation: self.slab.full_generation(entry.h),
+        };
+        self.push(entry);
+        Ok(ticket)
     }
 
     /// Take a still-queued request out of the queue (its client went away) and hand it back; `None` when
@@ -113,7 +115,7 @@ impl<T> Scheduler<T> {
     /// request stops counting towards `len`, `class_len`, the caps and edf's admission estimate at once,
     /// and no policy sees it again. O(log n).
     pub fn cancel(&mut self, ticket: Ticket) -> Option<T> {
-        if !self.slab.matches(ticket.h, ticket.id) {
+        if !self.slab.matches(ticket.h, ticket.generation) {
             return None;
         }
         self.remove(ticket.h, false).map(|(item, _)| item)
@@ -121,7 +123,7 @@ impl<T> Scheduler<T> {
 
     /// Whether the ticket's request is still queued.
     pub fn is_queued(&self, ticket: Ticket) -> bool {
-        self.slab.matches(ticket.h, ticket.id)
+        self.slab.matches(ticket.h, ticket.generation)
     }
 
     fn push(&mut self, entry: QEntry) {
@@ -182,9 +184,9 @@ impl<T> Scheduler<T> {
         } else {
             cq.dead += 1;
             if track {
-                // The FIFO is in seq order, so the tombstone's position is a binary search away.
-                let ClassQueue { fifo, tombs, .. } = &mut *cq;
-                if let Ok(pos) = fifo.binary_search_by_key(&e.seq, |x| x.seq) {
+                // The FIFO is in seq order, so the tombstone's position is a search away.
+                if let Some(pos) = cq.position_of(e.seq) {
+                    let ClassQueue { fifo, tombs, .. } = &mut *cq;
                     tombs.mark(pos, fifo.len(), |i| !slab.is_live(fifo[i].h));
                 }
             }
@@ -671,6 +673,36 @@ mod tests {
                     }
                 }
             }
+        }
+    }
+
+    #[test]
+    fn position_of_finds_every_seq_and_nothing_else() {
+        let mut rng = crate::rng::SplitMix64::new(5);
+        for n in [0usize, 1, 2, 3, 10, 1000] {
+            let mut cq = ClassQueue::default();
+            let mut slab = Slab::new();
+            let mut seq = 0;
+            let mut seqs = Vec::new();
+            for _ in 0..n {
+                // uneven gaps, sometimes huge
+                let span = if rng.below(20) == 0 { 100_000 } else { 8 };
+                seq += 1 + rng.below(span);
+                seqs.push(seq);
+                let e = slab.insert((), |h| QEntry {
+                    h,
+                    seq,
+                    meta: Meta::new(0, 0),
+                });
+                cq.fifo.push_back(e);
+            }
+            for (i, s) in seqs.iter().enumerate() {
+                assert_eq!(cq.position_of(*s), Some(i), "n {n}");
+                if !seqs.contains(&(s + 1)) {
+                    assert_eq!(cq.position_of(s + 1), None);
+                }
+            }
+            assert_eq!(cq.position_of(0), None);
         }
     }
 

@@ -219,7 +219,7 @@ mod tests {
             .map(|(i, d)| {
                 let mut meta = Meta::new(0, 0);
                 meta.deadline = Some(*d);
-                slab.insert((), 0, |h| QEntry {
+                slab.insert((), |h| QEntry {
                     h,
                     seq: i as u64,
                     meta,

@@ -106,7 +106,7 @@ mod tests {
             match rng.below(4) {
                 0 | 1 => {
                     let key = (rng.below(1000), seq);
-                    let e = slab.insert((), 0, |h| QEntry {
+                    let e = slab.insert((), |h| QEntry {
                         h,
                         seq,
                         meta: Meta::new(0, 0),

@@ -129,7 +129,7 @@ mod tests {
         let mut seq = 0;
         let mut push = |p: &mut Stride, q: &mut Queues, c: usize| {
             seq += 1;
-            let e = slab.insert((), 0, |h| QEntry {
+            let e = slab.insert((), |h| QEntry {
                 h,
                 seq,
                 meta: Meta::new(c, 0),
