@@ -27,6 +27,10 @@ pub struct Args {
     /// Dispatch policy: fcfs, priority, lottery, stride, wfq, srpt, edf or lua (overrides `policy`).
     #[arg(long, value_name = "NAME", value_parser = parse_policy)]
     pub policy: Option<PolicyName>,
+    /// Lua script defining `pick(heads)` for `--policy lua` (overrides `policy_script`; relative to the
+    /// current directory).
+    #[arg(long, value_name = "PATH")]
+    pub policy_script: Option<PathBuf>,
     /// Tokio worker threads, 0 = one per CPU (overrides `threads`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=1024))]
     pub threads: Option<u64>,
@@ -65,16 +69,26 @@ fn resolve(args: &Args) -> anyhow::Result<ServeConfig> {
 }
 
 /// [`resolve`] for a given file: `--check FILE` validates exactly what `--config FILE` with the same
-/// overrides would start.
+/// overrides would start. The file is validated on its own first (errors name its line and key); what
+/// fails only once the flags are applied names the flag.
 fn resolve_file(args: &Args, file: Option<&std::path::Path>) -> anyhow::Result<ServeConfig> {
     let mut cfg = match file {
         Some(p) => ServeConfig::from_file(p).map_err(usage)?,
         None => ServeConfig::default(),
     };
+    // A path on the command line is relative to where the command runs, not to the file's directory.
+    let policy_script = match &args.policy_script {
+        Some(p) => Some(
+            std::path::absolute(p)
+                .map_err(|e| usage(format!("--policy-script {}: {e}", p.display())))?,
+        ),
+        None => None,
+    };
     cfg.apply_overrides(Overrides {
         listen: args.listen,
         workers: args.workers.map(|w| w as usize),
         policy: args.policy,
+        policy_script,
         threads: args.threads.map(|t| t as usize),
         admin: args.admin.map(|a| match a {
             AdminArg::Off => None,
@@ -83,6 +97,29 @@ fn resolve_file(args: &Args, file: Option<&std::path::Path>) -> anyhow::Result<S
     });
     cfg.validate().map_err(usage)?;
     Ok(cfg)
+}
+
+/// A listener that cannot bind names the flag its address came from (`--listen`, `--admin`) rather than the
+/// config key.
+fn name_bind_flag(
+    e: StartError,
+    listen: &Option<SocketAddr>,
+    admin: &Option<AdminArg>,
+) -> anyhow::Error {
+    match e {
+        StartError::Bind { key, addr, error } => {
+            let flag = match (key, listen, admin) {
+                ("listen", Some(_), _) => Some("--listen"),
+                ("admin.listen", _, Some(AdminArg::On(_))) => Some("--admin"),
+                _ => None,
+            };
+            match flag {
+                Some(f) => anyhow::anyhow!("cannot listen on {addr} ({f} {addr}): {error}"),
+                None => anyhow::Error::new(StartError::Bind { key, addr, error }),
+            }
+        }
+        e => anyhow::Error::new(e),
+    }
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
@@ -100,6 +137,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         return Ok(ExitCode::SUCCESS);
     }
     let cfg = resolve(&args)?;
+    let (args_listen, args_admin) = (args.listen, args.admin);
     // One thread asked for: a current-thread runtime, so accepting, serving and timers share that thread
     // with no hand-offs between a `block_on` thread and a worker. Otherwise a work-stealing pool.
     let mut rt = if cfg.threads == 1 {
@@ -120,7 +158,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         let handle = match Server::start(cfg).await {
             Ok(h) => h,
             Err(StartError::Config(e)) => return Err(usage(e)),
-            Err(e) => return Err(anyhow::Error::new(e)),
+            Err(e) => {
+                return Err(name_bind_flag(e, &args_listen, &args_admin));
+            }
         };
         handle
             .run_until_signalled_with(|h| match h.admin_addr() {

@@ -183,3 +183,170 @@ fn signal(child: &std::process::Child, sig: &str) {
         .expect("run kill");
     assert!(st.success());
 }
+
+/// `ordo serve --check FILE` with overrides; returns (exit code, stderr).
+fn check_with(file: &Path, flags: &[&str]) -> (Option<i32>, String) {
+    let mut cmd = ordo();
+    cmd.args(["serve", "--check"]).arg(file).args(flags);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    (out.code(), out.stderr)
+}
+
+fn example(name: &str) -> std::path::PathBuf {
+    Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("examples/serve")
+        .join(name)
+}
+
+/// A flag that makes a valid file invalid is named in the error (exit 2), not the file's line it
+/// overrides: `--policy lua` on a file without `policy_script` used to be reported at the file's
+/// `policy =` line.
+#[test]
+fn serve_override_errors_name_the_flag() {
+    let default = example("default.toml");
+    let d = default.display().to_string();
+
+    let (code, err) = check_with(&default, &["--policy", "lua"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--policy lua: needs `policy_script` in {d} (or --policy-script PATH)"
+        )),
+        "{err}"
+    );
+    assert!(
+        !err.contains(&format!("{d}:7")),
+        "blames the file's line: {err}"
+    );
+
+    // --policy-script completes it (relative to the current directory, not the file's)
+    let script = example("lua-policy.lua");
+    let (code, err) = check_with(
+        &default,
+        &[
+            "--policy",
+            "lua",
+            "--policy-script",
+            &script.display().to_string(),
+        ],
+    );
+    assert_eq!(code, Some(0), "{err}");
+    assert!(err.contains("ok (policy lua"), "{err}");
+
+    // a script that cannot be loaded is the flag's fault too
+    let (code, err) = check_with(
+        &default,
+        &[
+            "--policy",
+            "lua",
+            "--policy-script",
+            "/nonexistent/pick.lua",
+        ],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--policy-script /nonexistent/pick.lua: "),
+        "{err}"
+    );
+
+    let (code, err) = check_with(
+        &default,
+        &["--policy-script", &script.display().to_string()],
+    );
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("only used with policy \"lua\" (policy is \"fcfs\" in ")
+            && err.contains("add --policy lua"),
+        "{err}"
+    );
+
+    // the other way round: a Lua file with --policy fcfs names the flag and the file's policy_script line
+    let lua = example("lua-policy.toml");
+    let (code, err) = check_with(&lua, &["--policy", "fcfs"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--policy fcfs: {}:6 sets `policy_script`",
+            lua.display()
+        )),
+        "{err}"
+    );
+
+    let (code, err) = check_with(&default, &["--policy", "edf"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--policy edf: policy \"edf\" needs at least one class with a `deadline`"),
+        "{err}"
+    );
+
+    // --listen onto the file's admin address, --admin onto the listen address
+    let (code, err) = check_with(&default, &["--listen", "127.0.0.1:9090"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--listen 127.0.0.1:9090: same address as the admin listener (`admin.listen`, {d}:23)"
+        )),
+        "{err}"
+    );
+    let (code, err) = check_with(&default, &["--admin", "127.0.0.1:8080"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains("--admin 127.0.0.1:8080: same address as the HTTP listener (127.0.0.1:8080)"),
+        "{err}"
+    );
+    let (code, err) = check_with(&default, &["--listen", "127.0.0.1:9090", "--admin", "off"]);
+    assert_eq!(code, Some(0), "{err}");
+
+    // --listen onto the proxy's upstream: a loop, named with the route's line
+    let proxy = example("proxy.toml");
+    let (code, err) = check_with(&proxy, &["--listen", "127.0.0.1:8081"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "--listen 127.0.0.1:8081: {}:31: routes[0].proxy.upstreams[0] upstream `127.0.0.1:8081` is this address",
+            proxy.display()
+        )),
+        "{err}"
+    );
+
+    // without a file: the defaults plus the flag
+    let mut cmd = ordo();
+    cmd.args([
+        "serve",
+        "--policy",
+        "lua",
+        "--listen",
+        "127.0.0.1:0",
+        "--admin",
+        "off",
+    ]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr
+            .contains("--policy lua: needs --policy-script PATH"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A file whose own values are wrong is still reported at its line, overrides or not.
+#[test]
+fn serve_file_errors_still_name_the_line_with_overrides() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("loop.toml");
+    std::fs::write(
+        &p,
+        "listen = \"127.0.0.1:18080\"\n\n[[routes]]\nprefix = \"/\"\nproxy = { upstreams = [\"localhost:18080\"] }\n",
+    )
+    .unwrap();
+    let (code, err) = check_with(&p, &["--workers", "4"]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!(
+            "{}:5: routes[0].proxy.upstreams[0]: `localhost:18080` is this server's own `listen` address",
+            p.display()
+        )),
+        "{err}"
+    );
+}

@@ -1,5 +1,6 @@
 //! The `ordo serve` configuration file: serde structs with defaults, validation, and errors that name the
-//! file, the line and the key (`config.toml:12: classes[1].weight: must be ≥ 1, got 0`).
+//! file, the line and the key (`config.toml:12: classes[1].weight: must be ≥ 1, got 0`) — or, when a
+//! command-line override made a valid file invalid, the flag (`--policy lua: needs ...`).
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -286,15 +287,40 @@ pub struct HeadersConfig {
     pub queue_wait: bool,
 }
 
-/// Values given on the command line; they win over the file and survive reloads.
+/// Values given on the command line; they win over the file and survive reloads. A check that fails
+/// because of one of them names the flag, not the file's line.
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
     pub workers: Option<usize>,
     pub policy: Option<PolicyName>,
+    /// `--policy-script PATH`; a relative path is taken as given (the binary makes it absolute against the
+    /// current directory, not the file's).
+    pub policy_script: Option<PathBuf>,
     pub threads: Option<usize>,
     /// `Some(None)`: admin disabled; `Some(Some(addr))`: admin on addr.
     pub admin: Option<Option<SocketAddr>>,
+}
+
+impl Overrides {
+    /// The flag (with its value, as a user would type it) that set the top-level key `key`, if any.
+    pub fn flag_for(&self, key: &str) -> Option<String> {
+        match key {
+            "listen" => self.listen.map(|a| format!("--listen {a}")),
+            "workers" => self.workers.map(|w| format!("--workers {w}")),
+            "threads" => self.threads.map(|t| format!("--threads {t}")),
+            "policy" => self.policy.map(|p| format!("--policy {p}")),
+            "policy_script" => self
+                .policy_script
+                .as_ref()
+                .map(|p| format!("--policy-script {}", p.display())),
+            "admin" => self.admin.map(|a| match a {
+                Some(addr) => format!("--admin {addr}"),
+                None => "--admin off".to_string(),
+            }),
+            _ => None,
+        }
+    }
 }
 
 /// Where a config came from.
@@ -313,6 +339,8 @@ pub struct Origin {
 /// A refused configuration: which file, which line, which key, and why.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ConfigError {
+    /// The file name — or, when a command-line flag made the configuration invalid, the flag with its value
+    /// (`--policy lua`; then `line` and `key` are `None` and the message names the file's part, if any).
     pub file: String,
     pub line: Option<usize>,
     pub key: Option<String>,
@@ -346,14 +374,26 @@ pub enum Seg {
 pub struct Invalid {
     pub path: Vec<Seg>,
     pub message: String,
+    /// The command-line flag that caused it, when the check knows (see [`ServeConfig::locate`]).
+    pub flag: Option<String>,
 }
 
 impl Invalid {
-    /// A failure at key `k` (more segments with [`Invalid::at`]).
+    /// A failure at the key path `path` (built with `keypath!`).
     pub fn new(path: Vec<Seg>, message: impl Into<String>) -> Self {
         Invalid {
             path,
             message: message.into(),
+            flag: None,
+        }
+    }
+
+    /// A failure caused by the command-line flag `flag` (`--policy lua`).
+    pub fn flag(flag: impl Into<String>, message: impl Into<String>) -> Self {
+        Invalid {
+            path: Vec::new(),
+            message: message.into(),
+            flag: Some(flag.into()),
         }
     }
 }
@@ -470,6 +510,9 @@ impl ServeConfig {
         if let Some(t) = o.threads {
             self.threads = t;
         }
+        if let Some(p) = &o.policy_script {
+            self.policy_script = Some(p.clone());
+        }
         match o.admin {
             Some(Some(a)) => {
                 self.admin.enabled = true;
@@ -503,8 +546,23 @@ impl ServeConfig {
         crate::server::Compiled::build(self, None).map(|_| ())
     }
 
-    /// Turn a not-yet-located failure into an error naming file, line and key.
+    /// Turn a not-yet-located failure into an error naming file, line and key — or the command-line flag
+    /// behind it: the one the check named, else the override of the failing top-level key (a file is
+    /// validated on its own before the overrides are applied, so a failure at an overridden key is the
+    /// flag's doing).
     pub fn locate(&self, inv: Invalid) -> ConfigError {
+        let flag = inv.flag.clone().or_else(|| match inv.path.first() {
+            Some(Seg::Key(k)) => self.overrides.flag_for(k),
+            _ => None,
+        });
+        if let Some(flag) = flag {
+            return ConfigError {
+                file: flag,
+                line: None,
+                key: None,
+                message: inv.message,
+            };
+        }
         let key = if inv.path.is_empty() {
             None
         } else {
@@ -520,6 +578,144 @@ impl ServeConfig {
             key,
             message: inv.message,
         }
+    }
+
+    /// `file:line` of a key path, for messages about a flag that clashes with the file (`file` alone when the
+    /// key is not spelled out in it).
+    fn file_line(&self, path: Vec<Seg>) -> String {
+        let line = self
+            .origin
+            .as_ref()
+            .and_then(|o| locate_line(&o.text, &path));
+        match line {
+            Some(l) => format!("{}:{l}", self.name()),
+            None => self.name().to_string(),
+        }
+    }
+
+    /// The policy / policy_script pair, with the flag named when one caused the mismatch.
+    fn check_policy_script(&self) -> Result<(), Invalid> {
+        let o = &self.overrides;
+        let file = self.origin.as_ref().map(|o| o.name.clone());
+        if self.policy == PolicyName::Lua && self.policy_script.is_none() {
+            if o.policy == Some(PolicyName::Lua) {
+                return Err(Invalid::flag(
+                    "--policy lua",
+                    match file {
+                        Some(f) => {
+                            format!("needs `policy_script` in {f} (or --policy-script PATH)")
+                        }
+                        None => {
+                            "needs --policy-script PATH (the Lua script defining `pick(heads)`)"
+                                .to_string()
+                        }
+                    },
+                ));
+            }
+            return Err(Invalid::new(
+                keypath!["policy"],
+                "policy \"lua\" needs `policy_script = \"file.lua\"`",
+            ));
+        }
+        if self.policy != PolicyName::Lua && self.policy_script.is_some() {
+            if let Some(flag) = o.flag_for("policy_script") {
+                let whose = match (&o.policy, &file) {
+                    (Some(_), _) => " from --policy".to_string(),
+                    (None, Some(f)) => format!(" in {f}"),
+                    (None, None) => String::new(),
+                };
+                return Err(Invalid::flag(
+                    flag,
+                    format!(
+                        "only used with policy \"lua\" (policy is \"{}\"{whose}); add --policy lua",
+                        self.policy
+                    ),
+                ));
+            }
+            if let Some(flag) = o.flag_for("policy") {
+                return Err(Invalid::flag(
+                    flag,
+                    format!(
+                        "{} sets `policy_script`, which only policy \"lua\" uses (leave out --policy, or \
+                         remove `policy_script` from the file)",
+                        self.file_line(keypath!["policy_script"])
+                    ),
+                ));
+            }
+            return Err(Invalid::new(
+                keypath!["policy_script"],
+                format!(
+                    "only used with policy = \"lua\" (policy is \"{}\")",
+                    self.policy
+                ),
+            ));
+        }
+        Ok(())
+    }
+
+    /// The admin listener must not share the HTTP listener's address; names `--admin` or `--listen` when
+    /// one of them caused the clash.
+    fn check_admin_address(&self) -> Result<(), Invalid> {
+        if !(self.admin.enabled && self.admin.listen == self.listen && self.listen.port() != 0) {
+            return Ok(());
+        }
+        let o = &self.overrides;
+        if let Some(Some(a)) = o.admin {
+            return Err(Invalid::flag(
+                format!("--admin {a}"),
+                format!("same address as the HTTP listener ({})", self.listen),
+            ));
+        }
+        if let Some(l) = o.listen {
+            return Err(Invalid::flag(
+                format!("--listen {l}"),
+                format!(
+                    "same address as the admin listener (`admin.listen`, {}); pick another, or move it \
+                     with --admin ADDR (--admin off disables it)",
+                    self.file_line(keypath!["admin", "listen"])
+                ),
+            ));
+        }
+        Err(Invalid::new(
+            keypath!["admin", "listen"],
+            format!("same address as `listen` ({})", self.listen),
+        ))
+    }
+
+    /// A proxy upstream that is this server's own listen address would send every request back to the
+    /// server until it times out; refused (with `--listen` named when the flag made it so). Loops through
+    /// other hops are caught at run time by the proxy's Via check.
+    fn check_proxy_loops(&self) -> Result<(), Invalid> {
+        for (i, r) in self.routes.iter().enumerate() {
+            let Some(p) = &r.proxy else { continue };
+            for (j, u) in p.upstreams.iter().enumerate() {
+                if !crate::backend::proxy::points_at_listener(u, self.listen) {
+                    continue;
+                }
+                let path = keypath!["routes", i, "proxy", "upstreams", j];
+                if let Some(l) = self.overrides.listen {
+                    return Err(Invalid::flag(
+                        format!("--listen {l}"),
+                        format!(
+                            "{}: {} upstream `{u}` is this address: every request on prefix `{}` \
+                             would be proxied back to this server",
+                            self.file_line(path.clone()),
+                            path_to_string(&path),
+                            r.prefix
+                        ),
+                    ));
+                }
+                return Err(Invalid::new(
+                    path,
+                    format!(
+                        "`{u}` is this server's own `listen` address ({}): every request would be \
+                         proxied back to this server",
+                        self.listen
+                    ),
+                ));
+            }
+        }
+        Ok(())
     }
 
     /// `[limits]` values that would make the server unusable (every request 431, no connection accepted,
@@ -574,21 +770,7 @@ impl ServeConfig {
             return Err(Invalid::new(keypath!["queue_cap"], "must be ≥ 1, got 0"));
         }
         self.check_limits()?;
-        if self.policy == PolicyName::Lua && self.policy_script.is_none() {
-            return Err(Invalid::new(
-                keypath!["policy"],
-                "policy \"lua\" needs `policy_script = \"file.lua\"`",
-            ));
-        }
-        if self.policy != PolicyName::Lua && self.policy_script.is_some() {
-            return Err(Invalid::new(
-                keypath!["policy_script"],
-                format!(
-                    "only used with policy = \"lua\" (policy is \"{}\")",
-                    self.policy
-                ),
-            ));
-        }
+        self.check_policy_script()?;
         let mut seen = std::collections::HashSet::new();
         for (i, c) in self.classes.iter().enumerate() {
             if c.name.trim().is_empty() {
@@ -675,13 +857,8 @@ impl ServeConfig {
                 ));
             }
         }
-        if self.admin.enabled && self.admin.listen == self.listen && self.listen.port() != 0 {
-            return Err(Invalid::new(
-                keypath!["admin", "listen"],
-                format!("same address as `listen` ({})", self.listen),
-            ));
-        }
-        Ok(())
+        self.check_admin_address()?;
+        self.check_proxy_loops()
     }
 
     /// Class names in order ("default" when none is configured).

@@ -7,6 +7,11 @@
 //!
 //! Hop-by-hop headers (Connection and those it names, Keep-Alive, Proxy-Connection, TE, Trailer,
 //! Transfer-Encoding, Upgrade) are dropped both ways; the client's address is appended to X-Forwarded-For.
+//!
+//! Loops: every proxied request carries `Via: <version> ordo-<random hex>` (RFC 9110 §7.6.3), a pseudonym
+//! drawn when the backend is built; a request that arrives already naming it has been here before (a chain
+//! of proxies that leads back) and is answered 508 Loop Detected without being forwarded again. An upstream
+//! that is the server's own listen address is refused when the config is checked ([`points_at_listener`]).
 //! Responses with a Content-Length up to `buffer_max_bytes` are read whole; longer, chunked or
 //! close-delimited ones are streamed to the client as they arrive.
 
@@ -23,7 +28,12 @@ use tokio::sync::mpsc;
 use super::BackendError;
 use crate::http::duration;
 use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf};
-use crate::http::{Body, Request, Response};
+use crate::http::{Body, Request, Response, Version};
+
+/// Status of a request that came back to the proxy it already passed through (RFC 5842 §7.2): a status
+/// of its own, so a loop is told apart from an upstream that is down (502) in logs and metrics, and it
+/// travels back unchanged through every hop of the loop to the client.
+pub const LOOP_STATUS: u16 = 508;
 
 /// `[routes.proxy]`.
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
@@ -104,6 +114,70 @@ pub struct ProxyBackend {
     upstreams: Vec<Arc<Upstream>>,
     next: AtomicUsize,
     cfg: ProxyConfig,
+    /// This backend's Via pseudonym (`ordo-<16 hex digits>`).
+    via_token: String,
+}
+
+/// A fresh Via pseudonym: 64 random bits from the standard library's per-process random hash keys (a new
+/// key per call), mixed with the process id, the time and a counter so two backends never share one.
+fn new_via_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_usize(COUNTER.fetch_add(1, Ordering::Relaxed));
+    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(d.as_nanos());
+    }
+    format!("ordo-{:016x}", h.finish())
+}
+
+/// Whether a Via field value names `token` as a received-by (`1.1 ordo-ab12, HTTP/1.0 other:80 (c)`).
+fn via_names(value: &str, token: &str) -> bool {
+    value.split(',').any(|entry| {
+        let mut words = entry.split_ascii_whitespace();
+        let _protocol = words.next();
+        words
+            .next()
+            .is_some_and(|by| by.eq_ignore_ascii_case(token))
+    })
+}
+
+/// Whether connecting to `upstream` (as written in the config) would reach a server listening on `listen`:
+/// the same port and (after `0.0.0.0`/`[::]` in the upstream is read as the loopback address Linux connects
+/// to) the same address, or a loopback upstream (`127.x`, `[::1]`, `localhost`) while `listen` is
+/// unspecified (`0.0.0.0` takes IPv4 only, `[::]` both families). Other host names are not resolved: the
+/// Via check catches a loop through them at run time. An ephemeral listen port (0) never matches.
+pub(crate) fn points_at_listener(upstream: &str, listen: std::net::SocketAddr) -> bool {
+    use std::net::{IpAddr, Ipv4Addr, Ipv6Addr};
+    let Ok(hostport) = parse_upstream(upstream) else {
+        return false;
+    };
+    let Some((host, port)) = hostport.rsplit_once(':') else {
+        return false;
+    };
+    if listen.port() == 0 || port.parse::<u16>().ok() != Some(listen.port()) {
+        return false;
+    }
+    let l = listen.ip();
+    let reaches = |u: IpAddr| {
+        let u = match u {
+            IpAddr::V4(a) if a.is_unspecified() => IpAddr::V4(Ipv4Addr::LOCALHOST),
+            IpAddr::V6(a) if a.is_unspecified() => IpAddr::V6(Ipv6Addr::LOCALHOST),
+            u => u,
+        };
+        u == l || (l.is_unspecified() && u.is_loopback() && (l.is_ipv6() || u.is_ipv4()))
+    };
+    let host = host.trim_start_matches('[').trim_end_matches(']');
+    match host.parse::<IpAddr>() {
+        Ok(u) => reaches(u),
+        Err(_) => {
+            let h = host.trim_end_matches('.').to_ascii_lowercase();
+            (h == "localhost" || h.ends_with(".localhost"))
+                && (reaches(IpAddr::V4(Ipv4Addr::LOCALHOST))
+                    || reaches(IpAddr::V6(Ipv6Addr::LOCALHOST)))
+        }
+    }
 }
 
 enum ExchangeError {
@@ -127,7 +201,7 @@ fn hop_by_hop(name: &str) -> bool {
     )
 }
 
-fn parse_upstream(s: &str) -> Result<String, String> {
+pub(crate) fn parse_upstream(s: &str) -> Result<String, String> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
     if lower.starts_with("https://") {
@@ -183,10 +257,44 @@ impl ProxyBackend {
             upstreams,
             next: AtomicUsize::new(0),
             cfg: cfg.clone(),
+            via_token: new_via_token(),
         })
     }
 
+    /// The pseudonym this backend adds to `Via` (`ordo-<hex>`).
+    pub fn via_token(&self) -> &str {
+        &self.via_token
+    }
+
+    /// The answer to a request that already passed through this backend (its `Via` names our pseudonym):
+    /// 508, without forwarding it again. `call` checks this first; the server may also call it before
+    /// queueing the request, so a loop does not wait for a worker.
+    pub fn loop_response(&self, req: &Request) -> Option<Response> {
+        let looped = req
+            .headers
+            .iter()
+            .any(|(k, v)| k == "via" && via_names(v, &self.via_token));
+        if !looped {
+            return None;
+        }
+        tracing::warn!(
+            path = %req.path,
+            via = %self.via_token,
+            "proxy loop: the request came back to the proxy it already passed through; answering 508"
+        );
+        Some(Response::text(
+            LOOP_STATUS,
+            &format!(
+                "loop detected: this request already passed through this proxy (Via {})\n",
+                self.via_token
+            ),
+        ))
+    }
+
     pub async fn call(&self, req: &Request) -> Response {
+        if let Some(resp) = self.loop_response(req) {
+            return resp;
+        }
         let i = self.next.fetch_add(1, Ordering::Relaxed) % self.upstreams.len();
         let up = &self.upstreams[i];
         let mut retried = false;
@@ -254,6 +362,7 @@ impl ProxyBackend {
             .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
             .collect();
         let mut xff: Option<String> = None;
+        let mut via: Option<String> = None;
         let mut host = false;
         for (k, v) in &req.headers {
             if hop_by_hop(k)
@@ -273,6 +382,16 @@ impl ProxyBackend {
                 }
                 continue;
             }
+            if k == "via" {
+                match &mut via {
+                    Some(x) => {
+                        x.push_str(", ");
+                        x.push_str(v);
+                    }
+                    None => via = Some(v.clone()),
+                }
+                continue;
+            }
             host |= k == "host";
             put_header(&mut out, k, v);
         }
@@ -285,6 +404,16 @@ impl ProxyBackend {
             _ => ip,
         };
         put_header(&mut out, "x-forwarded-for", &xff);
+        // RFC 9110 §7.6.3: append our entry (the protocol version we received, our pseudonym) to the list.
+        let ours = match req.version {
+            Version::Http10 => format!("1.0 {}", self.via_token),
+            Version::Http11 => format!("1.1 {}", self.via_token),
+        };
+        let via = match via {
+            Some(v) if !v.is_empty() => format!("{v}, {ours}"),
+            _ => ours,
+        };
+        put_header(&mut out, "via", &via);
         if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
             put_header(&mut out, "content-length", &req.body.len().to_string());
         }
@@ -646,6 +775,54 @@ mod tests {
         assert!(parse_upstream("x:notaport").is_err());
         assert!(parse_upstream("x:1/path").is_err());
         assert!(parse_upstream("").is_err());
+    }
+
+    #[test]
+    fn via_tokens_are_unique_and_recognised() {
+        let a = new_via_token();
+        let b = new_via_token();
+        assert_ne!(a, b);
+        assert!(a.starts_with("ordo-") && a.len() == 21, "{a}");
+        assert!(via_names(&format!("1.1 {a}"), &a));
+        assert!(via_names(&format!("1.0 fred, 1.1 {a} (ordo)"), &a));
+        assert!(via_names(&format!("HTTP/1.1 x:80,1.1  {a}"), &a));
+        assert!(!via_names(&format!("1.1 {b}"), &a));
+        assert!(!via_names(&format!("1.1 x ({a})"), &a));
+        assert!(
+            !via_names(&a, &a),
+            "a bare token is the protocol, not the received-by"
+        );
+        assert!(!via_names("", &a));
+    }
+
+    #[test]
+    fn upstream_pointing_at_the_listener() {
+        let at = |u: &str, l: &str| points_at_listener(u, l.parse().unwrap());
+        assert!(at("127.0.0.1:8080", "127.0.0.1:8080"));
+        assert!(at("http://127.0.0.1:8080/", "127.0.0.1:8080"));
+        assert!(at("localhost:8080", "127.0.0.1:8080"));
+        assert!(at("LOCALHOST.:8080", "[::1]:8080"));
+        assert!(at("0.0.0.0:8080", "127.0.0.1:8080"));
+        assert!(at("[::]:8080", "[::1]:8080"));
+        assert!(!at("[::]:8080", "10.1.2.3:8080"));
+        assert!(!at("localhost:8080", "127.0.0.2:8080"));
+        assert!(at("127.0.0.1:8080", "0.0.0.0:8080"));
+        assert!(at("[::1]:8080", "[::]:8080"));
+        assert!(at("127.0.0.1:8080", "[::]:8080"));
+        assert!(at("10.1.2.3:8080", "10.1.2.3:8080"));
+        assert!(at("[::1]:8080", "[::1]:8080"));
+        assert!(at("localhost:80", "0.0.0.0:80"));
+        assert!(at("localhost", "0.0.0.0:80"));
+        // a different port, address or family, a remote name, an ephemeral listen port: not refused
+        assert!(!at("127.0.0.1:8081", "127.0.0.1:8080"));
+        assert!(!at("127.0.0.2:8080", "127.0.0.1:8080"));
+        assert!(!at("[::1]:8080", "127.0.0.1:8080"));
+        assert!(!at("[::1]:8080", "0.0.0.0:8080"));
+        assert!(!at("10.1.2.3:8080", "0.0.0.0:8080"));
+        assert!(!at("backend:8080", "0.0.0.0:8080"));
+        assert!(!at("localhost:8080", "10.1.2.3:8080"));
+        assert!(!at("127.0.0.1:0", "127.0.0.1:0"));
+        assert!(!at("https://127.0.0.1:8080", "127.0.0.1:8080"));
     }
 
     #[test]
