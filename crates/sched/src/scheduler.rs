@@ -664,14 +664,41 @@ mod tests {
                 }
             }
             if step % 97 == 0 || step > 19_900 {
-                for cq in &s.queues.classes {
-                    let live: Vec<bool> = cq.fifo.iter().map(|e| s.slab.is_live(e.h)).collect();
-                    for p in [0, 1, live.len() / 3, live.len() / 2, live.len()] {
-                        let p = p.min(live.len());
-                        let expect = live[..p].iter().filter(|&&l| l).count();
-                        assert_eq!(cq.live_before(p), expect, "step {step} p {p}");
-                    }
-                }
+                check_live_counts(&s, step);
+            }
+        }
+        // Cancel nearly everything, in random order: tombstones outnumber live requests, so the FIFOs are
+        // compacted (and the rings cleared) along the way.
+        let queued = s.len();
+        assert!(queued > 500, "the run built a deep queue: {queued}");
+        let mut compactions = 0;
+        while tickets.len() > 5 {
+            let i = rng.below(tickets.len() as u64) as usize;
+            let before: Vec<usize> = s.queues.classes.iter().map(|q| q.dead).collect();
+            s.cancel(tickets.swap_remove(i));
+            // Only a compaction drops more than 32 tombstones of a class at once to none.
+            compactions += s
+                .queues
+                .classes
+                .iter()
+                .zip(&before)
+                .filter(|(q, b)| **b > 32 && q.dead == 0)
+                .count();
+            if tickets.len() % 37 == 0 {
+                check_live_counts(&s, tickets.len());
+            }
+        }
+        assert!(compactions > 0);
+        check_live_counts(&s, 0);
+    }
+
+    fn check_live_counts(s: &Scheduler<u64>, step: impl std::fmt::Debug) {
+        for cq in &s.queues.classes {
+            let live: Vec<bool> = cq.fifo.iter().map(|e| s.slab.is_live(e.h)).collect();
+            for p in [0, 1, live.len() / 3, live.len() / 2, live.len()] {
+                let p = p.min(live.len());
+                let expect = live[..p].iter().filter(|&&l| l).count();
+                assert_eq!(cq.live_before(p), expect, "step {step:?} p {p}");
             }
         }
     }

@@ -268,7 +268,9 @@ impl Gate {
 
     /// Take a permit for a request of class `class_name` (its index in the configuration the classifier
     /// used is `meta.class`; when a reload changed the classes, the name decides). Returns at once when a
-    /// worker is free and nothing is queued; otherwise queues and waits for the policy to pick it.
+    /// worker is free and nothing is queued; otherwise queues and waits for the policy to pick it. Dropping
+    /// the future while it waits (the client went away) takes the request out of the queue at once and
+    /// counts it abandoned.
     pub async fn acquire(
         &self,
         mut meta: Meta,
