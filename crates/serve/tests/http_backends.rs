@@ -1,7 +1,8 @@
 //! The backends behind the real HTTP layer: static files (headers, 304, ranges, traversal and symlink escape,
 //! streaming of a large file, revalidation), the proxy against in-test upstreams (success, X-Forwarded-For,
-//! refused → 502, stalled → 504, bad response → 502, keep-alive reuse, chunked and streamed bodies) and the
-//! synthetic backend (bytes, sleep, bad parameters).
+//! refused → 502, stalled → 504, bad response → 502, keep-alive reuse, chunked and streamed bodies, Via and
+//! loop detection: two servers proxying to each other get 508 at once, an upstream equal to the listen
+//! address is refused) and the synthetic backend (bytes, sleep, bad parameters).
 
 mod http_util;
 
@@ -626,4 +627,130 @@ async fn http10_client_gets_a_close_delimited_stream() {
     assert_eq!(r.header("connection"), Some("close"));
     assert_eq!(r.header("transfer-encoding"), None);
     assert_eq!(r.text(), "abc");
+}
+
+/// Answers with the Via field value it received.
+struct ViaEcho(Arc<AtomicUsize>);
+
+impl Handler for ViaEcho {
+    async fn handle(&self, req: Request) -> Response {
+        self.0.fetch_add(1, Ordering::SeqCst);
+        Response::text(200, req.header("via").unwrap_or("-"))
+    }
+}
+
+#[tokio::test]
+async fn proxy_adds_via_and_answers_508_to_its_own_token() {
+    let calls = Arc::new(AtomicUsize::new(0));
+    let up = start(ViaEcho(calls.clone()), Limits::default()).await;
+    let backend = ProxyBackend::new(&proxy_cfg(&[up.addr])).unwrap();
+    let token = backend.via_token().to_string();
+    assert!(token.starts_with("ordo-"), "{token}");
+    let s = start(Route(Backend::Proxy(backend)), Limits::default()).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/a")).await;
+    assert_eq!(c.response().await.text().trim_end(), format!("1.1 {token}"));
+    // earlier hops kept, in order, ours last with the version we received
+    c.send(b"GET /b HTTP/1.1\r\nHost: t\r\nVia: 1.0 fred, 1.1 p.example (x)\r\nVia: 2 cdn\r\n\r\n")
+        .await;
+    assert_eq!(
+        c.response().await.text().trim_end(),
+        format!("1.0 fred, 1.1 p.example (x), 2 cdn, 1.1 {token}")
+    );
+    let r = one_shot_and_close(s.addr, b"GET /c HTTP/1.0\r\nVia: 1.1 other\r\n\r\n").await;
+    assert_eq!(r.text().trim_end(), format!("1.1 other, 1.0 {token}"));
+    // a Via the client names in Connection is hop-by-hop: dropped, ours still added
+    c.send(b"GET /d HTTP/1.1\r\nHost: t\r\nConnection: via\r\nVia: 1.1 secret\r\n\r\n")
+        .await;
+    assert_eq!(c.response().await.text().trim_end(), format!("1.1 {token}"));
+    let before = calls.load(Ordering::SeqCst);
+    // our own token back: 508 at once, not forwarded
+    for via in [
+        format!("1.1 {token}"),
+        format!("1.1 a, 1.1 {token}, 1.1 b"),
+        format!("HTTP/1.1 {}", token.to_uppercase()),
+    ] {
+        c.send(format!("GET /e HTTP/1.1\r\nHost: t\r\nVia: {via}\r\n\r\n").as_bytes())
+            .await;
+        let r = c.response().await;
+        assert_eq!(r.status, 508, "{via}: {}", r.text());
+        assert!(r.text().contains("loop detected"), "{}", r.text());
+    }
+    assert_eq!(
+        calls.load(Ordering::SeqCst),
+        before,
+        "a looping request was forwarded"
+    );
+    // a token that merely contains ours, or sits in a comment, is someone else's
+    c.send(
+        format!("GET /f HTTP/1.1\r\nHost: t\r\nVia: 1.1 {token}x, 1.1 y ({token})\r\n\r\n")
+            .as_bytes(),
+    )
+    .await;
+    assert_eq!(c.response().await.status, 200);
+}
+
+/// Two ordo servers whose proxy routes point at each other: the request comes back to the first one with
+/// its own Via token and is answered 508, in well under the queue timeout (10 s) and the read timeout (5 s).
+#[tokio::test]
+async fn proxy_loop_between_two_servers_is_508_at_once() {
+    use ordo_serve::{ServeConfig, Server as OrdoServer};
+    let conf = |upstream: SocketAddr| {
+        let text = format!(
+            "listen = \"127.0.0.1:0\"\nworkers = 4\nqueue_timeout = \"10s\"\n[admin]\nenabled = false\n\
+             [[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"{upstream}\"], read_timeout = \"5s\" }}\n"
+        );
+        ServeConfig::from_toml_str(&text, "loop.toml").unwrap()
+    };
+    // A starts towards a placeholder, B towards A, then A is reloaded towards B
+    let placeholder = raw_upstream(Some(b"HTTP/1.1 204 No Content\r\n\r\n")).await;
+    let a = OrdoServer::start(conf(placeholder)).await.unwrap();
+    let b = OrdoServer::start(conf(a.local_addr())).await.unwrap();
+    a.reload(conf(b.local_addr())).unwrap();
+    for (name, addr) in [("a", a.local_addr()), ("b", b.local_addr())] {
+        let t0 = Instant::now();
+        let r = one_shot_or_keep(addr).await;
+        let took = t0.elapsed();
+        assert_eq!(r.status, 508, "via {name}: {}", r.text());
+        assert!(r.text().contains("loop detected"), "{}", r.text());
+        assert!(took < Duration::from_secs(2), "via {name}: took {took:?}");
+    }
+    a.shutdown().await.unwrap();
+    b.shutdown().await.unwrap();
+}
+
+#[test]
+fn proxy_upstream_equal_to_listen_is_refused() {
+    use ordo_serve::ServeConfig;
+    for (listen, upstream) in [
+        ("127.0.0.1:18080", "127.0.0.1:18080"),
+        ("127.0.0.1:18080", "http://localhost:18080"),
+        ("0.0.0.0:18080", "127.0.0.1:18080"),
+        ("127.0.0.1:18080", "0.0.0.0:18080"),
+    ] {
+        let text = format!(
+            "listen = \"{listen}\"\n\n[[routes]]\nprefix = \"/ok\"\nsynthetic = {{}}\n\n\
+             [[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"127.0.0.1:1\",\n  \"{upstream}\"] }}\n"
+        );
+        let e = ServeConfig::from_toml_str(&text, "loop.toml").unwrap_err();
+        assert_eq!(
+            (e.file.as_str(), e.line, e.key.as_deref()),
+            ("loop.toml", Some(10), Some("routes[1].proxy.upstreams[1]")),
+            "{listen} → {upstream}: {e}"
+        );
+        assert!(e.message.contains("own `listen` address"), "{e}");
+    }
+    // another port, or port 0 (chosen at start), is fine
+    for (listen, upstream) in [
+        ("127.0.0.1:18080", "127.0.0.1:18081"),
+        ("127.0.0.1:0", "127.0.0.1:18080"),
+    ] {
+        let text = format!(
+            "listen = \"{listen}\"\n[[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"{upstream}\"] }}\n"
+        );
+        assert!(
+            ServeConfig::from_toml_str(&text, "ok.toml").is_ok(),
+            "{listen} → {upstream}"
+        );
+    }
 }
