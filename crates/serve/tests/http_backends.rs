@@ -754,3 +754,25 @@ fn proxy_upstream_equal_to_listen_is_refused() {
         );
     }
 }
+
+/// The check the server can run before scheduling: the same verdict as the backend's own, without a call.
+#[test]
+fn proxy_loop_is_answered_before_scheduling() {
+    let b =
+        Backend::Proxy(ProxyBackend::new(&proxy_cfg(&["127.0.0.1:1".parse().unwrap()])).unwrap());
+    let Backend::Proxy(p) = &b else {
+        unreachable!()
+    };
+    let token = p.via_token().to_string();
+    let mut req = Request::get("/x");
+    assert!(b.answer_before_scheduling(&req).is_none());
+    req.headers.push(("via".into(), "1.1 someone-else".into()));
+    assert!(b.answer_before_scheduling(&req).is_none());
+    req.headers.push(("via".into(), format!("1.1 {token}")));
+    assert_eq!(
+        b.answer_before_scheduling(&req).map(|r| r.status),
+        Some(508)
+    );
+    let s = Backend::Synthetic(SyntheticBackend::new(&SyntheticConfig::default()).unwrap());
+    assert!(s.answer_before_scheduling(&req).is_none());
+}

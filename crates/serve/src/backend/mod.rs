@@ -40,6 +40,15 @@ impl Backend {
         }
     }
 
+    /// An answer the backend gives without being called, before the request is scheduled: today a proxy
+    /// loop (the request already carries this proxy's Via pseudonym → 508). `None`: schedule it.
+    pub fn answer_before_scheduling(&self, req: &Request) -> Option<Response> {
+        match self {
+            Backend::Proxy(b) => b.loop_response(req),
+            Backend::Static(_) | Backend::Synthetic(_) => None,
+        }
+    }
+
     /// What the backend knows of the request's size before serving it: a static file's size in bytes, a
     /// synthetic request's work in microseconds; `None` when it cannot tell (a proxied request).
     pub fn size_hint(&self, req: &Request) -> Option<u64> {
