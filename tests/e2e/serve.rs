@@ -350,3 +350,19 @@ fn serve_file_errors_still_name_the_line_with_overrides() {
         "{err}"
     );
 }
+
+/// `--policy-script` is relative to the directory the command runs in, not to the config file's.
+#[test]
+fn serve_policy_script_is_relative_to_the_current_directory() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("plain.toml");
+    std::fs::write(&p, "workers = 2\n[admin]\nenabled = false\n").unwrap();
+    let mut cmd = ordo();
+    cmd.current_dir(example(""))
+        .args(["serve", "--check"])
+        .arg(&p)
+        .args(["--policy", "lua", "--policy-script", "lua-policy.lua"]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stderr.contains("ok (policy lua"), "{}", out.stderr);
+}

@@ -223,3 +223,71 @@ fn every_example_is_valid() {
     }
     assert!(n >= 8, "expected the example configs, found {n}");
 }
+
+/// A valid file made invalid by a command-line override: the error names the flag (file = the flag, no
+/// line or key), the file's own errors keep their line, and an override that fixes nothing is not blamed.
+#[test]
+fn override_errors_name_the_flag_not_the_line() {
+    use ordo_serve::{Overrides, PolicyName};
+    let with = |text: &str, o: Overrides| {
+        let mut cfg = ServeConfig::from_toml_str(text, "ok.toml").expect("valid alone");
+        cfg.apply_overrides(o);
+        cfg.validate()
+    };
+    let e = with(
+        "workers = 2\npolicy = \"fcfs\"\n",
+        Overrides {
+            policy: Some(PolicyName::Lua),
+            workers: Some(3),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!((e.line, e.key.as_deref()), (None, None), "{e}");
+    assert_eq!(
+        e.to_string(),
+        "--policy lua: needs `policy_script` in ok.toml (or --policy-script PATH)"
+    );
+    let e = with(
+        "policy = \"edf\"\n[[classes]]\nname = \"a\"\ndeadline = \"1s\"\n[[classes]]\nname = \"b\"\n",
+        Overrides {
+            policy: Some(PolicyName::Stride),
+            policy_script: Some("/no/such/pick.lua".into()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        "--policy-script /no/such/pick.lua: only used with policy \"lua\" (policy is \"stride\" from --policy); add --policy lua"
+    );
+    // the admin listener's default address, taken by --listen
+    let e = with(
+        "workers = 2\n",
+        Overrides {
+            listen: Some("127.0.0.1:9090".parse().unwrap()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap_err();
+    assert!(
+        e.to_string().starts_with(
+            "--listen 127.0.0.1:9090: same address as the admin listener (`admin.listen`, ok.toml)"
+        ),
+        "{e}"
+    );
+    // overrides that only change valid values are fine
+    assert!(
+        with(
+            "workers = 2\n",
+            Overrides {
+                workers: Some(8),
+                threads: Some(1),
+                admin: Some(None),
+                listen: Some("127.0.0.1:9090".parse().unwrap()),
+                ..Overrides::default()
+            },
+        )
+        .is_ok()
+    );
+}
