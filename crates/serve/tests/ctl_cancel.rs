@@ -34,7 +34,7 @@ async fn send_and_hold(a: SocketAddr, path: &str) -> TcpStream {
 async fn cap_is_freed_by_clients_that_left(toml: &str, reason: &str) {
     let h = start(toml).await;
     let a = h.local_addr();
-    let blocker = send_and_hold(a, "/sleep?ms=60000").await;
+    let blocker = send_and_hold(a, "/sleep?ms=30000").await;
     wait_until(WAIT, || busy(&h) == 1).await;
 
     let mut gone = Vec::new();
@@ -47,12 +47,13 @@ async fn cap_is_freed_by_clients_that_left(toml: &str, reason: &str) {
     assert!(full.body.contains(reason), "{}", full.body);
 
     drop(gone);
-    // The server notices each close within milliseconds; before the cancel path the entries stayed
-    // queued (and counted toward the cap) until the blocker's worker freed up, a minute from now.
+    // The server notices each close within milliseconds (the bound only allows for a starved machine);
+    // before the cancel path the entries stayed queued (and counted toward the cap) until the blocker's
+    // worker freed up, 30 s from now.
     let t = Instant::now();
     while queued(&h) != 0 {
         assert!(
-            t.elapsed() < Duration::from_secs(3),
+            t.elapsed() < Duration::from_secs(8),
             "requests whose clients left still count toward the cap: queued = {}",
             queued(&h)
         );
