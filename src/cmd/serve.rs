@@ -69,13 +69,9 @@ fn resolve(args: &Args) -> anyhow::Result<ServeConfig> {
 }
 
 /// [`resolve`] for a given file: `--check FILE` validates exactly what `--config FILE` with the same
-/// overrides would start. The file is validated on its own first (errors name its line and key); what
-/// fails only once the flags are applied names the flag.
+/// overrides would start. The file with the flags applied is validated once: errors in the file name its
+/// line and key, errors at a key a flag set name the flag.
 fn resolve_file(args: &Args, file: Option<&std::path::Path>) -> anyhow::Result<ServeConfig> {
-    let mut cfg = match file {
-        Some(p) => ServeConfig::from_file(p).map_err(usage)?,
-        None => ServeConfig::default(),
-    };
     // A path on the command line is relative to where the command runs, not to the file's directory.
     let policy_script = match &args.policy_script {
         Some(p) => Some(
@@ -84,7 +80,7 @@ fn resolve_file(args: &Args, file: Option<&std::path::Path>) -> anyhow::Result<S
         ),
         None => None,
     };
-    cfg.apply_overrides(Overrides {
+    let overrides = Overrides {
         listen: args.listen,
         workers: args.workers.map(|w| w as usize),
         policy: args.policy,
@@ -94,8 +90,16 @@ fn resolve_file(args: &Args, file: Option<&std::path::Path>) -> anyhow::Result<S
             AdminArg::Off => None,
             AdminArg::On(addr) => Some(addr),
         }),
-    });
-    cfg.validate().map_err(usage)?;
+    };
+    let cfg = match file {
+        Some(p) => ServeConfig::from_file_with(p, overrides).map_err(usage)?,
+        None => {
+            let mut cfg = ServeConfig::default();
+            cfg.apply_overrides(overrides);
+            cfg.validate().map_err(usage)?;
+            cfg
+        }
+    };
     Ok(cfg)
 }
 

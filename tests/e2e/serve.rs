@@ -365,4 +365,20 @@ fn serve_policy_script_is_relative_to_the_current_directory() {
     let out = run_with_timeout(cmd, Duration::from_secs(30));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
     assert!(out.stderr.contains("ok (policy lua"), "{}", out.stderr);
+
+    // a file that says `policy = "lua"` and leaves the script to the command line
+    std::fs::write(
+        &p,
+        "workers = 2\npolicy = \"lua\"\n[admin]\nenabled = false\n",
+    )
+    .unwrap();
+    let (code, err) = check_with(&p, &[]);
+    assert_eq!(code, Some(2), "{err}");
+    assert!(
+        err.contains(&format!("{}:2: policy: ", p.display())),
+        "{err}"
+    );
+    let script = example("lua-policy.lua").display().to_string();
+    let (code, err) = check_with(&p, &["--policy-script", &script]);
+    assert_eq!(code, Some(0), "{err}");
 }

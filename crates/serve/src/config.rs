@@ -440,6 +440,17 @@ pub fn path_to_string(path: &[Seg]) -> String {
 impl ServeConfig {
     /// Read, parse and validate a config file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
+        Self::from_file_with(path, Overrides::default())
+    }
+
+    /// Read and parse a config file, apply command-line overrides, then validate the result once: what is
+    /// checked is what would run, so a file that is only complete with its flags (`policy = "lua"` plus
+    /// `--policy-script`) is accepted, and a failure at a key a flag set names the flag. Use this (with the
+    /// running overrides) to re-read the file on reload, too.
+    pub fn from_file_with(
+        path: impl AsRef<Path>,
+        overrides: Overrides,
+    ) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let name = path.display().to_string();
         let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
@@ -458,16 +469,23 @@ impl ServeConfig {
                 }
             })
             .unwrap_or_else(|| PathBuf::from("."));
-        Self::parse(text, name, Some(path.to_path_buf()), dir)
+        let mut cfg = Self::parse_unchecked(text, name, Some(path.to_path_buf()), dir)?;
+        cfg.apply_overrides(overrides);
+        cfg.validate()?;
+        Ok(cfg)
     }
 
     /// Parse and validate TOML text; `name` is used in error messages; relative paths resolve against the
     /// current directory.
     pub fn from_toml_str(text: &str, name: &str) -> Result<Self, ConfigError> {
-        Self::parse(text.to_string(), name.to_string(), None, PathBuf::from("."))
+        let cfg =
+            Self::parse_unchecked(text.to_string(), name.to_string(), None, PathBuf::from("."))?;
+        cfg.validate()?;
+        Ok(cfg)
     }
 
-    fn parse(
+    /// Parse only (TOML syntax, types, unknown keys); the caller validates.
+    fn parse_unchecked(
         text: String,
         name: String,
         path: Option<PathBuf>,
@@ -492,7 +510,6 @@ impl ServeConfig {
             text,
             dir,
         }));
-        cfg.validate()?;
         Ok(cfg)
     }
 
@@ -547,9 +564,8 @@ impl ServeConfig {
     }
 
     /// Turn a not-yet-located failure into an error naming file, line and key — or the command-line flag
-    /// behind it: the one the check named, else the override of the failing top-level key (a file is
-    /// validated on its own before the overrides are applied, so a failure at an overridden key is the
-    /// flag's doing).
+    /// behind it: the one the check named, else the override of the failing top-level key (the value in
+    /// effect there came from the flag, not the file).
     pub fn locate(&self, inv: Invalid) -> ConfigError {
         let flag = inv.flag.clone().or_else(|| match inv.path.first() {
             Some(Seg::Key(k)) => self.overrides.flag_for(k),

@@ -291,3 +291,46 @@ fn override_errors_name_the_flag_not_the_line() {
         .is_ok()
     );
 }
+
+/// `from_file_with` validates the file with the flags applied: a file completed by its flags is accepted
+/// (and `from_file` alone still refuses it at its line), a flag that overrides a bad value fixes it.
+#[test]
+fn a_file_completed_by_its_flags_is_accepted() {
+    use ordo_serve::Overrides;
+    let dir = tempfile::tempdir().unwrap();
+    let script = dir.path().join("pick.lua");
+    std::fs::write(&script, "function pick(heads) return heads[1].class end\n").unwrap();
+    let p = dir.path().join("lua.toml");
+    std::fs::write(&p, "workers = 2\npolicy = \"lua\"\n").unwrap();
+    let e = ServeConfig::from_file(&p).unwrap_err();
+    assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("policy")), "{e}");
+    let cfg = ServeConfig::from_file_with(
+        &p,
+        Overrides {
+            policy_script: Some(script.clone()),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(cfg.policy_script.as_deref(), Some(script.as_path()));
+    assert_eq!(
+        cfg.overrides.policy_script.as_deref(),
+        Some(script.as_path())
+    );
+
+    std::fs::write(&p, "workers = 0\n").unwrap();
+    let e = ServeConfig::from_file_with(&p, Overrides::default()).unwrap_err();
+    assert_eq!(
+        e.to_string(),
+        format!("{}:1: workers: must be ≥ 1, got 0", p.display())
+    );
+    let cfg = ServeConfig::from_file_with(
+        &p,
+        Overrides {
+            workers: Some(3),
+            ..Overrides::default()
+        },
+    )
+    .unwrap();
+    assert_eq!(cfg.workers, 3);
+}
