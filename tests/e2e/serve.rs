@@ -192,6 +192,15 @@ fn check_with(file: &Path, flags: &[&str]) -> (Option<i32>, String) {
     (out.code(), out.stderr)
 }
 
+/// 1-based number of the first line of `file` that starts with `prefix` (examples change; tests follow).
+fn line_of(file: &Path, prefix: &str) -> usize {
+    let text = std::fs::read_to_string(file).unwrap();
+    1 + text
+        .lines()
+        .position(|l| l.starts_with(prefix))
+        .unwrap_or_else(|| panic!("{}: no line starting with {prefix:?}", file.display()))
+}
+
 fn example(name: &str) -> std::path::PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR"))
         .join("examples/serve")
@@ -215,7 +224,7 @@ fn serve_override_errors_name_the_flag() {
         "{err}"
     );
     assert!(
-        !err.contains(&format!("{d}:7")),
+        !err.contains(&format!("{d}:{}", line_of(&default, "policy ="))),
         "blames the file's line: {err}"
     );
 
@@ -266,8 +275,9 @@ fn serve_override_errors_name_the_flag() {
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(&format!(
-            "--policy fcfs: {}:6 sets `policy_script`",
-            lua.display()
+            "--policy fcfs: {}:{} sets `policy_script`",
+            lua.display(),
+            line_of(&lua, "policy_script")
         )),
         "{err}"
     );
@@ -284,7 +294,8 @@ fn serve_override_errors_name_the_flag() {
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(&format!(
-            "--listen 127.0.0.1:9090: same address as the admin listener (`admin.listen`, {d}:23)"
+            "--listen 127.0.0.1:9090: same address as the admin listener (`admin.listen`, {d}:{})",
+            line_of(&default, "listen = \"127.0.0.1:9090\"")
         )),
         "{err}"
     );
@@ -303,8 +314,9 @@ fn serve_override_errors_name_the_flag() {
     assert_eq!(code, Some(2), "{err}");
     assert!(
         err.contains(&format!(
-            "--listen 127.0.0.1:8081: {}:31: routes[0].proxy.upstreams[0] upstream `127.0.0.1:8081` is this address",
-            proxy.display()
+            "--listen 127.0.0.1:8081: {}:{}: routes[0].proxy.upstreams[0] upstream `127.0.0.1:8081` is this address",
+            proxy.display(),
+            line_of(&proxy, "proxy = ")
         )),
         "{err}"
     );
