@@ -7,11 +7,12 @@ use std::sync::Arc;
 use ordo_serve::backend::static_files::{StaticBackend, StaticConfig};
 use ordo_serve::http::{Handler, Limits, Request, Response, run_listener};
 
-struct Static(StaticBackend);
+struct Static(Arc<StaticBackend>);
 
 impl Handler for Static {
-    async fn handle(&self, req: Request) -> Response {
-        self.0.call(&req).await
+    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
+        let backend = self.0.clone();
+        async move { backend.call(&req).await }
     }
 }
 
@@ -35,7 +36,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             max_connections: 100_000,
             ..Limits::default()
         };
-        run_listener(listener, Arc::new(Static(backend)), Arc::new(limits), rx).await
+        run_listener(
+            listener,
+            Arc::new(Static(Arc::new(backend))),
+            Arc::new(limits),
+            rx,
+        )
+        .await
     })?;
     Ok(())
 }

@@ -21,7 +21,7 @@ impl AdminApp {
 }
 
 impl Handler for AdminApp {
-    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send {
+    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
         let shared = self.0.clone();
         async move { route(&shared, &req) }
     }

@@ -376,7 +376,7 @@ fn strip(req: &mut Request, prefix: &str) {
 struct App(Arc<Shared>);
 
 impl Handler for App {
-    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send {
+    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
         let shared = self.0.clone();
         async move { shared.serve(req).await }
     }

@@ -21,11 +21,18 @@ use ordo_serve::http::{Handler, Limits, Request, Response, serve_connection};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 
-struct Route(Backend);
+struct Route(Arc<Backend>);
+
+impl Route {
+    fn new(b: Backend) -> Self {
+        Route(Arc::new(b))
+    }
+}
 
 impl Handler for Route {
-    async fn handle(&self, req: Request) -> Response {
-        self.0.call(&req).await
+    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
+        let backend = self.0.clone();
+        async move { backend.call(&req).await }
     }
 }
 
@@ -64,7 +71,7 @@ fn site() -> Site {
 
 async fn static_server(root: &Path) -> Server {
     let b = StaticBackend::new(&StaticConfig::new(root), "").unwrap();
-    start(Route(Backend::Static(b)), Limits::default()).await
+    start(Route::new(Backend::Static(b)), Limits::default()).await
 }
 
 #[tokio::test]
@@ -227,7 +234,7 @@ async fn static_large_file_streamed_and_prefix() {
         b.size_hint(&Request::get("/files/big.bin")),
         Some(site.big.len() as u64)
     );
-    let s = start(Route(Backend::Static(b)), Limits::default()).await;
+    let s = start(Route::new(Backend::Static(b)), Limits::default()).await;
     let mut c = Client::connect(s.addr).await;
     c.send(&get("/files/big.bin")).await;
     let r = c.response().await;
@@ -268,21 +275,21 @@ struct Upstream {
 struct UpHandler;
 
 impl Handler for UpHandler {
-    async fn handle(&self, req: Request) -> Response {
-        {
-            let body = format!(
-                "{} {} xff={} host={} conn={} body={}",
-                req.method,
-                req.target,
-                req.header("x-forwarded-for").unwrap_or("-"),
-                req.header("host").unwrap_or("-"),
-                req.header("connection").unwrap_or("-"),
-                String::from_utf8_lossy(&req.body)
-            );
+    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
+        let body = format!(
+            "{} {} xff={} host={} conn={} body={}",
+            req.method,
+            req.target,
+            req.header("x-forwarded-for").unwrap_or("-"),
+            req.header("host").unwrap_or("-"),
+            req.header("connection").unwrap_or("-"),
+            String::from_utf8_lossy(&req.body)
+        );
+        std::future::ready(
             Response::text(201, &body)
                 .with_header("x-up", "1")
-                .with_header("keep-alive", "timeout=5")
-        }
+                .with_header("keep-alive", "timeout=5"),
+        )
     }
 }
 
@@ -354,7 +361,7 @@ fn proxy_cfg(addrs: &[SocketAddr]) -> ProxyConfig {
 
 async fn proxy_server(cfg: ProxyConfig) -> Server {
     start(
-        Route(Backend::Proxy(ProxyBackend::new(&cfg).unwrap())),
+        Route::new(Backend::Proxy(ProxyBackend::new(&cfg).unwrap())),
         Limits::default(),
     )
     .await
@@ -488,7 +495,7 @@ async fn proxy_streams_chunked_and_close_delimited() {
 
     // a large upstream body (over buffer_max_bytes) arrives whole
     let up = start(
-        Route(Backend::Synthetic(
+        Route::new(Backend::Synthetic(
             SyntheticBackend::new(&SyntheticConfig::default()).unwrap(),
         )),
         Limits::default(),
@@ -506,7 +513,7 @@ async fn proxy_streams_chunked_and_close_delimited() {
 #[tokio::test]
 async fn synthetic_backend() {
     let s = start(
-        Route(Backend::Synthetic(
+        Route::new(Backend::Synthetic(
             SyntheticBackend::new(&SyntheticConfig::default()).unwrap(),
         )),
         Limits::default(),

@@ -25,7 +25,7 @@ fn echo() -> Echo {
 }
 
 impl Handler for Echo {
-    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send {
+    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send + 'static {
         self.calls.fetch_add(1, Ordering::SeqCst);
         async move {
             if let Some(ms) = req.query_param("sleep").and_then(|v| v.parse().ok()) {
@@ -52,6 +52,7 @@ fn limits() -> Limits {
         idle_timeout: Duration::from_millis(400),
         max_connections: 100,
         max_requests_per_connection: None,
+        defer_accept: false,
     }
 }
 

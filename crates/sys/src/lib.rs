@@ -5,6 +5,7 @@ pub mod clock;
 pub mod error;
 pub mod fingerprint;
 pub mod knobs;
+pub mod net;
 pub mod process;
 pub mod procfs;
 pub mod rusage;

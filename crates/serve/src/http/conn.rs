@@ -2,8 +2,12 @@
 //! call the handler (watching the socket, so a client that leaves drops its request), write the response,
 //! and either go round again (keep-alive, pipelining) or close.
 //! One request at a time, so responses leave in request order; pipelined requests wait in the read buffer.
+//! A task may also start part-way through its first request, where the accept loop's inline path
+//! (`super::inline`) had to stop: see [`Resume`].
 
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -14,17 +18,64 @@ use tokio::sync::watch;
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::parse::{ChunkError, ChunkedDecoder, Framing, HeadError, parse_head};
-use super::write::{WriteCtx, write_response};
-use super::{Body, Handler, Limits, Request, Response, shutdown_signalled};
+use super::write::{WriteCtx, write_all_timeout, write_response};
+use super::{Body, Handler, Limits, Request, Response, Version, shutdown_signalled};
 
 /// Initial read-buffer size; also the least free space kept before each read.
-const READ_CHUNK: usize = 8 * 1024;
+pub(crate) const READ_CHUNK: usize = 8 * 1024;
 /// Buffers that grew beyond this (a large body) are given back between requests.
 const KEEP_CAPACITY: usize = 64 * 1024;
 /// After an error answer: how long and how much unread input to drain so the close does not turn into a
 /// reset that could destroy the answer before the client reads it.
 const LINGER_TIME: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 256 * 1024;
+
+/// A handler's response still to come, boxed so it can move from the accept loop into a task.
+pub(crate) type PendingResponse = Pin<Box<dyn Future<Output = Response> + Send>>;
+
+/// What the connection loop needs from a request head once its handler has it.
+#[derive(Clone, Copy)]
+pub(crate) struct ReqInfo {
+    pub version: Version,
+    pub head_request: bool,
+    /// Whether the client asked to keep the connection open.
+    pub keep_alive: bool,
+}
+
+/// Where a connection task starts.
+pub(crate) enum Resume {
+    /// At the top of the loop: read the next request (the read buffer may already hold part of it).
+    Read,
+    /// The first request's handler was started and has not answered yet (queued for a worker, say).
+    Handle { fut: PendingResponse, info: ReqInfo },
+    /// The first response is ready but needs more than one plain write (a file, a stream, a large body).
+    Write { resp: Response, info: ReqInfo },
+    /// The first response was partly written: send the rest, then go on (`keep`) or close.
+    Rest { rest: Bytes, keep: bool },
+}
+
+/// A connection task's starting state.
+pub(crate) struct Start {
+    /// Bytes received and not yet consumed (a partial head, or requests pipelined after the first).
+    pub rbuf: BytesMut,
+    /// Responses already written.
+    pub served: u64,
+    /// Whether TCP_NODELAY is already set.
+    pub nodelay: bool,
+    pub resume: Resume,
+}
+
+impl Start {
+    /// A connection nothing has been read from.
+    pub(crate) fn fresh() -> Start {
+        Start {
+            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            served: 0,
+            nodelay: false,
+            resume: Resume::Read,
+        }
+    }
+}
 
 enum ReadOutcome {
     Data,
@@ -53,171 +104,222 @@ pub(crate) async fn serve<H: Handler>(
     handler: Arc<H>,
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
+    start: Start,
 ) {
     // TCP_NODELAY is set before the first write that Nagle could hold back (see `needs_nodelay`), so a
     // one-response connection (`Connection: close`, HTTP/1.0) saves the setsockopt.
-    let mut nodelay = false;
+    let Start {
+        mut rbuf,
+        mut served,
+        mut nodelay,
+        resume,
+    } = start;
+    let mut resume = Some(resume);
     // one shutdown future for the connection's life, polled while it waits between requests
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
-    let mut rbuf = BytesMut::with_capacity(READ_CHUNK);
     let mut wbuf = BytesMut::with_capacity(4 * 1024);
-    let mut served: u64 = 0;
     let accepted = Instant::now();
     loop {
-        // Wait for the first byte of the next request: the head timeout on a fresh connection, the idle
-        // timeout between requests; shutdown closes a connection that is between requests.
-        let deadline = if rbuf.is_empty() {
-            let wait_until = if served == 0 {
-                accepted + limits.head_timeout
-            } else {
-                Instant::now() + limits.idle_timeout
-            };
-            reserve(&mut rbuf);
-            let r = tokio::select! {
-                biased;
-                r = timeout_at(wait_until, stream.read_buf(&mut rbuf)) => r,
-                _ = &mut stop => return,
-            };
-            match r {
-                Ok(Ok(n)) if n > 0 => {}
-                _ => return,
-            }
-            if served == 0 {
-                accepted + limits.head_timeout
-            } else {
-                Instant::now() + limits.head_timeout
-            }
-        } else {
-            Instant::now() + limits.head_timeout
-        };
-
-        let head = loop {
-            match parse_head(&rbuf, limits.max_head_bytes) {
-                Ok(h) => break h,
-                Err(HeadError::Status(status, msg)) => {
-                    return fail(stream, &mut wbuf, status, msg, &limits).await;
+        let (resp, info) = match resume.take() {
+            Some(Resume::Handle { mut fut, info }) => {
+                match handle_watching(&mut stream, &mut rbuf, fut.as_mut(), &limits).await {
+                    Some(resp) => (resp, info),
+                    None => return,
                 }
-                Err(HeadError::Partial) => match read_until(&mut stream, &mut rbuf, deadline).await
+            }
+            Some(Resume::Write { resp, info }) => (resp, info),
+            Some(Resume::Rest { rest, keep }) => {
+                if write_all_timeout(&mut stream, &rest, limits.idle_timeout)
+                    .await
+                    .is_err()
                 {
-                    ReadOutcome::Data => {}
-                    ReadOutcome::Closed => return,
-                    ReadOutcome::TimedOut => {
-                        return fail(
-                            stream,
-                            &mut wbuf,
-                            408,
-                            "request head not received in time",
-                            &limits,
-                        )
-                        .await;
-                    }
-                },
-            }
-        };
-        rbuf.advance(head.len);
-
-        if let Framing::Length(n) = head.framing {
-            if n > limits.max_body_bytes {
-                return fail(stream, &mut wbuf, 413, "request body too large", &limits).await;
-            }
-        }
-        // The client waits for a go-ahead before sending a body it announced (and not yet sent).
-        if head.expect_continue
-            && !matches!(head.framing, Framing::None)
-            && rbuf.is_empty()
-            && stream
-                .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                .await
-                .is_err()
-        {
-            return;
-        }
-        let body = match head.framing {
-            Framing::None => Bytes::new(),
-            Framing::Length(n) => {
-                let n = n as usize;
-                while rbuf.len() < n {
-                    rbuf.reserve((n - rbuf.len()).min(1 << 20));
-                    match read_until(&mut stream, &mut rbuf, Instant::now() + limits.head_timeout)
-                        .await
-                    {
-                        ReadOutcome::Data => {}
-                        ReadOutcome::Closed => return,
-                        ReadOutcome::TimedOut => {
-                            return fail(
-                                stream,
-                                &mut wbuf,
-                                408,
-                                "request body not received in time",
-                                &limits,
-                            )
-                            .await;
-                        }
-                    }
+                    return;
                 }
-                rbuf.split_to(n).freeze()
+                if !keep {
+                    if !rbuf.is_empty() {
+                        linger_close(stream).await;
+                    }
+                    return;
+                }
+                continue;
             }
-            Framing::Chunked => {
-                let mut dec = ChunkedDecoder::new(limits.max_body_bytes);
-                let mut body = BytesMut::new();
-                loop {
-                    match dec.decode(&mut rbuf, |c| body.extend_from_slice(c)) {
-                        Ok(true) => break,
-                        Ok(false) => match read_until(
-                            &mut stream,
-                            &mut rbuf,
-                            Instant::now() + limits.head_timeout,
-                        )
-                        .await
-                        {
-                            ReadOutcome::Data => {}
-                            ReadOutcome::Closed => return,
-                            ReadOutcome::TimedOut => {
-                                return fail(
-                                    stream,
-                                    &mut wbuf,
-                                    408,
-                                    "request body not received in time",
-                                    &limits,
-                                )
-                                .await;
+            None | Some(Resume::Read) => {
+                // Wait for the first byte of the next request: the head timeout on a fresh connection, the idle
+                // timeout between requests; shutdown closes a connection that is between requests.
+                let deadline = if rbuf.is_empty() {
+                    let wait_until = if served == 0 {
+                        accepted + limits.head_timeout
+                    } else {
+                        Instant::now() + limits.idle_timeout
+                    };
+                    reserve(&mut rbuf);
+                    let r = tokio::select! {
+                        biased;
+                        r = timeout_at(wait_until, stream.read_buf(&mut rbuf)) => r,
+                        _ = &mut stop => return,
+                    };
+                    match r {
+                        Ok(Ok(n)) if n > 0 => {}
+                        _ => return,
+                    }
+                    if served == 0 {
+                        accepted + limits.head_timeout
+                    } else {
+                        Instant::now() + limits.head_timeout
+                    }
+                } else {
+                    Instant::now() + limits.head_timeout
+                };
+
+                let head = loop {
+                    match parse_head(&rbuf, limits.max_head_bytes) {
+                        Ok(h) => break h,
+                        Err(HeadError::Status(status, msg)) => {
+                            return fail(stream, &mut wbuf, status, msg, &limits).await;
+                        }
+                        Err(HeadError::Partial) => {
+                            match read_until(&mut stream, &mut rbuf, deadline).await {
+                                ReadOutcome::Data => {}
+                                ReadOutcome::Closed => return,
+                                ReadOutcome::TimedOut => {
+                                    return fail(
+                                        stream,
+                                        &mut wbuf,
+                                        408,
+                                        "request head not received in time",
+                                        &limits,
+                                    )
+                                    .await;
+                                }
                             }
-                        },
-                        Err(ChunkError::TooLarge) => {
-                            return fail(stream, &mut wbuf, 413, "request body too large", &limits)
-                                .await;
-                        }
-                        Err(ChunkError::Invalid(msg)) => {
-                            return fail(stream, &mut wbuf, 400, msg, &limits).await;
                         }
                     }
-                }
-                body.freeze()
-            }
-        };
+                };
+                rbuf.advance(head.len);
 
-        let head_request = head.method == "HEAD";
-        let version = head.version;
-        let keep_alive = head.keep_alive;
-        let req = Request {
-            method: head.method,
-            target: head.target,
-            path: head.path,
-            query: head.query,
-            version,
-            headers: head.headers,
-            body,
-            peer,
-            keep_alive,
-        };
-        let Some(resp) = handle_watching(&mut stream, &mut rbuf, &*handler, req, &limits).await
-        else {
-            // The client closed (or reset) the connection while its request waited or was served: the
-            // request was dropped with it (its queue place or permit released); nobody is left to answer.
-            return;
+                if let Framing::Length(n) = head.framing {
+                    if n > limits.max_body_bytes {
+                        return fail(stream, &mut wbuf, 413, "request body too large", &limits)
+                            .await;
+                    }
+                }
+                // The client waits for a go-ahead before sending a body it announced (and not yet sent).
+                if head.expect_continue
+                    && !matches!(head.framing, Framing::None)
+                    && rbuf.is_empty()
+                    && stream
+                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
+                        .await
+                        .is_err()
+                {
+                    return;
+                }
+                let body = match head.framing {
+                    Framing::None => Bytes::new(),
+                    Framing::Length(n) => {
+                        let n = n as usize;
+                        while rbuf.len() < n {
+                            rbuf.reserve((n - rbuf.len()).min(1 << 20));
+                            match read_until(
+                                &mut stream,
+                                &mut rbuf,
+                                Instant::now() + limits.head_timeout,
+                            )
+                            .await
+                            {
+                                ReadOutcome::Data => {}
+                                ReadOutcome::Closed => return,
+                                ReadOutcome::TimedOut => {
+                                    return fail(
+                                        stream,
+                                        &mut wbuf,
+                                        408,
+                                        "request body not received in time",
+                                        &limits,
+                                    )
+                                    .await;
+                                }
+                            }
+                        }
+                        rbuf.split_to(n).freeze()
+                    }
+                    Framing::Chunked => {
+                        let mut dec = ChunkedDecoder::new(limits.max_body_bytes);
+                        let mut body = BytesMut::new();
+                        loop {
+                            match dec.decode(&mut rbuf, |c| body.extend_from_slice(c)) {
+                                Ok(true) => break,
+                                Ok(false) => match read_until(
+                                    &mut stream,
+                                    &mut rbuf,
+                                    Instant::now() + limits.head_timeout,
+                                )
+                                .await
+                                {
+                                    ReadOutcome::Data => {}
+                                    ReadOutcome::Closed => return,
+                                    ReadOutcome::TimedOut => {
+                                        return fail(
+                                            stream,
+                                            &mut wbuf,
+                                            408,
+                                            "request body not received in time",
+                                            &limits,
+                                        )
+                                        .await;
+                                    }
+                                },
+                                Err(ChunkError::TooLarge) => {
+                                    return fail(
+                                        stream,
+                                        &mut wbuf,
+                                        413,
+                                        "request body too large",
+                                        &limits,
+                                    )
+                                    .await;
+                                }
+                                Err(ChunkError::Invalid(msg)) => {
+                                    return fail(stream, &mut wbuf, 400, msg, &limits).await;
+                                }
+                            }
+                        }
+                        body.freeze()
+                    }
+                };
+
+                let info = ReqInfo {
+                    version: head.version,
+                    head_request: head.method == "HEAD",
+                    keep_alive: head.keep_alive,
+                };
+                let req = Request {
+                    method: head.method,
+                    target: head.target,
+                    path: head.path,
+                    query: head.query,
+                    version: info.version,
+                    headers: head.headers,
+                    body,
+                    peer,
+                    keep_alive: info.keep_alive,
+                };
+                let fut = std::pin::pin!(handler.handle(req));
+                match handle_watching(&mut stream, &mut rbuf, fut, &limits).await {
+                    Some(resp) => (resp, info),
+                    // The client closed (or reset) the connection while its request waited or was served: the
+                    // request was dropped with it (its queue place or permit released); nobody is left to answer.
+                    None => return,
+                }
+            }
         };
         served += 1;
+        let ReqInfo {
+            version,
+            head_request,
+            keep_alive,
+        } = info;
         let keep = keep_alive
             && !*shutdown.borrow()
             && limits
@@ -264,7 +366,7 @@ const NAGLE_FREE_BODY: u64 = 8 * 1024;
 /// data is unacknowledged, so the first response of a connection that closes after it, written in one
 /// small write, cannot be delayed. Anything else — a second response (pipelined responses go out
 /// back-to-back), a kept-alive connection, a streamed or large body written in several pieces — gets it.
-fn needs_nodelay(served: u64, keep_alive: bool, body: &Body) -> bool {
+pub(crate) fn needs_nodelay(served: u64, keep_alive: bool, body: &Body) -> bool {
     let one_small_write = match body {
         Body::Empty | Body::Bytes(_) | Body::Prerendered { .. } => {
             body.len().is_some_and(|n| n <= NAGLE_FREE_BODY)
@@ -278,16 +380,14 @@ fn needs_nodelay(served: u64, keep_alive: bool, body: &Body) -> bool {
 /// served. The handler is polled first: when it answers at once (the common keep-alive case) the socket is
 /// not touched. Otherwise bytes that arrive meanwhile (pipelined requests) are appended to `rbuf`, at most
 /// `max_head_bytes` of them, after which only the handler is awaited; end of input or a connection error
-/// drops the handler future — releasing whatever it holds (a queued waiter, a permit, a backend call) —
-/// and returns `None`.
-async fn handle_watching<H: Handler>(
+/// returns `None`, and the caller's dropping the handler future releases whatever it holds (a queued
+/// waiter, a permit, a backend call).
+async fn handle_watching<F: Future<Output = Response> + ?Sized>(
     stream: &mut TcpStream,
     rbuf: &mut BytesMut,
-    handler: &H,
-    req: Request,
+    mut fut: Pin<&mut F>,
     limits: &Limits,
 ) -> Option<Response> {
-    let mut fut = std::pin::pin!(handler.handle(req));
     let base = rbuf.len();
     loop {
         let room = limits
@@ -352,6 +452,79 @@ async fn linger_close(mut stream: TcpStream) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    struct Next;
+    impl Handler for Next {
+        fn handle(&self, req: Request) -> impl Future<Output = Response> + Send + 'static {
+            let text = format!("next {}", req.path);
+            async move { Response::text(200, &text) }
+        }
+    }
+
+    #[tokio::test]
+    async fn a_task_finishes_a_partly_written_response_then_reads_on() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (server, peer) = l.accept().await.unwrap();
+        let (_tx, rx) = watch::channel(false);
+        let start = Start {
+            rbuf: BytesMut::from(&b"GET /p HTTP/1.1\r\nHost: t\r\n\r\n"[..]),
+            served: 1,
+            nodelay: false,
+            resume: Resume::Rest {
+                rest: Bytes::from_static(b"...rest of the first|"),
+                keep: true,
+            },
+        };
+        let limits = Arc::new(Limits::default());
+        let task = tokio::spawn(serve(server, peer, Arc::new(Next), limits, rx, start));
+        let mut got = Vec::new();
+        let mut buf = [0u8; 1024];
+        while !got.ends_with(b"next /p\n") {
+            let n = timeout(Duration::from_secs(5), client.read(&mut buf))
+                .await
+                .expect("response within 5 s")
+                .unwrap();
+            assert!(n > 0, "closed early: {}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&buf[..n]);
+        }
+        let text = String::from_utf8_lossy(&got);
+        // the rest first, then the pipelined request's response on the same connection
+        assert!(
+            text.starts_with("...rest of the first|HTTP/1.1 200 OK\r\n"),
+            "{text}"
+        );
+        drop(client);
+        timeout(Duration::from_secs(5), task)
+            .await
+            .unwrap()
+            .unwrap();
+    }
+
+    #[tokio::test]
+    async fn a_task_closes_after_the_rest_of_a_last_response() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut client = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let (server, peer) = l.accept().await.unwrap();
+        let (_tx, rx) = watch::channel(false);
+        let start = Start {
+            rbuf: BytesMut::new(),
+            served: 1,
+            nodelay: false,
+            resume: Resume::Rest {
+                rest: Bytes::from_static(b"end"),
+                keep: false,
+            },
+        };
+        let limits = Arc::new(Limits::default());
+        tokio::spawn(serve(server, peer, Arc::new(Next), limits, rx, start));
+        let mut got = Vec::new();
+        timeout(Duration::from_secs(5), client.read_to_end(&mut got))
+            .await
+            .expect("closed within 5 s")
+            .unwrap();
+        assert_eq!(got, b"end");
+    }
 
     #[test]
     fn nodelay_only_where_nagle_could_delay() {

@@ -14,6 +14,7 @@
 mod conn;
 pub mod date;
 pub mod duration;
+mod inline;
 pub(crate) mod parse;
 mod write;
 
@@ -226,8 +227,10 @@ impl Response {
 }
 
 /// What answers requests. Runs once per request; responses on one connection are written in request order.
+/// The future owns what it needs (clone an `Arc` into it rather than borrowing `self`), so a request that
+/// has to wait can move from the accept loop into a connection task.
 pub trait Handler: Send + Sync + 'static {
-    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send;
+    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send + 'static;
 }
 
 /// Connection and request limits (TOML: the `[limits]` table; durations as strings such as "10s").
@@ -250,6 +253,12 @@ pub struct Limits {
     pub max_connections: usize,
     /// Requests served on one connection before it is closed (`Connection: close` on the last one).
     pub max_requests_per_connection: Option<u64>,
+    /// Accept a connection only once its first bytes have arrived (Linux TCP_DEFER_ACCEPT, like nginx's
+    /// `listen ... deferred` and HAProxy's `defer-accept`): the request is then usually answered straight from
+    /// the accept loop, which for one-request connections saves a wake-up and the epoll registration. A
+    /// client that connects and stays silent is held by the kernel instead (its handshake is completed
+    /// about a second later) and meets `head_timeout` only from then on.
+    pub defer_accept: bool,
 }
 
 impl Default for Limits {
@@ -261,6 +270,7 @@ impl Default for Limits {
             idle_timeout: Duration::from_secs(60),
             max_connections: 10_000,
             max_requests_per_connection: None,
+            defer_accept: false,
         }
     }
 }
@@ -281,14 +291,26 @@ pub(crate) async fn shutdown_signalled(shutdown: &mut watch::Receiver<bool>) {
 }
 
 /// Accept loop: enforces `max_connections` (by not accepting beyond it: newcomers wait in the kernel's
-/// backlog), spawns [`serve_connection`] per socket, stops accepting when `shutdown` becomes true, then waits
-/// for the open connections to finish their in-flight request (idle ones close at once).
+/// backlog), serves a connection's first request inline when it can (single-threaded runtime only; see
+/// `inline`) and otherwise spawns a connection task, stops accepting when `shutdown` becomes true, then
+/// waits for the open connections to finish their in-flight request (idle ones close at once).
 pub async fn run_listener<H: Handler>(
     listener: TcpListener,
     handler: Arc<H>,
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    // Accepted sockets are registered with the runtime only when they need to wait for something.
+    let listener = listener.into_std()?;
+    if limits.defer_accept {
+        ordo_sys::net::set_defer_accept(&listener, 1)?;
+    }
+    let listener = ordo_sys::net::AsyncListener::new(listener)?;
+    // With several runtime threads, serving in the accept loop would put every connection's first request
+    // on the one thread that accepts; there the tasks spread over all of them instead.
+    let mut scratch = (tokio::runtime::Handle::current().runtime_flavor()
+        == tokio::runtime::RuntimeFlavor::CurrentThread)
+        .then(inline::Scratch::new);
     let max = limits
         .max_connections
         .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
@@ -318,11 +340,30 @@ pub async fn run_listener<H: Handler>(
                     tracing::info!(failed_attempts = accept_errors, "accepting again");
                     accept_errors = 0;
                 }
+                let start = match scratch.as_mut() {
+                    Some(scratch) => {
+                        let stopping = *shutdown.borrow();
+                        match inline::try_serve(
+                            &stream, peer, &*handler, &limits, stopping, scratch,
+                        ) {
+                            inline::Outcome::Done => continue, // closes the stream, frees the slot
+                            inline::Outcome::Task(start) => start,
+                        }
+                    }
+                    None => conn::Start::fresh(),
+                };
+                let stream = match TcpStream::from_std(stream) {
+                    Ok(s) => s,
+                    Err(e) => {
+                        tracing::debug!(error = %e, "cannot register an accepted connection; closed");
+                        continue;
+                    }
+                };
                 let handler = handler.clone();
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
                 tokio::spawn(async move {
-                    serve_connection(stream, peer, handler, limits, shutdown).await;
+                    conn::serve(stream, peer, handler, limits, shutdown, start).await;
                     drop(permit);
                 });
             }
@@ -360,7 +401,15 @@ pub async fn serve_connection<H: Handler>(
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) {
-    conn::serve(stream, peer, handler, limits, shutdown).await
+    conn::serve(
+        stream,
+        peer,
+        handler,
+        limits,
+        shutdown,
+        conn::Start::fresh(),
+    )
+    .await
 }
 
 #[cfg(test)]

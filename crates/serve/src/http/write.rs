@@ -4,7 +4,7 @@
 use std::io;
 use std::time::Duration;
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt};
 
 use super::parse::{is_tchar, reason_phrase};
@@ -112,7 +112,7 @@ pub(crate) fn render_head(out: &mut BytesMut, resp: &Response, ctx: &mut WriteCt
     out.put_slice(b"\r\n");
 }
 
-async fn write_all_timeout<W: AsyncWrite + Unpin>(
+pub(crate) async fn write_all_timeout<W: AsyncWrite + Unpin>(
     w: &mut W,
     buf: &[u8],
     t: Duration,
@@ -126,6 +126,39 @@ async fn write_all_timeout<W: AsyncWrite + Unpin>(
     }
 }
 
+/// Whether `resp` is sent without a body (HEAD, 1xx, 204, 304).
+fn bodyless(resp: &Response, ctx: &WriteCtx) -> bool {
+    ctx.head_request
+        || (100..200).contains(&resp.status)
+        || resp.status == 204
+        || resp.status == 304
+}
+
+/// Renders the whole of `resp` — head and body — into `out` when it is one buffer's worth (no body, or an
+/// in-memory body up to `COALESCE_MAX`), so it leaves in a single write; otherwise hands `resp` back.
+pub(crate) fn encode_whole(
+    out: &mut BytesMut,
+    resp: Response,
+    ctx: &mut WriteCtx,
+) -> Result<(), Response> {
+    let body = if bodyless(&resp, ctx) {
+        None
+    } else {
+        match &resp.body {
+            Body::Empty => None,
+            Body::Bytes(b) | Body::Prerendered { body: b, .. } if b.len() <= COALESCE_MAX => {
+                Some(b)
+            }
+            _ => return Err(resp),
+        }
+    };
+    render_head(out, &resp, ctx);
+    if let Some(b) = body {
+        out.put_slice(b);
+    }
+    Ok(())
+}
+
 /// Writes `resp`; `Err` means the connection must be closed (write failed, or the body could not be
 /// completed as framed).
 pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
@@ -134,18 +167,19 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
     resp: Response,
     ctx: &mut WriteCtx,
 ) -> io::Result<()> {
-    render_head(out, &resp, ctx);
-    let no_body = ctx.head_request
-        || (100..200).contains(&resp.status)
-        || resp.status == 204
-        || resp.status == 304;
     let t = ctx.write_timeout;
-    if no_body {
-        return write_all_timeout(w, out, t).await;
-    }
+    let resp = match encode_whole(out, resp, ctx) {
+        Ok(()) => return write_all_timeout(w, out, t).await,
+        Err(resp) => resp,
+    };
+    render_head(out, &resp, ctx);
     match resp.body {
+        // (encode_whole took the bodyless, empty and small cases)
         Body::Empty => write_all_timeout(w, out, t).await,
-        Body::Bytes(b) | Body::Prerendered { body: b, .. } => write_bytes(w, out, &b, t).await,
+        Body::Bytes(b) | Body::Prerendered { body: b, .. } => {
+            write_all_timeout(w, out, t).await?;
+            write_all_timeout(w, &b, t).await
+        }
         Body::File { file, offset, len } => {
             write_all_timeout(w, out, t).await?;
             write_file(w, out, file, offset, len, t).await
@@ -183,21 +217,6 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
             }
             Ok(())
         }
-    }
-}
-
-async fn write_bytes<W: AsyncWrite + Unpin>(
-    w: &mut W,
-    out: &mut BytesMut,
-    b: &Bytes,
-    t: Duration,
-) -> io::Result<()> {
-    if b.len() <= COALESCE_MAX {
-        out.put_slice(b);
-        write_all_timeout(w, out, t).await
-    } else {
-        write_all_timeout(w, out, t).await?;
-        write_all_timeout(w, b, t).await
     }
 }
 

@@ -1,0 +1,210 @@
+//! Accepting without registering: accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC gives a connection ready for
+//! non-blocking I/O in one system call, not registered with any event loop — so a server can answer a
+//! request that is already complete without the epoll registration (and deregistration) an async runtime's
+//! accept performs on every connection. [`AsyncListener`] waits for connections through tokio's reactor.
+
+use std::io;
+use std::mem::{MaybeUninit, size_of};
+use std::net::{
+    Ipv4Addr, Ipv6Addr, SocketAddr, SocketAddrV4, SocketAddrV6, TcpListener, TcpStream,
+};
+use std::os::fd::{AsRawFd, FromRawFd};
+
+use tokio::io::unix::AsyncFd;
+
+/// A listening socket whose readiness comes from the tokio reactor; the connections it accepts are not
+/// registered with it (turn one into a `tokio::net::TcpStream` with `from_std` when it has to wait).
+pub struct AsyncListener(AsyncFd<TcpListener>);
+
+impl AsyncListener {
+    /// Registers `listener` (made non-blocking) with the current runtime's reactor.
+    ///
+    /// # Panics
+    /// Outside a tokio runtime with I/O enabled.
+    pub fn new(listener: TcpListener) -> io::Result<Self> {
+        listener.set_nonblocking(true)?;
+        // SAFETY: the AsyncFd takes the listener by value and owns it until it is dropped, so its fd stays
+        // open and refers to the same socket for the AsyncFd's whole life (nothing else can close it).
+        let fd = unsafe { AsyncFd::register(listener) }?;
+        Ok(AsyncListener(fd))
+    }
+
+    /// The next connection, non-blocking and unregistered.
+    pub async fn accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        loop {
+            let mut ready = self.0.readable().await?;
+            match ready.try_io(|l| accept_nonblocking(l.get_ref())) {
+                Ok(r) => return r,
+                Err(_would_block) => continue,
+            }
+        }
+    }
+
+    /// The address the listener is bound to.
+    pub fn local_addr(&self) -> io::Result<SocketAddr> {
+        self.0.get_ref().local_addr()
+    }
+}
+
+/// Accepts one connection from `listener` (which should be non-blocking: `WouldBlock` then means none is
+/// pending). The returned stream is non-blocking and close-on-exec.
+pub fn accept_nonblocking(listener: &TcpListener) -> io::Result<(TcpStream, SocketAddr)> {
+    let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
+    // SAFETY: `storage` is a writable sockaddr_storage of `len` bytes that outlives the call, and `len`
+    // is a valid in/out length; the listener's fd is open for the duration of the borrow.
+    let fd = unsafe {
+        libc::accept4(
+            listener.as_raw_fd(),
+            storage.as_mut_ptr().cast::<libc::sockaddr>(),
+            &mut len,
+            libc::SOCK_NONBLOCK | libc::SOCK_CLOEXEC,
+        )
+    };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: accept4 returned a new, open file descriptor that nothing else owns.
+    let stream = unsafe { TcpStream::from_raw_fd(fd) };
+    // SAFETY: zero-initialised above and (partly) filled in by the kernel; every bit pattern is valid for
+    // this plain C struct.
+    let storage = unsafe { storage.assume_init() };
+    let peer = to_socket_addr(&storage, len as usize)?;
+    Ok((stream, peer))
+}
+
+/// Sets TCP_DEFER_ACCEPT on a listening socket: the kernel queues a connection for accept only once its
+/// first data has arrived (or about `secs` seconds after the handshake, when it is queued anyway);
+/// 0 turns it off.
+pub fn set_defer_accept(listener: &TcpListener, secs: u32) -> io::Result<()> {
+    let v = libc::c_int::try_from(secs).unwrap_or(libc::c_int::MAX);
+    // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a valid c_int that outlives the call; the
+    // listener's fd is open for the duration of the borrow.
+    let rc = unsafe {
+        libc::setsockopt(
+            listener.as_raw_fd(),
+            libc::IPPROTO_TCP,
+            libc::TCP_DEFER_ACCEPT,
+            (&v as *const libc::c_int).cast(),
+            size_of::<libc::c_int>() as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(())
+}
+
+/// The std address of a `sockaddr_storage` the kernel filled in with `len` bytes.
+fn to_socket_addr(s: &libc::sockaddr_storage, len: usize) -> io::Result<SocketAddr> {
+    match i32::from(s.ss_family) {
+        libc::AF_INET if len >= size_of::<libc::sockaddr_in>() => {
+            // SAFETY: the family says the storage holds a sockaddr_in, which fits inside sockaddr_storage
+            // and has no stricter alignment.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in>() };
+            let ip = Ipv4Addr::from(u32::from_be(a.sin_addr.s_addr));
+            Ok(SocketAddr::V4(SocketAddrV4::new(
+                ip,
+                u16::from_be(a.sin_port),
+            )))
+        }
+        libc::AF_INET6 if len >= size_of::<libc::sockaddr_in6>() => {
+            // SAFETY: as above, for sockaddr_in6.
+            let a = unsafe { &*(s as *const libc::sockaddr_storage).cast::<libc::sockaddr_in6>() };
+            let ip = Ipv6Addr::from(a.sin6_addr.s6_addr);
+            Ok(SocketAddr::V6(SocketAddrV6::new(
+                ip,
+                u16::from_be(a.sin6_port),
+                a.sin6_flowinfo,
+                a.sin6_scope_id,
+            )))
+        }
+        family => Err(io::Error::new(
+            io::ErrorKind::InvalidData,
+            format!(
+                "accept4 returned an address of family {family} and length {len}, not IPv4/IPv6"
+            ),
+        )),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::io::{Read, Write};
+
+    #[test]
+    fn accepts_nonblocking_with_the_peer_address() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        l.set_nonblocking(true).unwrap();
+        // nothing pending yet
+        assert_eq!(
+            accept_nonblocking(&l).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (mut s, peer) = (0..200)
+            .find_map(|_| match accept_nonblocking(&l) {
+                Ok(x) => Some(x),
+                Err(_) => {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    None
+                }
+            })
+            .expect("connection accepted within 1 s");
+        assert_eq!(peer, c.local_addr().unwrap());
+        // non-blocking: nothing sent yet
+        let mut buf = [0u8; 8];
+        assert_eq!(
+            s.read(&mut buf).unwrap_err().kind(),
+            io::ErrorKind::WouldBlock
+        );
+        c.write_all(b"hi").unwrap();
+        s.set_nonblocking(false).unwrap();
+        assert_eq!(s.read(&mut buf).unwrap(), 2);
+        assert_eq!(&buf[..2], b"hi");
+    }
+
+    #[test]
+    fn async_listener_accepts_unregistered_streams() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let l = AsyncListener::new(TcpListener::bind("127.0.0.1:0").unwrap()).unwrap();
+            let addr = l.local_addr().unwrap();
+            let client = tokio::net::TcpStream::connect(addr);
+            let (c, accepted) = tokio::join!(client, l.accept());
+            let (s, peer) = accepted.unwrap();
+            let c = c.unwrap();
+            assert_eq!(peer, c.local_addr().unwrap());
+            // non-blocking (the client is still connected and has sent nothing), and usable with the runtime once registered
+            let mut buf = [0u8; 1];
+            assert_eq!(
+                (&s).read(&mut buf).unwrap_err().kind(),
+                io::ErrorKind::WouldBlock
+            );
+            assert!(tokio::net::TcpStream::from_std(s).is_ok());
+            drop(c);
+        });
+    }
+
+    #[test]
+    fn ipv6_peer() {
+        let Ok(l) = TcpListener::bind("[::1]:0") else {
+            return; // no IPv6 loopback on this machine
+        };
+        l.set_nonblocking(true).unwrap();
+        let c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (_s, peer) = (0..200)
+            .find_map(|_| {
+                accept_nonblocking(&l).ok().or_else(|| {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                    None
+                })
+            })
+            .expect("connection accepted within 1 s");
+        assert_eq!(peer, c.local_addr().unwrap());
+    }
+}
