@@ -153,10 +153,11 @@ fn serve_reload_and_stop(threads: &str) {
     let status = http_get(&admin, "/status");
     assert!(status.contains("\"policy\": \"stride\""), "{status}");
     assert!(status.contains("\"workers\": 2"), "{status}");
-    // SIGHUP re-reads the file (the --policy override stays).
+    // SIGHUP re-reads the file (the --policy override stays). The new file is valid only with that
+    // override (`policy = "lua"` has no script): it is checked with the overrides applied, as at start.
     std::fs::write(
         &p,
-        "listen = \"127.0.0.1:0\"\nworkers = 3\n[admin]\nlisten = \"127.0.0.1:0\"\n[headers]\nclass = true\n",
+        "listen = \"127.0.0.1:0\"\nworkers = 3\npolicy = \"lua\"\n[admin]\nlisten = \"127.0.0.1:0\"\n[headers]\nclass = true\n",
     )
     .unwrap();
     signal(&child, "-HUP");

@@ -275,7 +275,8 @@ impl Shared {
             tracing::error!(error = %e, "reload refused");
             return Err(e);
         };
-        let mut new = match ServeConfig::from_file(&path) {
+        // checked with the command-line overrides applied, as at start-up
+        let new = match ServeConfig::from_file_with(&path, cur.overrides.clone()) {
             Ok(c) => c,
             Err(e) => {
                 tracing::error!(error = %e, "reload refused; the running configuration stays");
@@ -283,7 +284,6 @@ impl Shared {
                 return Err(e);
             }
         };
-        new.apply_overrides(cur.overrides.clone());
         self.reload(new)
     }
 
@@ -302,6 +302,10 @@ impl Shared {
         };
         if route.strip_prefix && route.prefix != "/" {
             strip(&mut req, route.prefix.trim_end_matches('/'));
+        }
+        // a proxy loop is answered without taking a worker (its first pass may hold the only one)
+        if let Some(resp) = route.backend.answer_before_scheduling(&req) {
+            return resp;
         }
         let hint = if active.needs_size {
             size_hint(&c, active.classifier.classes(), route, &req)
