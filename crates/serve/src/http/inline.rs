@@ -6,7 +6,7 @@
 //! handed to a connection task at the point reached, so behaviour is the same either way.
 
 use std::future::Future;
-use std::io::{self, Read, Write};
+use std::io::{self, Read};
 use std::net::SocketAddr;
 use std::task::{Context, Poll, Waker};
 
@@ -125,7 +125,9 @@ pub(crate) fn try_serve<H: Handler>(
     }
     let keep = ctx.keep_alive;
     let out = &scratch.write[..];
-    let written = match (&*stream).write(out) {
+    // The last bytes before a close: MSG_MORE lets the FIN travel with them.
+    let closing = !keep && pipelined.is_empty();
+    let written = match ordo_sys::net::send(stream, out, closing) {
         Ok(n) => n,
         Err(e)
             if matches!(
