@@ -206,6 +206,20 @@ mod tests {
     }
 
     #[test]
+    fn send_with_more_is_flushed_by_the_close() {
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        assert_eq!(send(&s, b"held back", true).unwrap(), 9);
+        drop(s); // the close sends what MSG_MORE held, with the FIN
+        let mut got = Vec::new();
+        c.set_read_timeout(Some(std::time::Duration::from_secs(5)))
+            .unwrap();
+        c.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"held back");
+    }
+
+    #[test]
     fn ipv6_peer() {
         let Ok(l) = TcpListener::bind("[::1]:0") else {
             return; // no IPv6 loopback on this machine
