@@ -2,7 +2,9 @@
 # ordo serve vs nginx on the same 2 KB static file, one worker thread each pinned to the same core
 # (SERVER_CPU, default 0), loaded by wrk pinned to another core (CLIENT_CPU, default 1):
 #   1. keep-alive, 2. without keep-alive (wrk -H 'Connection: close'),
-#   3. ordo serve with `stride` over three classes vs `fcfs` (same three classes, routes and request mix).
+#   3. without keep-alive, both accepting only connections whose request has arrived (nginx
+#      `listen ... deferred`, ordo `[limits] defer_accept = true`: TCP_DEFER_ACCEPT on both sides),
+#   4. ordo serve with `stride` over three classes vs `fcfs` (same three classes, routes and request mix).
 # Each case runs ROUNDS times, interleaved, and the median is reported with the server's CPU time per request
 # (from /proc/PID/stat: robust when other processes steal the core, which req/s is not).
 #
@@ -20,7 +22,8 @@ CONNS=${CONNS:-100}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
 NGINX_PORT=${NGINX_PORT:-18080}
-ORDO_PORT=${ORDO_PORT:-18081} # and the next two ports
+ORDO_PORT=${ORDO_PORT:-18081} # and the next three ports
+NGINX_DEFER_PORT=${NGINX_DEFER_PORT:-18085}
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 for tool in nginx wrk taskset curl; do
@@ -78,11 +81,11 @@ http {
   default_type text/plain;
   client_body_temp_path $tmp/nginx/tmp; proxy_temp_path $tmp/nginx/tmp; fastcgi_temp_path $tmp/nginx/tmp;
   uwsgi_temp_path $tmp/nginx/tmp; scgi_temp_path $tmp/nginx/tmp;
-  server { listen 127.0.0.1:$NGINX_PORT; root $tmp/www; }
+  server { listen 127.0.0.1:$NGINX_PORT; listen 127.0.0.1:$NGINX_DEFER_PORT deferred; root $tmp/www; }
 }
 EOF
 
-write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port
+write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port, $5 = defer_accept (default false)
   {
     echo "listen = \"127.0.0.1:$4\""
     echo "threads = 1"
@@ -91,6 +94,7 @@ write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port
     echo "queue_cap = 100000"
     echo "[limits]"
     echo "max_connections = 100000"
+    echo "defer_accept = ${5:-false}"
     echo "[admin]"
     echo "enabled = false"
     if [ "$3" = 3 ]; then
@@ -110,9 +114,11 @@ write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port
 }
 FCFS3_PORT=$((ORDO_PORT + 1))
 STRIDE3_PORT=$((ORDO_PORT + 2))
+DEFER_PORT=$((ORDO_PORT + 3))
 write_ordo_config "$tmp/plain.toml" fcfs 1 "$ORDO_PORT"
 write_ordo_config "$tmp/fcfs3.toml" fcfs 3 "$FCFS3_PORT"
 write_ordo_config "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT"
+write_ordo_config "$tmp/deferred.toml" fcfs 1 "$DEFER_PORT" true
 
 cat > "$tmp/mix.lua" <<'EOF'
 local paths = { "/a/file.txt", "/b/file.txt", "/c/file.txt" }
@@ -200,7 +206,8 @@ cases=(nginx_ka ordo_ka ordo_close nginx_close)
 if [ "${ORDO_BENCH_EXAMPLE:-0}" != 1 ]; then
   start_ordo "$tmp/fcfs3.toml" "$FCFS3_PORT"; fcfs3_pid=$started_pid
   start_ordo "$tmp/stride3.toml" "$STRIDE3_PORT"; stride3_pid=$started_pid
-  cases+=(fcfs3 stride3)
+  start_ordo "$tmp/deferred.toml" "$DEFER_PORT"; deferred_pid=$started_pid
+  cases+=(nginx_close_def ordo_close_def fcfs3 stride3)
 fi
 run_case() {
   local r c sb cb
@@ -209,6 +216,8 @@ run_case() {
     nginx_close) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_PORT" -H 'Connection: close') ;;
     ordo_ka) read -r r c sb cb < <(run_wrk "$ordo_pid" "$ORDO_PORT") ;;
     ordo_close) read -r r c sb cb < <(run_wrk "$ordo_pid" "$ORDO_PORT" -H 'Connection: close') ;;
+    nginx_close_def) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_DEFER_PORT" -H 'Connection: close') ;;
+    ordo_close_def) read -r r c sb cb < <(run_wrk "$deferred_pid" "$DEFER_PORT" -H 'Connection: close') ;;
     fcfs3) read -r r c sb cb < <(run_wrk "$fcfs3_pid" "$FCFS3_PORT" -s "$tmp/mix.lua") ;;
     stride3) read -r r c sb cb < <(run_wrk "$stride3_pid" "$STRIDE3_PORT" -s "$tmp/mix.lua") ;;
   esac
@@ -227,10 +236,10 @@ ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'
 
 echo
 echo "ordo side: $ordo_kind; nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///'), 1 worker; both on CPU $SERVER_CPU, wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU"
-printf '%-12s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server core" "client core" "all rounds (req/s)"
-for k in nginx_ka ordo_ka nginx_close ordo_close fcfs3 stride3; do
+printf '%-15s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server core" "client core" "all rounds (req/s)"
+for k in nginx_ka ordo_ka nginx_close ordo_close nginx_close_def ordo_close_def fcfs3 stride3; do
   [ -n "${rps[$k]:-}" ] || continue
-  printf '%-12s %12s %11s %11s%% %11s%%   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" \
+  printf '%-15s %12s %11s %11s%% %11s%%   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" \
     "$(med "${sbusy[$k]}")" "$(med "${cbusy[$k]}")" "${rps[$k]# }"
 done
 echo "(server/client core: median busy % of SERVER_CPU/CLIENT_CPU during the run; a client core near 100% with"
@@ -238,6 +247,9 @@ echo " the server core well below it means the case measured wrk more than the s
 echo
 echo "ratio ordo/nginx keep-alive:      $(ratio "$(med "${rps[ordo_ka]}")" "$(med "${rps[nginx_ka]}")") (req/s)   $(ratio "$(med "${cpu[nginx_ka]}")" "$(med "${cpu[ordo_ka]}")") (CPU efficiency, nginx us/req / ordo us/req)"
 echo "ratio ordo/nginx Connection:close: $(ratio "$(med "${rps[ordo_close]}")" "$(med "${rps[nginx_close]}")") (req/s)   $(ratio "$(med "${cpu[nginx_close]}")" "$(med "${cpu[ordo_close]}")") (CPU efficiency)"
+if [ -n "${rps[ordo_close_def]:-}" ]; then
+  echo "ratio ordo/nginx close, deferred: $(ratio "$(med "${rps[ordo_close_def]}")" "$(med "${rps[nginx_close_def]}")") (req/s)   $(ratio "$(med "${cpu[nginx_close_def]}")" "$(med "${cpu[ordo_close_def]}")") (CPU efficiency)"
+fi
 if [ -n "${rps[stride3]:-}" ]; then
   echo "ratio stride/fcfs (3 classes):     $(ratio "$(med "${rps[stride3]}")" "$(med "${rps[fcfs3]}")") (req/s)   $(ratio "$(med "${cpu[fcfs3]}")" "$(med "${cpu[stride3]}")") (CPU efficiency)"
 fi
