@@ -103,7 +103,14 @@ pub fn send(socket: &impl AsFd, buf: &[u8], more: bool) -> io::Result<usize> {
     let flags = libc::MSG_NOSIGNAL | libc::MSG_DONTWAIT | if more { libc::MSG_MORE } else { 0 };
     // SAFETY: `buf` is a valid readable slice for the duration of the call; the socket's fd is open for the
     // duration of the borrow.
-    let n = unsafe { libc::send(socket.as_fd().as_raw_fd(), buf.as_ptr().cast(), buf.len(), flags) };
+    let n = unsafe {
+        libc::send(
+            socket.as_fd().as_raw_fd(),
+            buf.as_ptr().cast(),
+            buf.len(),
+            flags,
+        )
+    };
     if n < 0 {
         return Err(io::Error::last_os_error());
     }
