@@ -126,17 +126,22 @@ fn name_bind_flag(
     }
 }
 
+/// "1 class", "3 classes".
+fn count(n: usize, one: &str, many: &str) -> String {
+    format!("{n} {}", if n == 1 { one } else { many })
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(path) = &args.check {
         let cfg = resolve_file(&args, Some(path))?;
         eprintln!(
-            "{}: ok (policy {}, {} classes, {} rules, {} routes, {} workers)",
+            "{}: ok (policy {}, {}, {}, {}, {})",
             path.display(),
             cfg.policy,
-            cfg.class_names().len(),
-            cfg.rules.len(),
-            cfg.effective_routes().len(),
-            cfg.workers
+            count(cfg.class_names().len(), "class", "classes"),
+            count(cfg.rules.len(), "rule", "rules"),
+            count(cfg.effective_routes().len(), "route", "routes"),
+            count(cfg.workers, "worker", "workers"),
         );
         return Ok(ExitCode::SUCCESS);
     }
