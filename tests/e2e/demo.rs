@@ -5,6 +5,18 @@ use std::time::Duration;
 
 use crate::util::{ordo, run_with_timeout};
 
+#[path = "../support/json_schema.rs"]
+mod json_schema;
+
+/// Errors validating a saved result against the committed schema (docs/demo.md, "The result file").
+fn schema_errors(doc: &serde_json::Value) -> Vec<String> {
+    let schema: serde_json::Value = serde_json::from_str(include_str!(
+        "../../crates/lab/schema/demo-result.schema.json"
+    ))
+    .expect("the schema is JSON");
+    json_schema::check(&schema, doc)
+}
+
 fn ratio(step: &serde_json::Value, key: &str) -> f64 {
     step[key]
         .as_f64()
@@ -44,6 +56,8 @@ fn quick_demo_runs_and_ratios_move_the_right_way() {
     assert!(out.stdout.contains(&html.display().to_string()));
     let text = std::fs::read_to_string(&files[0]).expect("read result");
     let doc: serde_json::Value = serde_json::from_str(&text).expect("valid JSON");
+    assert_eq!(schema_errors(&doc), Vec::<String>::new(), "{text}");
+    assert!(doc["fingerprint"].is_object(), "the machine is recorded");
     assert_eq!(doc["kind"], "demo");
     assert_eq!(doc["version"], 1);
     assert_eq!(doc["policy"], "lottery");
@@ -162,6 +176,7 @@ fn ctrl_c_saves_the_finished_steps() {
         .expect("the finished steps are saved");
     let doc: serde_json::Value =
         serde_json::from_str(&std::fs::read_to_string(json).expect("read")).expect("valid JSON");
+    assert_eq!(schema_errors(&doc), Vec::<String>::new(), "{doc:#}");
     assert_eq!(doc["complete"], false);
     let steps = doc["steps"].as_array().expect("steps").len();
     assert!((1..4).contains(&steps), "{steps} steps saved");
