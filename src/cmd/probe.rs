@@ -1,5 +1,7 @@
 //! `ordo probe`: command-line arguments and glue to ordo-probe — `loop` (seed 004's timed loop, with
-//! `--compare` and `--footprints`) and `pid` (a live scheduling view of a running process).
+//! `--compare` and `--footprints`) and `pid` (a live scheduling view of a running process) — and their
+//! Ctrl-C handling: the first SIGINT/SIGTERM stops the probe and prints what it measured (exit 130), a
+//! second one exits at once.
 
 use std::io::Write;
 use std::process::ExitCode;
@@ -8,8 +10,8 @@ use std::time::Duration;
 use anyhow::Context;
 use clap::Subcommand;
 use ordo_probe::{
-    CompareConfig, LoadSpec, LoopConfig, PidConfig, PidEnd, ProbeError, Work, render, run_compare,
-    run_loop, watch,
+    CancelToken, CompareConfig, LoadSpec, LoopConfig, PidConfig, PidEnd, ProbeError, Work, render,
+    run_compare_until, run_loop_until, watch_until,
 };
 use ordo_sys::{Fingerprint, Policy};
 
@@ -152,6 +154,72 @@ fn probe_err(e: ProbeError) -> anyhow::Error {
     }
 }
 
+/// The exit code of a run stopped by Ctrl-C or SIGTERM (128 + SIGINT, as `ordo tune` and `ordo demo`):
+/// the report printed is partial.
+const INTERRUPTED: u8 = 130;
+
+/// On the first SIGINT or SIGTERM, print `first` on stderr and cancel `cancel` (the probe then stops at its
+/// next boundary and reports); on the second, kill any load command and exit 130 at once. Returns once the
+/// handlers are in place, so a signal from then on never kills the process before it reports. When they
+/// cannot be installed the run goes on with the default handling (a warning says so).
+fn stop_on_signals(cancel: CancelToken, first: &'static str) -> anyhow::Result<()> {
+    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
+    std::thread::Builder::new()
+        .name("ordo-probe-signal".into())
+        .spawn(move || {
+            use tokio::signal::unix::{SignalKind, signal};
+            let rt = match tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+            {
+                Ok(rt) => rt,
+                Err(e) => {
+                    let _ = ready_tx.send(Err(e.to_string()));
+                    return;
+                }
+            };
+            rt.block_on(async move {
+                let (mut int, mut term) = match (
+                    signal(SignalKind::interrupt()),
+                    signal(SignalKind::terminate()),
+                ) {
+                    (Ok(i), Ok(t)) => (i, t),
+                    (Err(e), _) | (_, Err(e)) => {
+                        let _ = ready_tx.send(Err(e.to_string()));
+                        return;
+                    }
+                };
+                let _ = ready_tx.send(Ok(()));
+                let mut seen = false;
+                loop {
+                    tokio::select! {
+                        _ = int.recv() => {}
+                        _ = term.recv() => {}
+                    }
+                    if seen {
+                        ordo_probe::load::kill_running_commands();
+                        eprintln!("ordo probe: stopped at once (second signal); no report");
+                        std::process::exit(INTERRUPTED.into());
+                    }
+                    seen = true;
+                    eprintln!("{first}");
+                    cancel.cancel();
+                }
+            });
+        })
+        .context("starting the signal thread")?;
+    match ready_rx.recv_timeout(Duration::from_secs(5)) {
+        Ok(Ok(())) => {}
+        Ok(Err(e)) => eprintln!(
+            "ordo probe: warning: cannot handle Ctrl-C ({e}); an interrupted run prints no report"
+        ),
+        Err(_) => eprintln!(
+            "ordo probe: warning: the Ctrl-C handler did not start; an interrupted run prints no report"
+        ),
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         ProbeCommand::Loop(a) => run_loop_cmd(a),
@@ -182,15 +250,36 @@ fn run_loop_cmd(a: LoopArgs) -> anyhow::Result<ExitCode> {
         buckets_ms: a.buckets.map(|b| b.0),
         ns_per_iteration: None,
     };
+    let cancel = CancelToken::new();
+    stop_on_signals(
+        cancel.clone(),
+        "\nordo probe: stopping after the current sample (Ctrl-C again to quit at once without a report)",
+    )?;
     let mut stdout = std::io::stdout().lock();
+    let interrupted;
     if a.compare || a.footprints.is_some() {
         let cc = CompareConfig {
             base: cfg,
             quiet_vs_loaded: a.compare,
             footprints: a.footprints.map(|f| f.0),
         };
-        let mut report = run_compare(&cc, |label| eprintln!("ordo probe: running {label} ..."))
-            .map_err(probe_err)?;
+        let mut report = run_compare_until(&cc, &cancel, |label| {
+            eprintln!("ordo probe: running {label} ...")
+        })
+        .map_err(probe_err)?;
+        interrupted = report.interrupted;
+        if interrupted {
+            eprintln!(
+                "ordo probe: interrupted; {} of {} runs reported{}",
+                report.runs.len(),
+                report.runs.len() + report.not_run.len(),
+                if report.runs.len() < 2 {
+                    ", so the comparison did not run"
+                } else {
+                    ""
+                }
+            );
+        }
         if a.json {
             report.fingerprint = Some(Fingerprint::collect());
             serde_json::to_writer(&mut stdout, &report).context("writing the JSON report")?;
@@ -199,7 +288,11 @@ fn run_loop_cmd(a: LoopArgs) -> anyhow::Result<ExitCode> {
             write!(stdout, "{}", render::compare_text(&report))?;
         }
     } else {
-        let mut report = run_loop(&cfg).map_err(probe_err)?;
+        let mut report = run_loop_until(&cfg, &cancel).map_err(probe_err)?;
+        interrupted = report.interrupted;
+        if interrupted {
+            eprintln!("ordo probe: {}", render::interrupted_line(&report));
+        }
         if a.json {
             report.fingerprint = Some(Fingerprint::collect());
             serde_json::to_writer(&mut stdout, &report).context("writing the JSON report")?;
@@ -208,7 +301,12 @@ fn run_loop_cmd(a: LoopArgs) -> anyhow::Result<ExitCode> {
             write!(stdout, "{}", render::loop_text(&report))?;
         }
     }
-    Ok(ExitCode::SUCCESS)
+    stdout.flush()?;
+    Ok(if interrupted {
+        ExitCode::from(INTERRUPTED)
+    } else {
+        ExitCode::SUCCESS
+    })
 }
 
 fn run_pid_cmd(a: PidArgs) -> anyhow::Result<ExitCode> {
@@ -218,15 +316,26 @@ fn run_pid_cmd(a: PidArgs) -> anyhow::Result<ExitCode> {
         duration: a.duration,
         root: Default::default(),
     };
+    let cancel = CancelToken::new();
+    stop_on_signals(
+        cancel.clone(),
+        "\nordo probe: stopping (Ctrl-C again to quit at once)",
+    )?;
     let mut stdout = std::io::stdout().lock();
     let mut write_err = None;
-    let end = watch(&cfg, |r| {
+    let end = watch_until(&cfg, &cancel, |r| {
         let res = if a.json {
             serde_json::to_string(r)
                 .map_err(std::io::Error::other)
                 .and_then(|line| writeln!(stdout, "{line}"))
         } else {
             let mut text = render::pid_text(r, a.threads);
+            if r.interrupted {
+                text.push_str(&format!(
+                    "  (last interval cut short by the interruption: {:.2} s; rates are per second)\n",
+                    r.interval_s
+                ));
+            }
             if r.seq == 1 {
                 for u in &r.unavailable {
                     text.push_str(&format!("  unavailable: {u}\n"));
@@ -253,11 +362,16 @@ fn run_pid_cmd(a: PidArgs) -> anyhow::Result<ExitCode> {
             return Err(e).context("writing the report");
         }
     }
-    if let PidEnd::Exited { after_s } = end {
-        eprintln!(
+    match end {
+        PidEnd::Exited { after_s } => eprintln!(
             "ordo probe: process {} exited after {after_s:.1} s; stopping",
             a.pid
-        );
+        ),
+        PidEnd::Interrupted { after_s } => {
+            eprintln!("ordo probe: interrupted after {after_s:.1} s");
+            return Ok(ExitCode::from(INTERRUPTED));
+        }
+        PidEnd::Duration | PidEnd::Stopped => {}
     }
     Ok(ExitCode::SUCCESS)
 }

@@ -5,9 +5,10 @@
 use ordo_sys::{Fingerprint, thread};
 use serde::{Deserialize, Serialize};
 
+use crate::cancel::CancelToken;
 use crate::error::ProbeError;
 use crate::load::LoadSpec;
-use crate::looprobe::{LoopConfig, LoopReport, run_loop};
+use crate::looprobe::{LoopConfig, LoopReport, run_loop_until};
 use crate::work::Calibration;
 
 /// Which runs to compare.
@@ -41,6 +42,13 @@ pub struct CompareReport {
     pub unit: String,
     pub rows: Vec<CompareRow>,
     pub runs: Vec<LoopReport>,
+    /// Stopped early (Ctrl-C / SIGTERM): the last of `runs` may be partial (its own `interrupted` says)
+    /// and the planned runs in `not_run` never started. With fewer than two runs nothing was compared.
+    #[serde(default)]
+    pub interrupted: bool,
+    /// Labels of planned runs that did not start because of the interruption.
+    #[serde(default)]
+    pub not_run: Vec<String>,
     pub fingerprint: Option<Fingerprint>,
 }
 
@@ -101,6 +109,17 @@ impl CompareConfig {
 /// Run every planned configuration; `progress` hears each run's label before it starts.
 pub fn run_compare(
     cfg: &CompareConfig,
+    progress: impl FnMut(&str),
+) -> Result<CompareReport, ProbeError> {
+    run_compare_until(cfg, &CancelToken::new(), progress)
+}
+
+/// `run_compare` that stops early when `cancel` is set: the run in progress ends as a partial report, the
+/// later ones are listed in `not_run`. The first run is always returned (with no samples when cancelled
+/// during the calibration), so the report has at least one column.
+pub fn run_compare_until(
+    cfg: &CompareConfig,
+    cancel: &CancelToken,
     mut progress: impl FnMut(&str),
 ) -> Result<CompareReport, ProbeError> {
     let plan = cfg.plan()?;
@@ -111,12 +130,19 @@ pub fn run_compare(
         Some(n) => n,
         None => Calibration::measure().ns_per_iteration,
     };
-    let mut runs = Vec::with_capacity(plan.len());
+    let mut runs: Vec<LoopReport> = Vec::with_capacity(plan.len());
+    let mut not_run = Vec::new();
     for mut c in plan {
+        let stopped = cancel.is_cancelled() || runs.last().is_some_and(|r| r.interrupted);
+        if stopped && !runs.is_empty() {
+            not_run.push(c.label);
+            continue;
+        }
         c.ns_per_iteration = Some(ns_per_iteration);
         progress(&c.label);
-        runs.push(run_loop(&c)?);
+        runs.push(run_loop_until(&c, cancel)?);
     }
+    let interrupted = !not_run.is_empty() || runs.iter().any(|r| r.interrupted);
     let custom = cfg.base.buckets_ms.is_some();
     let hist = |r: &LoopReport| {
         if custom {
@@ -146,6 +172,8 @@ pub fn run_compare(
         unit: first.unit.clone(),
         rows,
         runs,
+        interrupted,
+        not_run,
         fingerprint: None,
     })
 }

@@ -2,6 +2,7 @@
 //! with `--compare` and `--footprints`) and the per-process sampler (`probe pid`). The /proc readers live
 //! in ordo-sys; this crate measures, analyses and renders.
 
+pub mod cancel;
 pub mod compare;
 pub mod error;
 pub mod load;
@@ -11,8 +12,9 @@ pub mod render;
 pub mod stats;
 pub mod work;
 
-pub use compare::{CompareConfig, CompareReport, run_compare};
+pub use cancel::CancelToken;
+pub use compare::{CompareConfig, CompareReport, run_compare, run_compare_until};
 pub use error::ProbeError;
 pub use load::LoadSpec;
-pub use looprobe::{LoopConfig, LoopReport, LoopSample, Work, analyze, run_loop};
-pub use pid::{PidConfig, PidEnd, PidReport, watch};
+pub use looprobe::{LoopConfig, LoopReport, LoopSample, Work, analyze, run_loop, run_loop_until};
+pub use pid::{PidConfig, PidEnd, PidReport, watch, watch_until};

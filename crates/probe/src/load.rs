@@ -2,8 +2,8 @@
 //! command. The load stops when the value is dropped, on every path.
 
 use std::process::{Child, Command, Stdio};
-use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 use std::thread::JoinHandle;
 
 use ordo_sys::thread;
@@ -33,6 +33,21 @@ impl LoadSpec {
             LoadSpec::Threads(n) => format!("{n} busy thread{}", if *n == 1 { "" } else { "s" }),
             LoadSpec::Command(c) => format!("command `{c}`"),
         }
+    }
+}
+
+/// PIDs of the load commands running now, for `kill_running_commands`.
+static RUNNING_COMMANDS: Mutex<Vec<i32>> = Mutex::new(Vec::new());
+
+fn running() -> std::sync::MutexGuard<'static, Vec<i32>> {
+    RUNNING_COMMANDS.lock().unwrap_or_else(|p| p.into_inner())
+}
+
+/// Kill every load command running now, with everything it started — for a process about to exit without
+/// unwinding (a second Ctrl-C), which would otherwise leave them behind. Load threads end with the process.
+pub fn kill_running_commands() {
+    for &pid in running().iter() {
+        let _ = ordo_sys::process::kill_tree(pid);
     }
 }
 
@@ -105,6 +120,7 @@ impl BackgroundLoad {
                 let child = spawned.map_err(|e| {
                     ProbeError::Config(format!("cannot start load command `{cmd}`: {e}"))
                 })?;
+                running().push(child.id() as i32);
                 load.child = Some(child);
                 // A command that fails at once (a typo: sh exits 127) would make a "loaded" run quiet;
                 // refuse it instead of measuring without load. Bounded: 200 ms of polling at most.
@@ -157,8 +173,13 @@ impl Drop for BackgroundLoad {
             let _ = h.join();
         }
         if let Some(mut c) = self.child.take() {
-            // Stop the shell and everything it started.
-            let _ = ordo_sys::process::kill_tree(c.id() as i32);
+            let pid = c.id() as i32;
+            // Stop the shell and everything it started; out of the registry first, so a late
+            // kill_running_commands cannot signal a reused PID after the wait below.
+            let mut reg = running();
+            reg.retain(|&p| p != pid);
+            let _ = ordo_sys::process::kill_tree(pid);
+            drop(reg);
             let _ = c.kill();
             let _ = c.wait();
         }
@@ -212,6 +233,21 @@ mod tests {
         // the caller's own mask is given back
         assert!(!thread::get_affinity(0).unwrap().is_empty());
         drop(load);
+    }
+
+    #[test]
+    fn kill_running_commands_reaches_a_running_load() {
+        let mut load = BackgroundLoad::start(&LoadSpec::Command("sleep 30".into()), None).unwrap();
+        let pid = load.child.as_ref().unwrap().id() as i32;
+        assert!(running().contains(&pid));
+        kill_running_commands();
+        let start = std::time::Instant::now();
+        while !load.command_exited() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(5));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        drop(load);
+        assert!(!running().contains(&pid));
     }
 
     #[test]

@@ -11,10 +11,11 @@ use ordo_sys::procfs::{ProcRoot, ThreadSchedstat};
 use ordo_sys::{Fingerprint, SysError, clock, rusage, thread};
 use serde::{Deserialize, Serialize};
 
+use crate::cancel::CancelToken;
 use crate::error::ProbeError;
 use crate::load::{BackgroundLoad, LoadSpec};
 use crate::stats::{Histogram, RELATIVE_EDGES, Summary, check_edges};
-use crate::work::{Calibration, Footprint, spin};
+use crate::work::{Calibration, Footprint, spin_cancellable};
 
 /// The most samples one run takes (they are all kept in the report).
 pub const MAX_SAMPLES: usize = 100_000;
@@ -231,6 +232,10 @@ pub struct LoopReport {
     pub ns_per_iteration: f64,
     pub applied: Applied,
     pub schedstat: bool,
+    /// Stopped early (Ctrl-C / SIGTERM, or a cancel token): the summary and `samples` cover the
+    /// `summary.samples` samples completed of the `config.samples` asked for.
+    #[serde(default)]
+    pub interrupted: bool,
     pub summary: LoopSummary,
     pub samples: Vec<LoopSample>,
     pub warnings: Vec<String>,
@@ -246,6 +251,7 @@ struct Raw {
     applied: Applied,
     schedstat: bool,
     warnings: Vec<String>,
+    interrupted: bool,
 }
 
 fn apply_settings(cfg: &LoopConfig) -> Result<Applied, ProbeError> {
@@ -289,11 +295,15 @@ enum FromProbe {
 
 /// Runs on the probe thread. The load is started by the controlling thread between `Ready` and `go`, so
 /// load threads and commands never inherit the probe thread's policy, nice value, slice or pinning.
+/// `go` = false (the load failed to start, or the run was cancelled first) ends it with no samples.
+/// `cancel` is looked at before every sample and every `SPIN_CHECK_EVERY` iterations of the work; a sample
+/// cut short is dropped.
 fn measure(
     cfg: &LoopConfig,
     ready: &mpsc::Sender<FromProbe>,
     go: &mpsc::Receiver<bool>,
-) -> Result<Option<Raw>, ProbeError> {
+    cancel: &CancelToken,
+) -> Result<Raw, ProbeError> {
     let applied = apply_settings(cfg)?;
     let mut warnings = Vec::new();
     let mut footprint = Footprint::new(cfg.footprint_mb);
@@ -322,11 +332,14 @@ fn measure(
             None
         }
     };
-    if ready.send(FromProbe::Ready).is_err() || !go.recv().unwrap_or(false) {
-        return Ok(None);
-    }
-    let mut samples = Vec::with_capacity(cfg.samples);
+    let started = ready.send(FromProbe::Ready).is_ok() && go.recv().unwrap_or(false);
+    let mut interrupted = !started;
+    let mut samples = Vec::with_capacity(if started { cfg.samples } else { 0 });
     for i in 0..cfg.warmup + cfg.samples {
+        if interrupted || cancel.is_cancelled() {
+            interrupted = true;
+            break;
+        }
         footprint.touch();
         // The wall clock brackets every read, so the window the schedstat and getrusage deltas cover lies
         // inside the elapsed time (the reads' own cost, a few µs, is inside it too; see docs/probe.md).
@@ -341,11 +354,15 @@ fn measure(
         };
         let r0 = rusage::thread()?;
         let c0 = clock::thread_cpu_ns();
-        std::hint::black_box(spin(iterations));
+        let done = std::hint::black_box(spin_cancellable(iterations, cancel.flag()));
         let c1 = clock::thread_cpu_ns();
         let r1 = rusage::thread()?;
         let s1 = schedstat.as_mut().and_then(|s| s.read().ok());
         let t1 = clock::monotonic_ns();
+        if done.is_none() {
+            interrupted = true;
+            break;
+        }
         if i < cfg.warmup {
             continue;
         }
@@ -369,15 +386,16 @@ fn measure(
             minflt: d.minflt,
         });
     }
-    let schedstat = samples.iter().all(|s| s.run_delay_ns.is_some());
-    Ok(Some(Raw {
+    let schedstat = schedstat.is_some() && samples.iter().all(|s| s.run_delay_ns.is_some());
+    Ok(Raw {
         samples,
         iterations,
         ns_per_iteration,
         applied,
         schedstat,
         warnings,
-    }))
+        interrupted,
+    })
 }
 
 const MS: f64 = 1e6;
@@ -513,17 +531,24 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
 
 /// Run the loop probe on a dedicated thread (so its policy, nice, slice and pinning touch nothing else).
 pub fn run_loop(cfg: &LoopConfig) -> Result<LoopReport, ProbeError> {
+    run_loop_until(cfg, &CancelToken::new())
+}
+
+/// `run_loop` that stops early when `cancel` is set: the probe thread stops within one chunk of work
+/// (`work::SPIN_CHECK_EVERY` iterations) or one footprint pass, the load is stopped and reaped, and the
+/// report covers the samples completed, with `interrupted` set. The probe thread's policy, nice value,
+/// slice and pinning end with the thread; the calling thread's own settings are never changed.
+pub fn run_loop_until(cfg: &LoopConfig, cancel: &CancelToken) -> Result<LoopReport, ProbeError> {
     cfg.validate()?;
     let (tx, rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel();
     let c = cfg.clone();
+    let cancel_probe = cancel.clone();
     let h = std::thread::Builder::new()
         .name("ordo-probe".into())
         .spawn(move || {
-            let r = measure(&c, &tx, &go_rx);
-            if let Some(r) = r.transpose() {
-                let _ = tx.send(FromProbe::Done(r));
-            }
+            let r = measure(&c, &tx, &go_rx, &cancel_probe);
+            let _ = tx.send(FromProbe::Done(r));
         })
         .map_err(|e| ProbeError::Config(format!("cannot start the probe thread: {e}")))?;
     let lost = || ProbeError::Config("the probe thread stopped without a result".into());
@@ -535,17 +560,22 @@ pub fn run_loop(cfg: &LoopConfig) -> Result<LoopReport, ProbeError> {
             return Err(lost());
         }
     }
-    let mut load = match BackgroundLoad::start(&cfg.load, cfg.cpu) {
-        Ok(l) => l,
-        Err(e) => {
-            let _ = go_tx.send(false);
-            let _ = h.join();
-            return Err(e);
+    // Cancelled during calibration: no load is started and no sample taken.
+    let mut load = None;
+    if !cancel.is_cancelled() {
+        match BackgroundLoad::start(&cfg.load, cfg.cpu) {
+            Ok(l) => load = Some(l),
+            Err(e) => {
+                let _ = go_tx.send(false);
+                let _ = h.join();
+                return Err(e);
+            }
         }
-    };
-    let _ = go_tx.send(true);
+    }
+    let _ = go_tx.send(load.is_some());
     let done = rx.recv();
-    let load_exited = load.command_exited();
+    let load_exited = load.as_mut().is_some_and(|l| l.command_exited());
+    // Stops the load threads, or kills the load command and everything it started, and reaps them.
     drop(load);
     let _ = h.join();
     let mut raw = match done {
@@ -553,9 +583,13 @@ pub fn run_loop(cfg: &LoopConfig) -> Result<LoopReport, ProbeError> {
         _ => return Err(lost()),
     };
     if load_exited {
-        raw.warnings.push(
-            "the load command exited before the run ended; later samples ran without it".into(),
-        );
+        raw.warnings.push(if raw.interrupted {
+            "the load command exited before the run was stopped (Ctrl-C on a terminal reaches it too: it \
+             is in ordo's process group); the last samples may have run without it"
+                .into()
+        } else {
+            "the load command exited before the run ended; later samples ran without it".into()
+        });
     }
     let nominal_ns = Calibration {
         ns_per_iteration: raw.ns_per_iteration,
@@ -572,6 +606,7 @@ pub fn run_loop(cfg: &LoopConfig) -> Result<LoopReport, ProbeError> {
         ns_per_iteration: raw.ns_per_iteration,
         applied: raw.applied,
         schedstat: raw.schedstat,
+        interrupted: raw.interrupted,
         summary,
         samples: raw.samples,
         warnings: raw.warnings,

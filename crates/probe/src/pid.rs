@@ -10,6 +10,7 @@ use ordo_sys::procfs::{ProcRoot, Psi};
 use ordo_sys::{ProcessSampler, ProcessSnapshot, SysError, ThreadSnapshot};
 use serde::{Deserialize, Serialize};
 
+use crate::cancel::CancelToken;
 use crate::error::ProbeError;
 
 /// What to watch and for how long.
@@ -128,6 +129,10 @@ pub struct PidReport {
     pub psi: Option<PsiRates>,
     /// Figures this kernel or these permissions do not allow, with the reason.
     pub unavailable: Vec<String>,
+    /// The last report of a watch stopped by Ctrl-C / SIGTERM: its interval ends at the interruption, so
+    /// it is usually shorter than the others (`interval_s` says how long; the rates are per second).
+    #[serde(default)]
+    pub interrupted: bool,
 }
 
 /// Why watching ended.
@@ -139,6 +144,8 @@ pub enum PidEnd {
     Exited { after_s: f64 },
     /// The callback asked to stop.
     Stopped,
+    /// The cancel token was set (Ctrl-C); `after_s` seconds after the first sample.
+    Interrupted { after_s: f64 },
 }
 
 fn psi_rates(now: &Psi, before: &Psi, interval_s: f64) -> PsiRates {
@@ -193,8 +200,19 @@ fn thread_rates(
 
 /// Watch `cfg.pid`, calling `on` with each interval's report; `on` returns false to stop.
 /// `ProcessGone` at the start means there is no such process; an exit later ends with `PidEnd::Exited`.
-pub fn watch(
+pub fn watch(cfg: &PidConfig, on: impl FnMut(&PidReport) -> bool) -> Result<PidEnd, ProbeError> {
+    watch_until(cfg, &CancelToken::new(), on)
+}
+
+/// A final interval shorter than this is not reported when interrupted (too short for a rate).
+const MIN_FINAL_INTERVAL: Duration = Duration::from_millis(10);
+
+/// `watch` that also ends when `cancel` is set: the sleep between samples ends at once, the interval
+/// so far is reported (marked `interrupted`, unless it is under 10 ms old) and the watch ends with
+/// `PidEnd::Interrupted`.
+pub fn watch_until(
     cfg: &PidConfig,
+    cancel: &CancelToken,
     mut on: impl FnMut(&PidReport) -> bool,
 ) -> Result<PidEnd, ProbeError> {
     if cfg.interval < Duration::from_millis(10) {
@@ -205,6 +223,7 @@ pub fn watch(
     let mut sampler = ProcessSampler::with_root(cfg.root.clone(), cfg.pid)?;
     let start = Instant::now();
     let mut prev = sampler.sample_detailed()?;
+    let mut prev_at = Instant::now();
     let mut prev_psi = cfg.root.psi_cpu();
     let mut seq = 0;
     loop {
@@ -216,7 +235,12 @@ pub fn watch(
             }
             wait = wait.min(d - elapsed);
         }
-        std::thread::sleep(wait);
+        let interrupted = cancel.wait_timeout(wait);
+        if interrupted && prev_at.elapsed() < MIN_FINAL_INTERVAL {
+            return Ok(PidEnd::Interrupted {
+                after_s: start.elapsed().as_secs_f64(),
+            });
+        }
         let now = match sampler.sample_detailed() {
             Ok(n) => n,
             Err(SysError::ProcessGone(_)) => {
@@ -286,11 +310,18 @@ pub fn watch(
             per_thread,
             psi: psi_r,
             unavailable,
+            interrupted,
         };
         if !on(&report) {
             return Ok(PidEnd::Stopped);
         }
+        if interrupted {
+            return Ok(PidEnd::Interrupted {
+                after_s: start.elapsed().as_secs_f64(),
+            });
+        }
         prev = now;
+        prev_at = Instant::now();
         prev_psi = psi;
     }
 }
@@ -347,5 +378,43 @@ mod tests {
         assert!(seen[0].interval_s > 0.03);
         assert!(!seen[0].per_thread.is_empty());
         assert_eq!(seen[0].kind, "probe-pid");
+        assert!(!seen[1].interrupted);
+    }
+
+    #[test]
+    fn a_cancel_ends_the_wait_with_a_last_partial_interval() {
+        let mut cfg = PidConfig::new(std::process::id() as i32);
+        cfg.interval = Duration::from_secs(30);
+        let cancel = CancelToken::new();
+        let c = cancel.clone();
+        let h = std::thread::spawn(move || {
+            std::thread::sleep(Duration::from_millis(150));
+            c.cancel();
+        });
+        let t = Instant::now();
+        let mut seen = Vec::new();
+        let end = watch_until(&cfg, &cancel, |r| {
+            seen.push(r.clone());
+            true
+        })
+        .unwrap();
+        h.join().unwrap();
+        assert!(t.elapsed() < Duration::from_secs(10), "{:?}", t.elapsed());
+        assert!(matches!(end, PidEnd::Interrupted { .. }), "{end:?}");
+        assert_eq!(seen.len(), 1);
+        assert!(seen[0].interrupted);
+        assert!(seen[0].interval_s > 0.1 && seen[0].interval_s < 10.0);
+        // Cancelled before the first sleep: it ends at once, with no report (or, when this thread was
+        // preempted for over 10 ms after the first sample, one interrupted report).
+        let mut late = Vec::new();
+        let t = Instant::now();
+        let end = watch_until(&cfg, &cancel, |r| {
+            late.push(r.interrupted);
+            true
+        })
+        .unwrap();
+        assert!(matches!(end, PidEnd::Interrupted { .. }));
+        assert!(t.elapsed() < Duration::from_secs(10));
+        assert!(late.len() <= 1 && late.iter().all(|&i| i), "{late:?}");
     }
 }

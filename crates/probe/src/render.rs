@@ -31,11 +31,26 @@ fn histogram(out: &mut String, title: &str, h: &Histogram) {
     }
 }
 
+/// "interrupted after 12 of 1000 samples" for a partial run.
+pub fn interrupted_line(r: &LoopReport) -> String {
+    format!(
+        "interrupted after {} of {} samples",
+        r.summary.samples, r.config.samples
+    )
+}
+
 /// A loop run as text.
 pub fn loop_text(r: &LoopReport) -> String {
     let mut out = String::new();
     let s = &r.summary;
     let cfg = &r.config;
+    if r.interrupted {
+        let _ = writeln!(
+            out,
+            "ordo probe loop: {} — partial report of the samples completed",
+            interrupted_line(r)
+        );
+    }
     let _ = writeln!(
         out,
         "ordo probe loop: {} samples of {:.2} ms nominal work ({} iterations, {:.3} ns each)",
@@ -61,6 +76,13 @@ pub fn loop_text(r: &LoopReport) -> String {
         cfg.footprint_mb
     );
     out.push('\n');
+    if s.samples == 0 {
+        let _ = writeln!(out, "no sample was completed; nothing to summarise");
+        for warn in &r.warnings {
+            let _ = writeln!(out, "warning: {warn}");
+        }
+        return out;
+    }
     row(&mut out, "elapsed", &s.elapsed_ms, "ms");
     row(&mut out, "CPU", &s.cpu_ms, "ms");
     if let Some(rd) = &s.run_delay_ms {
@@ -135,24 +157,65 @@ pub fn loop_text(r: &LoopReport) -> String {
     out
 }
 
-/// A comparison as a side-by-side table.
+/// What an interrupted comparison has and lacks, one line.
+fn compare_interrupted_line(c: &CompareReport) -> String {
+    let mut parts = Vec::new();
+    if let Some(r) = c.runs.iter().find(|r| r.interrupted) {
+        parts.push(format!("{}: {}", r.label, interrupted_line(r)));
+    }
+    if !c.not_run.is_empty() {
+        parts.push(format!("not run: {}", c.not_run.join(", ")));
+    }
+    format!("interrupted — {}", parts.join("; "))
+}
+
+/// A comparison as a side-by-side table. An interrupted one marks its partial column; with fewer than two
+/// runs it says the comparison did not run and shows the one run in full.
 pub fn compare_text(c: &CompareReport) -> String {
     let mut out = String::new();
+    if c.interrupted && c.runs.len() < 2 {
+        let _ = writeln!(
+            out,
+            "ordo probe loop --compare: {}; the comparison did not run",
+            compare_interrupted_line(c)
+        );
+        for r in &c.runs {
+            let _ = writeln!(out, "\n[{}]", r.label);
+            out.push_str(&loop_text(r));
+        }
+        return out;
+    }
+    if c.interrupted {
+        let _ = writeln!(
+            out,
+            "ordo probe loop --compare: {}",
+            compare_interrupted_line(c)
+        );
+    }
     let _ = writeln!(
         out,
         "ordo probe loop --compare: nominal {:.2} ms, {} samples per column",
         c.nominal_ns as f64 / 1e6,
         c.runs.first().map(|r| r.summary.samples).unwrap_or(0)
     );
-    let w = c
+    // A partial run's column says so in its heading.
+    let headings: Vec<String> = c
         .columns
+        .iter()
+        .enumerate()
+        .map(|(i, col)| match c.runs.get(i) {
+            Some(r) if r.interrupted => format!("{col} (partial, {} samples)", r.summary.samples),
+            _ => col.clone(),
+        })
+        .collect();
+    let w = headings
         .iter()
         .map(|s| s.chars().count())
         .max()
         .unwrap_or(8)
         .max(9);
     let _ = write!(out, "{:<24}", "Time range");
-    for col in &c.columns {
+    for col in &headings {
         let _ = write!(out, " {col:>w$}");
     }
     out.push('\n');

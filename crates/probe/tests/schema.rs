@@ -5,8 +5,8 @@
 use std::time::Duration;
 
 use ordo_probe::{
-    CompareConfig, CompareReport, LoadSpec, LoopConfig, LoopReport, PidConfig, PidReport, Work,
-    run_compare, run_loop, watch,
+    CancelToken, CompareConfig, CompareReport, LoadSpec, LoopConfig, LoopReport, PidConfig,
+    PidReport, Work, run_compare, run_compare_until, run_loop, run_loop_until, watch,
 };
 use serde_json::Value;
 
@@ -64,6 +64,48 @@ fn compare_report_matches_schema() {
         vec!["quiet".to_string(), "loaded (1 busy thread)".to_string()]
     );
     assert_eq!(back.rows.len(), 4);
+}
+
+#[test]
+fn interrupted_reports_match_schema() {
+    let cancel = CancelToken::new();
+    cancel.cancel();
+    let r = run_loop_until(&small(), &cancel).unwrap();
+    assert!(r.interrupted);
+    assert!(r.samples.is_empty());
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(check(&v), Vec::<String>::new());
+    assert_eq!(serde_json::from_value::<LoopReport>(v).unwrap(), r);
+
+    let cfg = CompareConfig {
+        base: LoopConfig {
+            load: LoadSpec::Threads(1),
+            ..small()
+        },
+        quiet_vs_loaded: true,
+        footprints: None,
+    };
+    let r = run_compare_until(&cfg, &cancel, |_| {}).unwrap();
+    assert!(r.interrupted);
+    assert_eq!(r.runs.len(), 1);
+    assert_eq!(r.not_run, vec!["loaded (1 busy thread)".to_string()]);
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(check(&v), Vec::<String>::new());
+    let _: CompareReport = serde_json::from_value(v).unwrap();
+}
+
+#[test]
+fn reports_written_before_interruption_existed_still_load() {
+    let r = run_loop(&LoopConfig {
+        samples: 2,
+        ..small()
+    })
+    .unwrap();
+    let mut v = serde_json::to_value(&r).unwrap();
+    v.as_object_mut().unwrap().remove("interrupted");
+    let back: LoopReport = serde_json::from_value(v).unwrap();
+    assert!(!back.interrupted);
 }
 
 #[test]
