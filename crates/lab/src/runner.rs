@@ -56,7 +56,7 @@ impl RunError {
                 | RunError::Refused(_)
                 | RunError::Mismatch { .. }
                 | RunError::Target(TargetError::NoProcess(_))
-        )
+        ) || matches!(self, RunError::Store(e) if e.is_bad_file())
     }
 }
 
@@ -630,7 +630,7 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
             let fp = serde_json::to_value(ordo_sys::Fingerprint::collect()).ok();
             let id = store.create_experiment(
                 &spec.name,
-                &spec.file.display().to_string(),
+                &stored_spec_path(&spec.file),
                 &spec.text,
                 spec.seed,
                 &meta,
@@ -906,11 +906,29 @@ fn one_run(
     Ok(metrics)
 }
 
+/// The experiment file's path as stored with the experiment: absolute, so that `resume` from another
+/// working directory resolves the file's relative paths (`{dir}`, a target `config`, a workload `mix`)
+/// against the file's directory, not its own.
+fn stored_spec_path(file: &Path) -> String {
+    std::path::absolute(file)
+        .unwrap_or_else(|_| file.to_path_buf())
+        .display()
+        .to_string()
+}
+
 /// Resume the newest unfinished experiment in `opts.db` from the file text stored with it.
+/// A missing file or one that is not a store is refused (usage error) without creating or changing it.
 pub fn resume(opts: &RunOptions) -> Result<Outcome, RunError> {
-    let store = Store::open(&opts.db)?;
+    let store = Store::open_existing(&opts.db)?;
     let id = store.latest_unfinished()?.ok_or_else(|| {
-        RunError::Other(format!("no unfinished experiment in {}", opts.db.display()))
+        RunError::Other(match store.latest() {
+            Ok(newest) => format!(
+                "{}: nothing to resume — every experiment in it is finished (the newest is {newest}; `ordo tune show {}` prints it)",
+                opts.db.display(),
+                opts.db.display()
+            ),
+            Err(_) => format!("{}: nothing to resume — it holds no experiments", opts.db.display()),
+        })
     })?;
     let e = store.experiment(id)?;
     drop(store);
@@ -1042,6 +1060,105 @@ configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" =
         assert_eq!(
             order,
             vec!["policy", "nice", "sysctl:kernel.sched_rr_timeslice_ms"]
+        );
+    }
+
+    #[test]
+    fn the_stored_spec_path_is_absolute_so_resume_finds_the_files_next_to_it() {
+        // `ordo tune run exp.toml` in the file's directory, resumed from elsewhere: the stored path must
+        // lead back to that directory (it was "exp.toml", which resume read as ./exp.toml of its own cwd).
+        let stored = PathBuf::from(stored_spec_path(Path::new("exp.toml")));
+        assert!(stored.is_absolute(), "{}", stored.display());
+        assert_eq!(
+            stored.parent().unwrap(),
+            std::env::current_dir().unwrap().as_path()
+        );
+        assert_eq!(
+            stored_spec_path(Path::new("/a/b/exp.toml")),
+            "/a/b/exp.toml"
+        );
+    }
+
+    fn resume_opts(dir: &Path, db: &str) -> RunOptions {
+        RunOptions {
+            db: dir.join(db),
+            journal: dir.join("j"),
+            root: SysRoot::at(dir.join("root")),
+            threads: Arc::new(ordo_sys::knobs::RealThreads),
+            ordo: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+            run_limit: None,
+            print: false,
+        }
+    }
+
+    fn resume_err(opts: &RunOptions) -> RunError {
+        match resume(opts) {
+            Err(e) => e,
+            Ok(_) => panic!("resume of {} should fail", opts.db.display()),
+        }
+    }
+
+    #[test]
+    fn resume_refuses_a_missing_or_foreign_file_without_touching_it_and_says_when_all_is_finished()
+    {
+        let d = tempfile::tempdir().unwrap();
+        // Missing: a usage error naming the file; no database is created.
+        let opts = resume_opts(d.path(), "missing.db");
+        let e = resume_err(&opts);
+        assert!(e.is_usage(), "{e}");
+        assert!(
+            e.to_string().contains("missing.db: no such database"),
+            "{e}"
+        );
+        assert!(!opts.db.exists());
+
+        // Not SQLite: a usage error naming the file, which is left as it was.
+        let opts = resume_opts(d.path(), "notes.db");
+        std::fs::write(&opts.db, "text\n").unwrap();
+        let e = resume_err(&opts);
+        assert!(e.is_usage(), "{e}");
+        assert!(
+            e.to_string().contains("notes.db: not an ordo tune store"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&opts.db).unwrap(), "text\n");
+
+        // A store whose experiments are all finished: nothing to resume (exit 1, not a usage error).
+        let opts = resume_opts(d.path(), "done.db");
+        let mut store = Store::open(&opts.db).unwrap();
+        let e = resume_err(&opts);
+        assert!(!e.is_usage());
+        assert!(
+            e.to_string()
+                .contains("done.db: nothing to resume — it holds no experiments"),
+            "{e}"
+        );
+        let meta = ExperimentMeta {
+            knobs: vec![("param:x".into(), vec!["1".into(), "2".into()])],
+            objective: "maximize".into(),
+            score_terms: vec![("web.throughput".into(), 1.0)],
+            scale_knob: None,
+            scale_base: None,
+            min_runs: 3,
+            max_runs: 3,
+            rel_ci: 0.02,
+            warmup_blocks: 0,
+            fixed_work: false,
+            notes: Vec::new(),
+        };
+        let id = store
+            .create_experiment("e", "e.toml", "text", 1, &meta, &[], None)
+            .unwrap();
+        store.set_status(id, "finished").unwrap();
+        let e = resume_err(&opts);
+        assert!(!e.is_usage());
+        assert!(
+            e.to_string().contains(
+                "nothing to resume — every experiment in it is finished (the newest is 1"
+            ),
+            "{e}"
         );
     }
 }

@@ -3,7 +3,7 @@
 //! `ordo tune export` and `ordo report` (read-only).
 
 use std::collections::BTreeMap;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
@@ -25,6 +25,17 @@ pub enum StoreError {
     NoExperiment(i64),
     #[error("the database holds no experiments")]
     Empty,
+    #[error("{}: no such database", .0.display())]
+    Missing(PathBuf),
+    #[error("{}: not an ordo tune store ({reason})", .path.display())]
+    NotAStore { path: PathBuf, reason: String },
+}
+
+impl StoreError {
+    /// The file named is not a store (missing, not SQLite, another program's database): a usage error.
+    pub fn is_bad_file(&self) -> bool {
+        matches!(self, StoreError::Missing(_) | StoreError::NotAStore { .. })
+    }
 }
 
 /// What the analysis needs to know about an experiment, stored with it so readers need not re-parse the
@@ -243,6 +254,32 @@ impl Store {
         conn.pragma_update(None, "journal_mode", "WAL")?;
         conn.execute_batch(SCHEMA)?;
         Ok(Store { conn })
+    }
+
+    /// Open an existing store for writing (to resume): a missing file is not created and a file that
+    /// is not an ordo tune store (not SQLite, corrupt, another program's database) is left unchanged;
+    /// both are errors naming the file.
+    pub fn open_existing(path: &Path) -> Result<Store, StoreError> {
+        if !path.exists() {
+            return Err(StoreError::Missing(path.to_path_buf()));
+        }
+        let not_a_store = |e: StoreError| StoreError::NotAStore {
+            path: path.to_path_buf(),
+            reason: match e {
+                StoreError::Sql(e) => e.to_string(),
+                e => e.to_string(),
+            },
+        };
+        {
+            let ro = Store::open_read_only(path).map_err(not_a_store)?;
+            ro.list_experiments().map_err(not_a_store)?;
+            for table in ["fingerprints", "configurations", "runs", "metrics"] {
+                ro.conn
+                    .prepare(&format!("SELECT * FROM {table} LIMIT 0"))
+                    .map_err(|e| not_a_store(e.into()))?;
+            }
+        }
+        Store::open(path)
     }
 
     /// Open an existing store read-only (for `ordo report` and `ordo tune show`).
@@ -666,5 +703,58 @@ mod tests {
         let r = Store::open_read_only(&p).unwrap();
         assert_eq!(r.latest().unwrap(), id);
         assert!(r.load(id).unwrap().fingerprint.is_none());
+    }
+
+    #[test]
+    fn open_existing_neither_creates_nor_changes_a_file_that_is_not_a_store() {
+        let d = tempfile::tempdir().unwrap();
+        // Missing: an error naming the file, and no file created.
+        let missing = d.path().join("missing.db");
+        let e = Store::open_existing(&missing).unwrap_err();
+        assert!(e.is_bad_file());
+        assert_eq!(
+            e.to_string(),
+            format!("{}: no such database", missing.display())
+        );
+        assert!(!missing.exists());
+
+        // Not SQLite: named, left byte for byte.
+        let garbage = d.path().join("garbage.db");
+        std::fs::write(&garbage, "not a database, just text\n").unwrap();
+        let e = Store::open_existing(&garbage).unwrap_err();
+        assert!(e.is_bad_file());
+        let msg = e.to_string();
+        assert!(
+            msg.starts_with(&format!("{}: not an ordo tune store (", garbage.display())),
+            "{msg}"
+        );
+        assert_eq!(
+            std::fs::read_to_string(&garbage).unwrap(),
+            "not a database, just text\n"
+        );
+
+        // Another program's SQLite database: refused, and no tables of ours added to it.
+        let other = d.path().join("other.db");
+        Connection::open(&other)
+            .unwrap()
+            .execute_batch("CREATE TABLE notes (x TEXT);")
+            .unwrap();
+        let e = Store::open_existing(&other).unwrap_err();
+        assert!(e.is_bad_file(), "{e}");
+        let tables: Vec<String> = Connection::open(&other)
+            .unwrap()
+            .prepare("SELECT name FROM sqlite_master WHERE type = 'table'")
+            .unwrap()
+            .query_map([], |r| r.get(0))
+            .unwrap()
+            .collect::<Result<_, _>>()
+            .unwrap();
+        assert_eq!(tables, vec!["notes".to_string()]);
+
+        // A store (even an empty one) opens.
+        let good = d.path().join("good.db");
+        drop(Store::open(&good).unwrap());
+        let s = Store::open_existing(&good).unwrap();
+        assert!(s.list_experiments().unwrap().is_empty());
     }
 }
