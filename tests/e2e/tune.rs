@@ -1,7 +1,8 @@
 //! End-to-end tests of `ordo tune` (owned by the tune work; see docs/tune.md): every example's dry run;
 //! errors naming file and line; a 2×2 experiment against the built-in ordo serve that is interrupted with
 //! SIGINT, resumed, shown and exported; an experiment killed with SIGKILL half-way whose knobs (in a
-//! temporary fake root) `ordo tune recover` restores.
+//! temporary fake root) `ordo tune recover` restores; `ordo tune resume` after SIGINT and after SIGKILL
+//! (+ recover), from another directory, counted against the plan, and on finished, missing and foreign files.
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Stdio};
@@ -359,4 +360,354 @@ nice = [3]
     let out = run_with_timeout(cmd, Duration::from_secs(30));
     assert_eq!(out.code(), Some(0));
     assert!(out.stdout.contains("nothing to restore"), "{}", out.stdout);
+}
+
+// ---- `ordo tune resume` ------------------------------------------------------------------------------
+
+/// Three configurations (baseline; workers 1 and 2 with swappiness 10 in a fake root) × exactly 3 runs.
+/// The target's config is named relative to the file, so a resume from another directory must find it.
+const RESUMABLE: &str = r#"
+name = "resumable"
+seed = 11
+
+[target]
+builtin = "ordo-serve"
+config = "serve.toml"
+args = ["--workers", "{workers}"]
+
+[[workload]]
+url = "http://127.0.0.1:{port}/cpu?us=50"
+connections = 2
+duration = "250ms"
+
+[knobs]
+"param:workers" = [1, 2]
+"sysctl:vm.swappiness" = [10]
+
+[repeat]
+min = 3
+max = 3
+ci = 0.5
+"#;
+
+const PER_CONFIG: usize = 3;
+
+/// A work area: the experiment (exp/exp.toml + exp/serve.toml), a fake root whose vm.swappiness is 60,
+/// and another directory to resume from.
+struct ResumeCase {
+    _d: tempfile::TempDir,
+    exp_dir: PathBuf,
+    other_dir: PathBuf,
+    root: PathBuf,
+    db: PathBuf,
+    journal: PathBuf,
+}
+
+impl ResumeCase {
+    fn new() -> ResumeCase {
+        let d = tempfile::tempdir().unwrap();
+        let exp_dir = d.path().join("exp");
+        let other_dir = d.path().join("elsewhere");
+        let root = d.path().join("root");
+        for (rel, v) in [
+            ("proc/sys/vm/swappiness", "60\n"),
+            ("proc/sys/kernel/osrelease", "6.18.0\n"),
+        ] {
+            let p = root.join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        }
+        std::fs::create_dir_all(&exp_dir).unwrap();
+        std::fs::create_dir_all(&other_dir).unwrap();
+        std::fs::write(exp_dir.join("exp.toml"), RESUMABLE).unwrap();
+        std::fs::write(
+            exp_dir.join("serve.toml"),
+            "workers = 4\npolicy = \"fcfs\"\n[[routes]]\nprefix = \"/\"\nsynthetic = {}\n",
+        )
+        .unwrap();
+        ResumeCase {
+            db: d.path().join("t.db"),
+            journal: d.path().join("t.db.journal"),
+            exp_dir,
+            other_dir,
+            root,
+            _d: d,
+        }
+    }
+
+    fn swappiness(&self) -> String {
+        std::fs::read_to_string(self.root.join("proc/sys/vm/swappiness"))
+            .unwrap()
+            .trim()
+            .to_string()
+    }
+
+    /// `ordo tune run exp.toml` started in the experiment's directory (a relative file name).
+    fn start_run(&self) -> Child {
+        let mut cmd = ordo();
+        cmd.current_dir(&self.exp_dir)
+            .args(["tune", "run", "--no-progress", "--sys-root"])
+            .arg(&self.root)
+            .arg("--db")
+            .arg(&self.db)
+            .arg("exp.toml");
+        spawn(cmd)
+    }
+
+    /// `ordo tune resume` from another directory.
+    fn resume(&self) -> crate::util::Output {
+        let mut cmd = ordo();
+        cmd.current_dir(&self.other_dir)
+            .args(["tune", "resume", "--no-progress", "--sys-root"])
+            .arg(&self.root)
+            .arg("--db")
+            .arg(&self.db);
+        run_with_timeout(cmd, Duration::from_secs(60))
+    }
+
+    /// The stored experiment (read through ordo_lab's store, read-only), or None before it exists.
+    fn stored(&self) -> Option<ordo_lab::store::ExperimentData> {
+        if !self.db.exists() {
+            return None;
+        }
+        let store = ordo_lab::store::Store::open_read_only(&self.db).ok()?;
+        let id = store.latest().ok()?;
+        store.load(id).ok()
+    }
+
+    /// Stop targets left by a killed `ordo tune run` (they inherited its working directory, exp/).
+    fn kill_orphaned_targets(&self) {
+        let dir = self.exp_dir.canonicalize().unwrap();
+        for e in std::fs::read_dir("/proc").unwrap().flatten() {
+            let Some(p) = e.file_name().to_str().and_then(|s| s.parse::<i32>().ok()) else {
+                continue;
+            };
+            if std::fs::read_link(format!("/proc/{p}/cwd")).is_ok_and(|c| c == dir) {
+                let _ = ordo_sys::process::kill_group(p);
+            }
+        }
+    }
+
+    /// Wait (bounded) until at least one run is stored, then return the child's target processes.
+    fn wait_for_first_run(&self, child: &mut Child) -> Vec<i32> {
+        let stored = wait_for(Duration::from_secs(30), || {
+            self.stored().is_some_and(|e| !e.runs.is_empty())
+        });
+        if !stored {
+            let _ = child.kill();
+            let _ = child.wait();
+            panic!("no run was stored within 30 s");
+        }
+        children_of(child.id())
+    }
+}
+
+/// (block, configuration, started) of every run, sorted: the identity of each stored run.
+fn run_keys(e: &ordo_lab::store::ExperimentData) -> Vec<(usize, usize, i64)> {
+    let mut v: Vec<_> = e
+        .runs
+        .iter()
+        .map(|r| (r.block, r.config, r.started_unix_ms))
+        .collect();
+    v.sort();
+    v
+}
+
+/// The finished experiment follows the plan: every configuration exactly PER_CONFIG measured runs, one per
+/// block, nothing repeated, every run before the interruption kept as it was.
+fn assert_complete(e: &ordo_lab::store::ExperimentData, before: &[(usize, usize, i64)]) {
+    assert_eq!(e.experiment.status, "finished");
+    let n = e.configurations.len();
+    assert_eq!(n, 3, "{:?}", e.configurations);
+    assert_eq!(e.runs.len(), n * PER_CONFIG, "{:?}", run_keys(e));
+    for c in 0..n {
+        let mut blocks: Vec<usize> = e
+            .runs
+            .iter()
+            .filter(|r| r.config == c)
+            .map(|r| r.block)
+            .collect();
+        blocks.sort();
+        assert_eq!(
+            blocks,
+            (0..PER_CONFIG).collect::<Vec<_>>(),
+            "configuration {c}"
+        );
+        assert_eq!(e.values(c, "score").len(), PER_CONFIG, "configuration {c}");
+    }
+    let after = run_keys(e);
+    for k in before {
+        assert!(
+            after.contains(k),
+            "run {k:?} from before the interruption was lost or redone"
+        );
+    }
+}
+
+fn assert_shows(db: &Path) {
+    let mut cmd = ordo();
+    cmd.args(["tune", "show"]).arg(db);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(out.stdout.contains("Welch"), "{}", out.stdout);
+    assert!(out.stdout.contains("best:"), "{}", out.stdout);
+}
+
+#[test]
+fn resume_after_sigint_keeps_the_runs_done_and_finishes_the_plan() {
+    let c = ResumeCase::new();
+    let mut child = c.start_run();
+    let targets = c.wait_for_first_run(&mut child);
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let st = wait_with_timeout(&mut child, Duration::from_secs(30)).expect("ordo stops on SIGINT");
+    assert_eq!(st.code(), Some(130));
+    for t in targets {
+        assert!(
+            !Path::new(&format!("/proc/{t}")).exists(),
+            "target {t} still running"
+        );
+    }
+    // A consistent store: interrupted, some but not all runs, every knob restored, no journal left.
+    let e = c.stored().expect("stored");
+    assert_eq!(e.experiment.status, "interrupted");
+    let before = run_keys(&e);
+    assert!(
+        !before.is_empty() && before.len() < 3 * PER_CONFIG,
+        "{before:?}"
+    );
+    assert_eq!(c.swappiness(), "60");
+    assert!(!c.journal.exists());
+
+    let out = c.resume();
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains(&format!(
+            "resuming experiment 1 ({} run(s) already stored)",
+            before.len()
+        )),
+        "{}",
+        out.stdout
+    );
+    // One line per run done now: exactly the runs that were missing.
+    let lines = out.stdout.lines().filter(|l| l.starts_with('[')).count();
+    assert_eq!(lines, 3 * PER_CONFIG - before.len(), "{}", out.stdout);
+    assert_complete(&c.stored().unwrap(), &before);
+    assert_eq!(c.swappiness(), "60");
+    assert!(!c.journal.exists());
+    assert_shows(&c.db);
+
+    // Resuming a finished store: nothing to do, said with the file's name; exit 1; the store unchanged.
+    let out = c.resume();
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stderr.contains("t.db: nothing to resume"),
+        "{}",
+        out.stderr
+    );
+    assert!(out.stderr.contains("finished"), "{}", out.stderr);
+    assert_eq!(c.stored().unwrap().runs.len(), 3 * PER_CONFIG);
+}
+
+#[test]
+fn resume_after_sigkill_needs_recover_first_then_finishes_the_plan() {
+    let c = ResumeCase::new();
+    let mut child = c.start_run();
+    c.wait_for_first_run(&mut child);
+    // Kill it while a configuration's knob is applied (two of the three set swappiness to 10).
+    let applied = wait_for(Duration::from_secs(30), || c.swappiness() == "10");
+    child.kill().unwrap();
+    let _ = child.wait();
+    // Its target outlives it (now orphaned): found by the config path on its command line.
+    c.kill_orphaned_targets();
+    assert!(applied, "a configuration with swappiness 10 ran");
+    assert_eq!(c.swappiness(), "10");
+    assert!(c.journal.exists());
+    let e = c.stored().expect("stored");
+    // Nobody marked it: the status stays "running" (resumable), the run in progress is not stored.
+    assert_eq!(e.experiment.status, "running");
+    let before = run_keys(&e);
+    assert!(
+        !before.is_empty() && before.len() < 3 * PER_CONFIG,
+        "{before:?}"
+    );
+
+    // The journal still holds a change: resume refuses (exit 1), names the journal and `recover`.
+    let out = c.resume();
+    assert_eq!(out.code(), Some(1), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stderr.contains("t.db.journal"), "{}", out.stderr);
+    assert!(out.stderr.contains("ordo tune recover"), "{}", out.stderr);
+    assert_eq!(c.swappiness(), "10");
+    assert_eq!(run_keys(&c.stored().unwrap()), before);
+
+    let mut cmd = ordo();
+    cmd.args(["tune", "recover", "--journal"]).arg(&c.journal);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert_eq!(c.swappiness(), "60");
+
+    let out = c.resume();
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("resuming experiment 1"),
+        "{}",
+        out.stdout
+    );
+    assert_complete(&c.stored().unwrap(), &before);
+    assert_eq!(c.swappiness(), "60");
+    assert!(!c.journal.exists());
+    assert_shows(&c.db);
+}
+
+#[test]
+fn resume_of_a_missing_or_foreign_file_names_it_exits_2_and_changes_nothing() {
+    let d = tempfile::tempdir().unwrap();
+    let resume = |db: &Path| {
+        let mut cmd = ordo();
+        cmd.args(["tune", "resume", "--no-progress", "--db"])
+            .arg(db);
+        run_with_timeout(cmd, Duration::from_secs(30))
+    };
+    let missing = d.path().join("missing.db");
+    let out = resume(&missing);
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("missing.db: no such database"),
+        "{}",
+        out.stderr
+    );
+    assert!(!missing.exists(), "resume created {}", missing.display());
+
+    let garbage = d.path().join("notes.db");
+    std::fs::write(&garbage, "just some text, not SQLite\n").unwrap();
+    let out = resume(&garbage);
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("notes.db: not an ordo tune store"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(
+        std::fs::read_to_string(&garbage).unwrap(),
+        "just some text, not SQLite\n"
+    );
+
+    // A truncated store (header intact, pages lost) is refused the same way, and left as it was.
+    let db = d.path().join("t.db");
+    drop(ordo_lab::store::Store::open(&db).unwrap());
+    let mut bytes = std::fs::read(&db).unwrap();
+    assert!(bytes.len() > 100);
+    bytes.truncate(100);
+    std::fs::write(&db, &bytes).unwrap();
+    let out = resume(&db);
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("t.db: not an ordo tune store"),
+        "{}",
+        out.stderr
+    );
+    assert_eq!(std::fs::read(&db).unwrap(), bytes);
 }
