@@ -200,3 +200,325 @@ fn probe_bad_input_exits_2_with_a_message() {
         assert!(out.stderr.contains(needle), "{args:?}: {}", out.stderr);
     }
 }
+
+/// A running `ordo` whose stdout and stderr are collected as they arrive, for the Ctrl-C tests.
+struct Live {
+    child: std::process::Child,
+    out: std::sync::Arc<std::sync::Mutex<String>>,
+    err: std::sync::Arc<std::sync::Mutex<String>>,
+    readers: Vec<std::thread::JoinHandle<()>>,
+}
+
+impl Live {
+    fn start(args: &[&str]) -> Live {
+        let mut child = ordo()
+            .args(args)
+            .stdin(Stdio::null())
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        let out = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let err = std::sync::Arc::new(std::sync::Mutex::new(String::new()));
+        let collect = |mut r: Box<dyn std::io::Read + Send>,
+                       into: std::sync::Arc<std::sync::Mutex<String>>| {
+            std::thread::spawn(move || {
+                let mut buf = [0u8; 4096];
+                while let Ok(n) = r.read(&mut buf) {
+                    if n == 0 {
+                        break;
+                    }
+                    into.lock()
+                        .unwrap()
+                        .push_str(&String::from_utf8_lossy(&buf[..n]));
+                }
+            })
+        };
+        let readers = vec![
+            collect(Box::new(child.stdout.take().unwrap()), out.clone()),
+            collect(Box::new(child.stderr.take().unwrap()), err.clone()),
+        ];
+        Live {
+            child,
+            out,
+            err,
+            readers,
+        }
+    }
+
+    /// Wait (bounded) until `f` holds for what stdout and stderr have so far.
+    fn wait_for(&self, what: &str, limit: Duration, f: impl Fn(&str, &str) -> bool) {
+        let start = Instant::now();
+        loop {
+            if f(&self.out.lock().unwrap(), &self.err.lock().unwrap()) {
+                return;
+            }
+            assert!(
+                start.elapsed() < limit,
+                "no {what} within {limit:?}; stderr:\n{}",
+                self.err.lock().unwrap()
+            );
+            std::thread::sleep(Duration::from_millis(20));
+        }
+    }
+
+    fn signal(&self, sig: &str) {
+        let ok = Command::new("kill")
+            .args([sig, &self.child.id().to_string()])
+            .status()
+            .unwrap()
+            .success();
+        assert!(ok, "kill {sig}");
+    }
+
+    /// Wait (bounded) for the exit; its code (None = killed by a signal), stdout and stderr.
+    fn finish(mut self, limit: Duration) -> (Option<i32>, String, String) {
+        let status = wait_with_timeout(&mut self.child, limit);
+        for r in self.readers.drain(..) {
+            let _ = r.join();
+        }
+        let out = self.out.lock().unwrap().clone();
+        let err = self.err.lock().unwrap().clone();
+        let status = status.unwrap_or_else(|| panic!("no exit within {limit:?}; stderr:\n{err}"));
+        (status.code(), out, err)
+    }
+}
+
+/// A load command that reports the PID of the process it forks (a `sleep 30`), so the test can check
+/// that an interrupted probe leaves nothing running.
+fn load_cmd_with_pidfile(pidfile: &std::path::Path) -> String {
+    format!("sleep 30 & echo $! > '{}'; wait", pidfile.display())
+}
+
+fn read_pid(path: &std::path::Path, limit: Duration) -> i32 {
+    let start = Instant::now();
+    loop {
+        if let Some(p) = std::fs::read_to_string(path)
+            .ok()
+            .and_then(|s| s.trim().parse::<i32>().ok())
+        {
+            return p;
+        }
+        assert!(start.elapsed() < limit, "the load command did not start");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+/// Process `pid` is gone or a zombie (its shell was killed; init reaps it), polled up to `limit`.
+fn gone_within(pid: i32, limit: Duration) -> bool {
+    let start = Instant::now();
+    loop {
+        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
+            .ok()
+            .and_then(|s| {
+                s.rsplit_once(')')
+                    .and_then(|(_, rest)| rest.trim().chars().next())
+            });
+        if matches!(state, None | Some('Z') | Some('X')) {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    }
+}
+
+#[test]
+fn probe_loop_ctrl_c_prints_a_partial_json_report_and_kills_the_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("sleep.pid");
+    let load = load_cmd_with_pidfile(&pidfile);
+    let live = Live::start(&[
+        "probe",
+        "loop",
+        "--samples",
+        "100000",
+        "--work",
+        "1ms",
+        "--warmup",
+        "0",
+        "--load-cmd",
+        &load,
+        "--json",
+    ]);
+    // The load starts right before the first sample (after the signal handler is in place).
+    let sleep_pid = read_pid(&pidfile, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    live.signal("-INT");
+    let (code, out, err) = live.finish(Duration::from_secs(20));
+    assert_eq!(code, Some(130), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).expect("one JSON document");
+    assert_eq!(v["kind"], "probe-loop");
+    assert_eq!(v["interrupted"], true);
+    let n = v["samples"].as_array().unwrap().len();
+    assert!(n > 0 && n < 100_000, "{n} samples");
+    assert_eq!(v["summary"]["samples"], n);
+    assert_eq!(v["config"]["samples"], 100_000);
+    assert!(v["summary"]["elapsed_ms"]["p50"].as_f64().unwrap() > 0.0);
+    assert!(
+        err.contains(&format!("interrupted after {n} of 100000 samples")),
+        "{err}"
+    );
+    assert!(
+        gone_within(sleep_pid, Duration::from_secs(5)),
+        "the load's sleep (pid {sleep_pid}) is still running"
+    );
+}
+
+#[test]
+fn probe_loop_ctrl_c_text_report_is_marked_partial() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("sleep.pid");
+    let load = load_cmd_with_pidfile(&pidfile);
+    let live = Live::start(&[
+        "probe",
+        "loop",
+        "--samples",
+        "100000",
+        "--work",
+        "1ms",
+        "--warmup",
+        "0",
+        "--buckets",
+        "1,2,4",
+        "--load-cmd",
+        &load,
+    ]);
+    let sleep_pid = read_pid(&pidfile, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(500));
+    live.signal("-TERM");
+    let (code, out, err) = live.finish(Duration::from_secs(20));
+    assert_eq!(code, Some(130), "{err}");
+    assert!(out.contains("of 100000 samples — partial report"), "{out}");
+    for needle in [
+        "elapsed relative to nominal",
+        "1–2 ms",
+        "where the time went",
+        "slowest sample",
+    ] {
+        assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
+    }
+    assert!(gone_within(sleep_pid, Duration::from_secs(5)));
+}
+
+#[test]
+fn probe_compare_ctrl_c_in_the_first_run_says_the_comparison_did_not_run() {
+    let live = Live::start(&[
+        "probe",
+        "loop",
+        "--compare",
+        "--samples",
+        "100000",
+        "--work",
+        "1ms",
+        "--load",
+        "1",
+        "--json",
+    ]);
+    live.wait_for("first run", Duration::from_secs(20), |_, err| {
+        err.contains("running quiet")
+    });
+    std::thread::sleep(Duration::from_millis(500));
+    live.signal("-INT");
+    let (code, out, err) = live.finish(Duration::from_secs(20));
+    assert_eq!(code, Some(130), "{err}");
+    assert!(err.contains("the comparison did not run"), "{err}");
+    assert!(!err.contains("running loaded"), "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["kind"], "probe-compare");
+    assert_eq!(v["interrupted"], true);
+    assert_eq!(v["runs"].as_array().unwrap().len(), 1);
+    assert_eq!(v["runs"][0]["interrupted"], true);
+    assert_eq!(v["not_run"][0], "loaded (1 busy thread)");
+}
+
+#[test]
+fn probe_compare_ctrl_c_in_the_second_run_reports_both() {
+    // 300 samples of 1 ms of CPU: the loaded run cannot finish in the 100 ms before the signal.
+    let live = Live::start(&[
+        "probe",
+        "loop",
+        "--compare",
+        "--samples",
+        "300",
+        "--work",
+        "1ms",
+        "--load",
+        "1",
+    ]);
+    live.wait_for("second run", Duration::from_secs(30), |_, err| {
+        err.contains("running loaded")
+    });
+    std::thread::sleep(Duration::from_millis(100));
+    live.signal("-INT");
+    let (code, out, err) = live.finish(Duration::from_secs(20));
+    assert_eq!(code, Some(130), "{err}");
+    assert!(out.contains("Time range"), "{out}");
+    assert!(out.contains("quiet"), "{out}");
+    assert!(
+        out.contains("loaded (1 busy thread) (partial, "),
+        "the second column is marked partial:\n{out}"
+    );
+    assert!(!out.contains("did not run"), "{out}");
+}
+
+#[test]
+fn probe_pid_ctrl_c_reports_the_last_interval_and_exits_130() {
+    let mut child = Command::new("sleep").arg("30").spawn().unwrap();
+    let live = Live::start(&[
+        "probe",
+        "pid",
+        &child.id().to_string(),
+        "--interval",
+        "300ms",
+        "--json",
+    ]);
+    live.wait_for("first interval", Duration::from_secs(20), |out, _| {
+        out.lines().count() >= 1
+    });
+    // Into the second interval, so the cut-short one is long enough (≥ 10 ms) to be reported.
+    std::thread::sleep(Duration::from_millis(100));
+    live.signal("-INT");
+    let (code, out, err) = live.finish(Duration::from_secs(10));
+    let _ = child.kill();
+    let _ = child.wait();
+    assert_eq!(code, Some(130), "{err}");
+    let lines: Vec<serde_json::Value> = out
+        .lines()
+        .map(|l| serde_json::from_str(l).expect("a JSON line"))
+        .collect();
+    assert!(lines.len() >= 2, "{out}");
+    let (last, earlier) = lines.split_last().unwrap();
+    assert_eq!(last["interrupted"], true);
+    assert!(earlier.iter().all(|l| l["interrupted"] == false));
+    assert!(err.contains("interrupted after"), "{err}");
+}
+
+#[test]
+fn probe_loop_second_ctrl_c_exits_at_once_and_leaves_no_load() {
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("sleep.pid");
+    let load = load_cmd_with_pidfile(&pidfile);
+    let live = Live::start(&[
+        "probe",
+        "loop",
+        "--samples",
+        "100000",
+        "--work",
+        "1ms",
+        "--load-cmd",
+        &load,
+    ]);
+    let sleep_pid = read_pid(&pidfile, Duration::from_secs(20));
+    live.signal("-INT");
+    live.signal("-INT");
+    // Whichever comes first — the report after the first signal or the exit on the second — the exit
+    // code is 130 and the load command's process tree is gone.
+    let (code, _out, err) = live.finish(Duration::from_secs(20));
+    assert_eq!(code, Some(130), "{err}");
+    assert!(
+        gone_within(sleep_pid, Duration::from_secs(5)),
+        "the load's sleep (pid {sleep_pid}) is still running"
+    );
+}
