@@ -643,13 +643,14 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
     let existing = store.load(experiment)?;
     let mut done: HashSet<(usize, usize)> =
         existing.runs.iter().map(|r| (r.block, r.config)).collect();
-    let mut scores: Vec<Vec<f64>> = (0..configs.len())
+    // Per configuration: (block, score) of every measured run, stored ones first.
+    let mut scores: Vec<Vec<(usize, f64)>> = (0..configs.len())
         .map(|i| {
             existing
                 .runs
                 .iter()
                 .filter(|r| r.config == i && !r.warmup && r.ok)
-                .filter_map(|r| r.metrics.get("score").copied())
+                .filter_map(|r| r.metrics.get("score").map(|&s| (r.block, s)))
                 .collect()
         })
         .collect();
@@ -691,20 +692,13 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
         .unwrap_or(10)
         .min(60);
 
-    let rule_met = |scores: &[Vec<f64>]| {
-        scores.iter().all(|s| {
-            let sum = Summary::of(s);
-            s.len() >= spec.repeat.min
-                && (s.len() >= spec.repeat.max || sum.rel_ci() <= spec.repeat.rel_ci)
-        })
-    };
     let mut session_runs = 0usize;
     let mut interrupted = false;
     let tmp = tempdir()?;
     let mut block = 0usize;
     'blocks: loop {
         let is_warm = block < warm;
-        if !is_warm && (block - warm >= spec.repeat.max || rule_met(&scores)) {
+        if !is_warm && (block - warm >= spec.repeat.max || rule_met(&scores, block, &spec.repeat)) {
             break;
         }
         if let Some(b) = &printer.bar {
@@ -791,11 +785,12 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
                 }
                 (None, Some(s)) => {
                     if !is_warm {
-                        scores[idx].push(s);
+                        scores[idx].push((block, s));
                     }
                     let w0 = &spec.workloads[0].name;
                     let get = |k: &str| metrics.get(&format!("{w0}.{k}")).copied();
-                    let summary = Summary::of(&scores[idx]);
+                    let values: Vec<f64> = scores[idx].iter().map(|&(_, s)| s).collect();
+                    let summary = Summary::of(&values);
                     printer.line(&format!(
                         "[{block}] {:<label_w$}  score {:>12.2}  ({}{}{}) {}",
                         config.label,
@@ -855,6 +850,22 @@ pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
         resumed,
         runs_this_session: session_runs,
         analysis,
+    })
+}
+
+/// The repetition rule, decided at the start of `block` from the measured runs of the blocks before it:
+/// every configuration has `min` runs and meets the CI rule or has `max`. Runs of `block` and later (a
+/// resumed experiment has some stored) do not count, so a resumed experiment completes the block it was
+/// interrupted in, as an uninterrupted one would, instead of stopping with that block half done.
+fn rule_met(scores: &[Vec<(usize, f64)>], block: usize, rule: &crate::spec::RepeatRule) -> bool {
+    scores.iter().all(|s| {
+        let values: Vec<f64> = s
+            .iter()
+            .filter(|&&(b, _)| b < block)
+            .map(|&(_, v)| v)
+            .collect();
+        values.len() >= rule.min
+            && (values.len() >= rule.max || Summary::of(&values).rel_ci() <= rule.rel_ci)
     })
 }
 
@@ -1077,6 +1088,37 @@ configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" =
             stored_spec_path(Path::new("/a/b/exp.toml")),
             "/a/b/exp.toml"
         );
+    }
+
+    #[test]
+    fn the_repetition_rule_counts_only_the_blocks_before_the_one_starting() {
+        let rule = crate::spec::RepeatRule {
+            min: 3,
+            max: 10,
+            rel_ci: 0.5,
+            warmup: 0,
+        };
+        // Blocks 0..=3 done; configuration 1 is still noisy (100, 200, 100, 200: ±~51%).
+        let mut scores = vec![
+            vec![(0, 100.0), (1, 100.0), (2, 100.0), (3, 100.0)],
+            vec![(0, 100.0), (1, 200.0), (2, 100.0), (3, 200.0)],
+        ];
+        assert!(!rule_met(&scores, 4, &rule));
+        // Interrupted in block 4 after configuration 1 ran (150). With that run counted, the rule
+        // would be met (±~33%) and a resumed experiment would stop with block 4 half done; it is
+        // decided from the complete blocks, so block 4 is finished first...
+        scores[1].push((4, 150.0));
+        assert!(!rule_met(&scores, 0, &rule));
+        assert!(!rule_met(&scores, 4, &rule));
+        // ...and the rule is met at the start of block 5.
+        scores[0].push((4, 100.0));
+        assert!(rule_met(&scores, 5, &rule));
+        // Fewer than `min` runs never meet it; `max` always does.
+        assert!(!rule_met(&[vec![(0, 1.0), (1, 1.0)]], 2, &rule));
+        let noisy: Vec<(usize, f64)> = (0..10)
+            .map(|b| (b, if b % 2 == 0 { 1.0 } else { 9.0 }))
+            .collect();
+        assert!(rule_met(&[noisy], 10, &rule));
     }
 
     fn resume_opts(dir: &Path, db: &str) -> RunOptions {
