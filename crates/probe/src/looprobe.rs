@@ -490,6 +490,7 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
             }
             h
         }
+        None if samples.is_empty() => "no samples".to_string(),
         None => format!(
             "no sample was switched out involuntarily ({} samples)",
             samples.len()
@@ -670,6 +671,15 @@ mod tests {
                 < 1e-9
         );
         assert_eq!(a.switch_cost.groups.len(), 3);
+    }
+
+    #[test]
+    fn no_samples_analyse_to_zeros() {
+        let a = analyze(&[], 1_000_000, Some(&[1.0]));
+        assert_eq!(a.samples, 0);
+        assert_eq!(a.switch_cost.headline, "no samples");
+        assert!(a.switch_cost.groups.is_empty());
+        assert_eq!(a.relative.buckets.iter().map(|b| b.count).sum::<usize>(), 0);
     }
 
     #[test]
