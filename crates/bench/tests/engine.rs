@@ -436,21 +436,28 @@ fn missing_server_pid_is_a_usage_error() {
 #[test]
 fn corrected_equals_uncorrected_when_the_server_keeps_up() {
     // Light load: every connection is idle when its next request is due, so the client's own timer
-    // lateness must not show up as corrected latency.
+    // lateness must not show up as corrected latency. A client descheduled for milliseconds on a busy
+    // machine is genuinely late and shows up (that is what corrected latency is for), so a run may be
+    // spoiled by other load: up to three attempts, and the timer-lateness bug (~1.1 ms in every run)
+    // still fails all of them.
     let s = common::start();
-    let mut c = cfg(&s.url("/"));
-    c.connections = 4;
-    c.pacing = Pacing::Open { rate: 400.0 };
-    c.stop = Stop::Requests(400);
-    let r = run(c, CancelToken::new()).unwrap();
-    let cor = r.summary.corrected.as_ref().unwrap();
-    let unc = &r.summary.latency;
-    assert_eq!(cor.count, unc.count);
-    let (c50, u50) = (cor.at(50.0).unwrap(), unc.at(50.0).unwrap());
-    assert!(
-        c50 - u50 < 0.3, // before the fix the timer lateness made this ~1.1 ms
-        "corrected p50 {c50} ms vs uncorrected {u50} ms"
-    );
+    let mut seen = Vec::new();
+    for _ in 0..3 {
+        let mut c = cfg(&s.url("/"));
+        c.connections = 4;
+        c.pacing = Pacing::Open { rate: 400.0 };
+        c.stop = Stop::Requests(400);
+        let r = run(c, CancelToken::new()).unwrap();
+        let cor = r.summary.corrected.as_ref().unwrap();
+        let unc = &r.summary.latency;
+        assert_eq!(cor.count, unc.count);
+        let (c50, u50) = (cor.at(50.0).unwrap(), unc.at(50.0).unwrap());
+        if c50 - u50 < 0.3 {
+            return;
+        }
+        seen.push(format!("corrected p50 {c50} ms vs uncorrected {u50} ms"));
+    }
+    panic!("corrected exceeded uncorrected p50 by ≥ 0.3 ms in every attempt: {seen:?}");
 }
 
 #[test]
