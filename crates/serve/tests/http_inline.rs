@@ -40,6 +40,7 @@ impl Handler for Probe {
     fn handle(&self, req: Request) -> impl Future<Output = Response> + Send + 'static {
         let probe = self.clone();
         async move {
+            assert!(req.path != "/panic", "a handler bug");
             let mut guard = DropGuard(probe.dropped.clone(), false);
             let started = tokio::task::try_id();
             if let Some(ms) = req.query_param("sleep").and_then(|v| v.parse().ok()) {
@@ -277,4 +278,21 @@ async fn defer_accept_holds_a_silent_client_in_the_kernel() {
     let mut buf = [0u8; 64];
     let read = tokio::time::timeout(Duration::from_millis(400), c.read(&mut buf)).await;
     assert!(read.is_err(), "nothing from the server yet: {read:?}");
+}
+
+#[tokio::test]
+async fn a_panicking_handler_costs_its_connection_not_the_accept_loop() {
+    let p = Probe::default();
+    let s = start_deferred(&p).await;
+    for _ in 0..2 {
+        let mut c = Client::connect(s.addr).await;
+        c.send(&req("/panic", "Connection: close\r\n")).await;
+        assert!(
+            c.try_response(false).await.is_none(),
+            "no answer from a panicked handler"
+        );
+        let r = one_shot_and_close(s.addr, &req("/after", "Connection: close\r\n")).await;
+        assert_eq!(r.text(), "GET /after body=\n");
+    }
+    assert!(!s.task.is_finished(), "the accept loop is still running");
 }

@@ -343,11 +343,18 @@ pub async fn run_listener<H: Handler>(
                 let start = match scratch.as_mut() {
                     Some(scratch) => {
                         let stopping = *shutdown.borrow();
-                        match inline::try_serve(
-                            &stream, peer, &*handler, &limits, stopping, scratch,
-                        ) {
-                            inline::Outcome::Done => continue, // closes the stream, frees the slot
-                            inline::Outcome::Task(start) => start,
+                        // A handler that panics takes down only its connection, as it would in a task,
+                        // not the accept loop.
+                        let served = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                            inline::try_serve(&stream, peer, &*handler, &limits, stopping, scratch)
+                        }));
+                        match served {
+                            Ok(inline::Outcome::Done) => continue, // closes the stream, frees the slot
+                            Ok(inline::Outcome::Task(start)) => start,
+                            Err(_) => {
+                                tracing::error!(%peer, "request handler panicked; connection closed");
+                                continue;
+                            }
                         }
                     }
                     None => conn::Start::fresh(),
