@@ -455,14 +455,18 @@ impl ResumeCase {
     }
 
     /// `ordo tune resume` from another directory.
-    fn resume(&self) -> crate::util::Output {
+    fn resume_cmd(&self) -> std::process::Command {
         let mut cmd = ordo();
         cmd.current_dir(&self.other_dir)
             .args(["tune", "resume", "--no-progress", "--sys-root"])
             .arg(&self.root)
             .arg("--db")
             .arg(&self.db);
-        run_with_timeout(cmd, Duration::from_secs(60))
+        cmd
+    }
+
+    fn resume(&self) -> crate::util::Output {
+        run_with_timeout(self.resume_cmd(), Duration::from_secs(60))
     }
 
     /// The stored experiment (read through ordo_lab's store, read-only), or None before it exists.
@@ -649,10 +653,43 @@ fn resume_after_sigkill_needs_recover_first_then_finishes_the_plan() {
     assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert_eq!(c.swappiness(), "60");
 
+    // The resume itself interrupted (SIGINT once it has stored a run): 130, resumable again, runs kept.
+    assert!(
+        before.len() <= 7,
+        "too few runs left to interrupt: {before:?}"
+    );
+    let mut child = spawn(c.resume_cmd());
+    let more = wait_for(Duration::from_secs(30), || {
+        c.stored().is_some_and(|e| e.runs.len() > before.len())
+    });
+    let status = std::process::Command::new("kill")
+        .args(["-INT", &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let st =
+        wait_with_timeout(&mut child, Duration::from_secs(30)).expect("resume stops on SIGINT");
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(more, "the resume stored a run");
+    assert_eq!(st.code(), Some(130), "{stderr}");
+    assert!(
+        stderr.contains("Resume with `ordo tune resume --db"),
+        "{stderr}"
+    );
+    let e = c.stored().unwrap();
+    assert_eq!(e.experiment.status, "interrupted");
+    let before = run_keys(&e);
+    assert_eq!(c.swappiness(), "60");
+    assert!(!c.journal.exists());
+
     let out = c.resume();
     assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(
-        out.stdout.contains("resuming experiment 1"),
+        out.stdout.contains(&format!(
+            "resuming experiment 1 ({} run(s) already stored)",
+            before.len()
+        )),
         "{}",
         out.stdout
     );
