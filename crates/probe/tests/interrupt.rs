@@ -11,6 +11,14 @@ use ordo_probe::{
     CancelToken, CompareConfig, LoadSpec, LoopConfig, Work, run_compare_until, run_loop_until,
 };
 
+/// The tests run one at a time: one test's probe and load threads would otherwise show up in another's
+/// check that its own are gone (and compete for the CPUs).
+static SERIAL: std::sync::Mutex<()> = std::sync::Mutex::new(());
+
+fn serial() -> std::sync::MutexGuard<'static, ()> {
+    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
+}
+
 /// Cancel `c` after `d` from another thread.
 fn cancel_after(c: &CancelToken, d: Duration) -> std::thread::JoinHandle<()> {
     let c = c.clone();
@@ -66,6 +74,7 @@ fn read_pid(path: &Path, limit: Duration) -> i32 {
 
 #[test]
 fn a_cancelled_loop_reports_the_samples_taken_and_stops_its_load_threads() {
+    let _serial = serial();
     let cancel = CancelToken::new();
     let h = cancel_after(&cancel, Duration::from_millis(400));
     let t = Instant::now();
@@ -93,6 +102,7 @@ fn a_cancelled_loop_reports_the_samples_taken_and_stops_its_load_threads() {
 
 #[test]
 fn a_long_sample_is_cut_short_and_dropped() {
+    let _serial = serial();
     // 5 s of work per sample: the cancel after 200 ms ends it within one chunk (~1 ms of CPU), not 5 s.
     let cancel = CancelToken::new();
     let h = cancel_after(&cancel, Duration::from_millis(200));
@@ -117,6 +127,7 @@ fn a_long_sample_is_cut_short_and_dropped() {
 
 #[test]
 fn a_cancelled_loop_kills_its_load_command_and_what_it_forked() {
+    let _serial = serial();
     let dir = tempfile::tempdir().unwrap();
     let pidfile = dir.path().join("sleep.pid");
     let cmd = format!("sleep 30 & echo $! > '{}'; wait", pidfile.display());
@@ -154,6 +165,7 @@ fn compare_cfg() -> CompareConfig {
 
 #[test]
 fn a_comparison_interrupted_in_its_first_run_says_the_rest_did_not_run() {
+    let _serial = serial();
     let cancel = CancelToken::new();
     let h = cancel_after(&cancel, Duration::from_millis(400));
     let r = run_compare_until(&compare_cfg(), &cancel, |_| {}).unwrap();
@@ -168,6 +180,7 @@ fn a_comparison_interrupted_in_its_first_run_says_the_rest_did_not_run() {
 
 #[test]
 fn a_comparison_interrupted_in_its_second_run_keeps_both() {
+    let _serial = serial();
     // 300 samples of 1 ms of CPU each cannot finish within the 100 ms the second run gets.
     let mut cfg = compare_cfg();
     cfg.base.samples = 300;
