@@ -211,7 +211,18 @@ struct Live {
 
 impl Live {
     fn start(args: &[&str]) -> Live {
-        let mut child = ordo()
+        Live::start_with(args, false)
+    }
+
+    /// With `own_group`, ordo leads a process group of its own, as a shell's foreground job does, so
+    /// `signal_group` can play a terminal's Ctrl-C (a signal to every process in the group).
+    fn start_with(args: &[&str], own_group: bool) -> Live {
+        let mut cmd = ordo();
+        if own_group {
+            use std::os::unix::process::CommandExt;
+            cmd.process_group(0);
+        }
+        let mut child = cmd
             .args(args)
             .stdin(Stdio::null())
             .stdout(Stdio::piped())
@@ -263,8 +274,17 @@ impl Live {
     }
 
     fn signal(&self, sig: &str) {
+        self.kill(sig, &self.child.id().to_string());
+    }
+
+    /// Signal ordo's whole process group (only after `start_with(.., true)`).
+    fn signal_group(&self, sig: &str) {
+        self.kill(sig, &format!("-{}", self.child.id()));
+    }
+
+    fn kill(&self, sig: &str, target: &str) {
         let ok = Command::new("kill")
-            .args([sig, &self.child.id().to_string()])
+            .args([sig, "--", target])
             .status()
             .unwrap()
             .success();
@@ -520,5 +540,39 @@ fn probe_loop_second_ctrl_c_exits_at_once_and_leaves_no_load() {
     assert!(
         gone_within(sleep_pid, Duration::from_secs(5)),
         "the load's sleep (pid {sleep_pid}) is still running"
+    );
+}
+
+#[test]
+fn probe_loop_terminal_ctrl_c_leaves_nothing_the_load_command_started() {
+    // A terminal's Ctrl-C signals the whole foreground group. The load command's shell must not die
+    // of it first, orphaning its background `sleep` out of ordo's reach (a non-interactive shell's
+    // background jobs ignore SIGINT): the load runs in a group of its own, which ordo kills.
+    let dir = tempfile::tempdir().unwrap();
+    let pidfile = dir.path().join("sleep.pid");
+    let load = load_cmd_with_pidfile(&pidfile);
+    let live = Live::start_with(
+        &[
+            "probe",
+            "loop",
+            "--samples",
+            "100000",
+            "--work",
+            "1ms",
+            "--load-cmd",
+            &load,
+        ],
+        true,
+    );
+    let sleep_pid = read_pid(&pidfile, Duration::from_secs(20));
+    std::thread::sleep(Duration::from_millis(300));
+    live.signal_group("-INT");
+    let (code, out, err) = live.finish(Duration::from_secs(20));
+    assert_eq!(code, Some(130), "{err}");
+    assert!(out.contains("partial report"), "{out}");
+    assert!(!out.contains("warning: the load command exited"), "{out}");
+    assert!(
+        gone_within(sleep_pid, Duration::from_secs(5)),
+        "the load's background sleep (pid {sleep_pid}) is still running"
     );
 }

@@ -1,6 +1,7 @@
 //! Background load for the loop probe: N busy threads (pinned to the probe's CPU when asked) or a shell
 //! command. The load stops when the value is dropped, on every path.
 
+use std::os::unix::process::CommandExt;
 use std::process::{Child, Command, Stdio};
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -43,11 +44,18 @@ fn running() -> std::sync::MutexGuard<'static, Vec<i32>> {
     RUNNING_COMMANDS.lock().unwrap_or_else(|p| p.into_inner())
 }
 
+/// Kill a load command's shell, its descendants and its process group (the shell leads it), so nothing it
+/// started survives — not even a child orphaned by the shell's death and re-parented.
+fn kill_command(pid: i32) {
+    let _ = ordo_sys::process::kill_tree(pid);
+    let _ = ordo_sys::process::kill_group(pid);
+}
+
 /// Kill every load command running now, with everything it started — for a process about to exit without
 /// unwinding (a second Ctrl-C), which would otherwise leave them behind. Load threads end with the process.
 pub fn kill_running_commands() {
     for &pid in running().iter() {
-        let _ = ordo_sys::process::kill_tree(pid);
+        kill_command(pid);
     }
 }
 
@@ -106,10 +114,14 @@ impl BackgroundLoad {
                     }
                     None => None,
                 };
-                // In our process group, so Ctrl-C on the terminal reaches it too.
+                // In a process group of its own: a Ctrl-C on the terminal goes to ordo alone, which stops
+                // at a sample boundary and then kills the whole group — including what the command
+                // started in the background, which a SIGINT to the shell would orphan (and a
+                // non-interactive shell's background jobs ignore SIGINT).
                 let spawned = Command::new("sh")
                     .arg("-c")
                     .arg(cmd)
+                    .process_group(0)
                     .stdin(Stdio::null())
                     .stdout(Stdio::null())
                     .stderr(Stdio::null())
@@ -159,10 +171,14 @@ impl BackgroundLoad {
 
     /// Did the load command exit already? (Its exit would make a "loaded" run quiet.)
     pub fn command_exited(&mut self) -> bool {
-        match self.child.as_mut() {
-            Some(c) => matches!(c.try_wait(), Ok(Some(_))),
-            None => false,
-        }
+        self.command_status().is_some()
+    }
+
+    /// The load command's exit status, if it has exited.
+    pub fn command_status(&mut self) -> Option<std::process::ExitStatus> {
+        self.child
+            .as_mut()
+            .and_then(|c| c.try_wait().ok().flatten())
     }
 }
 
@@ -178,7 +194,7 @@ impl Drop for BackgroundLoad {
             // kill_running_commands cannot signal a reused PID after the wait below.
             let mut reg = running();
             reg.retain(|&p| p != pid);
-            let _ = ordo_sys::process::kill_tree(pid);
+            kill_command(pid);
             drop(reg);
             let _ = c.kill();
             let _ = c.wait();
@@ -190,8 +206,17 @@ impl Drop for BackgroundLoad {
 mod tests {
     use super::*;
 
+    /// `kill_running_commands` kills every registered command, so the tests that start commands run one
+    /// at a time.
+    static COMMANDS: Mutex<()> = Mutex::new(());
+
+    fn serial() -> std::sync::MutexGuard<'static, ()> {
+        COMMANDS.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
     #[test]
     fn a_load_command_that_fails_at_once_is_refused_with_the_reason() {
+        let _serial = serial();
         let e = BackgroundLoad::start(&LoadSpec::Command("ordo_no_such_command_xyz".into()), None)
             .unwrap_err();
         let msg = e.to_string();
@@ -208,6 +233,7 @@ mod tests {
 
     #[test]
     fn a_load_command_and_what_it_forks_at_once_are_pinned() {
+        let _serial = serial();
         // Regression: the mask used to be set on the shell only after the 200 ms start check, so a process
         // the command had already forked (the busy loop itself) ran anywhere.
         let cpu = thread::cpu_count().saturating_sub(1);
@@ -237,6 +263,7 @@ mod tests {
 
     #[test]
     fn kill_running_commands_reaches_a_running_load() {
+        let _serial = serial();
         let mut load = BackgroundLoad::start(&LoadSpec::Command("sleep 30".into()), None).unwrap();
         let pid = load.child.as_ref().unwrap().id() as i32;
         assert!(running().contains(&pid));
@@ -251,7 +278,48 @@ mod tests {
     }
 
     #[test]
+    fn what_the_command_left_behind_when_its_shell_died_is_killed_too() {
+        let _serial = serial();
+        // The shell dies first (as a terminal Ctrl-C used to make it); its background sleep is re-parented
+        // out of the tree, but stays in the command's process group.
+        let dir = tempfile::tempdir().unwrap();
+        let pidfile = dir.path().join("sleep.pid");
+        let cmd = format!("sleep 30 & echo $! > '{}'; sleep 0.3", pidfile.display());
+        let mut load = BackgroundLoad::start(&LoadSpec::Command(cmd), None).unwrap();
+        let start = std::time::Instant::now();
+        while !load.command_exited() {
+            assert!(start.elapsed() < std::time::Duration::from_secs(10));
+            std::thread::sleep(std::time::Duration::from_millis(10));
+        }
+        let sleep: i32 = std::fs::read_to_string(&pidfile)
+            .unwrap()
+            .trim()
+            .parse()
+            .unwrap();
+        assert!(std::path::Path::new(&format!("/proc/{sleep}")).exists());
+        drop(load);
+        let start = std::time::Instant::now();
+        loop {
+            let state = std::fs::read_to_string(format!("/proc/{sleep}/stat"))
+                .ok()
+                .and_then(|s| {
+                    s.rsplit_once(')')
+                        .and_then(|(_, r)| r.trim().chars().next())
+                });
+            if matches!(state, None | Some('Z') | Some('X')) {
+                break;
+            }
+            assert!(
+                start.elapsed() < std::time::Duration::from_secs(5),
+                "the orphaned sleep {sleep} survived"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(20));
+        }
+    }
+
+    #[test]
     fn a_running_load_command_is_kept() {
+        let _serial = serial();
         let mut load = BackgroundLoad::start(&LoadSpec::Command("sleep 30".into()), None).unwrap();
         assert!(!load.command_exited());
         drop(load); // stops it

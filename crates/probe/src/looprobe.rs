@@ -575,7 +575,7 @@ pub fn run_loop_until(cfg: &LoopConfig, cancel: &CancelToken) -> Result<LoopRepo
     }
     let _ = go_tx.send(load.is_some());
     let done = rx.recv();
-    let load_exited = load.as_mut().is_some_and(|l| l.command_exited());
+    let load_status = load.as_mut().and_then(|l| l.command_status());
     // Stops the load threads, or kills the load command and everything it started, and reaps them.
     drop(load);
     let _ = h.join();
@@ -583,14 +583,10 @@ pub fn run_loop_until(cfg: &LoopConfig, cancel: &CancelToken) -> Result<LoopRepo
         Ok(FromProbe::Done(r)) => r?,
         _ => return Err(lost()),
     };
-    if load_exited {
-        raw.warnings.push(if raw.interrupted {
-            "the load command exited before the run was stopped (Ctrl-C on a terminal reaches it too: it \
-             is in ordo's process group); the last samples may have run without it"
-                .into()
-        } else {
-            "the load command exited before the run ended; later samples ran without it".into()
-        });
+    if load_status.is_some() {
+        raw.warnings.push(
+            "the load command exited before the run ended; later samples ran without it".into(),
+        );
     }
     let nominal_ns = Calibration {
         ns_per_iteration: raw.ns_per_iteration,
