@@ -253,7 +253,7 @@ fn run_loop_cmd(a: LoopArgs) -> anyhow::Result<ExitCode> {
     let cancel = CancelToken::new();
     stop_on_signals(
         cancel.clone(),
-        "\nordo probe: stopping after the current sample (Ctrl-C again to quit at once without a report)",
+        "\nordo probe: stopping; the sample in progress is dropped (Ctrl-C again to quit at once without a report)",
     )?;
     let mut stdout = std::io::stdout().lock();
     let interrupted;
