@@ -145,7 +145,8 @@ fn a_cancelled_loop_kills_its_load_command_and_what_it_forked() {
     let r = run_loop_until(&many(LoadSpec::Command(cmd)), &cancel).unwrap();
     let sleep_pid = watcher.join().unwrap();
     assert!(r.interrupted);
-    assert!(!r.samples.is_empty());
+    // (whether a sample finished in those 200 ms depends on the machine's load — calibration comes first —
+    // and is checked by the threads test; this one is about the load command's processes)
     assert!(
         gone_within(sleep_pid, Duration::from_secs(5)),
         "the load's sleep {sleep_pid} still runs"
