@@ -17,7 +17,7 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout, timeout_at};
 
-use super::parse::{ChunkError, ChunkedDecoder, Framing, HeadError, parse_head};
+use super::parse::{ChunkError, ChunkedDecoder, Framing, Head, HeadError, parse_head};
 use super::write::{WriteCtx, encode_whole, write_all_timeout, write_response};
 use super::{Body, Handler, Limits, Request, Response, Version, shutdown_signalled};
 
@@ -96,6 +96,82 @@ async fn read_until(stream: &mut TcpStream, buf: &mut BytesMut, deadline: Instan
         Ok(Ok(0)) | Ok(Err(_)) => ReadOutcome::Closed,
         Ok(Ok(_)) => ReadOutcome::Data,
     }
+}
+
+/// Why a request could not be read whole: the connection closes, after an answer or without one.
+enum Stop {
+    /// The client closed the connection or it failed: nobody to answer.
+    Close,
+    /// Answer with this status and message, then close.
+    Fail(u16, &'static str),
+}
+
+/// Reads more of a body into `rbuf`, allowing `head_timeout` between reads.
+async fn read_more(
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    limits: &Limits,
+) -> Result<(), Stop> {
+    match read_until(stream, rbuf, Instant::now() + limits.head_timeout).await {
+        ReadOutcome::Data => Ok(()),
+        ReadOutcome::Closed => Err(Stop::Close),
+        ReadOutcome::TimedOut => Err(Stop::Fail(408, "request body not received in time")),
+    }
+}
+
+/// Reads the body a head announced (`Content-Length` bytes, or chunks decoded within the body limit).
+async fn read_body(
+    stream: &mut TcpStream,
+    rbuf: &mut BytesMut,
+    framing: Framing,
+    limits: &Limits,
+) -> Result<Bytes, Stop> {
+    match framing {
+        Framing::None => Ok(Bytes::new()),
+        Framing::Length(n) => {
+            let n = n as usize;
+            while rbuf.len() < n {
+                rbuf.reserve((n - rbuf.len()).min(1 << 20));
+                read_more(stream, rbuf, limits).await?;
+            }
+            Ok(rbuf.split_to(n).freeze())
+        }
+        Framing::Chunked => {
+            let mut dec = ChunkedDecoder::new(limits.max_body_bytes);
+            let mut body = BytesMut::new();
+            loop {
+                match dec.decode(rbuf, |c| body.extend_from_slice(c)) {
+                    Ok(true) => return Ok(body.freeze()),
+                    Ok(false) => read_more(stream, rbuf, limits).await?,
+                    Err(ChunkError::TooLarge) => {
+                        return Err(Stop::Fail(413, "request body too large"));
+                    }
+                    Err(ChunkError::Invalid(msg)) => return Err(Stop::Fail(400, msg)),
+                }
+            }
+        }
+    }
+}
+
+/// The request a parsed head and its body make, and what the connection loop keeps of the head.
+pub(crate) fn request_from(head: Head, body: Bytes, peer: SocketAddr) -> (Request, ReqInfo) {
+    let info = ReqInfo {
+        version: head.version,
+        head_request: head.method == "HEAD",
+        keep_alive: head.keep_alive,
+    };
+    let req = Request {
+        method: head.method,
+        target: head.target,
+        path: head.path,
+        query: head.query,
+        version: info.version,
+        headers: head.headers,
+        body,
+        peer,
+        keep_alive: info.keep_alive,
+    };
+    (req, info)
 }
 
 pub(crate) async fn serve<H: Handler>(
@@ -215,96 +291,14 @@ pub(crate) async fn serve<H: Handler>(
                 {
                     return;
                 }
-                let body = match head.framing {
-                    Framing::None => Bytes::new(),
-                    Framing::Length(n) => {
-                        let n = n as usize;
-                        while rbuf.len() < n {
-                            rbuf.reserve((n - rbuf.len()).min(1 << 20));
-                            match read_until(
-                                &mut stream,
-                                &mut rbuf,
-                                Instant::now() + limits.head_timeout,
-                            )
-                            .await
-                            {
-                                ReadOutcome::Data => {}
-                                ReadOutcome::Closed => return,
-                                ReadOutcome::TimedOut => {
-                                    return fail(
-                                        stream,
-                                        &mut wbuf,
-                                        408,
-                                        "request body not received in time",
-                                        &limits,
-                                    )
-                                    .await;
-                                }
-                            }
-                        }
-                        rbuf.split_to(n).freeze()
-                    }
-                    Framing::Chunked => {
-                        let mut dec = ChunkedDecoder::new(limits.max_body_bytes);
-                        let mut body = BytesMut::new();
-                        loop {
-                            match dec.decode(&mut rbuf, |c| body.extend_from_slice(c)) {
-                                Ok(true) => break,
-                                Ok(false) => match read_until(
-                                    &mut stream,
-                                    &mut rbuf,
-                                    Instant::now() + limits.head_timeout,
-                                )
-                                .await
-                                {
-                                    ReadOutcome::Data => {}
-                                    ReadOutcome::Closed => return,
-                                    ReadOutcome::TimedOut => {
-                                        return fail(
-                                            stream,
-                                            &mut wbuf,
-                                            408,
-                                            "request body not received in time",
-                                            &limits,
-                                        )
-                                        .await;
-                                    }
-                                },
-                                Err(ChunkError::TooLarge) => {
-                                    return fail(
-                                        stream,
-                                        &mut wbuf,
-                                        413,
-                                        "request body too large",
-                                        &limits,
-                                    )
-                                    .await;
-                                }
-                                Err(ChunkError::Invalid(msg)) => {
-                                    return fail(stream, &mut wbuf, 400, msg, &limits).await;
-                                }
-                            }
-                        }
-                        body.freeze()
+                let body = match read_body(&mut stream, &mut rbuf, head.framing, &limits).await {
+                    Ok(body) => body,
+                    Err(Stop::Close) => return,
+                    Err(Stop::Fail(status, msg)) => {
+                        return fail(stream, &mut wbuf, status, msg, &limits).await;
                     }
                 };
-
-                let info = ReqInfo {
-                    version: head.version,
-                    head_request: head.method == "HEAD",
-                    keep_alive: head.keep_alive,
-                };
-                let req = Request {
-                    method: head.method,
-                    target: head.target,
-                    path: head.path,
-                    query: head.query,
-                    version: info.version,
-                    headers: head.headers,
-                    body,
-                    peer,
-                    keep_alive: info.keep_alive,
-                };
+                let (req, info) = request_from(head, body, peer);
                 let fut = std::pin::pin!(handler.handle(req));
                 match handle_watching(&mut stream, &mut rbuf, fut, &limits).await {
                     Some(resp) => (resp, info),

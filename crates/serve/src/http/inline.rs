@@ -12,10 +12,10 @@ use std::task::{Context, Poll, Waker};
 
 use bytes::{Bytes, BytesMut};
 
-use super::conn::{READ_CHUNK, ReqInfo, Resume, Start, needs_nodelay};
+use super::conn::{READ_CHUNK, Resume, Start, needs_nodelay, request_from};
 use super::parse::{Framing, parse_head};
 use super::write::{WriteCtx, encode_whole};
-use super::{Handler, Limits, Request};
+use super::{Handler, Limits};
 
 /// Buffers the accept loop reuses for every connection it serves inline.
 pub(crate) struct Scratch {
@@ -51,6 +51,14 @@ fn task_from(bytes: &[u8], served: u64, nodelay: bool, resume: Resume) -> Outcom
     })
 }
 
+/// A non-blocking call that found nothing to do now (or was interrupted): try later, from a task.
+fn not_now(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
+    )
+}
+
 /// Serves the first request of a just-accepted, non-blocking `stream` if it can be done without waiting.
 pub(crate) fn try_serve<H: Handler>(
     stream: &std::net::TcpStream,
@@ -63,12 +71,7 @@ pub(crate) fn try_serve<H: Handler>(
     let n = match (&*stream).read(&mut scratch.read) {
         Ok(0) => return Outcome::Done,
         Ok(n) => n,
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ) =>
-        {
+        Err(e) if not_now(&e) => {
             return task_from(&[], 0, false, Resume::Read);
         }
         Err(_) => return Outcome::Done,
@@ -80,22 +83,7 @@ pub(crate) fn try_serve<H: Handler>(
         _ => return task_from(input, 0, false, Resume::Read),
     };
     let pipelined = &input[head.len..];
-    let info = ReqInfo {
-        version: head.version,
-        head_request: head.method == "HEAD",
-        keep_alive: head.keep_alive,
-    };
-    let req = Request {
-        method: head.method,
-        target: head.target,
-        path: head.path,
-        query: head.query,
-        version: info.version,
-        headers: head.headers,
-        body: Bytes::new(),
-        peer,
-        keep_alive: info.keep_alive,
-    };
+    let (req, info) = request_from(head, Bytes::new(), peer);
     let mut fut = Box::pin(handler.handle(req));
     // A no-op waker is enough: a handler that is not ready now moves to a task, whose first poll registers
     // the task's own waker (a future must re-register on every poll), so no wake-up can be lost.
@@ -129,14 +117,7 @@ pub(crate) fn try_serve<H: Handler>(
     let closing = !keep && pipelined.is_empty();
     let written = match ordo_sys::net::send(stream, out, closing) {
         Ok(n) => n,
-        Err(e)
-            if matches!(
-                e.kind(),
-                io::ErrorKind::WouldBlock | io::ErrorKind::Interrupted
-            ) =>
-        {
-            0
-        }
+        Err(e) if not_now(&e) => 0,
         Err(_) => return Outcome::Done,
     };
     if written < out.len() {
