@@ -3,6 +3,7 @@
 
 mod cli;
 mod cmd;
+mod interrupt;
 
 use std::process::ExitCode;
 

@@ -10,6 +10,7 @@ use anyhow::Context;
 use ordo_bench::{BenchConfig, BenchError, CancelToken, Header, Mix, Pacing, Stop, Target};
 
 use crate::cli::UsageError;
+use crate::interrupt::{INTERRUPTED, stop_on_signals};
 
 #[derive(Debug, clap::Args)]
 #[command(
@@ -181,26 +182,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         None => None,
     };
     let cancel = CancelToken::new();
-    // Ctrl-C ends the run; the report covers what completed.
-    {
-        let cancel = cancel.clone();
-        std::thread::Builder::new()
-            .name("ordo-bench-signal".into())
-            .spawn(move || {
-                let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-                    .enable_all()
-                    .build()
-                else {
-                    return;
-                };
-                rt.block_on(async {
-                    if tokio::signal::ctrl_c().await.is_ok() {
-                        cancel.cancel();
-                    }
-                });
-            })
-            .context("starting the signal thread")?;
-    }
+    // Ctrl-C (or SIGTERM) ends the run; the report covers what completed and the exit code says it is partial.
+    stop_on_signals(
+        "ordo bench",
+        "\nordo bench: stopping; reporting what completed (Ctrl-C again to quit at once)",
+        {
+            let cancel = cancel.clone();
+            move || cancel.cancel()
+        },
+        || {},
+    )?;
     let report = if args.no_progress {
         ordo_bench::run(cfg, cancel)
     } else {
@@ -235,6 +226,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(anyhow::Error::new(e).context("writing the report"))
         }
+        _ if report.interrupted => Ok(ExitCode::from(INTERRUPTED)),
         _ => Ok(ExitCode::SUCCESS),
     }
 }

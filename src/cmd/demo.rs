@@ -14,6 +14,7 @@ use ordo_lab::demo::run::{Event, run_demo};
 use ordo_lab::demo::{DemoPlan, DemoPolicy, PlanInput};
 
 use crate::cli::UsageError;
+use crate::interrupt::{INTERRUPTED, stop_on_signals};
 
 /// Reproduce seed 003's result: with lottery weights 1:2:4 and enough clients, light users see four times
 /// and medium users twice the response time of heavy users.
@@ -103,14 +104,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     writeln!(table, "{}", render_header(&plan))?;
     table.flush()?;
+    let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
+    stop_on_signals(
+        "ordo demo",
+        "\nordo demo: stopping; saving the finished steps (Ctrl-C again to quit at once)",
+        move || {
+            let _ = stop_tx.send(true);
+        },
+        || {},
+    )?;
     let outcome = rt.block_on(async {
-        let (stop_tx, stop_rx) = tokio::sync::watch::channel(false);
-        tokio::spawn(async move {
-            if tokio::signal::ctrl_c().await.is_ok() {
-                eprintln!("\nordo demo: stopping (Ctrl-C); saving the finished steps");
-                let _ = stop_tx.send(true);
-            }
-        });
         run_demo(&plan, stop_rx, |event| match event {
             Event::StepStarted { clients, index, of } => {
                 if status_line {
@@ -152,7 +155,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     Ok(if result.complete {
         ExitCode::SUCCESS
     } else {
-        ExitCode::from(130)
+        ExitCode::from(INTERRUPTED)
     })
 }
 

@@ -16,6 +16,7 @@ use ordo_probe::{
 use ordo_sys::{Fingerprint, Policy};
 
 use crate::cli::UsageError;
+use crate::interrupt::{INTERRUPTED, stop_on_signals};
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -154,72 +155,6 @@ fn probe_err(e: ProbeError) -> anyhow::Error {
     }
 }
 
-/// The exit code of a run stopped by Ctrl-C or SIGTERM (128 + SIGINT, as `ordo tune` and `ordo demo`):
-/// the report printed is partial.
-const INTERRUPTED: u8 = 130;
-
-/// On the first SIGINT or SIGTERM, print `first` on stderr and cancel `cancel` (the probe then stops at its
-/// next boundary and reports); on the second, kill any load command and exit 130 at once. Returns once the
-/// handlers are in place, so a signal from then on never kills the process before it reports. When they
-/// cannot be installed the run goes on with the default handling (a warning says so).
-fn stop_on_signals(cancel: CancelToken, first: &'static str) -> anyhow::Result<()> {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
-    std::thread::Builder::new()
-        .name("ordo-probe-signal".into())
-        .spawn(move || {
-            use tokio::signal::unix::{SignalKind, signal};
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                let (mut int, mut term) = match (
-                    signal(SignalKind::interrupt()),
-                    signal(SignalKind::terminate()),
-                ) {
-                    (Ok(i), Ok(t)) => (i, t),
-                    (Err(e), _) | (_, Err(e)) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                let mut seen = false;
-                loop {
-                    tokio::select! {
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                    }
-                    if seen {
-                        ordo_probe::load::kill_running_commands();
-                        eprintln!("ordo probe: stopped at once (second signal); no report");
-                        std::process::exit(INTERRUPTED.into());
-                    }
-                    seen = true;
-                    eprintln!("{first}");
-                    cancel.cancel();
-                }
-            });
-        })
-        .context("starting the signal thread")?;
-    match ready_rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => eprintln!(
-            "ordo probe: warning: cannot handle Ctrl-C ({e}); an interrupted run prints no report"
-        ),
-        Err(_) => eprintln!(
-            "ordo probe: warning: the Ctrl-C handler did not start; an interrupted run prints no report"
-        ),
-    }
-    Ok(())
-}
-
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     match args.command {
         ProbeCommand::Loop(a) => run_loop_cmd(a),
@@ -252,8 +187,13 @@ fn run_loop_cmd(a: LoopArgs) -> anyhow::Result<ExitCode> {
     };
     let cancel = CancelToken::new();
     stop_on_signals(
-        cancel.clone(),
+        "ordo probe",
         "\nordo probe: stopping; the sample in progress is dropped (Ctrl-C again to quit at once without a report)",
+        {
+            let cancel = cancel.clone();
+            move || cancel.cancel()
+        },
+        ordo_probe::load::kill_running_commands,
     )?;
     let mut stdout = std::io::stdout().lock();
     let interrupted;
@@ -318,8 +258,13 @@ fn run_pid_cmd(a: PidArgs) -> anyhow::Result<ExitCode> {
     };
     let cancel = CancelToken::new();
     stop_on_signals(
-        cancel.clone(),
+        "ordo probe",
         "\nordo probe: stopping (Ctrl-C again to quit at once)",
+        {
+            let cancel = cancel.clone();
+            move || cancel.cancel()
+        },
+        || {},
     )?;
     let mut stdout = std::io::stdout().lock();
     let mut write_err = None;

@@ -205,6 +205,17 @@ fn bench_unreachable_target_fails_quickly() {
 
 #[test]
 fn bench_ctrl_c_prints_the_report_so_far() {
+    interrupted_run_reports("-INT");
+}
+
+#[test]
+fn bench_sigterm_prints_the_report_so_far() {
+    interrupted_run_reports("-TERM");
+}
+
+/// A 60 s run stopped after 1.5 s by `signal`: the JSON report of what completed, marked interrupted,
+/// within 5 s; exit 130.
+fn interrupted_run_reports(signal: &str) {
     let url = server();
     let mut cmd = ordo();
     cmd.args(["bench", "-c", "2", "-d", "60s", "--json", &url])
@@ -215,12 +226,12 @@ fn bench_ctrl_c_prints_the_report_so_far() {
     std::thread::sleep(Duration::from_millis(1500));
     let t0 = Instant::now();
     let killed = std::process::Command::new("kill")
-        .args(["-INT", &child.id().to_string()])
+        .args([signal, &child.id().to_string()])
         .status()
         .unwrap();
     assert!(killed.success());
     let status = crate::util::wait_with_timeout(&mut child, Duration::from_secs(10))
-        .expect("exits after SIGINT");
+        .expect("exits after the signal");
     assert!(t0.elapsed() < Duration::from_secs(5));
     let mut stdout = String::new();
     child
@@ -229,7 +240,11 @@ fn bench_ctrl_c_prints_the_report_so_far() {
         .unwrap()
         .read_to_string(&mut stdout)
         .unwrap();
-    assert_eq!(status.code(), Some(0), "{stdout}");
+    assert_eq!(
+        status.code(),
+        Some(130),
+        "{signal}: partial report, 128 + SIGINT; {stdout}"
+    );
     let v: serde_json::Value = serde_json::from_str(&stdout).expect("JSON report after Ctrl-C");
     assert_eq!(v["interrupted"], true);
     assert!(v["summary"]["complete"].as_u64().unwrap() > 0);
