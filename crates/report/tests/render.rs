@@ -417,3 +417,40 @@ fn empty_and_interrupted_results_say_so_instead_of_drawing() {
     assert_eq!(check_page(&parse(&html)), 0);
     assert!(html.contains("No request completed") && html.contains("interrupted"));
 }
+
+#[test]
+fn interrupted_probe_runs_say_so() {
+    let mut data = json("probe-loop.json");
+    data["interrupted"] = Value::Bool(true);
+    let done = data["summary"]["samples"].as_u64().unwrap();
+    let planned = data["config"]["samples"].as_u64().unwrap();
+    let input = ordo_report::parse("stopped.json", data.to_string().as_bytes()).unwrap();
+    let html = ordo_report::render_html(&[input]);
+    check_page(&parse(&html));
+    assert!(
+        html.contains(&format!("interrupted after {done} of {planned} samples")),
+        "{html}"
+    );
+
+    let mut cmp = json("probe-compare.json");
+    cmp["interrupted"] = Value::Bool(true);
+    cmp["not_run"] = serde_json::json!(["loaded"]);
+    let input = ordo_report::parse("cmp.json", cmp.to_string().as_bytes()).unwrap();
+    let html = ordo_report::render_html(&[input]);
+    assert!(html.contains("interrupted; not run: loaded"), "{html}");
+
+    let text = std::fs::read_to_string(fixture("probe-pid.jsonl")).unwrap();
+    let mut lines: Vec<Value> = text
+        .lines()
+        .map(|l| serde_json::from_str(l).unwrap())
+        .collect();
+    lines.last_mut().unwrap()["interrupted"] = Value::Bool(true);
+    let jsonl: String = lines.iter().map(|v| format!("{v}\n")).collect();
+    let input = ordo_report::parse("pid.jsonl", jsonl.as_bytes()).unwrap();
+    let html = ordo_report::render_html(&[input]);
+    assert!(html.contains("Watching was interrupted"), "{html}");
+
+    // not interrupted: no such note
+    let html = render(&["probe-loop.json", "probe-compare.json", "probe-pid.jsonl"]);
+    assert!(!html.contains("interrupted"));
+}

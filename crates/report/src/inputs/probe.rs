@@ -207,6 +207,12 @@ fn loop_tables(s: &LoopSummary) -> Vec<Block> {
 /// A `probe-loop` section.
 pub fn loop_section(r: &LoopReport, id: &str, name: &str, m: &Machine) -> Section {
     let mut blocks: Vec<Block> = r.warnings.iter().map(|w| Block::Note(w.clone())).collect();
+    if r.interrupted {
+        blocks.push(Block::Note(format!(
+            "The run was interrupted after {} of {} samples; the figures cover the samples completed.",
+            r.summary.samples, r.config.samples
+        )));
+    }
     if r.samples.is_empty() && r.summary.samples == 0 {
         blocks.push(Block::Note("The run holds no sample.".into()));
     } else {
@@ -268,6 +274,16 @@ fn with_machine(mut s: String, m: &Machine) -> String {
 /// A `probe-compare` section: the histograms side by side (seed 004's development vs production table).
 pub fn compare_section(r: &CompareReport, id: &str, name: &str, m: &Machine) -> Section {
     let mut blocks: Vec<Block> = Vec::new();
+    if r.interrupted {
+        let mut note = "The comparison was interrupted; its last run is partial".to_string();
+        if !r.not_run.is_empty() {
+            note = format!(
+                "The comparison was interrupted; not run: {}",
+                r.not_run.join(", ")
+            );
+        }
+        blocks.push(Block::Note(format!("{note}.")));
+    }
     // The side-by-side histogram straight from the report's rows (one series per column).
     let mut c = BarChart::new(
         format!("{id}-histograms"),
@@ -505,6 +521,12 @@ pub fn pid_section(r: &[PidReport], id: &str, name: &str) -> Section {
                 "Not measurable here: {}.",
                 last.unavailable.join(", ")
             )));
+        }
+        if last.interrupted {
+            blocks.push(Block::Note(
+                "Watching was interrupted (Ctrl-C); the last interval is shorter than the others."
+                    .into(),
+            ));
         }
     }
     Section {
