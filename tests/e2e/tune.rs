@@ -757,3 +757,73 @@ fn resume_of_a_missing_or_foreign_file_names_it_exits_2_and_changes_nothing() {
     );
     assert_eq!(std::fs::read(&db).unwrap(), bytes);
 }
+
+/// Two `ordo tune` processes on one journal would record each other's applied values as originals (and
+/// could leave the machine changed); `recover` under a running experiment would restore its knobs under its
+/// feet. While one runs, the other is refused and changes nothing.
+#[test]
+fn a_second_tune_on_the_same_journal_is_refused_while_the_first_runs() {
+    let c = ResumeCase::new();
+    let mut first = c.start_run();
+    c.wait_for_first_run(&mut first);
+    let before = c.stored().unwrap().runs.len();
+
+    let second = run_with_timeout(
+        {
+            let mut cmd = ordo();
+            cmd.current_dir(&c.exp_dir)
+                .args(["tune", "run", "--no-progress", "--sys-root"])
+                .arg(&c.root)
+                .arg("--db")
+                .arg(&c.db)
+                .arg("exp.toml");
+            cmd
+        },
+        Duration::from_secs(60),
+    );
+    let recover = run_with_timeout(
+        {
+            let mut cmd = ordo();
+            cmd.args(["tune", "recover", "--journal"]).arg(&c.journal);
+            cmd
+        },
+        Duration::from_secs(30),
+    );
+    let alive = first.try_wait().unwrap().is_none();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status();
+    let st = wait_with_timeout(&mut first, Duration::from_secs(30)).expect("first run stops");
+    c.kill_orphaned_targets();
+    if !alive {
+        // the first experiment ended before the others were tried: nothing was in use
+        eprintln!("skipped: the first run finished before the second started");
+        return;
+    }
+    for (what, out) in [("run", &second), ("recover", &recover)] {
+        assert_ne!(
+            out.code(),
+            Some(0),
+            "{what}: {}\n{}",
+            out.stdout,
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("in use by another running `ordo tune`"),
+            "{what}: {}",
+            out.stderr
+        );
+        assert!(
+            out.stderr.contains("t.db.journal"),
+            "{what}: {}",
+            out.stderr
+        );
+    }
+    assert_eq!(st.code(), Some(130));
+    assert_eq!(c.swappiness(), "60", "the first run restored its knob");
+    let e = c.stored().unwrap();
+    assert!(e.runs.len() >= before);
+    // the refused run stored no experiment of its own
+    let store = ordo_lab::store::Store::open_read_only(&c.db).unwrap();
+    assert_eq!(store.latest().unwrap(), e.experiment.id);
+}

@@ -304,6 +304,14 @@ impl Applier {
     }
 }
 
+impl Applier {
+    /// What a crash leaves: the journal file as it is (entries kept) and its lock released, nothing restored.
+    #[cfg(test)]
+    fn crash(mut self) {
+        self.active.clear();
+    }
+}
+
 impl Drop for Applier {
     fn drop(&mut self) {
         if !self.active.is_empty() {
@@ -370,6 +378,15 @@ pub fn recover(
     path: &std::path::Path,
     threads: &dyn ThreadOps,
 ) -> Result<Vec<RestoreNote>, KnobError> {
+    // Not under a running experiment: it restores its own knobs, and holds the journal's lock meanwhile.
+    let _lock = match std::fs::File::open(path) {
+        Ok(f) => {
+            super::journal::lock_exclusive(&f, path)?;
+            Some(f)
+        }
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => None,
+        Err(e) => return Err(KnobError::io(path, e)),
+    };
     let entries = Journal::entries_at(path)?;
     let notes: Vec<RestoreNote> = entries
         .iter()
@@ -493,8 +510,14 @@ mod tests {
             "700000",
         )
         .unwrap();
-        std::mem::forget(a);
+        a.crash();
         assert!(Applier::new(r.clone(), &jp, threads.clone()).is_err());
+        // while a live applier holds the journal, recover is refused and changes nothing
+        let live = Journal::open(&jp).unwrap();
+        let e = recover(&jp, threads.as_ref()).unwrap_err().to_string();
+        assert!(e.contains("in use by another running `ordo tune`"), "{e}");
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "1");
+        drop(live);
         let notes = recover(&jp, threads.as_ref()).unwrap();
         assert_eq!(notes.len(), 2);
         assert_eq!(read(&r, "proc/sys/vm/swappiness"), "60");
@@ -570,7 +593,7 @@ mod real_machine {
         // Crash path: nothing restores but the journal.
         let mut a = Applier::new(root.clone(), &jp, threads.clone()).unwrap();
         a.apply(&knob, &Target::default(), other).unwrap();
-        std::mem::forget(a);
+        a.crash();
         assert_eq!(read_trimmed(path).unwrap(), other);
         let notes = recover(&jp, threads.as_ref()).unwrap();
         assert_eq!(notes.len(), 1, "{notes:?}");

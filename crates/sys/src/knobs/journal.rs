@@ -46,6 +46,7 @@ impl Journal {
             .append(true)
             .open(&path)
             .map_err(|e| KnobError::io(&path, e))?;
+        lock_exclusive(&file, &path)?;
         Ok(Journal { path, file })
     }
 
@@ -104,6 +105,29 @@ impl Journal {
     }
 }
 
+/// Takes an exclusive `flock` on the journal for as long as `file` stays open (the lock goes with the last
+/// close, so also when the process dies). Two `ordo tune` processes on one journal would each record the
+/// other's applied values as "original" and could leave the machine changed; `recover` under a running
+/// experiment would restore knobs under its feet. The second one is refused instead.
+pub(crate) fn lock_exclusive(file: &File, path: &Path) -> Result<(), KnobError> {
+    use std::os::fd::AsRawFd;
+    // SAFETY: flock on a file descriptor that `file` keeps open for the duration of the call.
+    let rc = unsafe { libc::flock(file.as_raw_fd(), libc::LOCK_EX | libc::LOCK_NB) };
+    if rc == 0 {
+        return Ok(());
+    }
+    let e = std::io::Error::last_os_error();
+    if e.kind() == std::io::ErrorKind::WouldBlock {
+        return Err(KnobError::Journal {
+            path: path.to_path_buf(),
+            reason: "in use by another running `ordo tune` (it holds the journal's lock and restores its own \
+                     knobs); wait for it to end, or give this one another --db or --journal"
+                .into(),
+        });
+    }
+    Err(KnobError::io(path, e))
+}
+
 pub(crate) fn now_unix() -> u64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
@@ -124,6 +148,18 @@ mod tests {
             path: Some("/x".into()),
             at: 1,
         }
+    }
+
+    #[test]
+    fn a_journal_in_use_is_refused_until_it_is_closed() {
+        let d = tempfile::tempdir().unwrap();
+        let p = d.path().join("j.jsonl");
+        let first = Journal::open(&p).unwrap();
+        let e = Journal::open(&p).unwrap_err().to_string();
+        assert!(e.contains("in use by another running `ordo tune`"), "{e}");
+        assert!(e.contains("j.jsonl"), "{e}");
+        drop(first);
+        Journal::open(&p).expect("free again once the first is closed");
     }
 
     #[test]
