@@ -42,6 +42,23 @@ pub(crate) struct ReqInfo {
     pub keep_alive: bool,
 }
 
+impl ReqInfo {
+    /// How to write the response to this request, the connection's `served`-th: kept open if the client
+    /// asked, the server is not shutting down and `max_requests_per_connection` allows another.
+    pub(crate) fn write_ctx(&self, served: u64, shutting_down: bool, limits: &Limits) -> WriteCtx {
+        WriteCtx {
+            version: self.version,
+            head_request: self.head_request,
+            keep_alive: self.keep_alive
+                && !shutting_down
+                && limits
+                    .max_requests_per_connection
+                    .is_none_or(|m| served < m),
+            write_timeout: limits.idle_timeout,
+        }
+    }
+}
+
 /// Where a connection task starts.
 pub(crate) enum Resume {
     /// At the top of the loop: read the next request (the read buffer may already hold part of it).
@@ -309,23 +326,8 @@ pub(crate) async fn serve<H: Handler>(
             }
         };
         served += 1;
-        let ReqInfo {
-            version,
-            head_request,
-            keep_alive,
-        } = info;
-        let keep = keep_alive
-            && !*shutdown.borrow()
-            && limits
-                .max_requests_per_connection
-                .is_none_or(|m| served < m);
-        let mut ctx = WriteCtx {
-            version,
-            head_request,
-            keep_alive: keep,
-            write_timeout: limits.idle_timeout,
-        };
-        if !nodelay && needs_nodelay(served, keep, &resp.body) {
+        let mut ctx = info.write_ctx(served, *shutdown.borrow(), &limits);
+        if !nodelay && needs_nodelay(served, ctx.keep_alive, &resp.body) {
             let _ = stream.set_nodelay(true);
             nodelay = true;
         }

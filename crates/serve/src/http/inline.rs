@@ -14,7 +14,7 @@ use bytes::{Bytes, BytesMut};
 
 use super::conn::{READ_CHUNK, Resume, Start, needs_nodelay, request_from};
 use super::parse::{Framing, parse_head};
-use super::write::{WriteCtx, encode_whole};
+use super::write::encode_whole;
 use super::{Handler, Limits};
 
 /// Buffers the accept loop reuses for every connection it serves inline.
@@ -95,16 +95,8 @@ pub(crate) fn try_serve<H: Handler>(
         }
     };
     drop(fut);
-    let keep = info.keep_alive
-        && !shutting_down
-        && limits.max_requests_per_connection.is_none_or(|m| 1 < m);
-    let mut ctx = WriteCtx {
-        version: info.version,
-        head_request: info.head_request,
-        keep_alive: keep,
-        write_timeout: limits.idle_timeout,
-    };
-    let nodelay = needs_nodelay(1, keep, &resp.body);
+    let mut ctx = info.write_ctx(1, shutting_down, limits);
+    let nodelay = needs_nodelay(1, ctx.keep_alive, &resp.body);
     if let Err(resp) = encode_whole(&mut scratch.write, resp, &mut ctx) {
         return task_from(pipelined, 0, false, Resume::Write { resp, info });
     }
