@@ -324,26 +324,6 @@ fn read_pid(path: &std::path::Path, limit: Duration) -> i32 {
     }
 }
 
-/// Process `pid` is gone or a zombie (its shell was killed; init reaps it), polled up to `limit`.
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let start = Instant::now();
-    loop {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.trim().chars().next())
-            });
-        if matches!(state, None | Some('Z') | Some('X')) {
-            return true;
-        }
-        if start.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 #[test]
 fn probe_loop_ctrl_c_prints_a_partial_json_report_and_kills_the_load() {
     let dir = tempfile::tempdir().unwrap();
@@ -381,7 +361,7 @@ fn probe_loop_ctrl_c_prints_a_partial_json_report_and_kills_the_load() {
         "{err}"
     );
     assert!(
-        gone_within(sleep_pid, Duration::from_secs(5)),
+        ordo_sys::process::exited_within(sleep_pid, Duration::from_secs(5)),
         "the load's sleep (pid {sleep_pid}) is still running"
     );
 }
@@ -419,7 +399,10 @@ fn probe_loop_ctrl_c_text_report_is_marked_partial() {
     ] {
         assert!(out.contains(needle), "missing {needle:?} in:\n{out}");
     }
-    assert!(gone_within(sleep_pid, Duration::from_secs(5)));
+    assert!(ordo_sys::process::exited_within(
+        sleep_pid,
+        Duration::from_secs(5)
+    ));
 }
 
 #[test]
@@ -538,7 +521,7 @@ fn probe_loop_second_ctrl_c_exits_at_once_and_leaves_no_load() {
     let (code, _out, err) = live.finish(Duration::from_secs(20));
     assert_eq!(code, Some(130), "{err}");
     assert!(
-        gone_within(sleep_pid, Duration::from_secs(5)),
+        ordo_sys::process::exited_within(sleep_pid, Duration::from_secs(5)),
         "the load's sleep (pid {sleep_pid}) is still running"
     );
 }
@@ -572,7 +555,7 @@ fn probe_loop_terminal_ctrl_c_leaves_nothing_the_load_command_started() {
     assert!(out.contains("partial report"), "{out}");
     assert!(!out.contains("warning: the load command exited"), "{out}");
     assert!(
-        gone_within(sleep_pid, Duration::from_secs(5)),
+        ordo_sys::process::exited_within(sleep_pid, Duration::from_secs(5)),
         "the load's background sleep (pid {sleep_pid}) is still running"
     );
 }

@@ -298,23 +298,10 @@ mod tests {
             .unwrap();
         assert!(std::path::Path::new(&format!("/proc/{sleep}")).exists());
         drop(load);
-        let start = std::time::Instant::now();
-        loop {
-            let state = std::fs::read_to_string(format!("/proc/{sleep}/stat"))
-                .ok()
-                .and_then(|s| {
-                    s.rsplit_once(')')
-                        .and_then(|(_, r)| r.trim().chars().next())
-                });
-            if matches!(state, None | Some('Z') | Some('X')) {
-                break;
-            }
-            assert!(
-                start.elapsed() < std::time::Duration::from_secs(5),
-                "the orphaned sleep {sleep} survived"
-            );
-            std::thread::sleep(std::time::Duration::from_millis(20));
-        }
+        assert!(
+            ordo_sys::process::exited_within(sleep, std::time::Duration::from_secs(5)),
+            "the orphaned sleep {sleep} survived"
+        );
     }
 
     #[test]

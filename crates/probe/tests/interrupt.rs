@@ -38,26 +38,6 @@ fn many(load: LoadSpec) -> LoopConfig {
     }
 }
 
-/// Is process `pid` gone (or a zombie no one has reaped yet)? Polled up to `limit`.
-fn gone_within(pid: i32, limit: Duration) -> bool {
-    let start = Instant::now();
-    loop {
-        let state = std::fs::read_to_string(format!("/proc/{pid}/stat"))
-            .ok()
-            .and_then(|s| {
-                s.rsplit_once(')')
-                    .and_then(|(_, rest)| rest.trim().chars().next())
-            });
-        if matches!(state, None | Some('Z') | Some('X')) {
-            return true;
-        }
-        if start.elapsed() > limit {
-            return false;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
 fn read_pid(path: &Path, limit: Duration) -> i32 {
     let start = Instant::now();
     loop {
@@ -158,7 +138,7 @@ fn a_cancelled_loop_kills_its_load_command_and_what_it_forked() {
     // (whether a sample finished in those 200 ms depends on the machine's load — calibration comes first —
     // and is checked by the threads test; this one is about the load command's processes)
     assert!(
-        gone_within(sleep_pid, Duration::from_secs(5)),
+        ordo_sys::process::exited_within(sleep_pid, Duration::from_secs(5)),
         "the load's sleep {sleep_pid} still runs"
     );
 }

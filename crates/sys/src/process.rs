@@ -23,6 +23,25 @@ pub fn signal(pid: i32, signal: i32) -> Result<(), SysError> {
     Ok(())
 }
 
+/// Whether process `pid` has exited: gone from /proc, or a zombie nobody has reaped yet.
+pub fn exited(pid: i32) -> bool {
+    !matches!(ProcRoot::default().stat(pid), Ok(st) if !matches!(st.state, 'Z' | 'X'))
+}
+
+/// Polls [`exited`] every 20 ms for at most `limit`; true once `pid` has exited.
+pub fn exited_within(pid: i32, limit: std::time::Duration) -> bool {
+    let start = std::time::Instant::now();
+    loop {
+        if exited(pid) {
+            return true;
+        }
+        if start.elapsed() > limit {
+            return false;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+}
+
 /// Every descendant of `pid` (children, grandchildren, ...), found through the parent ids in /proc/*/stat.
 pub fn descendants(root: &ProcRoot, pid: i32) -> Vec<i32> {
     let mut parent_of: Vec<(i32, i32)> = Vec::new();
@@ -109,17 +128,14 @@ mod tests {
             std::thread::sleep(std::time::Duration::from_millis(10));
         }
         assert_eq!(below.len(), 2, "{below:?}");
+        assert!(below.iter().all(|p| !super::exited(*p)));
         super::kill_tree(pid).unwrap();
         child.wait().unwrap();
-        for _ in 0..100 {
-            if below.iter().all(|p| {
-                !root.pid_exists(*p) || root.stat(*p).map(|s| s.state == 'Z').unwrap_or(true)
-            }) {
-                return;
-            }
-            std::thread::sleep(std::time::Duration::from_millis(10));
-        }
-        panic!("grandchildren {below:?} survived");
+        let limit = std::time::Duration::from_secs(1);
+        assert!(
+            below.iter().all(|p| super::exited_within(*p, limit)),
+            "grandchildren {below:?} survived"
+        );
     }
 
     #[test]
