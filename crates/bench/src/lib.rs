@@ -36,12 +36,13 @@ pub mod print;
 pub mod progress;
 pub mod report;
 pub mod stats;
+mod tls;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use config::{BenchConfig, Header, Pacing, Stop, Target, parse_duration};
+pub use config::{BenchConfig, Header, Pacing, Stop, Target, TlsOptions, parse_duration};
 pub use engine::CancelToken;
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
 pub use report::{BenchReport, ClassReport, Latency, ServerReport, Summary};
@@ -158,6 +159,16 @@ pub fn run_observed(
         target: config.target.url.clone(),
         reason: errors.join("; "),
     })?;
+    let tls = if config.target.tls {
+        Some(tls::prepare(
+            &config.target,
+            &config.tls,
+            addr,
+            config.connect_timeout,
+        )?)
+    } else {
+        None
+    };
     let mut sampler = match config.server_pid {
         Some(pid) => {
             Some(
@@ -257,6 +268,7 @@ pub fn run_observed(
     };
     let plan = Arc::new(Plan {
         addr,
+        tls,
         classes,
         slot_table,
         conn_class,
