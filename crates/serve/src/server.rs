@@ -117,7 +117,9 @@ fn build_backend(
         return Ok(Backend::Static(b));
     }
     if let Some(p) = &r.proxy {
-        let b = proxy::ProxyBackend::new(p)
+        let mut p = p.clone();
+        p.ca_file = p.ca_file.map(|f| cfg.resolve(&f));
+        let b = proxy::ProxyBackend::new(&p)
             .map_err(|e| Invalid::new(keypath!["routes", i, "proxy"], e.to_string()))?;
         return Ok(Backend::Proxy(b));
     }

@@ -381,6 +381,91 @@ pub fn client_config(
     Arc::new(cc)
 }
 
+/// How a proxy connects to an `https://` upstream: the client configuration and the name its certificate
+/// must be valid for (sent as SNI unless it is an IP address).
+#[derive(Clone)]
+pub(crate) struct UpstreamTls {
+    connector: tokio_rustls::TlsConnector,
+    name: ServerName<'static>,
+}
+
+impl fmt::Debug for UpstreamTls {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "UpstreamTls({:?})", self.name)
+    }
+}
+
+impl UpstreamTls {
+    /// For the upstream `host` (as written: a name, an IPv4 address or a bracketed IPv6 one).
+    pub(crate) fn new(config: Arc<rustls::ClientConfig>, host: &str) -> Result<Self, String> {
+        let host = host.trim_start_matches('[').trim_end_matches(']');
+        let name = ServerName::try_from(host.to_string())
+            .map_err(|e| format!("`{host}` is not a valid TLS server name: {e}"))?;
+        Ok(UpstreamTls {
+            connector: tokio_rustls::TlsConnector::from(config),
+            name,
+        })
+    }
+
+    pub(crate) async fn connect(&self, tcp: TcpStream) -> std::io::Result<UpstreamStream> {
+        let s = self.connector.connect(self.name.clone(), tcp).await?;
+        Ok(UpstreamStream::Tls(Box::new(s)))
+    }
+}
+
+/// A pooled connection to an upstream: plain TCP, or TLS over it.
+#[derive(Debug)]
+pub(crate) enum UpstreamStream {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl tokio::io::AsyncRead for UpstreamStream {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut tokio::io::ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            UpstreamStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
+    }
+}
+
+impl tokio::io::AsyncWrite for UpstreamStream {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            UpstreamStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            UpstreamStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            UpstreamStream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            UpstreamStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -386,3 +386,59 @@ async fn access_log_records_class_wait_and_service() {
     assert!(lines[0]["queue_wait_us"].is_u64() && lines[0]["service_us"].is_u64());
     assert_eq!(lines[1]["class"], "free");
 }
+
+#[tokio::test]
+async fn https_upstreams_are_verified() {
+    let dir = tempfile::tempdir().unwrap();
+    let up_cert = cert(&["localhost"]);
+    write_pair(dir.path(), "up", &up_cert);
+    let up_path = dir.path().join("upstream.toml");
+    std::fs::write(
+        &up_path,
+        "[[tls.certificates]]\ncert = \"up.crt\"\nkey = \"up.key\"\n",
+    )
+    .unwrap();
+    let upstream = start_cfg(ServeConfig::from_file(&up_path).unwrap()).await;
+    let port = upstream.local_addr().port();
+    let proxy_with = |extra: &str| {
+        let p = dir.path().join("proxy.toml");
+        std::fs::write(
+            &p,
+            format!(
+                "[[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"https://localhost:{port}\"]\n{extra}"
+            ),
+        )
+        .unwrap();
+        ServeConfig::from_file(&p)
+    };
+
+    // verified against the CA file: proxied over TLS
+    let h = start_cfg(proxy_with("ca_file = \"up.crt\"\n").unwrap()).await;
+    for _ in 0..3 {
+        let r = ctl_util::get(h.local_addr(), "/hello").await;
+        assert_eq!(r.status, 200, "{}", r.body);
+    }
+    h.shutdown().await.unwrap();
+
+    // the system's CA certificates do not know the test certificate: 502, and why
+    let h = start_cfg(proxy_with("").unwrap()).await;
+    let r = ctl_util::get(h.local_addr(), "/hello").await;
+    assert_eq!(r.status, 502, "{}", r.body);
+    assert!(r.body.contains("TLS handshake"), "{}", r.body);
+    h.shutdown().await.unwrap();
+
+    // tests only: no verification
+    let h = start_cfg(proxy_with("danger_accept_invalid_certs = true\n").unwrap()).await;
+    assert_eq!(ctl_util::get(h.local_addr(), "/hello").await.status, 200);
+    h.shutdown().await.unwrap();
+
+    // a CA file that holds no certificate is refused when the config is checked
+    let e = proxy_with("ca_file = \"up.key\"\n")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("routes[0].proxy") && e.contains("up.key: no certificate"),
+        "{e}"
+    );
+    upstream.shutdown().await.unwrap();
+}
