@@ -57,8 +57,14 @@ ordo_bin=$target_dir/release/ordo
 
 mkdir -p "$tmp/www" "$tmp/nginx/tmp" "$tmp/nginx/logs"
 awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/file.txt"
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=localhost" \
-  -addext "subjectAltName=DNS:localhost,IP:127.0.0.1" -keyout "$tmp/key.pem" -out "$tmp/cert.pem" 2>/dev/null
+# a throwaway CA and a server certificate it signs (a self-signed leaf is refused by rustls clients)
+openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench CA" \
+  -keyout "$tmp/ca.key" -out "$tmp/ca.pem" 2>/dev/null
+openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
+  -keyout "$tmp/key.pem" -out "$tmp/cert.csr" 2>/dev/null
+printf "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n" > "$tmp/ext.cnf"
+openssl x509 -req -in "$tmp/cert.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -days 2 \
+  -extfile "$tmp/ext.cnf" -out "$tmp/cert.pem" 2>/dev/null
 chmod 644 "$tmp/key.pem"
 
 cat > "$tmp/nginx/nginx.conf" <<EOF
@@ -124,7 +130,7 @@ wait_ready "https://127.0.0.1:$ORDO_PORT/file.txt"
 for port in "$NGINX_PORT" "$ORDO_PORT"; do
   for ka in "" "--no-keepalive"; do
     out=$(taskset -c "$CLIENT_CPU" "$ordo_bin" bench -q --no-progress --json -c 8 -n 2000 $ka \
-      --cacert "$tmp/cert.pem" "https://localhost:$port/file.txt")
+      --cacert "$tmp/ca.pem" "https://localhost:$port/file.txt")
     ok=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"status_counts":\[\(.*\)\].*/\1/p' | grep -o '"status":2[0-9][0-9],"count":[0-9]*' | awk -F: '{ s += $NF } END { print s + 0 }')
     name=$([ "$port" = "$NGINX_PORT" ] && echo nginx || echo ordo)
     echo "ordo bench https:// → $name ${ka:-keep-alive}: $ok/2000 2xx" >&2

@@ -7,35 +7,14 @@ use std::os::unix::net::UnixDatagram;
 use std::process::Stdio;
 use std::time::{Duration, Instant};
 
+use crate::serve::{http_get, signal};
 use crate::util::{ordo, run_with_timeout, wait_with_timeout};
-
-fn signal(pid: u32, sig: &str) {
-    let st = std::process::Command::new("kill")
-        .args([sig, &pid.to_string()])
-        .status()
-        .expect("run kill");
-    assert!(st.success());
-}
 
 /// The next sd_notify datagram (within 20 s).
 fn next_state(sock: &UnixDatagram) -> String {
     let mut buf = [0u8; 256];
     let n = sock.recv(&mut buf).expect("a notification within 20 s");
     String::from_utf8_lossy(&buf[..n]).into_owned()
-}
-
-fn http_get(addr: &str, path: &str) -> String {
-    use std::io::{Read, Write};
-    let mut s = std::net::TcpStream::connect(addr).unwrap();
-    s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
-    write!(
-        s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
-    )
-    .unwrap();
-    let mut out = String::new();
-    s.read_to_string(&mut out).unwrap();
-    out
 }
 
 #[test]
@@ -67,7 +46,6 @@ fn sd_notify_access_log_reopen_and_https() {
         .stderr(Stdio::piped())
         .spawn()
         .expect("spawn ordo serve");
-    let pid = child.id();
     let stderr = child.stderr.take().unwrap();
     let (tx, rx) = std::sync::mpsc::channel();
     std::thread::spawn(move || {
@@ -115,7 +93,7 @@ fn sd_notify_access_log_reopen_and_https() {
             "%{http_code}",
         ])
         .arg("--cacert")
-        .arg(examples.join("localhost.crt"))
+        .arg(examples.join("ca.crt"))
         .arg(format!("https://127.0.0.1:{port}/"))
         .output()
         .expect("curl runs");
@@ -143,7 +121,7 @@ fn sd_notify_access_log_reopen_and_https() {
     assert_eq!(wait_for(&log, 2), 2);
     let rotated = dir.path().join("access.log.1");
     std::fs::rename(&log, &rotated).unwrap();
-    signal(pid, "-USR1");
+    signal(&child, "-USR1");
     let deadline = Instant::now() + Duration::from_secs(10);
     while !log.exists() {
         assert!(Instant::now() < deadline, "access log not reopened");
@@ -161,11 +139,11 @@ fn sd_notify_access_log_reopen_and_https() {
         2
     );
 
-    signal(pid, "-HUP");
+    signal(&child, "-HUP");
     let s = next_state(&sock);
     assert!(s.starts_with("RELOADING=1\nMONOTONIC_USEC="), "{s}");
     assert_eq!(next_state(&sock), "READY=1");
-    signal(pid, "-TERM");
+    signal(&child, "-TERM");
     assert_eq!(next_state(&sock), "STOPPING=1");
     let st = wait_with_timeout(&mut child, Duration::from_secs(20)).expect("exits after SIGTERM");
     assert_eq!(st.code(), Some(0));

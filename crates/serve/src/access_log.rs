@@ -511,7 +511,7 @@ mod tests {
         let new = std::fs::read_to_string(&path).unwrap();
         assert_eq!(old.lines().count(), 1);
         let n = new.lines().count();
-        assert!(n >= 1 && n < 10_001, "{n} lines");
+        assert!((1..10_001).contains(&n), "{n} lines");
         assert!(new.lines().all(|l| l.ends_with("request_us=0")));
     }
 }
