@@ -11,7 +11,7 @@ mod json_schema;
 /// Errors validating a saved result against the committed schema (docs/demo.md, "The result file").
 fn schema_errors(doc: &serde_json::Value) -> Vec<String> {
     let schema: serde_json::Value = serde_json::from_str(include_str!(
-        "../../crates/lab/schema/demo-result.schema.json"
+        "../../crates/demo/schema/demo-result.schema.json"
     ))
     .expect("the schema is JSON");
     json_schema::check(&schema, doc)

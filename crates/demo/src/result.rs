@@ -5,7 +5,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use super::plan::{
+use crate::plan::{
     DemoClass, DemoPlan, DemoPolicy, TARGET_LIGHT_HEAVY, TARGET_MEDIUM_HEAVY, TARGET_MIN_CLIENTS,
     format_duration,
 };
@@ -221,7 +221,7 @@ impl DemoResult {
             classes: plan.classes.clone(),
             workers: plan.workers,
             service_ms: plan.service.as_secs_f64() * 1e3,
-            service_ms_values: super::run::service_times_ms(plan.service),
+            service_ms_values: crate::run::service_times_ms(plan.service),
             step_duration_s: plan.step_duration.as_secs_f64(),
             warmup_s: plan.warmup.as_secs_f64(),
             quick: plan.quick,
@@ -314,7 +314,7 @@ fn civil_from_days(z: i64) -> (i64, u32, u32) {
 
 /// The header printed before the first step.
 pub fn render_header(plan: &DemoPlan) -> String {
-    let times = super::run::service_times_ms(plan.service);
+    let times = crate::run::service_times_ms(plan.service);
     let weights: Vec<String> = plan
         .classes
         .iter()
@@ -416,7 +416,7 @@ pub fn render_verdict(result: &DemoResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo::plan::PlanInput;
+    use crate::plan::PlanInput;
 
     fn class(name: &str, mean: f64, n: u64) -> ClassStats {
         ClassStats {

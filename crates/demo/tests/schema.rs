@@ -1,12 +1,12 @@
-//! The committed JSON Schema of `ordo demo`'s result file (crates/lab/schema/demo-result.schema.json) against
+//! The committed JSON Schema of `ordo demo`'s result file (crates/demo/schema/demo-result.schema.json) against
 //! real `DemoResult` output: a tiny in-process demo run, a hand-built result with the null/absent cases, and
 //! the demo files `ordo report`'s tests keep as fixtures; broken documents must fail, and every property the
 //! schema lists must be written, so the schema can drift from the Rust type in neither direction.
 
 use std::time::Duration;
 
-use ordo_lab::demo::run::run_demo;
-use ordo_lab::demo::{ClassStats, DemoPlan, DemoPolicy, DemoResult, DemoStep, Outcome, PlanInput};
+use ordo_demo::run::run_demo;
+use ordo_demo::{ClassStats, DemoPlan, DemoPolicy, DemoResult, DemoStep, Outcome, PlanInput};
 use serde_json::Value;
 
 #[path = "../../../tests/support/json_schema.rs"]

@@ -2,9 +2,9 @@
 //! the number of clients — plus the light/heavy and medium/heavy ratio lines with their targets 4 and 2, a
 //! per-step table and the verdict.
 //!
-//! The input type is `ordo_lab::demo::DemoResult` itself, so the report reads exactly what `ordo demo` writes.
+//! The input type is `ordo_demo::DemoResult` itself, so the report reads exactly what `ordo demo` writes.
 
-pub use ordo_lab::demo::{ClassStats, DemoResult, DemoStep, Outcome, Verdict};
+pub use ordo_demo::{ClassStats, DemoResult, DemoStep, Outcome, Verdict};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};
