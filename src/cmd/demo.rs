@@ -141,9 +141,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     writeln!(table)?;
     writeln!(table, "{}", render_verdict(&result))?;
-    let json_path = result
-        .save(&args.out)
-        .context("cannot save the demo result")?;
+    let json_path =
+        ordo_demo::result::save(&result, &args.out).context("cannot save the demo result")?;
     writeln!(table, "saved: {}", json_path.display())?;
     let html = write_html(&json_path)?;
     writeln!(table, "report: {}", html.display())?;

@@ -3,286 +3,48 @@
 
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
-
-use crate::plan::{
-    DemoClass, DemoPlan, DemoPolicy, TARGET_LIGHT_HEAVY, TARGET_MEDIUM_HEAVY, TARGET_MIN_CLIENTS,
-    format_duration,
+pub use ordo_results::demo::{
+    ClassStats, DemoResult, DemoStep, KIND, Outcome, ResultError, VERSION, Verdict, ratio,
+    relative_error, verdict,
 };
 
-/// The `kind` of every demo JSON document.
-pub const KIND: &str = "demo";
-/// The schema version of [`DemoResult`].
-pub const VERSION: u32 = 1;
+use crate::plan::{
+    DemoPlan, TARGET_LIGHT_HEAVY, TARGET_MEDIUM_HEAVY, TARGET_MIN_CLIENTS, format_duration,
+};
 
-/// A whole demo run: set-up, one entry per client count, the verdict and the machine it ran on.
-#[derive(Clone, Debug, Serialize, Deserialize)]
-pub struct DemoResult {
-    /// Always `"demo"`.
-    pub kind: String,
-    /// Always 1 for this layout.
-    pub version: u32,
-    /// `lottery` or `stride`.
-    pub policy: DemoPolicy,
-    /// The classes in order light, medium, heavy with their weights, URL prefixes and response sizes.
-    pub classes: Vec<DemoClass>,
-    /// The seed's MaxClients.
-    pub workers: usize,
-    /// Mean synthetic service time per request, in milliseconds.
-    pub service_ms: f64,
-    /// Each request's service time is drawn uniformly from these values (ms), mean `service_ms`.
-    #[serde(default)]
-    pub service_ms_values: Vec<u64>,
-    /// Measured seconds per step.
-    pub step_duration_s: f64,
-    /// Unmeasured warm-up seconds per step.
-    pub warmup_s: f64,
-    /// Whether `--quick` chose the defaults.
-    pub quick: bool,
-    /// Seconds since the Unix epoch when the run started.
-    pub started_unix_s: u64,
-    /// False when the run was stopped (Ctrl-C) before its last step; the steps present are complete.
-    pub complete: bool,
-    /// One entry per finished step, in the order run.
-    pub steps: Vec<DemoStep>,
-    /// The comparison with the seed's targets.
-    pub verdict: Verdict,
-    /// The machine and kernel the run happened on (ordo-sys fingerprint), when it could be collected.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fingerprint: Option<ordo_sys::fingerprint::Fingerprint>,
-}
-
-/// One client count, measured after its warm-up.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DemoStep {
-    /// Total closed-loop clients (equal numbers per class).
-    pub clients: usize,
-    /// Clients in each class.
-    pub clients_per_class: usize,
-    /// Seconds measured.
-    pub duration_s: f64,
-    /// Per class, in the order of [`DemoResult::classes`].
-    pub classes: Vec<ClassStats>,
-    /// Mean response time of light over heavy; the seed's target is 4. None when a class got no response.
-    pub ratio_light_heavy: Option<f64>,
-    /// Mean response time of medium over heavy; the seed's target is 2.
-    pub ratio_medium_heavy: Option<f64>,
-}
-
-/// Response times of one class during one step.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ClassStats {
-    pub name: String,
-    /// Closed-loop clients of this class as the load generator realised them.
-    #[serde(default)]
-    pub clients: u64,
-    /// Successful responses measured.
-    pub requests: u64,
-    /// Failed requests (connect/read errors, non-2xx).
-    pub errors: u64,
-    pub mean_ms: f64,
-    pub p50_ms: f64,
-    pub p95_ms: f64,
-    pub p99_ms: f64,
-    /// Successful responses per second.
-    pub throughput_rps: f64,
-}
-
-/// How the steps at ≥ 300 clients compare with the ideal ratios 4 and 2.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Verdict {
-    /// Allowed relative error (0.05 lottery, 0.02 stride).
-    pub tolerance: f64,
-    /// Steps at or above this many clients are checked.
-    pub min_clients: usize,
-    /// Client counts of the checked steps.
-    pub checked_clients: Vec<usize>,
-    /// Largest relative error of light/heavy from 4 over the checked steps.
-    pub worst_light_heavy_error: Option<f64>,
-    /// Largest relative error of medium/heavy from 2 over the checked steps.
-    pub worst_medium_heavy_error: Option<f64>,
-    pub outcome: Outcome,
-}
-
-/// The verdict's outcome.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    /// Every checked step is within tolerance.
-    Met,
-    /// At least one checked step is outside tolerance.
-    Missed,
-    /// No step reached the client count the target applies to.
-    NotChecked,
-}
-
-/// Ratio of two mean response times; None unless both are positive and finite.
-pub fn ratio(numerator_ms: f64, denominator_ms: f64) -> Option<f64> {
-    if numerator_ms.is_finite()
-        && denominator_ms.is_finite()
-        && numerator_ms > 0.0
-        && denominator_ms > 0.0
-    {
-        Some(numerator_ms / denominator_ms)
-    } else {
-        None
+/// A result with no steps yet for `plan`.
+pub fn new_result(plan: &DemoPlan, started_unix_s: u64) -> DemoResult {
+    DemoResult {
+        kind: KIND.to_string(),
+        version: VERSION,
+        policy: plan.policy,
+        classes: plan.classes.clone(),
+        workers: plan.workers,
+        service_ms: plan.service.as_secs_f64() * 1e3,
+        service_ms_values: crate::run::service_times_ms(plan.service),
+        step_duration_s: plan.step_duration.as_secs_f64(),
+        warmup_s: plan.warmup.as_secs_f64(),
+        quick: plan.quick,
+        started_unix_s,
+        complete: false,
+        steps: Vec::new(),
+        verdict: verdict(plan.policy, &[]),
+        fingerprint: None,
     }
 }
 
-/// Relative error of `value` from `target`.
-pub fn relative_error(value: f64, target: f64) -> f64 {
-    (value - target).abs() / target
-}
-
-impl DemoStep {
-    /// Build a step from its per-class stats (light, medium, heavy order), computing the ratios.
-    pub fn new(clients_per_class: usize, duration_s: f64, classes: Vec<ClassStats>) -> DemoStep {
-        let mean = |name: &str| {
-            classes
-                .iter()
-                .find(|c| c.name == name && c.requests > 0)
-                .map(|c| c.mean_ms)
-        };
-        let (light, medium, heavy) = (mean("light"), mean("medium"), mean("heavy"));
-        let r = |a: Option<f64>, b: Option<f64>| match (a, b) {
-            (Some(a), Some(b)) => ratio(a, b),
-            _ => None,
-        };
-        DemoStep {
-            clients: clients_per_class * classes.len(),
-            clients_per_class,
-            duration_s,
-            ratio_light_heavy: r(light, heavy),
-            ratio_medium_heavy: r(medium, heavy),
-            classes,
-        }
-    }
-
-    /// Total successful responses over all classes.
-    pub fn requests(&self) -> u64 {
-        self.classes.iter().map(|c| c.requests).sum()
-    }
-
-    /// Total failed requests over all classes.
-    pub fn errors(&self) -> u64 {
-        self.classes.iter().map(|c| c.errors).sum()
-    }
-}
-
-/// Compare the steps at ≥ [`TARGET_MIN_CLIENTS`] clients with 4 and 2 at the policy's tolerance. A checked
-/// step without a ratio (a class got no response) misses.
-pub fn verdict(policy: DemoPolicy, steps: &[DemoStep]) -> Verdict {
-    let tolerance = policy.tolerance();
-    let checked: Vec<&DemoStep> = steps
-        .iter()
-        .filter(|s| s.clients >= TARGET_MIN_CLIENTS)
-        .collect();
-    let mut worst_lh: Option<f64> = None;
-    let mut worst_mh: Option<f64> = None;
-    let mut missing = false;
-    for s in &checked {
-        match (s.ratio_light_heavy, s.ratio_medium_heavy) {
-            (Some(lh), Some(mh)) => {
-                let e_lh = relative_error(lh, TARGET_LIGHT_HEAVY);
-                let e_mh = relative_error(mh, TARGET_MEDIUM_HEAVY);
-                worst_lh = Some(worst_lh.map_or(e_lh, |w| w.max(e_lh)));
-                worst_mh = Some(worst_mh.map_or(e_mh, |w| w.max(e_mh)));
-            }
-            _ => missing = true,
-        }
-    }
-    let outcome = if checked.is_empty() {
-        Outcome::NotChecked
-    } else if missing
-        || worst_lh.is_some_and(|e| e > tolerance)
-        || worst_mh.is_some_and(|e| e > tolerance)
-    {
-        Outcome::Missed
-    } else {
-        Outcome::Met
-    };
-    Verdict {
-        tolerance,
-        min_clients: TARGET_MIN_CLIENTS,
-        checked_clients: checked.iter().map(|s| s.clients).collect(),
-        worst_light_heavy_error: worst_lh,
-        worst_medium_heavy_error: worst_mh,
-        outcome,
-    }
-}
-
-impl DemoResult {
-    /// A result with no steps yet for `plan`.
-    pub fn new(plan: &DemoPlan, started_unix_s: u64) -> DemoResult {
-        DemoResult {
-            kind: KIND.to_string(),
-            version: VERSION,
-            policy: plan.policy,
-            classes: plan.classes.clone(),
-            workers: plan.workers,
-            service_ms: plan.service.as_secs_f64() * 1e3,
-            service_ms_values: crate::run::service_times_ms(plan.service),
-            step_duration_s: plan.step_duration.as_secs_f64(),
-            warmup_s: plan.warmup.as_secs_f64(),
-            quick: plan.quick,
-            started_unix_s,
-            complete: false,
-            steps: Vec::new(),
-            verdict: verdict(plan.policy, &[]),
-            fingerprint: None,
-        }
-    }
-
-    /// Append a finished step and refresh the verdict.
-    pub fn push_step(&mut self, step: DemoStep) {
-        self.steps.push(step);
-        self.verdict = verdict(self.policy, &self.steps);
-    }
-
-    /// Check that a document read back is a demo result this code understands.
-    pub fn from_json(text: &str) -> Result<DemoResult, ResultError> {
-        let r: DemoResult = serde_json::from_str(text)?;
-        if r.kind != KIND {
-            return Err(ResultError::Kind(r.kind));
-        }
-        if r.version != VERSION {
-            return Err(ResultError::Version(r.version));
-        }
-        Ok(r)
-    }
-
-    /// Pretty JSON.
-    pub fn to_json(&self) -> String {
-        // Serialising plain data with string keys cannot fail.
-        serde_json::to_string_pretty(self).unwrap_or_default()
-    }
-
-    /// Write the JSON to `dir/demo-<policy>-<started>.json` (creating `dir`) and return the path.
-    pub fn save(&self, dir: &Path) -> Result<PathBuf, ResultError> {
-        std::fs::create_dir_all(dir).map_err(|e| ResultError::Io(dir.to_path_buf(), e))?;
-        let path = dir.join(format!(
-            "demo-{}-{}.json",
-            self.policy.as_str(),
-            timestamp(self.started_unix_s)
-        ));
-        let mut text = self.to_json();
-        text.push('\n');
-        std::fs::write(&path, text).map_err(|e| ResultError::Io(path.clone(), e))?;
-        Ok(path)
-    }
-}
-
-/// Errors reading or writing a demo result.
-#[derive(Debug, thiserror::Error)]
-pub enum ResultError {
-    #[error("not valid demo JSON: {0}")]
-    Json(#[from] serde_json::Error),
-    #[error("kind is {0:?}, expected \"demo\"")]
-    Kind(String),
-    #[error("version {0} is not supported (expected 1)")]
-    Version(u32),
-    #[error("{0}: {1}")]
-    Io(PathBuf, std::io::Error),
+/// Write the JSON to `dir/demo-<policy>-<started>.json` (creating `dir`) and return the path.
+pub fn save(result: &DemoResult, dir: &Path) -> Result<PathBuf, ResultError> {
+    std::fs::create_dir_all(dir).map_err(|e| ResultError::Io(dir.to_path_buf(), e))?;
+    let path = dir.join(format!(
+        "demo-{}-{}.json",
+        result.policy.as_str(),
+        timestamp(result.started_unix_s)
+    ));
+    let mut text = result.to_json();
+    text.push('\n');
+    std::fs::write(&path, text).map_err(|e| ResultError::Io(path.clone(), e))?;
+    Ok(path)
 }
 
 /// `YYYYmmdd-HHMMSS` (UTC) for a Unix time, for file names.
@@ -416,7 +178,7 @@ pub fn render_verdict(result: &DemoResult) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::plan::PlanInput;
+    use crate::plan::{DemoPolicy, PlanInput};
 
     fn class(name: &str, mean: f64, n: u64) -> ClassStats {
         ClassStats {
@@ -497,7 +259,7 @@ mod tests {
     #[test]
     fn json_round_trips_and_checks_kind() {
         let plan = DemoPlan::resolve(PlanInput::default()).unwrap();
-        let mut r = DemoResult::new(&plan, 1_700_000_000);
+        let mut r = new_result(&plan, 1_700_000_000);
         r.push_step(step(100, 40.0, 20.0, 10.0));
         r.complete = true;
         let text = r.to_json();
@@ -521,8 +283,8 @@ mod tests {
     fn saves_into_a_new_directory() {
         let dir = tempfile::tempdir().unwrap();
         let plan = DemoPlan::resolve(PlanInput::default()).unwrap();
-        let r = DemoResult::new(&plan, 1_700_000_000);
-        let path = r.save(&dir.path().join("a/b")).unwrap();
+        let r = new_result(&plan, 1_700_000_000);
+        let path = save(&r, &dir.path().join("a/b")).unwrap();
         assert!(path.ends_with("demo-lottery-20231114-221320.json"));
         let back = DemoResult::from_json(&std::fs::read_to_string(path).unwrap()).unwrap();
         assert_eq!(back.policy, DemoPolicy::Lottery);
@@ -543,7 +305,7 @@ mod tests {
         let line = render_step(&step(100, 140.0, 70.0, 35.0));
         assert_eq!(last.len(), line.len(), "\n{last}\n{line}");
         assert!(line.contains("4.00") && line.contains("2.00"));
-        let mut r = DemoResult::new(&plan, 0);
+        let mut r = new_result(&plan, 0);
         r.push_step(step(100, 140.0, 70.0, 35.0));
         r.complete = true;
         assert!(render_verdict(&r).starts_with("verdict: MET"));

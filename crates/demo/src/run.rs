@@ -111,7 +111,7 @@ pub async fn run_demo(
     mut stop: watch::Receiver<bool>,
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<DemoResult, DemoError> {
-    let mut result = DemoResult::new(plan, unix_now());
+    let mut result = crate::result::new_result(plan, unix_now());
     result.fingerprint = Some(Fingerprint::collect());
     let seed = result.started_unix_s;
 
