@@ -28,14 +28,14 @@
 //! `run` blocks the calling thread (from async code call it inside `spawn_blocking`); it creates one
 //! OS thread per worker, each with its own single-threaded tokio runtime.
 
-pub mod config;
-pub mod engine;
-pub mod http;
-pub mod mix;
+mod config;
+mod engine;
+mod http;
+mod mix;
 pub mod print;
 pub mod progress;
-pub mod report;
-pub mod stats;
+mod report;
+mod stats;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -2,12 +2,12 @@
 //! with `--compare` and `--footprints`) and the per-process sampler (`probe pid`). The /proc readers live
 //! in ordo-sys; this crate measures, analyses and renders.
 
-pub mod cancel;
-pub mod compare;
-pub mod error;
+mod cancel;
+mod compare;
+mod error;
 pub mod load;
-pub mod looprobe;
-pub mod pid;
+mod looprobe;
+mod pid;
 pub mod render;
 pub mod work;
 

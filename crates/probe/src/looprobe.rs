@@ -21,10 +21,10 @@ use ordo_results::probe::{
 };
 
 /// The most samples one run takes (they are all kept in the report).
-pub const MAX_SAMPLES: usize = 100_000;
+pub(crate) const MAX_SAMPLES: usize = 100_000;
 
 /// Check every setting of a loop run before any work starts.
-pub fn validate(cfg: &LoopConfig) -> Result<(), ProbeError> {
+pub(crate) fn validate(cfg: &LoopConfig) -> Result<(), ProbeError> {
     let bad = |m: String| Err(ProbeError::Config(m));
     if cfg.samples == 0 || cfg.samples > MAX_SAMPLES {
         return bad(format!(

@@ -2,14 +2,14 @@
 //! readers, getrusage and the machine fingerprint. The only crate allowed `unsafe`.
 
 pub mod clock;
-pub mod error;
+mod error;
 pub mod fingerprint;
 pub mod knobs;
 pub mod net;
 pub mod process;
 pub mod procfs;
 pub mod rusage;
-pub mod sampler;
+mod sampler;
 pub mod thread;
 pub mod units;
 

@@ -38,7 +38,7 @@ fn key_deadline(meta: &Meta) -> Nanos {
 }
 
 impl Edf {
-    pub fn new(classes: usize) -> Self {
+    pub(super) fn new(classes: usize) -> Self {
         Edf {
             sorted: vec![true; classes],
             tail: vec![0; classes],

@@ -13,7 +13,7 @@ pub(crate) struct Lottery {
 }
 
 impl Lottery {
-    pub fn new(cfg: &SchedConfig) -> Self {
+    pub(super) fn new(cfg: &SchedConfig) -> Self {
         Lottery {
             weight: cfg.classes.iter().map(|c| u64::from(c.weight)).collect(),
             rng: SplitMix64::new(cfg.seed),
