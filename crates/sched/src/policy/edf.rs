@@ -209,7 +209,7 @@ impl Policy for Edf {
 mod tests {
     use super::*;
     use crate::queue::Slab;
-    use crate::rng::SplitMix64;
+    use ordo_util::SplitMix64;
 
     fn fifo(deadlines: &[Nanos]) -> VecDeque<QEntry> {
         let mut slab = Slab::new();

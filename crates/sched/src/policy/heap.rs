@@ -93,7 +93,7 @@ mod tests {
     use super::*;
     use crate::Meta;
     use crate::queue::{QEntry, Slab};
-    use crate::rng::SplitMix64;
+    use ordo_util::SplitMix64;
     use std::collections::BTreeMap;
 
     #[test]

@@ -4,8 +4,8 @@
 
 use super::{Choice, Policy};
 use crate::queue::{Handle, QEntry, Queues};
-use crate::rng::SplitMix64;
 use crate::{Nanos, SchedConfig};
+use ordo_util::SplitMix64;
 
 pub(crate) struct Lottery {
     weight: Vec<u64>,
