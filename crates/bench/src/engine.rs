@@ -20,40 +20,6 @@ use crate::http::{ReadError, ResponseInfo, read_response};
 use crate::mix::UrlOrder;
 use crate::stats::{FailKind, Stats};
 
-/// Ends a run early from another thread (Ctrl-C, a caller's deadline). Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct CancelToken {
-    tx: Arc<watch::Sender<bool>>,
-}
-
-impl Default for CancelToken {
-    fn default() -> Self {
-        CancelToken::new()
-    }
-}
-
-impl CancelToken {
-    pub fn new() -> CancelToken {
-        CancelToken {
-            tx: Arc::new(watch::channel(false).0),
-        }
-    }
-
-    /// Stop the run: no new requests start, requests in flight are abandoned, the report covers what
-    /// completed.
-    pub fn cancel(&self) {
-        self.tx.send_replace(true);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        *self.tx.borrow()
-    }
-
-    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
-        self.tx.subscribe()
-    }
-}
-
 /// One class as the engine sees it: its pre-serialised requests.
 #[derive(Debug)]
 pub(crate) struct ClassPlan {

@@ -42,9 +42,10 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use config::{BenchConfig, Header, Pacing, Stop, Target, parse_duration};
-pub use engine::CancelToken;
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
-pub use report::{BenchReport, ClassReport, Latency, ServerReport, Summary};
+/// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
+pub use ordo_sys::CancelToken;
+pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
 
 use engine::{ClassPlan, Live, Plan};
 

@@ -129,7 +129,7 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
         started_unix_ms: inp.started_unix_ms,
         interrupted: inp.interrupted,
         elapsed_s: inp.elapsed_s,
-        summary: Summary {
+        summary: RunSummary {
             complete,
             failed: (&fail).into(),
             non_2xx,

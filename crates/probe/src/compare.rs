@@ -4,8 +4,8 @@
 
 use ordo_sys::thread;
 
-use crate::cancel::CancelToken;
 use crate::error::ProbeError;
+use ordo_sys::CancelToken;
 
 use crate::looprobe::{run_loop_until, validate};
 use crate::work::Calibration;

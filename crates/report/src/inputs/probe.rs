@@ -3,7 +3,7 @@
 //! (`ordo_results::probe::CompareReport`: quiet vs loaded, footprints) and the live process view
 //! (`ordo_results::probe::PidReport`, one JSON object per interval: switches/s and run-queue wait over time).
 
-use ordo_results::probe::stats::{Histogram, Summary};
+use ordo_results::probe::stats::{Distribution, Histogram};
 use ordo_results::probe::{CompareReport, LoopReport, LoopSummary, PidReport};
 
 use crate::doc::{Block, Section, Table};
@@ -131,7 +131,7 @@ fn scatter_chart(id: &str, runs: &[(String, &LoopReport)]) -> XyChart {
     c
 }
 
-fn summary_rows(t: &mut Table, name: &str, s: &Summary, d: usize) {
+fn summary_rows(t: &mut Table, name: &str, s: &Distribution, d: usize) {
     t.row(vec![
         name.to_string(),
         num(s.min, d),
