@@ -97,15 +97,31 @@ impl Upstream {
         }
     }
 
+    /// The most recently returned idle connection that is still usable: younger than `idle_timeout`, and
+    /// with nothing to read and not closed (see [`idle_and_open`]). Others are closed.
     fn checkout_idle(&self) -> Option<UpConn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((c, since)) = idle.pop() {
-            if since.elapsed() < self.idle_timeout {
-                return Some(c);
+        loop {
+            let (c, since) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            if since.elapsed() >= self.idle_timeout {
+                continue;
             }
+            if !idle_and_open(&c.stream) {
+                tracing::debug!(upstream = %self.addr, "idle upstream connection was closed or sent unrequested bytes; discarded");
+                continue;
+            }
+            return Some(c);
         }
-        None
     }
+}
+
+/// Whether an idle upstream connection may carry a new request: nothing to read and not closed. Bytes that
+/// arrived while it sat in the pool (a body after a HEAD answer, a second response nobody asked for) would
+/// otherwise be taken for the next request's response — another client's — and an end of input (the
+/// upstream closed it) would cost that request a failed attempt. One non-blocking read attempt, which the
+/// runtime answers without a system call when the socket has not become readable since it last drained it.
+fn idle_and_open(stream: &TcpStream) -> bool {
+    let mut probe = [0u8; 1];
+    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// See the module documentation.

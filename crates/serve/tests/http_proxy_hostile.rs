@@ -1,0 +1,218 @@
+//! Issue 10's proxy and parser defects, tested like an attacker would: raw-TCP clients and scripted upstreams
+//! that misbehave on purpose (late bytes after a response, unsolicited responses, half-closed idle
+//! connections, a POST read then dropped, a head dripped a byte at a time, endless `100 Continue`), plus the
+//! request shapes that used to slip past routing (`strip_prefix` on a path spelled differently, absolute-form),
+//! Host validation, `_` in header names, non-UTF-8 values, header-name case, HTTP/1.2, 414 and the chunk-size
+//! line limit. Everything listens on 127.0.0.1:0 and every wait is bounded.
+
+mod http_util;
+
+use std::future::Future;
+use std::net::SocketAddr;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use http_util::*;
+use ordo_serve::backend::Backend;
+use ordo_serve::backend::proxy::{ProxyBackend, ProxyConfig};
+use ordo_serve::http::{Handler, Limits, Request, Response};
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::{TcpListener, TcpStream};
+
+// ---------------------------------------------------------------------------------------------------------
+// harness
+
+/// What a scripted upstream saw: connections accepted and every request read (raw bytes, body included).
+#[derive(Clone, Default)]
+struct Log {
+    conns: Arc<AtomicUsize>,
+    requests: Arc<Mutex<Vec<Vec<u8>>>>,
+}
+
+impl Log {
+    fn requests(&self) -> Vec<Vec<u8>> {
+        self.requests.lock().unwrap().clone()
+    }
+    fn count(&self, method: &str) -> usize {
+        let m = format!("{method} ");
+        self.requests()
+            .iter()
+            .filter(|r| r.starts_with(m.as_bytes()))
+            .count()
+    }
+}
+
+/// A scripted upstream: `script(i, stream, log)` runs for the i-th accepted connection (0-based).
+async fn mock<F, Fut>(script: F) -> (SocketAddr, Log)
+where
+    F: Fn(usize, TcpStream, Log) -> Fut + Send + Sync + 'static,
+    Fut: Future<Output = ()> + Send + 'static,
+{
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let log = Log::default();
+    let l = log.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((s, _)) = listener.accept().await else {
+                return;
+            };
+            let i = l.conns.fetch_add(1, Ordering::SeqCst);
+            tokio::spawn(script(i, s, l.clone()));
+        }
+    });
+    (addr, log)
+}
+
+/// Reads one request (head and Content-Length body) from `s`, logs it and returns it; `None` on EOF, error
+/// or after `WAIT`. `buf` keeps bytes read beyond it.
+async fn read_request(s: &mut TcpStream, buf: &mut Vec<u8>, log: &Log) -> Option<Vec<u8>> {
+    let read = async {
+        let mut tmp = [0u8; 8192];
+        loop {
+            if let Some(i) = find(buf, b"\r\n\r\n") {
+                let head = String::from_utf8_lossy(&buf[..i]).to_ascii_lowercase();
+                let len = head
+                    .lines()
+                    .find_map(|l| l.strip_prefix("content-length:"))
+                    .map_or(0, |v| v.trim().parse::<usize>().unwrap());
+                if buf.len() >= i + 4 + len {
+                    let req: Vec<u8> = buf.drain(..i + 4 + len).collect();
+                    log.requests.lock().unwrap().push(req.clone());
+                    return Some(req);
+                }
+            }
+            match s.read(&mut tmp).await {
+                Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+                _ => return None,
+            }
+        }
+    };
+    tokio::time::timeout(WAIT, read).await.ok().flatten()
+}
+
+fn ok(body: &str) -> Vec<u8> {
+    format!(
+        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{body}",
+        body.len()
+    )
+    .into_bytes()
+}
+
+struct ProxyRoute(Arc<Backend>);
+
+impl Handler for ProxyRoute {
+    fn handle(&self, req: Request) -> impl Future<Output = Response> + Send + 'static {
+        let backend = self.0.clone();
+        async move { backend.call(&req).await }
+    }
+}
+
+fn cfg(upstream: SocketAddr) -> ProxyConfig {
+    ProxyConfig {
+        upstreams: vec![upstream.to_string()],
+        connect_timeout: Duration::from_millis(500),
+        read_timeout: Duration::from_secs(2),
+        ..ProxyConfig::default()
+    }
+}
+
+async fn proxy(cfg: ProxyConfig) -> Server {
+    let backend = Backend::Proxy(ProxyBackend::new(&cfg).unwrap());
+    start(ProxyRoute(Arc::new(backend)), Limits::default()).await
+}
+
+async fn exchange(addr: SocketAddr, raw: &[u8]) -> Resp {
+    let mut c = Client::connect(addr).await;
+    c.send(raw).await;
+    c.response().await
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 1. the keep-alive pool must not hand one client's leftovers to another
+
+/// Connection 0 answers its first request with `first`, then after 50 ms writes `late` (bytes nobody asked
+/// for) and keeps the connection open; every later connection answers each request with "fresh".
+async fn leaky(first: &'static [u8], late: &'static [u8]) -> (SocketAddr, Log) {
+    mock(move |i, mut s, log| async move {
+        let mut buf = Vec::new();
+        if i == 0 {
+            if read_request(&mut s, &mut buf, &log).await.is_none() {
+                return;
+            }
+            let _ = s.write_all(first).await;
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            let _ = s.write_all(late).await;
+            // read (and never answer) whatever else comes on this connection
+            while read_request(&mut s, &mut buf, &log).await.is_some() {}
+            return;
+        }
+        while read_request(&mut s, &mut buf, &log).await.is_some() {
+            if s.write_all(&ok("fresh")).await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn issue10_pool_late_body_after_head_is_not_served_to_the_next_client() {
+    let (up, _log) = leaky(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\n",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSECRET",
+    )
+    .await;
+    let s = proxy(cfg(up)).await;
+    let mut a = Client::connect(s.addr).await;
+    a.send(b"HEAD /a HTTP/1.1\r\nHost: t\r\n\r\n").await;
+    assert_eq!(a.try_response(true).await.unwrap().status, 200);
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = exchange(s.addr, &get("/b")).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "fresh"));
+}
+
+#[tokio::test]
+async fn issue10_pool_unsolicited_response_is_not_served_to_the_next_client() {
+    let (up, _log) = leaky(
+        b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nContent-Length: 6\r\n\r\nSECRET",
+    )
+    .await;
+    let s = proxy(cfg(up)).await;
+    assert_eq!(exchange(s.addr, &get("/a")).await.text(), "ok");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let r = exchange(s.addr, &get("/b")).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "fresh"));
+}
+
+#[tokio::test]
+async fn issue10_pool_connection_closed_while_idle_is_not_reused() {
+    // Connection 0 answers one request, then half-closes (its FIN reaches the proxy while the connection
+    // idles in the pool) but goes on reading: a request written to it would still be read, and could be
+    // acted on, before the proxy notices the close.
+    let (up, log) = mock(|i, mut s, log| async move {
+        let mut buf = Vec::new();
+        while read_request(&mut s, &mut buf, &log).await.is_some() {
+            let _ = s
+                .write_all(&ok(if i == 0 { "first" } else { "fresh" }))
+                .await;
+            if i == 0 {
+                let _ = s.shutdown().await;
+            }
+        }
+    })
+    .await;
+    let s = proxy(cfg(up)).await;
+    assert_eq!(exchange(s.addr, &get("/a")).await.text(), "first");
+    tokio::time::sleep(Duration::from_millis(200)).await;
+    let post = b"POST /p HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\n\r\nabc";
+    let r = exchange(s.addr, post).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "fresh"));
+    assert_eq!(
+        log.count("POST"),
+        1,
+        "the POST reached the upstream more than once"
+    );
+}
