@@ -31,6 +31,9 @@ struct Log {
 }
 
 impl Log {
+    fn conns(&self) -> usize {
+        self.conns.load(Ordering::SeqCst)
+    }
     fn requests(&self) -> Vec<Vec<u8>> {
         self.requests.lock().unwrap().clone()
     }
@@ -215,4 +218,63 @@ async fn issue10_pool_connection_closed_while_idle_is_not_reused() {
         1,
         "the POST reached the upstream more than once"
     );
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 2. retries: idempotent requests only
+
+/// Each connection answers its first request "ok"; it reads the second one whole, then closes without
+/// answering.
+async fn reads_then_drops_the_second() -> (SocketAddr, Log) {
+    mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        if read_request(&mut s, &mut buf, &log).await.is_none() {
+            return;
+        }
+        let _ = s.write_all(&ok("ok")).await;
+        let _ = read_request(&mut s, &mut buf, &log).await;
+    })
+    .await
+}
+
+#[tokio::test]
+async fn issue10_a_post_the_upstream_read_is_never_replayed() {
+    let (up, log) = reads_then_drops_the_second().await;
+    let s = proxy(cfg(up)).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/warm")).await;
+    assert_eq!(c.response().await.text(), "ok");
+    c.send(b"POST /pay HTTP/1.1\r\nHost: t\r\nContent-Length: 5\r\n\r\n10EUR")
+        .await;
+    let r = c.response().await;
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(
+        log.count("POST"),
+        1,
+        "the upstream ran the POST more than once"
+    );
+    // PATCH is not idempotent either
+    let (up, log) = reads_then_drops_the_second().await;
+    let s = proxy(cfg(up)).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/warm")).await;
+    assert_eq!(c.response().await.text(), "ok");
+    c.send(b"PATCH /x HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
+        .await;
+    assert_eq!(c.response().await.status, 502);
+    assert_eq!(log.count("PATCH"), 1);
+}
+
+#[tokio::test]
+async fn issue10_an_idempotent_request_is_retried_once_on_a_fresh_connection() {
+    let (up, log) = reads_then_drops_the_second().await;
+    let s = proxy(cfg(up)).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/warm")).await;
+    assert_eq!(c.response().await.text(), "ok");
+    c.send(b"PUT /x HTTP/1.1\r\nHost: t\r\nContent-Length: 1\r\n\r\nx")
+        .await;
+    let r = c.response().await;
+    assert_eq!((r.status, r.text().as_str()), (200, "ok"));
+    assert_eq!((log.count("PUT"), log.conns()), (2, 2));
 }

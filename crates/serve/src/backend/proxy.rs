@@ -197,8 +197,12 @@ pub(crate) fn points_at_listener(upstream: &str, listen: std::net::SocketAddr) -
 }
 
 enum ExchangeError {
-    /// The connection was closed before any response byte (a stale pooled connection).
-    Stale(String),
+    /// The connection failed before any response byte (a pooled connection the upstream had closed):
+    /// `sent_any` says whether any of the request had been accepted by the socket.
+    Stale {
+        sent_any: bool,
+        msg: String,
+    },
     Timeout(String),
     Bad(String),
 }
@@ -324,8 +328,13 @@ impl ProxyBackend {
             };
             match self.exchange(conn, req, up).await {
                 Ok(resp) => return resp,
-                Err(ExchangeError::Stale(_)) if reused && !retried => retried = true,
-                Err(ExchangeError::Stale(m)) | Err(ExchangeError::Bad(m)) => {
+                Err(ExchangeError::Stale { sent_any, msg })
+                    if reused && !retried && (!sent_any || idempotent(&req.method)) =>
+                {
+                    tracing::debug!(upstream = %up.addr, method = %req.method, "{msg}; retrying on a new connection");
+                    retried = true;
+                }
+                Err(ExchangeError::Stale { msg: m, .. }) | Err(ExchangeError::Bad(m)) => {
                     tracing::debug!(upstream = %up.addr, "{m}");
                     return Response::text(502, &format!("bad gateway: {m}"));
                 }
@@ -445,26 +454,37 @@ impl ProxyBackend {
     ) -> Result<Response, ExchangeError> {
         let t = self.cfg.read_timeout;
         let head = self.render_request(req, up);
+        // what the socket accepted of the request: none of it means the upstream cannot have acted on it
+        let mut sent: usize = 0;
         let write = async {
-            conn.stream.write_all(&head).await?;
-            if !req.body.is_empty() {
-                conn.stream.write_all(&req.body).await?;
+            for mut part in [&head[..], &req.body[..]] {
+                while !part.is_empty() {
+                    let n = conn.stream.write(part).await?;
+                    if n == 0 {
+                        return Err(std::io::ErrorKind::WriteZero.into());
+                    }
+                    sent += n;
+                    part = &part[n..];
+                }
             }
             Ok::<(), std::io::Error>(())
         };
-        match tokio::time::timeout(t, write).await {
+        let written = tokio::time::timeout(t, write).await;
+        match written {
             Err(_) => {
                 return Err(ExchangeError::Timeout(
                     "writing to upstream timed out".into(),
                 ));
             }
             Ok(Err(e)) => {
-                return Err(ExchangeError::Stale(format!(
-                    "writing to upstream failed: {e}"
-                )));
+                return Err(ExchangeError::Stale {
+                    sent_any: sent > 0,
+                    msg: format!("writing to upstream failed: {e}"),
+                });
             }
             Ok(Ok(())) => {}
         }
+        let mut got_any = false;
         conn.buf.clear();
         let parsed = loop {
             match self.parse_response_head(&conn.buf)? {
@@ -485,16 +505,17 @@ impl ProxyBackend {
                         "upstream did not answer in time".into(),
                     ));
                 }
-                Ok(Ok(0)) | Ok(Err(_)) if conn.buf.is_empty() => {
-                    return Err(ExchangeError::Stale(
-                        "upstream closed the connection".into(),
-                    ));
+                Ok(Ok(0)) | Ok(Err(_)) if !got_any => {
+                    return Err(ExchangeError::Stale {
+                        sent_any: true,
+                        msg: "upstream closed the connection before answering".into(),
+                    });
                 }
                 Ok(Ok(0)) => return Err(ExchangeError::Bad("upstream closed mid-head".into())),
                 Ok(Err(e)) => {
                     return Err(ExchangeError::Bad(format!("reading from upstream: {e}")));
                 }
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => got_any = true,
             }
         };
         let _ = conn.buf.split_to(parsed.head_len);
@@ -663,6 +684,15 @@ fn put_header(out: &mut BytesMut, k: &str, v: &str) {
     out.put_slice(b": ");
     out.put_slice(v.as_bytes());
     out.put_slice(b"\r\n");
+}
+
+/// Methods whose effect does not change when a request is repeated (RFC 9110 §9.2.2): a proxy may resend
+/// them after a connection failed before the response; others it must not (RFC 9112 §9.3.1).
+fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
 }
 
 /// The origin-form of a request-target (absolute-form loses its scheme and authority).
