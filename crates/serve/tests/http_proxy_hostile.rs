@@ -278,3 +278,46 @@ async fn issue10_an_idempotent_request_is_retried_once_on_a_fresh_connection() {
     assert_eq!((r.status, r.text().as_str()), (200, "ok"));
     assert_eq!((log.count("PUT"), log.conns()), (2, 2));
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// 3. gateway errors say what failed, not where
+
+#[tokio::test]
+async fn issue10_gateway_errors_do_not_reveal_the_upstream_address() {
+    // refused (a port bound but not listening, reserved for the whole test)
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let dead = reserved.local_addr().unwrap();
+    let s = proxy(cfg(dead)).await;
+    let r = exchange(s.addr, &get("/")).await;
+    assert_eq!(r.status, 502);
+    assert!(!r.text().contains(&dead.port().to_string()), "{}", r.text());
+    assert!(!r.text().contains("127.0.0.1"), "{}", r.text());
+    assert!(!r.text().contains("os error"), "{}", r.text());
+    // malformed answer and a timeout
+    let (junk, _) = mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        if read_request(&mut s, &mut buf, &log).await.is_some() {
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: x\r\n\r\n")
+                .await;
+        }
+    })
+    .await;
+    let (stall, _) = mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        let _ = read_request(&mut s, &mut buf, &log).await;
+        tokio::time::sleep(WAIT).await;
+    })
+    .await;
+    for (up, status) in [(junk, 502), (stall, 504)] {
+        let s = proxy(ProxyConfig {
+            read_timeout: Duration::from_millis(300),
+            ..cfg(up)
+        })
+        .await;
+        let r = exchange(s.addr, &get("/")).await;
+        assert_eq!(r.status, status, "{}", r.text());
+        assert!(!r.text().contains(&up.port().to_string()), "{}", r.text());
+    }
+}

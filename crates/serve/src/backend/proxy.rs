@@ -197,6 +197,9 @@ pub(crate) fn points_at_listener(upstream: &str, listen: std::net::SocketAddr) -
 }
 
 enum ExchangeError {
+    /// Connecting failed (refused, unreachable); the detail is for the log.
+    Connect(String),
+    ConnectTimeout,
     /// The connection failed before any response byte (a pooled connection the upstream had closed):
     /// `sent_any` says whether any of the request had been accepted by the socket.
     Stale {
@@ -323,7 +326,7 @@ impl ProxyBackend {
                 Some(c) => (c, true),
                 None => match self.connect(up).await {
                     Ok(c) => (c, false),
-                    Err(resp) => return resp,
+                    Err(e) => return gateway_error(up, e),
                 },
             };
             match self.exchange(conn, req, up).await {
@@ -334,36 +337,20 @@ impl ProxyBackend {
                     tracing::debug!(upstream = %up.addr, method = %req.method, "{msg}; retrying on a new connection");
                     retried = true;
                 }
-                Err(ExchangeError::Stale { msg: m, .. }) | Err(ExchangeError::Bad(m)) => {
-                    tracing::debug!(upstream = %up.addr, "{m}");
-                    return Response::text(502, &format!("bad gateway: {m}"));
-                }
-                Err(ExchangeError::Timeout(m)) => {
-                    tracing::debug!(upstream = %up.addr, "{m}");
-                    return Response::text(504, &format!("gateway timeout: {m}"));
-                }
+                Err(e) => return gateway_error(up, e),
             }
         }
     }
 
-    async fn connect(&self, up: &Upstream) -> Result<UpConn, Response> {
+    async fn connect(&self, up: &Upstream) -> Result<UpConn, ExchangeError> {
         match tokio::time::timeout(
             self.cfg.connect_timeout,
             TcpStream::connect(up.addr.as_str()),
         )
         .await
         {
-            Err(_) => Err(Response::text(
-                504,
-                &format!(
-                    "gateway timeout: connecting to upstream {} timed out",
-                    up.addr
-                ),
-            )),
-            Ok(Err(e)) => Err(Response::text(
-                502,
-                &format!("bad gateway: cannot connect to upstream {}: {e}", up.addr),
-            )),
+            Err(_) => Err(ExchangeError::ConnectTimeout),
+            Ok(Err(e)) => Err(ExchangeError::Connect(e.to_string())),
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
                 Ok(UpConn {
@@ -693,6 +680,29 @@ fn idempotent(method: &str) -> bool {
         method,
         "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
     )
+}
+
+/// The answer to a failed exchange: 502 or 504 with a body that says what kind of failure it was and
+/// nothing about the upstream (no address, no system error); those go to the log.
+fn gateway_error(up: &Upstream, e: ExchangeError) -> Response {
+    let (status, public, detail) = match e {
+        ExchangeError::Connect(d) => (502, "the upstream could not be reached", d),
+        ExchangeError::ConnectTimeout => (
+            504,
+            "connecting to the upstream timed out",
+            "connect timed out".to_string(),
+        ),
+        ExchangeError::Stale { msg, .. } => (502, "the upstream closed the connection", msg),
+        ExchangeError::Bad(d) => (502, "the upstream sent an invalid response", d),
+        ExchangeError::Timeout(d) => (504, "the upstream did not answer in time", d),
+    };
+    tracing::warn!(upstream = %up.addr, status, "proxy: {detail}");
+    let what = if status == 504 {
+        "gateway timeout"
+    } else {
+        "bad gateway"
+    };
+    Response::text(status, &format!("{what}: {public}\n"))
 }
 
 /// The origin-form of a request-target (absolute-form loses its scheme and authority).
