@@ -11,7 +11,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use http_util::*;
 use ordo_serve::backend::Backend;
@@ -320,4 +320,67 @@ async fn issue10_gateway_errors_do_not_reveal_the_upstream_address() {
         assert_eq!(r.status, status, "{}", r.text());
         assert!(!r.text().contains(&up.port().to_string()), "{}", r.text());
     }
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 4. a deadline on the whole response head
+
+#[tokio::test]
+async fn issue10_an_upstream_dripping_its_head_gets_504_at_the_head_deadline() {
+    // one byte every 50 ms, each read well within read_timeout, the head never complete
+    let (up, _log) = mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        if read_request(&mut s, &mut buf, &log).await.is_none() {
+            return;
+        }
+        let drip = b"HTTP/1.1 200 OK\r\nX-Slow: aaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+        for b in drip.iter().cycle().take(400) {
+            if s.write_all(&[*b]).await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    })
+    .await;
+    let s = proxy(ProxyConfig {
+        read_timeout: Duration::from_secs(1),
+        response_head_timeout: Duration::from_millis(600),
+        ..cfg(up)
+    })
+    .await;
+    let t0 = Instant::now();
+    let r = exchange(s.addr, &get("/")).await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    let took = t0.elapsed();
+    assert!(
+        took >= Duration::from_millis(550) && took < Duration::from_secs(3),
+        "{took:?}"
+    );
+}
+
+#[tokio::test]
+async fn issue10_endless_100_continue_gets_504_at_the_head_deadline() {
+    let (up, _log) = mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        if read_request(&mut s, &mut buf, &log).await.is_none() {
+            return;
+        }
+        for _ in 0..200 {
+            if s.write_all(b"HTTP/1.1 100 Continue\r\n\r\n").await.is_err() {
+                return;
+            }
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    })
+    .await;
+    let s = proxy(ProxyConfig {
+        read_timeout: Duration::from_secs(1),
+        response_head_timeout: Duration::from_millis(500),
+        ..cfg(up)
+    })
+    .await;
+    let t0 = Instant::now();
+    let r = exchange(s.addr, &get("/")).await;
+    assert_eq!(r.status, 504, "{}", r.text());
+    assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
 }

@@ -56,6 +56,10 @@ pub struct ProxyConfig {
     pub buffer_max_bytes: u64,
     /// Largest upstream response head.
     pub max_response_head_bytes: usize,
+    /// Time allowed for the whole response head (interim `1xx` heads included), counted from the moment
+    /// the request has been sent; exceeded → 504. `read_timeout` still bounds each read.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub response_head_timeout: Duration,
 }
 
 impl Default for ProxyConfig {
@@ -68,6 +72,7 @@ impl Default for ProxyConfig {
             pool_idle_timeout: Duration::from_secs(60),
             buffer_max_bytes: 256 * 1024,
             max_response_head_bytes: 16 * 1024,
+            response_head_timeout: Duration::from_secs(30),
         }
     }
 }
@@ -471,6 +476,9 @@ impl ProxyBackend {
             }
             Ok(Ok(())) => {}
         }
+        // The whole head (interim 1xx heads included) must arrive by this deadline, whatever the pace of
+        // the single reads (each bounded by read_timeout).
+        let head_deadline = tokio::time::Instant::now() + self.cfg.response_head_timeout;
         let mut got_any = false;
         conn.buf.clear();
         let parsed = loop {
@@ -486,7 +494,14 @@ impl ProxyBackend {
                 None => {}
             }
             conn.buf.reserve(8 * 1024);
-            match tokio::time::timeout(t, conn.stream.read_buf(&mut conn.buf)).await {
+            let until = head_deadline.min(tokio::time::Instant::now() + t);
+            match tokio::time::timeout_at(until, conn.stream.read_buf(&mut conn.buf)).await {
+                Err(_) if until == head_deadline => {
+                    return Err(ExchangeError::Timeout(format!(
+                        "upstream response head not complete within response_head_timeout ({:?})",
+                        self.cfg.response_head_timeout
+                    )));
+                }
                 Err(_) => {
                     return Err(ExchangeError::Timeout(
                         "upstream did not answer in time".into(),
