@@ -44,6 +44,12 @@ impl Log {
             .filter(|r| r.starts_with(m.as_bytes()))
             .count()
     }
+    /// The head of the last request read, as text (lossy).
+    fn last_head(&self) -> String {
+        let r = self.requests().pop().expect("the upstream saw a request");
+        let end = find(&r, b"\r\n\r\n").map_or(r.len(), |i| i + 4);
+        String::from_utf8_lossy(&r[..end]).into_owned()
+    }
 }
 
 /// A scripted upstream: `script(i, stream, log)` runs for the i-th accepted connection (0-based).
@@ -101,6 +107,22 @@ fn ok(body: &str) -> Vec<u8> {
         body.len()
     )
     .into_bytes()
+}
+
+/// An upstream that answers every request with the raw request it received as the body.
+async fn echoing() -> (SocketAddr, Log) {
+    mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        while let Some(req) = read_request(&mut s, &mut buf, &log).await {
+            let mut out =
+                format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", req.len()).into_bytes();
+            out.extend_from_slice(&req);
+            if s.write_all(&out).await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
 }
 
 struct ProxyRoute(Arc<Backend>);
@@ -383,4 +405,118 @@ async fn issue10_endless_100_continue_gets_504_at_the_head_deadline() {
     let r = exchange(s.addr, &get("/")).await;
     assert_eq!(r.status, 504, "{}", r.text());
     assert!(t0.elapsed() < Duration::from_secs(3), "{:?}", t0.elapsed());
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 5. headers forwarded as sent: bytes, name case, no `_` names
+
+#[tokio::test]
+async fn issue10_non_utf8_header_values_are_forwarded_byte_exact() {
+    let (up, log) = mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        while read_request(&mut s, &mut buf, &log).await.is_some() {
+            let _ = s
+                .write_all(
+                    b"HTTP/1.1 200 OK\r\nX-Latin: caf\xe9 \xff\xfe\r\nContent-Length: 2\r\n\r\nok",
+                )
+                .await;
+        }
+    })
+    .await;
+    let s = proxy(cfg(up)).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(b"GET / HTTP/1.1\r\nHost: h\r\nX-Bin: caf\xe9\x80 end\r\nX-Utf8: caf\xc3\xa9\r\n\r\n")
+        .await;
+    let mut raw = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while !raw.ends_with(b"\r\n\r\nok") {
+        let n = tokio::time::timeout(WAIT, c.stream.read(&mut tmp))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed early");
+        raw.extend_from_slice(&tmp[..n]);
+    }
+    assert!(
+        find(&raw, b"\r\nX-Latin: caf\xe9 \xff\xfe\r\n").is_some(),
+        "{}",
+        String::from_utf8_lossy(&raw)
+    );
+    let req = log.requests().pop().unwrap();
+    assert!(
+        find(&req, b"\r\nX-Bin: caf\xe9\x80 end\r\n").is_some(),
+        "{}",
+        String::from_utf8_lossy(&req)
+    );
+    assert!(find(&req, b"\r\nX-Utf8: caf\xc3\xa9\r\n").is_some());
+}
+
+#[tokio::test]
+async fn issue10_header_names_keep_the_senders_case_and_ordos_own_are_canonical() {
+    let (up, log) = mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        while read_request(&mut s, &mut buf, &log).await.is_some() {
+            let _ = s
+                .write_all(b"HTTP/1.1 200 OK\r\nx-lower: 1\r\nX-UPPER: 2\r\nSet-Cookie: a=b\r\ncontent-length: 2\r\n\r\nok")
+                .await;
+        }
+    })
+    .await;
+    let s = proxy(cfg(up)).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(b"GET / HTTP/1.1\r\nhOsT: h\r\nX-MiXed: 1\r\nx-forwarded-for: 10.0.0.1\r\nuser-agent: t\r\n\r\n")
+        .await;
+    let r = c.response().await;
+    let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+    for n in [
+        "Server",
+        "Date",
+        "Content-Length",
+        "x-lower",
+        "X-UPPER",
+        "Set-Cookie",
+    ] {
+        assert!(names.contains(&n), "{n} not in {names:?}");
+    }
+    let head = log.last_head();
+    for line in [
+        "hOsT: h",
+        "X-MiXed: 1",
+        "user-agent: t",
+        "X-Forwarded-For: 10.0.0.1, 127.0.0.1",
+        "Via: 1.1 ordo-",
+    ] {
+        assert!(
+            head.contains(&format!("\r\n{line}")),
+            "{line:?} not in {head}"
+        );
+    }
+    // ordo's own answers: canonical names too
+    let reserved = tokio::net::TcpSocket::new_v4().unwrap();
+    reserved.bind("127.0.0.1:0".parse().unwrap()).unwrap();
+    let s = proxy(cfg(reserved.local_addr().unwrap())).await;
+    let r = exchange(s.addr, &get("/")).await;
+    let names: Vec<&str> = r.headers.iter().map(|(k, _)| k.as_str()).collect();
+    assert!(names.contains(&"Content-Type"), "{names:?}");
+}
+
+#[tokio::test]
+async fn issue10_underscore_header_names_are_dropped_unless_allowed() {
+    let (up, log) = echoing().await;
+    let req = b"GET / HTTP/1.1\r\nHost: h\r\nContent_Length: 5\r\nX-Forwarded_For: 6.6.6.6\r\nX_Ok: 1\r\nX-Fine: 2\r\n\r\n";
+    let s = proxy(cfg(up)).await;
+    assert_eq!(exchange(s.addr, req).await.status, 200);
+    let head = log.last_head();
+    assert!(!head.contains('_'), "{head}");
+    assert!(!head.contains("6.6.6.6"), "{head}");
+    assert!(head.contains("\r\nX-Fine: 2\r\n"), "{head}");
+    let s = proxy(ProxyConfig {
+        forward_underscore_headers: true,
+        ..cfg(up)
+    })
+    .await;
+    assert_eq!(exchange(s.addr, req).await.status, 200);
+    let head = log.last_head();
+    assert!(head.contains("\r\nContent_Length: 5\r\n"), "{head}");
+    assert!(head.contains("\r\nX_Ok: 1\r\n"), "{head}");
 }

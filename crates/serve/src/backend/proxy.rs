@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::BackendError;
 use crate::http::duration;
-use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf};
+use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf, trim_ows_both};
 use crate::http::{Body, Request, Response, Version};
 
 /// Status of a request that came back to the proxy it already passed through (RFC 5842 §7.2): a status
@@ -60,6 +60,10 @@ pub struct ProxyConfig {
     /// the request has been sent; exceeded → 504. `read_timeout` still bounds each read.
     #[serde(deserialize_with = "duration::deserialize")]
     pub response_head_timeout: Duration,
+    /// Forward request headers whose names contain `_` (nginx's `underscores_in_headers`). Off by default:
+    /// `X-Forwarded_For` or `Content_Length` would reach an application that maps `-` and `_` to the same
+    /// variable (CGI, WSGI, Rack, PHP) as the header ordo itself controls.
+    pub forward_underscore_headers: bool,
 }
 
 impl Default for ProxyConfig {
@@ -73,6 +77,7 @@ impl Default for ProxyConfig {
             buffer_max_bytes: 256 * 1024,
             max_response_head_bytes: 16 * 1024,
             response_head_timeout: Duration::from_secs(30),
+            forward_underscore_headers: false,
         }
     }
 }
@@ -366,6 +371,11 @@ impl ProxyBackend {
         }
     }
 
+    /// The request head as forwarded: the method and the origin-form of the target; HTTP/1.1; the client's headers with their names as the client
+    /// spelled them and their values byte for byte, minus hop-by-hop ones, `Expect`, `Content-Length` (ours
+    /// replaces it) and, unless `forward_underscore_headers`, names containing `_`; then the headers ordo
+    /// writes itself, in canonical case: `Host` (when the client sent none), `X-Forwarded-For`, `Via`,
+    /// `Content-Length`.
     fn render_request(&self, req: &Request, up: &Upstream) -> BytesMut {
         let mut out = BytesMut::with_capacity(512);
         out.put_slice(req.method.as_bytes());
@@ -378,10 +388,10 @@ impl ProxyBackend {
             .filter(|(k, _)| k == "connection")
             .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
             .collect();
-        let mut xff: Option<String> = None;
-        let mut via: Option<String> = None;
+        let mut xff: Option<Vec<u8>> = None;
+        let mut via: Option<Vec<u8>> = None;
         let mut host = false;
-        for (k, v) in &req.headers {
+        for (name, k, v) in req.headers_as_sent() {
             if hop_by_hop(k)
                 || named.iter().any(|n| n == k)
                 || k == "content-length"
@@ -389,50 +399,59 @@ impl ProxyBackend {
             {
                 continue;
             }
-            if k == "x-forwarded-for" {
-                match &mut xff {
-                    Some(x) => {
-                        x.push_str(", ");
-                        x.push_str(v);
-                    }
-                    None => xff = Some(v.clone()),
-                }
+            if !self.cfg.forward_underscore_headers && k.contains('_') {
                 continue;
             }
-            if k == "via" {
-                match &mut via {
-                    Some(x) => {
-                        x.push_str(", ");
-                        x.push_str(v);
-                    }
-                    None => via = Some(v.clone()),
+            let joined = match k {
+                "x-forwarded-for" => &mut xff,
+                "via" => &mut via,
+                _ => {
+                    host |= k == "host";
+                    put_header(&mut out, name.as_bytes(), v);
+                    continue;
                 }
-                continue;
+            };
+            match joined {
+                Some(x) => {
+                    x.extend_from_slice(b", ");
+                    x.extend_from_slice(v);
+                }
+                None => *joined = Some(v.to_vec()),
             }
-            host |= k == "host";
-            put_header(&mut out, k, v);
         }
         if !host {
-            put_header(&mut out, "host", &up.addr);
+            put_header(&mut out, b"Host", up.addr.as_bytes());
         }
         let ip = req.peer.ip().to_string();
         let xff = match xff {
-            Some(x) if !x.is_empty() => format!("{x}, {ip}"),
-            _ => ip,
+            Some(mut x) if !x.is_empty() => {
+                x.extend_from_slice(b", ");
+                x.extend_from_slice(ip.as_bytes());
+                x
+            }
+            _ => ip.into_bytes(),
         };
-        put_header(&mut out, "x-forwarded-for", &xff);
+        put_header(&mut out, b"X-Forwarded-For", &xff);
         // RFC 9110 §7.6.3: append our entry (the protocol version we received, our pseudonym) to the list.
         let ours = match req.version {
             Version::Http10 => format!("1.0 {}", self.via_token),
             Version::Http11 => format!("1.1 {}", self.via_token),
         };
         let via = match via {
-            Some(v) if !v.is_empty() => format!("{v}, {ours}"),
-            _ => ours,
+            Some(mut v) if !v.is_empty() => {
+                v.extend_from_slice(b", ");
+                v.extend_from_slice(ours.as_bytes());
+                v
+            }
+            _ => ours.into_bytes(),
         };
-        put_header(&mut out, "via", &via);
+        put_header(&mut out, b"Via", &via);
         if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
-            put_header(&mut out, "content-length", &req.body.len().to_string());
+            put_header(
+                &mut out,
+                b"Content-Length",
+                req.body.len().to_string().as_bytes(),
+            );
         }
         out.put_slice(b"\r\n");
         out
@@ -523,9 +542,21 @@ impl ProxyBackend {
         let _ = conn.buf.split_to(parsed.head_len);
         let no_body = req.method == "HEAD" || parsed.status == 204 || parsed.status == 304;
         let mut headers = parsed.headers;
+        let extra = parsed.extra;
+        // header lines with values that are not UTF-8 travel rendered, byte for byte, ahead of the body
+        let with_extra = |body: Bytes| {
+            if extra.is_empty() {
+                Body::Bytes(body)
+            } else {
+                Body::Prerendered {
+                    head: extra.clone(),
+                    body,
+                }
+            }
+        };
         if no_body {
             if let Some(n) = parsed.content_length {
-                headers.push(("content-length".into(), n.to_string()));
+                headers.push(("Content-Length".into(), n.to_string()));
             }
             if parsed.reusable {
                 up.checkin(conn);
@@ -533,7 +564,11 @@ impl ProxyBackend {
             return Ok(Response {
                 status: parsed.status,
                 headers,
-                body: Body::Empty,
+                body: if extra.is_empty() {
+                    Body::Empty
+                } else {
+                    with_extra(Bytes::new())
+                },
             });
         }
         let status = parsed.status;
@@ -559,7 +594,7 @@ impl ProxyBackend {
                 Ok(Response {
                     status,
                     headers,
-                    body: Body::Bytes(body),
+                    body: with_extra(body),
                 })
             }
             (len, chunked) => {
@@ -570,7 +605,15 @@ impl ProxyBackend {
                 Ok(Response {
                     status,
                     headers,
-                    body: Body::Stream { rx, len },
+                    body: if extra.is_empty() {
+                        Body::Stream { rx, len }
+                    } else {
+                        Body::PrerenderedStream {
+                            head: extra,
+                            rx,
+                            len,
+                        }
+                    },
                 })
             }
         }
@@ -620,14 +663,15 @@ impl ProxyBackend {
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
         let mut headers = Vec::with_capacity(resp.headers.len());
+        let mut extra = BytesMut::new();
         for h in resp.headers.iter() {
-            let name = h.name.to_ascii_lowercase();
-            let value = String::from_utf8_lossy(h.value).trim().to_string();
-            if name == "content-length" {
-                let n: u64 = value
-                    .parse()
+            let lower = h.name.to_ascii_lowercase();
+            let raw = trim_ows_both(h.value);
+            if lower == "content-length" {
+                let n: u64 = std::str::from_utf8(raw)
                     .ok()
-                    .filter(|_| value.bytes().all(|b| b.is_ascii_digit()))
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse().ok())
                     .ok_or_else(|| ExchangeError::Bad("bad upstream Content-Length".into()))?;
                 if content_length.is_some_and(|c| c != n) {
                     return Err(ExchangeError::Bad(
@@ -637,19 +681,24 @@ impl ProxyBackend {
                 content_length = Some(n);
                 continue;
             }
-            if name == "transfer-encoding" {
-                if !value.eq_ignore_ascii_case("chunked") || chunked {
+            if lower == "transfer-encoding" {
+                if !raw.eq_ignore_ascii_case(b"chunked") || chunked {
                     return Err(ExchangeError::Bad(format!(
-                        "unsupported upstream Transfer-Encoding {value:?}"
+                        "unsupported upstream Transfer-Encoding {:?}",
+                        String::from_utf8_lossy(raw)
                     )));
                 }
                 chunked = true;
                 continue;
             }
-            if hop_by_hop(&name) || named.contains(&name) {
+            if hop_by_hop(&lower) || named.contains(&lower) {
                 continue;
             }
-            headers.push((name, value));
+            // forwarded as the upstream spelled it; a value that is not UTF-8 goes out rendered, byte for byte
+            match std::str::from_utf8(raw) {
+                Ok(v) => headers.push((h.name.to_string(), v.to_string())),
+                Err(_) => put_header(&mut extra, h.name.as_bytes(), raw),
+            }
         }
         if chunked && content_length.is_some() {
             return Err(ExchangeError::Bad(
@@ -664,6 +713,7 @@ impl ProxyBackend {
         Ok(Some(ParsedHead {
             status,
             headers,
+            extra: extra.freeze(),
             content_length: if chunked { None } else { content_length },
             chunked,
             reusable,
@@ -675,16 +725,18 @@ impl ProxyBackend {
 struct ParsedHead {
     status: u16,
     headers: Vec<(String, String)>,
+    /// Header lines whose values are not UTF-8, rendered.
+    extra: Bytes,
     content_length: Option<u64>,
     chunked: bool,
     reusable: bool,
     head_len: usize,
 }
 
-fn put_header(out: &mut BytesMut, k: &str, v: &str) {
-    out.put_slice(k.as_bytes());
+fn put_header(out: &mut BytesMut, k: &[u8], v: &[u8]) {
+    out.put_slice(k);
     out.put_slice(b": ");
-    out.put_slice(v.as_bytes());
+    out.put_slice(v);
     out.put_slice(b"\r\n");
 }
 

@@ -3,9 +3,9 @@
 //! Content-Length, Transfer-Encoding ending in exactly one `chunked`, Host) and the chunked decoder shared
 //! with the proxy backend. The Transfer-Encoding decision table is in docs/serve-http.md.
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
-use super::Version;
+use super::{SentHead, Version};
 
 /// Most headers a request may carry; more → 431.
 pub(crate) const MAX_HEADERS: usize = 100;
@@ -30,6 +30,8 @@ pub(crate) struct Head {
     pub query: Option<String>,
     pub version: Version,
     pub headers: Vec<(String, String)>,
+    /// Header names as sent and values that are not UTF-8 (what a proxy forwards byte for byte).
+    pub sent: SentHead,
     pub framing: Framing,
     pub keep_alive: bool,
     pub expect_continue: bool,
@@ -95,6 +97,10 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
     let (path, query) = split_target(method, target)?;
 
     let mut headers = Vec::with_capacity(req.headers.len());
+    let mut sent = SentHead {
+        names: String::with_capacity(req.headers.iter().map(|h| h.name.len()).sum()),
+        opaque: Vec::new(),
+    };
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding: Option<String> = None;
     let mut host_seen = false;
@@ -105,8 +111,15 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         let name = h.name.to_ascii_lowercase();
         let value = match std::str::from_utf8(h.value) {
             Ok(v) => v.trim_matches(|c| c == ' ' || c == '\t').to_string(),
-            Err(_) => String::from_utf8_lossy(h.value).trim().to_string(),
+            Err(_) => {
+                // kept byte for byte for forwarding; the rest of ordo sees the lossy UTF-8 form
+                let raw = trim_ows_both(h.value);
+                sent.opaque
+                    .push((headers.len(), Bytes::copy_from_slice(raw)));
+                String::from_utf8_lossy(raw).into_owned()
+            }
         };
+        sent.names.push_str(h.name);
         match name.as_str() {
             "content-length" => {
                 if content_length.is_some() {
@@ -176,6 +189,7 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         query,
         version,
         headers,
+        sent,
         framing,
         keep_alive,
         expect_continue: expect_continue && framing != Framing::None,
@@ -604,6 +618,16 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, ChunkError> {
     Ok(size)
 }
 
+/// `b` without spaces and tabs at either end (a field value's OWS).
+pub(crate) fn trim_ows_both(b: &[u8]) -> &[u8] {
+    let b = trim_ows(b);
+    let end = b
+        .iter()
+        .rposition(|&c| c != b' ' && c != b'\t')
+        .map_or(0, |i| i + 1);
+    &b[..end]
+}
+
 fn trim_ows(b: &[u8]) -> &[u8] {
     let start = b
         .iter()
@@ -863,6 +887,21 @@ mod tests {
             status("GET / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n"),
             417
         );
+    }
+
+    #[test]
+    fn names_as_sent_and_opaque_values_are_kept() {
+        let h = parse_head(
+            b"GET / HTTP/1.1\r\nHoSt: h\r\nX-Bin: \t a\xffb \r\nx-y: z\r\n\r\n",
+            1024,
+        )
+        .unwrap();
+        assert_eq!(h.sent.names, "HoStX-Binx-y");
+        assert_eq!(
+            h.headers[1],
+            ("x-bin".to_string(), "a\u{fffd}b".to_string())
+        );
+        assert_eq!(h.sent.opaque, vec![(1, Bytes::from_static(b"a\xffb"))]);
     }
 
     #[test]
