@@ -358,7 +358,9 @@ impl Shared {
     }
 }
 
-/// Remove a route prefix from the path and the raw target.
+/// Remove a route prefix from the (normalised) path, the one routing matched, and rebuild the target from
+/// what is left and the query, so every spelling of the prefix (`//p`, `%70`, `/x/../p`, absolute-form) is
+/// stripped alike.
 fn strip(req: &mut Request, prefix: &str) {
     if let Some(rest) = req.path.strip_prefix(prefix) {
         req.path = if rest.starts_with('/') {
@@ -366,13 +368,9 @@ fn strip(req: &mut Request, prefix: &str) {
         } else {
             format!("/{rest}")
         };
-    }
-    if let Some(rest) = req.target.strip_prefix(prefix) {
-        req.target = if rest.starts_with('/') {
-            rest.to_string()
-        } else {
-            format!("/{rest}")
-        };
+        let mut target = bytes::BytesMut::new();
+        crate::http::parse::origin_form(&req.path, req.query.as_deref(), &mut target);
+        req.target = String::from_utf8_lossy(&target).into_owned();
     }
 }
 

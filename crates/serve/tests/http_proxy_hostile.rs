@@ -17,6 +17,7 @@ use http_util::*;
 use ordo_serve::backend::Backend;
 use ordo_serve::backend::proxy::{ProxyBackend, ProxyConfig};
 use ordo_serve::http::{Handler, Limits, Request, Response};
+use ordo_serve::{Overrides, ServeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
@@ -146,6 +147,18 @@ fn cfg(upstream: SocketAddr) -> ProxyConfig {
 async fn proxy(cfg: ProxyConfig) -> Server {
     let backend = Backend::Proxy(ProxyBackend::new(&cfg).unwrap());
     start(ProxyRoute(Arc::new(backend)), Limits::default()).await
+}
+
+/// A whole `ordo serve` (routing, strip_prefix) from a config; the listener moved to 127.0.0.1:0.
+async fn ordo(toml: &str) -> ordo_serve::ServerHandle {
+    let mut cfg = ServeConfig::from_toml_str(toml, "test.toml").expect("valid test config");
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    cfg.apply_overrides(Overrides {
+        listen: Some(any),
+        admin: Some(None),
+        ..Overrides::default()
+    });
+    ordo_serve::Server::start(cfg).await.expect("server starts")
 }
 
 async fn exchange(addr: SocketAddr, raw: &[u8]) -> Resp {
@@ -519,4 +532,141 @@ async fn issue10_underscore_header_names_are_dropped_unless_allowed() {
     let head = log.last_head();
     assert!(head.contains("\r\nContent_Length: 5\r\n"), "{head}");
     assert!(head.contains("\r\nX_Ok: 1\r\n"), "{head}");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 6. strip_prefix, absolute-form and Host: the upstream sees the path and host ordo routed on
+
+#[tokio::test]
+async fn issue10_strip_prefix_applies_to_every_spelling_of_the_prefix() {
+    let (up, log) = echoing().await;
+    let h = ordo(&format!(
+        "[[routes]]\nprefix = \"/prefix\"\nstrip_prefix = true\nproxy = {{ upstreams = [\"{up}\"] }}\n\
+         [[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"{up}\"] }}\n"
+    ))
+    .await;
+    let addr = h.local_addr();
+    for (target, want) in [
+        ("/prefix/y", "/y"),
+        ("/prefix", "/"),
+        ("/prefix/", "/"),
+        ("/prefix?a=b", "/?a=b"),
+        ("//prefix/y", "/y"),
+        ("/%70refix/y", "/y"),
+        ("/%70%72%65%66%69%78/y?q=%70", "/y?q=%70"),
+        ("/prefix/../prefix/y", "/y"),
+        ("/x/../prefix/./y", "/y"),
+        ("/prefix//y", "/y"),
+        ("http://h/prefix/y?q=1", "/y?q=1"),
+        ("HTTP://h:80//prefix/%79", "/y"),
+        // characters that must stay escaped to mean the same thing upstream
+        ("/prefix/a%3Fb%23c", "/a%3Fb%23c"),
+        ("/prefix/100%25", "/100%25"),
+        ("/prefix/caf%C3%A9%20x", "/caf%C3%A9%20x"),
+        // the route without strip_prefix: the normalised path, the query as sent
+        ("/other/./a//b?x=%2F", "/other/a/b?x=%2F"),
+        ("http://h?q=1", "/?q=1"),
+        ("http://h", "/"),
+    ] {
+        let r = exchange(
+            addr,
+            format!("GET {target} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "{target}: {}", r.text());
+        let line = log.last_head();
+        let line = line.lines().next().unwrap();
+        assert_eq!(line, format!("GET {want} HTTP/1.1"), "{target}");
+    }
+    h.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn issue10_absolute_form_authority_becomes_host() {
+    let (up, log) = echoing().await;
+    let s = proxy(cfg(up)).await;
+    let r = exchange(
+        s.addr,
+        b"GET http://Real.Example:8080/x?q=1 HTTP/1.1\r\nHost: other\r\n\r\n",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let head = log.last_head();
+    assert!(head.starts_with("GET /x?q=1 HTTP/1.1\r\n"), "{head}");
+    assert!(head.contains("\r\nHost: Real.Example:8080\r\n"), "{head}");
+    assert!(!head.contains("other"), "{head}");
+    // an authority that is not a valid host, or carries userinfo: 400
+    for t in [
+        "http:///x",
+        "http://a b/",
+        "http://user@h/x",
+        "http://h:8x/",
+    ] {
+        let r = exchange(
+            s.addr,
+            format!("GET {t} HTTP/1.1\r\nHost: h\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 400, "{t}");
+    }
+}
+
+#[tokio::test]
+async fn issue10_invalid_host_is_400() {
+    let (up, log) = echoing().await;
+    let s = proxy(cfg(up)).await;
+    for host in [
+        "a b", "a/../b", "a/b", "user@h", "h:port", "h:80:80", "[::1", "[zz::1]", "a%zz", "a\\b",
+        "a?b", "a#b",
+    ] {
+        let r = one_shot_and_close(
+            s.addr,
+            format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 400, "Host: {host}");
+    }
+    for bad in [
+        &b"GET / HTTP/1.1\r\n\r\n"[..],
+        b"GET / HTTP/1.1\r\nHost: a\r\nHost: a\r\n\r\n",
+        b"GET / HTTP/1.1\r\nHost: a\r\nhost: b\r\n\r\n",
+    ] {
+        assert_eq!(one_shot_and_close(s.addr, bad).await.status, 400);
+    }
+    assert_eq!(log.requests().len(), 0, "a bad request was forwarded");
+    for host in [
+        "example.com",
+        "Example.COM:8080",
+        "127.0.0.1:1",
+        "[::1]:80",
+        "[v1.x]",
+        "xn--bcher-kva.example",
+        "a_b.example",
+        "%41.example",
+        "h:",
+        "",
+    ] {
+        let r = exchange(
+            s.addr,
+            format!("GET / HTTP/1.1\r\nHost: {host}\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 200, "Host: {host}");
+    }
+}
+
+#[tokio::test]
+async fn issue10_connection_host_does_not_remove_host() {
+    let (up, log) = echoing().await;
+    let s = proxy(cfg(up)).await;
+    let r = exchange(
+        s.addr,
+        b"GET / HTTP/1.1\r\nHost: site.example\r\nConnection: Host, X-Drop\r\nX-Drop: 1\r\n\r\n",
+    )
+    .await;
+    assert_eq!(r.status, 200);
+    let head = log.last_head();
+    assert!(head.contains("\r\nHost: site.example\r\n"), "{head}");
+    assert!(!head.contains(&up.to_string()), "{head}");
+    assert!(!head.to_ascii_lowercase().contains("x-drop"), "{head}");
 }

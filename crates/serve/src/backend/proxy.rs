@@ -27,7 +27,7 @@ use tokio::sync::mpsc;
 
 use super::BackendError;
 use crate::http::duration;
-use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf, trim_ows_both};
+use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf, origin_form, trim_ows_both};
 use crate::http::{Body, Request, Response, Version};
 
 /// Status of a request that came back to the proxy it already passed through (RFC 5842 §7.2): a status
@@ -371,7 +371,8 @@ impl ProxyBackend {
         }
     }
 
-    /// The request head as forwarded: the method and the origin-form of the target; HTTP/1.1; the client's headers with their names as the client
+    /// The request head as forwarded: the method; the path ordo routed on (normalised, after a route's
+    /// `strip_prefix`) with the query as sent; HTTP/1.1; the client's headers with their names as the client
     /// spelled them and their values byte for byte, minus hop-by-hop ones, `Expect`, `Content-Length` (ours
     /// replaces it) and, unless `forward_underscore_headers`, names containing `_`; then the headers ordo
     /// writes itself, in canonical case: `Host` (when the client sent none), `X-Forwarded-For`, `Via`,
@@ -380,13 +381,16 @@ impl ProxyBackend {
         let mut out = BytesMut::with_capacity(512);
         out.put_slice(req.method.as_bytes());
         out.put_u8(b' ');
-        out.put_slice(origin_form(&req.target).as_bytes());
+        origin_form(&req.path, req.query.as_deref(), &mut out);
         out.put_slice(b" HTTP/1.1\r\n");
+        // Connection may name hop-by-hop headers to drop, but not Host: the request's target host is not
+        // the sender's to take away (it would be replaced by the upstream's address).
         let named: Vec<String> = req
             .headers
             .iter()
             .filter(|(k, _)| k == "connection")
             .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
+            .filter(|t| t != "host")
             .collect();
         let mut xff: Option<Vec<u8>> = None;
         let mut via: Option<Vec<u8>> = None;
@@ -772,25 +776,6 @@ fn gateway_error(up: &Upstream, e: ExchangeError) -> Response {
     Response::text(status, &format!("{what}: {public}\n"))
 }
 
-/// The origin-form of a request-target (absolute-form loses its scheme and authority).
-fn origin_form(target: &str) -> &str {
-    if target.starts_with('/') {
-        return target;
-    }
-    let lower = target.get(..8).unwrap_or(target).to_ascii_lowercase();
-    let rest = if lower.starts_with("http://") {
-        &target[7..]
-    } else if lower.starts_with("https://") {
-        &target[8..]
-    } else {
-        return "/";
-    };
-    match rest.find(['/', '?']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
-        _ => "/",
-    }
-}
-
 /// Streams the rest of a response body to the client's connection task; returns the upstream connection
 /// to the pool when the body ended cleanly on a reusable connection.
 async fn stream_body(
@@ -946,13 +931,5 @@ mod tests {
         assert!(!at("localhost:8080", "10.1.2.3:8080"));
         assert!(!at("127.0.0.1:0", "127.0.0.1:0"));
         assert!(!at("https://127.0.0.1:8080", "127.0.0.1:8080"));
-    }
-
-    #[test]
-    fn origin_forms() {
-        assert_eq!(origin_form("/a?b"), "/a?b");
-        assert_eq!(origin_form("http://h:1/x?y"), "/x?y");
-        assert_eq!(origin_form("http://h:1"), "/");
-        assert_eq!(origin_form("http://h?q"), "/");
     }
 }

@@ -94,7 +94,11 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
     };
     let method = req.method.unwrap_or("");
     let target = req.path.unwrap_or("");
-    let (path, query) = split_target(method, target)?;
+    let Target {
+        path,
+        query,
+        authority,
+    } = split_target(method, target)?;
 
     let mut headers = Vec::with_capacity(req.headers.len());
     let mut sent = SentHead {
@@ -103,7 +107,7 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
     };
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding: Option<String> = None;
-    let mut host_seen = false;
+    let mut host_at: Option<usize> = None;
     let mut conn_close = false;
     let mut conn_keep_alive = false;
     let mut expect_continue = false;
@@ -135,10 +139,13 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
                 transfer_encoding = Some(value.clone());
             }
             "host" => {
-                if host_seen {
+                if host_at.is_some() {
                     return Err(bad("more than one Host"));
                 }
-                host_seen = true;
+                if !valid_host(value.as_bytes(), false) {
+                    return Err(bad("invalid Host"));
+                }
+                host_at = Some(headers.len());
             }
             "connection" => {
                 for tok in value.split(',') {
@@ -161,8 +168,21 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         }
         headers.push((name, value));
     }
-    if version == Version::Http11 && !host_seen {
+    if version == Version::Http11 && host_at.is_none() {
         return Err(bad("missing Host header"));
+    }
+    // absolute-form: the target's authority is the request's host, whatever Host says (RFC 9112 §3.2.2)
+    if let Some(authority) = authority {
+        match host_at {
+            Some(i) => {
+                headers[i].1 = authority.to_string();
+                sent.opaque.retain(|(j, _)| *j != i);
+            }
+            None => {
+                headers.push(("host".to_string(), authority.to_string()));
+                sent.names.push_str("Host");
+            }
+        }
     }
     // The framing checks come before the coding check, so a smuggling shape is always 400 (never 501).
     let chunked = transfer_encoding.is_some();
@@ -195,6 +215,87 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         expect_continue: expect_continue && framing != Framing::None,
         len,
     })
+}
+
+/// `host [ ":" port ]` as RFC 3986 §3.2.2–3.2.3 defines them: a bracketed IPv6 address or IPvFuture, or a
+/// reg-name (unreserved characters, sub-delims, percent escapes: an IPv4 address is one), then optional
+/// digits after a colon. The empty value is allowed in a Host header (a target without an authority,
+/// RFC 9112 §3.2) unless `nonempty` (an absolute-form authority: an http URI must have a host, RFC 9110
+/// §4.2.1); an empty host with a port never is. No userinfo, slash, space or anything else.
+pub(crate) fn valid_host(v: &[u8], nonempty: bool) -> bool {
+    if v.is_empty() {
+        return !nonempty;
+    }
+    let (host, port) = if v[0] == b'[' {
+        let Some(close) = v.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let (lit, rest) = v.split_at(close + 1);
+        if !valid_ip_literal(&lit[1..lit.len() - 1]) {
+            return false;
+        }
+        match rest.split_first() {
+            None => return true,
+            Some((b':', port)) => (lit, port),
+            Some(_) => return false,
+        }
+    } else {
+        match v.iter().position(|&b| b == b':') {
+            Some(i) => (&v[..i], &v[i + 1..]),
+            None => (v, &[][..]),
+        }
+    };
+    if host.is_empty() || !port.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    if host[0] == b'[' {
+        return true; // checked above
+    }
+    let mut i = 0;
+    while i < host.len() {
+        let b = host[i];
+        if b == b'%' {
+            if !(host.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && host.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+            {
+                return false;
+            }
+            i += 3;
+            continue;
+        }
+        if !(is_unreserved(b) || is_sub_delim(b)) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+fn is_sub_delim(b: u8) -> bool {
+    matches!(
+        b,
+        b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+    )
+}
+
+/// Inside `[...]`: an IPv6 address, or `v<hex>.<unreserved / sub-delims / ":">` (IPvFuture).
+fn valid_ip_literal(lit: &[u8]) -> bool {
+    if let Some(rest) = lit.strip_prefix(b"v").or_else(|| lit.strip_prefix(b"V")) {
+        let Some(dot) = rest.iter().position(|&b| b == b'.') else {
+            return false;
+        };
+        return dot > 0
+            && rest[..dot].iter().all(u8::is_ascii_hexdigit)
+            && rest.len() > dot + 1
+            && rest[dot + 1..]
+                .iter()
+                .all(|&b| is_unreserved(b) || is_sub_delim(b) || b == b':');
+    }
+    std::str::from_utf8(lit).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 /// Checks a request's Transfer-Encoding value; `Ok` only for exactly `chunked` (case-insensitive), the one
@@ -316,21 +417,43 @@ pub(crate) fn has_bare_lf(head: &[u8]) -> bool {
     false
 }
 
-/// Splits a request-target into the normalised, decoded path and the raw query.
-fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), HeadError> {
-    let origin = if target.starts_with('/') {
-        target
+/// A request-target taken apart.
+struct Target<'a> {
+    /// Percent-decoded and normalised.
+    path: String,
+    /// As sent, without the `?`.
+    query: Option<String>,
+    /// The authority of an absolute-form target (`http://host:port/...`), validated.
+    authority: Option<&'a str>,
+}
+
+/// Splits a request-target into the normalised, decoded path, the raw query and (absolute-form) the
+/// authority.
+fn split_target<'a>(method: &str, target: &'a str) -> Result<Target<'a>, HeadError> {
+    // A fragment is never part of a request-target (RFC 9112 §3.2); parsers that cut the path at `#` and
+    // ones that keep it would route the same request differently (HAProxy's CVE-2023-45539).
+    if target.contains('#') {
+        return Err(bad("fragment in request target"));
+    }
+    let (authority, origin) = if target.starts_with('/') {
+        (None, target)
     } else if target == "*" {
         if method == "OPTIONS" {
-            return Ok(("*".to_string(), None));
+            return Ok(Target {
+                path: "*".to_string(),
+                query: None,
+                authority: None,
+            });
         }
         return Err(bad("bad request target"));
     } else if let Some(rest) = strip_scheme(target) {
-        // absolute-form: drop the authority.
-        match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
-            _ => "/",
+        // absolute-form: the authority, then a path (none means `/`) and maybe a query.
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let authority = &rest[..end];
+        if !valid_host(authority.as_bytes(), true) {
+            return Err(bad("bad authority in request target"));
         }
+        (Some(authority), &rest[end..])
     } else {
         return Err(bad("bad request target"));
     };
@@ -338,13 +461,36 @@ fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), 
         Some((p, q)) => (p, Some(q.to_string())),
         None => (origin, None),
     };
+    let raw_path = if raw_path.is_empty() { "/" } else { raw_path };
     let decoded = decode_path(raw_path).ok_or(bad("bad percent-encoding in path"))?;
     let path = if decoded.contains("/.") || decoded.contains("//") {
         normalise(&decoded).ok_or(bad("path escapes the root"))?
     } else {
         decoded
     };
-    Ok((path, query))
+    Ok(Target {
+        path,
+        query,
+        authority,
+    })
+}
+
+/// The origin-form a normalised, decoded `path` and a raw `query` make again: the bytes that would change
+/// the path's meaning if sent as they are (`%`, `?`, `#`, space, controls, non-ASCII) percent-encoded, the
+/// rest as is; `*` stays `*`. An upstream decoding it gets back exactly the path ordo routed on.
+pub(crate) fn origin_form(path: &str, query: Option<&str>, out: &mut BytesMut) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in path.as_bytes() {
+        if b <= b' ' || b >= 0x7f || matches!(b, b'%' | b'?' | b'#') {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.extend_from_slice(&[b]);
+        }
+    }
+    if let Some(q) = query {
+        out.extend_from_slice(b"?");
+        out.extend_from_slice(q.as_bytes());
+    }
 }
 
 fn strip_scheme(t: &str) -> Option<&str> {
@@ -887,6 +1033,81 @@ mod tests {
             status("GET / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n"),
             417
         );
+    }
+
+    #[test]
+    fn hosts() {
+        for ok in [
+            "h",
+            "example.com",
+            "EXAMPLE.com:8080",
+            "127.0.0.1",
+            "[::1]",
+            "[::1]:80",
+            "[2001:db8::1]:443",
+            "[v7.a:b]",
+            "a_b~c-d",
+            "%41b",
+            "h:",
+            "!$&'()*+,;=",
+        ] {
+            assert!(valid_host(ok.as_bytes(), true), "{ok}");
+        }
+        assert!(valid_host(b"", false));
+        for bad in [
+            "", ":80", "a b", "a/b", "a/../b", "u@h", "h:x", "h:80:80", "[::1", "[::1]x", "[zz]",
+            "[v.x]", "[vz.x]", "[v1.]", "%4", "%zz", "a\\b", "a?b", "a#b", "a\"b", "\u{e9}",
+        ] {
+            assert!(!valid_host(bad.as_bytes(), true), "{bad:?}");
+        }
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a/../b\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: :80\r\n\r\n"), 400);
+        assert!(head("GET / HTTP/1.1\r\nHost:\r\n\r\n").is_ok());
+    }
+
+    #[test]
+    fn absolute_form_authority_replaces_host() {
+        let h = head("GET http://A.example:81?q=1 HTTP/1.1\r\nHost: other\r\n\r\n").unwrap();
+        assert_eq!((h.path.as_str(), h.query.as_deref()), ("/", Some("q=1")));
+        assert_eq!(
+            h.headers,
+            vec![("host".to_string(), "A.example:81".to_string())]
+        );
+        for bad in [
+            "http:///x",
+            "http://u@h/",
+            "http://h:x/",
+            "http://[::1/",
+            "http://h/#f",
+        ] {
+            assert_eq!(
+                status(&format!("GET {bad} HTTP/1.1\r\nHost: h\r\n\r\n")),
+                400,
+                "{bad}"
+            );
+        }
+        assert_eq!(status("GET /a#b HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn origin_form_round_trips_the_normalised_path() {
+        let of = |p: &str, q: Option<&str>| {
+            let mut out = BytesMut::new();
+            origin_form(p, q, &mut out);
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        assert_eq!(of("/a/b", None), "/a/b");
+        assert_eq!(of("/", Some("q=1&r=%2F")), "/?q=1&r=%2F");
+        assert_eq!(of("/a?b#c%d e", None), "/a%3Fb%23c%25d%20e");
+        assert_eq!(of("/caf\u{e9}", Some("")), "/caf%C3%A9?");
+        assert_eq!(of("*", None), "*");
+        for raw in ["/x/%41%3f%25", "/a//b/./c/../d%20e"] {
+            let h = head(&format!("GET {raw} HTTP/1.1\r\nHost: h\r\n\r\n")).unwrap();
+            let again = of(&h.path, None);
+            let h2 = head(&format!("GET {again} HTTP/1.1\r\nHost: h\r\n\r\n")).unwrap();
+            assert_eq!(h2.path, h.path, "{raw} → {again}");
+        }
     }
 
     #[test]
