@@ -45,6 +45,10 @@ fn limits_that_would_make_the_server_unusable_are_refused() {
         "bad.toml:2: limits.max_head_bytes: must be ≥ 1, got 0 (every request would be refused with 431)"
     );
     assert_eq!(
+        err("[limits]\nmax_uri_bytes = 0\n"),
+        "bad.toml:2: limits.max_uri_bytes: must be ≥ 1, got 0 (every request would be refused with 414)"
+    );
+    assert_eq!(
         err("[limits]\nhead_timeout = \"0s\"\n"),
         "bad.toml:2: limits.head_timeout: must be > 0"
     );

@@ -110,6 +110,19 @@ fn ok(body: &str) -> Vec<u8> {
     .into_bytes()
 }
 
+/// An upstream that answers every request on every connection with `body`.
+async fn answering(body: &'static str) -> (SocketAddr, Log) {
+    mock(move |_, mut s, log| async move {
+        let mut buf = Vec::new();
+        while read_request(&mut s, &mut buf, &log).await.is_some() {
+            if s.write_all(&ok(body)).await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
+}
+
 /// An upstream that answers every request with the raw request it received as the body.
 async fn echoing() -> (SocketAddr, Log) {
     mock(|_, mut s, log| async move {
@@ -669,4 +682,87 @@ async fn issue10_connection_host_does_not_remove_host() {
     assert!(head.contains("\r\nHost: site.example\r\n"), "{head}");
     assert!(!head.contains(&up.to_string()), "{head}");
     assert!(!head.to_ascii_lowercase().contains("x-drop"), "{head}");
+}
+
+// ---------------------------------------------------------------------------------------------------------
+// 7. the parser: HTTP/1.x, 414, the chunk-size line
+
+#[tokio::test]
+async fn issue10_http_1_minor_versions_are_http_1_1() {
+    let (up, log) = mock(|_, mut s, log| async move {
+        let mut buf = Vec::new();
+        while read_request(&mut s, &mut buf, &log).await.is_some() {
+            let _ = s
+                .write_all(b"HTTP/1.2 200 OK\r\nContent-Length: 2\r\n\r\nok")
+                .await;
+        }
+    })
+    .await;
+    let s = proxy(cfg(up)).await;
+    let mut c = Client::connect(s.addr).await;
+    for v in ["1.2", "1.9"] {
+        c.send(format!("GET /{v} HTTP/{v}\r\nHost: h\r\n\r\n").as_bytes())
+            .await;
+        let r = c.response().await;
+        assert_eq!((r.status, r.text().as_str()), (200, "ok"), "HTTP/{v}");
+    }
+    // kept alive like HTTP/1.1, and forwarded as HTTP/1.1
+    assert!(log.last_head().starts_with("GET /1.9 HTTP/1.1\r\n"));
+    // HTTP/1.1 rules apply: Host is required
+    assert_eq!(
+        one_shot_and_close(s.addr, b"GET / HTTP/1.2\r\n\r\n")
+            .await
+            .status,
+        400
+    );
+    for v in ["2.0", "3.0", "0.9", "2.1"] {
+        let r = one_shot_and_close(
+            s.addr,
+            format!("GET / HTTP/{v}\r\nHost: h\r\n\r\n").as_bytes(),
+        )
+        .await;
+        assert_eq!(r.status, 505, "HTTP/{v}");
+    }
+}
+
+#[tokio::test]
+async fn issue10_long_uri_is_414_and_long_headers_431() {
+    let (up, _log) = answering("ok").await;
+    let s = proxy(cfg(up)).await;
+    // 64 KiB URI, sent whole
+    let long = format!("GET /{} HTTP/1.1\r\nHost: h\r\n\r\n", "a".repeat(64 * 1024));
+    assert_eq!(
+        one_shot_and_close(s.addr, long.as_bytes()).await.status,
+        414
+    );
+    // a URI over the limit that has not ended yet (no request line end seen)
+    let partial = format!("GET /{}", "a".repeat(20 * 1024));
+    assert_eq!(
+        one_shot_and_close(s.addr, partial.as_bytes()).await.status,
+        414
+    );
+    // a URI just under the limit is fine; headers over the head limit are 431
+    let fits = format!(
+        "GET /{} HTTP/1.1\r\nHost: h\r\n\r\n",
+        "a".repeat(8 * 1024 - 2)
+    );
+    assert_eq!(exchange(s.addr, fits.as_bytes()).await.status, 200);
+    let fat = format!(
+        "GET / HTTP/1.1\r\nHost: h\r\nX: {}\r\n\r\n",
+        "a".repeat(17 * 1024)
+    );
+    assert_eq!(one_shot_and_close(s.addr, fat.as_bytes()).await.status, 431);
+}
+
+#[tokio::test]
+async fn issue10_chunk_size_line_limit_holds_when_the_body_arrives_in_one_read() {
+    let (up, log) = answering("ok").await;
+    let s = proxy(cfg(up)).await;
+    let ext = "x".repeat(5000);
+    let req = format!(
+        "POST / HTTP/1.1\r\nHost: h\r\nTransfer-Encoding: chunked\r\n\r\n3;ext={ext}\r\nabc\r\n0\r\n\r\n"
+    );
+    let r = one_shot_and_close(s.addr, req.as_bytes()).await;
+    assert_eq!(r.status, 400, "{}", r.text());
+    assert_eq!(log.requests().len(), 0);
 }

@@ -624,6 +624,20 @@ impl ProxyBackend {
     }
 
     fn parse_response_head(&self, buf: &[u8]) -> Result<Option<ParsedHead>, ExchangeError> {
+        // HTTP/1.2 … 1.9 is read as the highest minor version we implement (RFC 9110 §6.2), on a copy
+        if buf.len() > 9
+            && buf.starts_with(b"HTTP/1.")
+            && (b'2'..=b'9').contains(&buf[7])
+            && buf[8] == b' '
+        {
+            let mut copy = buf.to_vec();
+            copy[7] = b'1';
+            return self.parse_response_head_as_sent(&copy);
+        }
+        self.parse_response_head_as_sent(buf)
+    }
+
+    fn parse_response_head_as_sent(&self, buf: &[u8]) -> Result<Option<ParsedHead>, ExchangeError> {
         let mut storage = [httparse::EMPTY_HEADER; 100];
         let mut resp = httparse::Response::new(&mut storage);
         let head_len = match resp.parse(buf) {

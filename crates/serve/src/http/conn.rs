@@ -267,7 +267,7 @@ pub(crate) async fn serve<H: Handler>(
                 };
 
                 let head = loop {
-                    match parse_head(&rbuf, limits.max_head_bytes) {
+                    match parse_head(&rbuf, limits.max_head_bytes, limits.max_uri_bytes) {
                         Ok(h) => break h,
                         Err(HeadError::Status(status, msg)) => {
                             return fail(stream, &mut wbuf, status, msg, &limits).await;

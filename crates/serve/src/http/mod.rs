@@ -291,6 +291,8 @@ pub trait Handler: Send + Sync + 'static {
 pub struct Limits {
     /// Largest request head (request line + headers); larger → 431 and close.
     pub max_head_bytes: usize,
+    /// Longest request-target (the URI in the request line); longer → 414 and close.
+    pub max_uri_bytes: usize,
     /// Time allowed to receive a whole head (from accept for the first request, from its first byte for
     /// later ones), and between two reads of a body; exceeded → 408 and close.
     #[serde(deserialize_with = "duration::deserialize")]
@@ -317,6 +319,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_head_bytes: 16 * 1024,
+            max_uri_bytes: 8 * 1024,
             head_timeout: Duration::from_secs(10),
             max_body_bytes: 1024 * 1024,
             idle_timeout: Duration::from_secs(60),

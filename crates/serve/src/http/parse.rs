@@ -51,13 +51,53 @@ fn bad(msg: &'static str) -> HeadError {
     HeadError::Status(400, msg)
 }
 
-/// Parses a request head from the start of `buf`.
-pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError> {
+/// Parses a request head from the start of `buf`: a head over `max_head` bytes is 431, a request-target
+/// over `max_uri` bytes 414 (also while the request line is still arriving).
+pub(crate) fn parse_head(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Head, HeadError> {
+    match parse_head_as_sent(buf, max_head, max_uri) {
+        // HTTP/1.2 … HTTP/1.9: a minor version above ours is processed as the highest we implement
+        // (RFC 9112 §2.5, RFC 9110 §6.2), on a copy with the minor digit replaced (same length).
+        Err(HeadError::Status(505, _)) if http1_minor_at(buf).is_some() => {
+            let at = http1_minor_at(buf).unwrap_or(0);
+            let mut copy = buf.to_vec();
+            copy[at] = b'1';
+            parse_head_as_sent(&copy, max_head, max_uri)
+        }
+        r => r,
+    }
+}
+
+/// The offset of the minor digit when the request line ends in `HTTP/1.<digit>` with a digit above 1.
+fn http1_minor_at(buf: &[u8]) -> Option<usize> {
+    let line_end = buf
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(buf.len());
+    let line = &buf[..line_end];
+    let v = line.get(line.len().checked_sub(9)?..)?;
+    (v.starts_with(b" HTTP/1.") && (b'2'..=b'9').contains(&v[8])).then_some(line_end - 1)
+}
+
+/// The length of the request-target in a request line that may not have ended yet (`None`: no target begun).
+fn target_len_so_far(buf: &[u8]) -> Option<usize> {
+    let start = buf.iter().position(|&b| b == b' ')? + 1;
+    let rest = &buf[start..];
+    Some(
+        rest.iter()
+            .position(|&b| b == b' ' || b == b'\r' || b == b'\n')
+            .unwrap_or(rest.len()),
+    )
+}
+
+fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Head, HeadError> {
     let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut storage);
     let len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
+            if buf.len() > max_uri && target_len_so_far(buf).is_some_and(|n| n > max_uri) {
+                return Err(HeadError::Status(414, "request target too long"));
+            }
             return Err(if buf.len() > max_head {
                 HeadError::Status(431, "request head too large")
             } else {
@@ -79,6 +119,11 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         }
         Err(_) => return Err(bad("malformed header")),
     };
+    let method = req.method.unwrap_or("");
+    let target = req.path.unwrap_or("");
+    if target.len() > max_uri {
+        return Err(HeadError::Status(414, "request target too long"));
+    }
     if len > max_head {
         return Err(HeadError::Status(431, "request head too large"));
     }
@@ -92,8 +137,6 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         Some(1) => Version::Http11,
         _ => return Err(HeadError::Status(505, "HTTP version not supported")),
     };
-    let method = req.method.unwrap_or("");
-    let target = req.path.unwrap_or("");
     let Target {
         path,
         query,
@@ -658,12 +701,17 @@ impl ChunkedDecoder {
             match self.state {
                 ChunkState::Done => return Ok(true),
                 ChunkState::Size => {
-                    let Some(nl) = src.iter().position(|&b| b == b'\n') else {
-                        if src.len() > MAX_CHUNK_LINE {
+                    // the limit holds however much of the body one read brought (only the line is scanned)
+                    let window = &src[..src.len().min(MAX_CHUNK_LINE + 2)];
+                    let Some(nl) = window.iter().position(|&b| b == b'\n') else {
+                        if src.len() > MAX_CHUNK_LINE + 1 {
                             return Err(ChunkError::Invalid("chunk-size line too long"));
                         }
                         return Ok(false);
                     };
+                    if nl > MAX_CHUNK_LINE + 1 {
+                        return Err(ChunkError::Invalid("chunk-size line too long"));
+                    }
                     if nl == 0 || src[nl - 1] != b'\r' {
                         return Err(ChunkError::Invalid("bare LF in chunk-size line"));
                     }
@@ -852,7 +900,7 @@ mod tests {
     use super::*;
 
     fn head(s: &str) -> Result<Head, HeadError> {
-        parse_head(s.as_bytes(), 16 * 1024)
+        parse_head(s.as_bytes(), 16 * 1024, 8 * 1024)
     }
 
     fn status(s: &str) -> u16 {
@@ -903,7 +951,7 @@ mod tests {
         );
         let big = format!("GET / HTTP/1.1\r\nHost: h\r\nX: {}\r\n", "a".repeat(100));
         assert!(matches!(
-            parse_head(big.as_bytes(), 64),
+            parse_head(big.as_bytes(), 64, 64),
             Err(HeadError::Status(431, _))
         ));
         let big = format!(
@@ -911,7 +959,7 @@ mod tests {
             "a".repeat(100)
         );
         assert!(matches!(
-            parse_head(big.as_bytes(), 64),
+            parse_head(big.as_bytes(), 64, 64),
             Err(HeadError::Status(431, _))
         ));
         let many: String = (0..150).map(|i| format!("X{i}: y\r\n")).collect();
@@ -1013,7 +1061,8 @@ mod tests {
     #[test]
     fn bad_request_lines() {
         assert_eq!(status("GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
-        assert_eq!(status("GET / HTTP/1.2\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status("GET / HTTP/3.0\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status("GET / HTTP/1.1x\r\nHost: h\r\n\r\n"), 400);
         for s in [
             "GET\r\n\r\n",
             "GET / FOO/1.1\r\n\r\n",
@@ -1033,6 +1082,44 @@ mod tests {
             status("GET / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n"),
             417
         );
+    }
+
+    #[test]
+    fn http_1_minor_versions_are_read_as_1_1() {
+        for v in ["1.2", "1.9"] {
+            let h = head(&format!("GET /x HTTP/{v}\r\nHost: h\r\n\r\n")).unwrap();
+            assert_eq!((h.version, h.keep_alive), (Version::Http11, true), "{v}");
+        }
+        // still HTTP/1.1's rules: Host required; partial heads stay partial
+        assert_eq!(status("GET / HTTP/1.2\r\n\r\n"), 400);
+        assert_eq!(head("GET / HTTP/1.2").unwrap_err(), HeadError::Partial);
+        assert_eq!(
+            head("GET / HTTP/1.2\r\nHost: h\r\n").unwrap_err(),
+            HeadError::Partial
+        );
+    }
+
+    #[test]
+    fn long_targets_are_414_even_before_the_line_ends() {
+        let uri = format!("/{}", "a".repeat(100));
+        let req = format!("GET {uri} HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert!(parse_head(req.as_bytes(), 1024, 101).is_ok());
+        let status_of = |b: &[u8], max_head, max_uri| match parse_head(b, max_head, max_uri) {
+            Err(HeadError::Status(s, _)) => s,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(status_of(req.as_bytes(), 1024, 100), 414);
+        // head over both limits: the URI is what is too long
+        assert_eq!(status_of(req.as_bytes(), 64, 64), 414);
+        // the request line has not ended yet, the target so far is already too long
+        assert_eq!(status_of(&req.as_bytes()[..90], 1024, 50), 414);
+        assert_eq!(
+            parse_head(&req.as_bytes()[..90], 1024, 100).unwrap_err(),
+            HeadError::Partial
+        );
+        // a short target with long headers: 431
+        let fat = format!("GET / HTTP/1.1\r\nHost: h\r\nX: {}\r\n", "a".repeat(100));
+        assert_eq!(status_of(fat.as_bytes(), 64, 64), 431);
     }
 
     #[test]
@@ -1114,6 +1201,7 @@ mod tests {
     fn names_as_sent_and_opaque_values_are_kept() {
         let h = parse_head(
             b"GET / HTTP/1.1\r\nHoSt: h\r\nX-Bin: \t a\xffb \r\nx-y: z\r\n\r\n",
+            1024,
             1024,
         )
         .unwrap();
@@ -1202,5 +1290,27 @@ mod tests {
             ChunkError::TooLarge
         );
         assert_eq!(decode_all(b"60\r\n", 10).unwrap_err(), ChunkError::TooLarge);
+    }
+
+    #[test]
+    fn chunk_size_line_limit_holds_in_one_read() {
+        let long = format!("3;x={}\r\nabc\r\n0\r\n\r\n", "e".repeat(MAX_CHUNK_LINE));
+        let mut d = ChunkedDecoder::new(1 << 20);
+        let mut src = BytesMut::from(long.as_bytes());
+        assert_eq!(
+            d.decode(&mut src, |_| {}),
+            Err(ChunkError::Invalid("chunk-size line too long"))
+        );
+        // byte by byte too
+        assert!(matches!(
+            decode_all(long.as_bytes(), 1 << 20),
+            Err(ChunkError::Invalid("chunk-size line too long"))
+        ));
+        // a line of exactly the limit is fine, whole or byte by byte
+        let fits = format!("3;x={}\r\nabc\r\n0\r\n\r\n", "e".repeat(MAX_CHUNK_LINE - 4));
+        let mut d = ChunkedDecoder::new(1 << 20);
+        let mut src = BytesMut::from(fits.as_bytes());
+        assert_eq!(d.decode(&mut src, |_| {}), Ok(true));
+        assert_eq!(decode_all(fits.as_bytes(), 1 << 20).unwrap().0, b"abc");
     }
 }
