@@ -105,7 +105,7 @@ fn build_backend(
     i: usize,
     r: &crate::config::RouteConfig,
 ) -> Result<Backend, Invalid> {
-    use crate::backend::{proxy, static_files, synthetic};
+    use crate::backend::{BackendError, proxy, static_files, synthetic};
     if let Some(s) = &r.static_files {
         let mut s = s.clone();
         s.root = cfg.resolve(&s.root);
@@ -114,8 +114,12 @@ fn build_backend(
         return Ok(Backend::Static(b));
     }
     if let Some(p) = &r.proxy {
-        let b = proxy::ProxyBackend::new(p)
-            .map_err(|e| Invalid::new(keypath!["routes", i, "proxy"], e.to_string()))?;
+        let b = proxy::ProxyBackend::new(p).map_err(|e| match e {
+            BackendError::Invalid { field, msg } => {
+                Invalid::new(keypath!["routes", i, "proxy", field], msg)
+            }
+            e => Invalid::new(keypath!["routes", i, "proxy"], e.to_string()),
+        })?;
         return Ok(Backend::Proxy(b));
     }
     if let Some(s) = &r.synthetic {

@@ -82,6 +82,25 @@ impl Default for ProxyConfig {
     }
 }
 
+impl ProxyConfig {
+    /// Values that would make every proxied request fail are refused: `Err((key, why))`.
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
+        for (key, d) in [
+            ("connect_timeout", self.connect_timeout),
+            ("read_timeout", self.read_timeout),
+            ("response_head_timeout", self.response_head_timeout),
+        ] {
+            if d.is_zero() {
+                return Err((key, "must be > 0".into()));
+            }
+        }
+        if self.max_response_head_bytes == 0 {
+            return Err(("max_response_head_bytes", "must be ≥ 1, got 0".into()));
+        }
+        Ok(())
+    }
+}
+
 #[derive(Debug)]
 struct UpConn {
     stream: TcpStream,
@@ -273,6 +292,8 @@ impl ProxyBackend {
                 msg: "at least one upstream is needed".into(),
             });
         }
+        cfg.check()
+            .map_err(|(field, msg)| BackendError::Invalid { field, msg })?;
         let mut upstreams = Vec::new();
         for u in &cfg.upstreams {
             let addr = parse_upstream(u).map_err(|msg| BackendError::Invalid {
