@@ -1,12 +1,24 @@
 //! The proxy backend: forwards requests to HTTP/1.1 upstreams (round-robin over the list) over a keep-alive
 //! connection pool, and maps upstream failures to gateway statuses:
 //! - connect refused or unreachable → 502; connect not done within `connect_timeout` → 504;
-//! - no (complete) response head within `read_timeout` → 504 (the timeout applies to each read);
+//! - a read or write stalled for `read_timeout`, or the whole response head (1xx included) not received
+//!   within `response_head_timeout` of sending the request → 504;
 //! - a malformed response (bad head, bare LF, conflicting lengths, bad chunking, early close) → 502;
-//! - a pooled connection found closed by the upstream before any response byte → retried once on a new one.
+//! - a pooled connection that fails before the first response byte → the request is sent again on a new
+//!   connection only when that cannot make the upstream act on it twice: an idempotent method, or none of
+//!   the request written.
 //!
-//! Hop-by-hop headers (Connection and those it names, Keep-Alive, Proxy-Connection, TE, Trailer,
-//! Transfer-Encoding, Upgrade) are dropped both ways; the client's address is appended to X-Forwarded-For.
+//! The error bodies say what kind of failure it was, never the upstream's address (that goes to the log).
+//!
+//! Pool hygiene: a connection goes back to the pool only when its response ended exactly at the end of what
+//! was read, and is checked again when taken out (anything readable, or closed → discarded), so bytes an
+//! upstream sends unasked are never read as another request's response.
+//!
+//! What is forwarded: the normalised path ordo routed on (after `strip_prefix`) re-encoded, the query as
+//! sent; the client's headers with names as spelled and values byte for byte, minus hop-by-hop headers
+//! (Connection and those it names — never Host —, Keep-Alive, Proxy-Connection, TE, Trailer,
+//! Transfer-Encoding, Upgrade) and names with `_` unless `forward_underscore_headers`; the client's
+//! address is appended to X-Forwarded-For. Responses come back the same way (names and bytes as sent).
 //!
 //! Loops: every proxied request carries `Via: <version> ordo-<random hex>` (RFC 9110 §7.6.3), a pseudonym
 //! drawn when the backend is built; a request that arrives already naming it has been here before (a chain

@@ -51,7 +51,8 @@ impl Version {
 pub struct Request {
     /// The method as sent (a validated token, case preserved).
     pub method: String,
-    /// The raw request-target.
+    /// The request-target as sent; after a route's `strip_prefix`, rebuilt from the stripped path and the
+    /// query (what a proxy route forwards, see `parse::origin_form`).
     pub target: String,
     /// Percent-decoded, normalised path without the query (`.` and `..` segments resolved; a `..` that would
     /// climb above `/` is refused with 400 before a handler sees it).
@@ -59,7 +60,9 @@ pub struct Request {
     /// The raw query string (without `?`), if any.
     pub query: Option<String>,
     pub version: Version,
-    /// Header names lower-cased, values trimmed, in the order received.
+    /// Header names lower-cased, values trimmed, in the order received; a value that is not UTF-8 has `�` in
+    /// place of its bad bytes (the exact bytes and the names as spelled: [`Request::headers_as_sent`]). With an
+    /// absolute-form target, `host` is the target's authority (RFC 9112 §3.2.2).
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
     pub peer: SocketAddr,
