@@ -3,10 +3,10 @@
 
 pub mod analysis;
 pub mod design;
-pub mod parsers;
+mod parsers;
 pub mod runner;
 pub mod spec;
-pub mod stats;
+mod stats;
 pub mod store;
-pub mod target;
-pub mod workload;
+mod target;
+mod workload;

@@ -56,7 +56,7 @@ fn tail(s: &str) -> String {
 }
 
 /// The bench configuration for one run (placeholders substituted).
-pub fn bench_config(
+pub(crate) fn bench_config(
     b: &BenchSpec,
     vars: &BTreeMap<String, String>,
 ) -> Result<BenchConfig, ordo_bench::BenchError> {
@@ -89,7 +89,7 @@ pub fn bench_config(
 }
 
 /// Metrics of a bench report.
-pub fn bench_metrics(r: &ordo_bench::BenchReport) -> Metrics {
+pub(crate) fn bench_metrics(r: &ordo_bench::BenchReport) -> Metrics {
     let s = &r.summary;
     let mut m = Metrics::new();
     m.insert("throughput".into(), s.rps);
@@ -125,7 +125,7 @@ pub fn bench_metrics(r: &ordo_bench::BenchReport) -> Metrics {
 }
 
 /// Whether the workload does a fixed amount of work (so its elapsed time is a runtime).
-pub fn fixed_work(w: &WorkloadSpec) -> bool {
+pub(crate) fn fixed_work(w: &WorkloadSpec) -> bool {
     match &w.kind {
         WorkloadKind::Bench(b) => b.requests.is_some(),
         WorkloadKind::Command { .. } => true,
@@ -133,7 +133,7 @@ pub fn fixed_work(w: &WorkloadSpec) -> bool {
 }
 
 /// Estimated wall time of one run of the workload (for the plan).
-pub fn estimate(w: &WorkloadSpec) -> Duration {
+pub(crate) fn estimate(w: &WorkloadSpec) -> Duration {
     match &w.kind {
         WorkloadKind::Bench(b) => b.warmup + b.duration.unwrap_or(Duration::from_secs(5)),
         WorkloadKind::Command { timeout, .. } => (*timeout).min(Duration::from_secs(30)),
@@ -141,7 +141,7 @@ pub fn estimate(w: &WorkloadSpec) -> Duration {
 }
 
 /// The command a workload runs, for the plan.
-pub fn describe(w: &WorkloadSpec, vars: &BTreeMap<String, String>) -> String {
+pub(crate) fn describe(w: &WorkloadSpec, vars: &BTreeMap<String, String>) -> String {
     match &w.kind {
         WorkloadKind::Bench(b) => {
             let mut s = format!(
@@ -175,7 +175,7 @@ pub fn describe(w: &WorkloadSpec, vars: &BTreeMap<String, String>) -> String {
 }
 
 /// Run the workload once. `stop` is polled; when it is set the run is cancelled.
-pub fn run(
+pub(crate) fn run(
     w: &WorkloadSpec,
     vars: &BTreeMap<String, String>,
     stop: &Arc<AtomicBool>,
