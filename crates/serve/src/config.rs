@@ -44,6 +44,10 @@ pub struct ServeConfig {
     /// Value of the Retry-After header on 503 answers (rounded up to whole seconds, at least 1).
     #[serde(deserialize_with = "crate::http::duration::deserialize")]
     pub retry_after: Duration,
+    /// After SIGTERM/SIGINT (or `ServerHandle::shutdown`), how long in-flight requests and their
+    /// connections may take to finish; then the ones still open are closed and the server stops.
+    #[serde(deserialize_with = "crate::http::duration::deserialize")]
+    pub shutdown_grace: Duration,
     /// HTTP limits (head size, timeouts, body size, connections).
     pub limits: Limits,
     /// Request classes; none configured means one class named "default".
@@ -80,6 +84,7 @@ impl Default for ServeConfig {
             queue_cap: Some(10_000),
             queue_timeout: Duration::from_secs(30),
             retry_after: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(30),
             limits: Limits::default(),
             classes: Vec::new(),
             default_class: None,
@@ -300,6 +305,8 @@ pub struct Overrides {
     pub threads: Option<usize>,
     /// `Some(None)`: admin disabled; `Some(Some(addr))`: admin on addr.
     pub admin: Option<Option<SocketAddr>>,
+    /// `--shutdown-grace DURATION`.
+    pub shutdown_grace: Option<Duration>,
 }
 
 impl Overrides {
@@ -318,6 +325,9 @@ impl Overrides {
                 Some(addr) => format!("--admin {addr}"),
                 None => "--admin off".to_string(),
             }),
+            "shutdown_grace" => self
+                .shutdown_grace
+                .map(|d| format!("--shutdown-grace {}", crate::http::duration::format(d))),
             _ => None,
         }
     }
@@ -529,6 +539,9 @@ impl ServeConfig {
         }
         if let Some(p) = &o.policy_script {
             self.policy_script = Some(p.clone());
+        }
+        if let Some(g) = o.shutdown_grace {
+            self.shutdown_grace = g;
         }
         match o.admin {
             Some(Some(a)) => {

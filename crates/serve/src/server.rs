@@ -507,16 +507,55 @@ impl ServerHandle {
     }
 
     /// Graceful shutdown: stop accepting, answer everything still queued with 503, let in-flight requests
-    /// finish, then return.
+    /// finish within `shutdown_grace`, then close the connections still open (a body still arriving, a
+    /// response still streaming) and return. Returns `Ok` either way; the log says which.
     pub async fn shutdown(self) -> std::io::Result<()> {
+        self.shutdown_or(std::future::pending()).await
+    }
+
+    /// [`ServerHandle::shutdown`] that also gives up waiting when `cut` resolves (a second signal).
+    async fn shutdown_or(
+        mut self,
+        cut: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let grace = self.shared.config().shutdown_grace;
         let _ = self.shutdown_tx.send(true);
         self.shared.gate.close();
-        let r = match self.main.await {
-            Ok(r) => r,
-            Err(e) => Err(std::io::Error::other(e)),
+        let give_up = async {
+            tokio::select! {
+                _ = tokio::time::sleep(grace) => tracing::warn!(
+                    grace = %crate::http::duration::format(grace),
+                    "shutdown grace over: closing the connections still open"
+                ),
+                _ = cut => tracing::warn!("closing the connections still open"),
+            }
         };
-        if let Some(a) = self.admin {
-            let _ = a.await;
+        let mut give_up = std::pin::pin!(give_up);
+        let mut cut_short = false;
+        let r = tokio::select! {
+            r = &mut self.main => match r {
+                Ok(r) => r,
+                Err(e) => Err(std::io::Error::other(e)),
+            },
+            _ = &mut give_up => {
+                cut_short = true;
+                // dropping the listener task ends every connection task it spawned
+                self.main.abort();
+                let _ = (&mut self.main).await;
+                Ok(())
+            }
+        };
+        if let Some(mut a) = self.admin.take() {
+            if !cut_short {
+                tokio::select! {
+                    _ = &mut a => {}
+                    _ = &mut give_up => cut_short = true,
+                }
+            }
+            if cut_short {
+                a.abort();
+                let _ = a.await;
+            }
         }
         let _ = self.timer.await;
         r
@@ -548,6 +587,13 @@ impl ServerHandle {
                 }
             }
         }
-        self.shutdown().await
+        // a second SIGTERM or SIGINT ends the grace at once
+        let second = async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("second SIGTERM"),
+                _ = int.recv() => tracing::info!("second SIGINT"),
+            }
+        };
+        self.shutdown_or(second).await
     }
 }
