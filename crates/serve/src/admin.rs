@@ -9,6 +9,7 @@ use serde_json::json;
 use crate::gate::REASONS;
 use crate::gate::reason_str;
 use crate::http::{Handler, Request, Response};
+use crate::metrics::Format;
 use crate::server::Shared;
 
 /// The admin handler.
@@ -31,12 +32,10 @@ fn route(shared: &Shared, req: &Request) -> Response {
     let get = req.method == "GET" || req.method == "HEAD";
     match (req.path.as_str(), get, req.method == "POST") {
         ("/metrics", true, _) => {
-            let text = shared.metrics.encode(&shared.gate.snapshot());
-            Response::bytes(
-                200,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                Bytes::from(text),
-            )
+            let format = Format::from_accept(req.header("accept"));
+            let text = shared.metrics.encode_as(&shared.gate.snapshot(), format);
+            Response::bytes(200, format.content_type(), Bytes::from(text))
+                .with_header("Vary", "Accept")
         }
         ("/status", true, _) => {
             let body = serde_json::to_vec_pretty(&status(shared)).unwrap_or_default();

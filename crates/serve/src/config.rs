@@ -808,6 +808,16 @@ impl ServeConfig {
                     "every class needs a non-empty name",
                 ));
             }
+            // names go into log lines and the X-Ordo-Class header, where a line break would split them
+            if c.name.chars().any(char::is_control) {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "name"],
+                    format!(
+                        "{:?} contains a control character (line break, tab, ...)",
+                        c.name
+                    ),
+                ));
+            }
             if !seen.insert(c.name.as_str()) {
                 return Err(Invalid::new(
                     keypath!["classes", i, "name"],

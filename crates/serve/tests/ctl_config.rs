@@ -334,3 +334,17 @@ fn a_file_completed_by_its_flags_is_accepted() {
     .unwrap();
     assert_eq!(cfg.workers, 3);
 }
+
+/// Issue 10 (smaller items): a class name with a line break would split log lines and the `X-Ordo-Class`
+/// header; it is refused where it is written. `"` and `\` are fine (metrics escape them).
+#[test]
+fn issue10_class_names_with_control_characters_are_refused() {
+    assert_eq!(
+        err("[[classes]]\nname = \"a\"\n[[classes]]\nname = \"b\\nc\"\n"),
+        "bad.toml:4: classes[1].name: \"b\\nc\" contains a control character (line break, tab, ...)"
+    );
+    assert!(
+        err("[[classes]]\nname = \"tab\\there\"\n").starts_with("bad.toml:2: classes[0].name: ")
+    );
+    ServeConfig::from_toml_str("[[classes]]\nname = 'we\"ird\\ one'\n", "ok.toml").unwrap();
+}
