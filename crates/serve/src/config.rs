@@ -271,6 +271,12 @@ pub struct ClassifyConfig {
 pub struct AdminConfig {
     pub enabled: bool,
     pub listen: SocketAddr,
+    /// Bearer token every admin request must carry (`Authorization: Bearer <token>`).
+    pub token: Option<crate::admin::Secret>,
+    /// File whose first line is the token (instead of `token`); relative to the config file.
+    pub token_file: Option<PathBuf>,
+    /// Host names the admin answers to besides its own address (and `localhost` on loopback).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for AdminConfig {
@@ -278,6 +284,9 @@ impl Default for AdminConfig {
         AdminConfig {
             enabled: true,
             listen: DEFAULT_ADMIN.parse().expect("constant address"),
+            token: None,
+            token_file: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -334,7 +343,6 @@ impl Overrides {
 }
 
 /// Where a config came from.
-#[derive(Debug)]
 pub struct Origin {
     /// Name used in error messages (the path as given).
     pub name: String,
@@ -344,6 +352,18 @@ pub struct Origin {
     pub text: String,
     /// Directory relative paths in the file are resolved against.
     pub dir: PathBuf,
+}
+
+// By hand, without the text: it may hold `[admin] token`.
+impl fmt::Debug for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Origin")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("text", &format_args!("<{} bytes>", self.text.len()))
+            .field("dir", &self.dir)
+            .finish()
+    }
 }
 
 /// A refused configuration: which file, which line, which key, and why.

@@ -53,6 +53,8 @@ pub(crate) struct Active {
     pub(crate) retry_after_secs: u64,
     /// Whether the policy looks at size hints (srpt, wfq, lua); the others skip computing them.
     pub(crate) needs_size: bool,
+    /// Who may use the admin endpoints (`[admin]` token and allowed host names).
+    pub(crate) admin: crate::admin::AdminGuard,
 }
 
 /// A picker used only to check that a custom-policy configuration is accepted by the scheduler.
@@ -148,6 +150,7 @@ impl Compiled {
                 backend,
             ));
         }
+        let admin = crate::admin::AdminGuard::build(cfg).map_err(loc)?;
         let sched = sched_config(cfg);
         let picker: Option<Box<dyn HeadPicker>> = if cfg.policy == PolicyName::Lua {
             let path = cfg
@@ -177,6 +180,7 @@ impl Compiled {
                     cfg.policy,
                     PolicyName::Srpt | PolicyName::Wfq | PolicyName::Lua
                 ),
+                admin,
             },
             sched,
             picker,
@@ -196,7 +200,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn active(&self) -> Arc<Active> {
+    pub(crate) fn active(&self) -> Arc<Active> {
         self.active
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -231,7 +235,9 @@ impl Shared {
             }
             if new.admin.enabled != cur.admin.enabled || new.admin.listen != cur.admin.listen {
                 restart.push("admin");
-                new.admin = cur.admin.clone();
+                // the token and allowed host names compiled above do apply
+                new.admin.enabled = cur.admin.enabled;
+                new.admin.listen = cur.admin.listen;
             }
             if !restart.is_empty() {
                 tracing::warn!(

@@ -353,3 +353,157 @@ async fn issue10_metrics_follow_accept() {
     }
     h.shutdown().await.unwrap();
 }
+
+/// Issue 10 defect 9: the admin answered any Host, so a page whose DNS name was rebound to 127.0.0.1 could
+/// read `/status` (and `/metrics`) from a victim's browser. Only the listener's own address, `localhost`
+/// (it listens on loopback) and configured names are answered.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue10_admin_refuses_hosts_other_than_its_own() {
+    let h = start("[admin]\nallowed_hosts = [\"ordo-admin.internal\"]\n").await;
+    let admin = h.admin_addr().unwrap();
+    let port = admin.port();
+    for host in [
+        "evil.example".to_string(),
+        format!("evil.example:{port}"),
+        format!("127.0.0.1.evil.example:{port}"),
+        format!("localhost.evil.example:{port}"),
+        format!("127.0.0.2:{port}"),
+        format!("[::1]:{port}"),
+        "127.0.0.1:notaport".to_string(),
+        String::new(),
+    ] {
+        for path in ["/status", "/metrics"] {
+            let r = request(admin, "GET", path, &[("host", &host)]).await;
+            assert_eq!(r.status, 403, "Host {host:?} {path}: {r:?}");
+            assert!(!r.body.contains("uptime"), "{}", r.body);
+        }
+        let r = request(admin, "POST", "/reload", &[("host", &host)]).await;
+        assert_eq!(r.status, 403, "Host {host:?} /reload");
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        "127.0.0.1".to_string(),
+        format!("localhost:{port}"),
+        "LocalHost.:1234".to_string(), // a tunnel's port: only the name counts
+        format!("ordo-admin.internal:{port}"),
+        "ORDO-ADMIN.internal".to_string(),
+    ] {
+        let r = request(admin, "GET", "/status", &[("host", &host)]).await;
+        assert_eq!(r.status, 200, "Host {host:?}: {r:?}");
+    }
+    h.shutdown().await.unwrap();
+}
+
+/// Issue 10 defect 9: a web page anywhere could make a browser POST to `http://127.0.0.1:9090/reload` (a
+/// CORS "simple" request needs no permission) or fetch the admin with its own Origin.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue10_admin_refuses_cross_origin_requests() {
+    let h = start(CFG).await;
+    let admin = h.admin_addr().unwrap();
+    let own = format!("http://{admin}");
+    for origin in [
+        "http://evil.example",
+        "null",
+        "https://127.0.0.1:1",
+        "http://localhost:1",
+    ] {
+        for (method, path) in [("GET", "/status"), ("GET", "/metrics"), ("POST", "/reload")] {
+            let r = request(admin, method, path, &[("origin", origin)]).await;
+            assert_eq!(r.status, 403, "{origin} {method} {path}: {r:?}");
+        }
+    }
+    // what browsers send with a cross-site form that somehow carries no Origin
+    let r = request(
+        admin,
+        "POST",
+        "/reload",
+        &[("sec-fetch-site", "cross-site")],
+    )
+    .await;
+    assert_eq!(r.status, 403, "{r:?}");
+    // the bodies an HTML form or a no-cors fetch can send
+    for ct in [
+        "application/x-www-form-urlencoded",
+        "multipart/form-data; boundary=x",
+        "text/plain;charset=UTF-8",
+    ] {
+        let r = request(admin, "POST", "/reload", &[("content-type", ct)]).await;
+        assert_eq!(r.status, 415, "{ct}: {r:?}");
+    }
+    // the admin's own origin and plain clients (curl, Prometheus) still work; this config came from a
+    // string, so a reload is refused for that reason (400), not by the guard
+    let r = request(admin, "GET", "/status", &[("origin", &own)]).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    let r = request(
+        admin,
+        "POST",
+        "/reload",
+        &[("origin", &own), ("sec-fetch-site", "same-origin")],
+    )
+    .await;
+    assert_eq!(r.status, 400, "{r:?}");
+    let r = request(admin, "POST", "/reload", &[]).await;
+    assert_eq!(r.status, 400, "{r:?}");
+    assert!(r.body.contains("did not come from a file"), "{}", r.body);
+    // reload stays POST only
+    assert_eq!(get(admin, "/reload").await.status, 405);
+    h.shutdown().await.unwrap();
+}
+
+/// Issue 10 defect 9: an optional bearer token (`[admin] token` or `token_file`) guards every admin
+/// endpoint; a reload can change it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue10_admin_token_guards_every_endpoint() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("serve.toml");
+    std::fs::write(&file, "[admin]\ntoken = \"s3cret-1\"\n").unwrap();
+    let h = ctl_util::start_cfg(ordo_serve::ServeConfig::from_file(&file).unwrap()).await;
+    let admin = h.admin_addr().unwrap();
+    for (method, path) in [
+        ("GET", "/status"),
+        ("GET", "/metrics"),
+        ("POST", "/reload"),
+        ("GET", "/nothing"),
+    ] {
+        for auth in [
+            None,
+            Some("Bearer wrong"),
+            Some("Bearer s3cret-"),
+            Some("Bearer s3cret-12"),
+            Some("Basic czNjcmV0LTE="),
+        ] {
+            let headers: Vec<(&str, &str)> = auth.iter().map(|a| ("authorization", *a)).collect();
+            let r = request(admin, method, path, &headers).await;
+            assert_eq!(r.status, 401, "{method} {path} {auth:?}: {r:?}");
+            assert_eq!(
+                r.header("www-authenticate"),
+                Some("Bearer realm=\"ordo admin\"")
+            );
+        }
+    }
+    let ok = [("authorization", "Bearer s3cret-1")];
+    assert_eq!(request(admin, "GET", "/status", &ok).await.status, 200);
+    assert_eq!(
+        request(
+            admin,
+            "GET",
+            "/metrics",
+            &[("authorization", "bearer s3cret-1")]
+        )
+        .await
+        .status,
+        200
+    );
+    // the token moves to a file; the reload is authorised by the old token, then only the new one works
+    let token_file = dir.path().join("admin.token");
+    std::fs::write(&token_file, "from-file-2\n").unwrap();
+    std::fs::write(&file, "[admin]\ntoken_file = \"admin.token\"\n").unwrap();
+    let r = request(admin, "POST", "/reload", &ok).await;
+    assert_eq!(r.status, 200, "{r:?}");
+    assert_eq!(request(admin, "GET", "/status", &ok).await.status, 401);
+    let new = [("authorization", "Bearer from-file-2")];
+    assert_eq!(request(admin, "GET", "/status", &new).await.status, 200);
+    // the main listener does not ask for it
+    assert_eq!(get(h.local_addr(), "/x").await.status, 200);
+    h.shutdown().await.unwrap();
+}

@@ -348,3 +348,50 @@ fn issue10_class_names_with_control_characters_are_refused() {
     );
     ServeConfig::from_toml_str("[[classes]]\nname = 'we\"ird\\ one'\n", "ok.toml").unwrap();
 }
+
+/// Issue 10 defect 9: the admin token's keys are checked like the others.
+#[test]
+fn issue10_admin_token_errors_name_the_key() {
+    assert_eq!(
+        err("[admin]\ntoken = \"a\"\ntoken_file = \"t\"\n"),
+        "bad.toml:3: admin.token_file: give `token` or `token_file`, not both"
+    );
+    assert_eq!(
+        err("[admin]\ntoken = \"\"\n"),
+        "bad.toml:2: admin.token: the token is empty"
+    );
+    assert!(
+        err("[admin]\ntoken = \"two words\"\n")
+            .starts_with("bad.toml:2: admin.token: the token must be printable")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.token");
+    let e = err(&format!(
+        "[admin]\ntoken_file = \"{}\"\n",
+        missing.display()
+    ));
+    assert!(
+        e.starts_with(&format!(
+            "bad.toml:2: admin.token_file: cannot read {}",
+            missing.display()
+        )),
+        "{e}"
+    );
+    let empty = dir.path().join("empty.token");
+    std::fs::write(&empty, "\n").unwrap();
+    let e = err(&format!("[admin]\ntoken_file = \"{}\"\n", empty.display()));
+    assert_eq!(
+        e,
+        format!(
+            "bad.toml:2: admin.token_file: {}: the token is empty",
+            empty.display()
+        )
+    );
+    assert_eq!(
+        err("[admin]\nallowed_hosts = [\"ok.example\", \"http://x:1/\"]\n"),
+        "bad.toml:2: admin.allowed_hosts[1]: \"http://x:1/\" is not a host name (give the name alone: no scheme, port or path)"
+    );
+    // the token never shows in a printed configuration
+    let c = ServeConfig::from_toml_str("[admin]\ntoken = \"hunter2\"\n", "ok.toml").unwrap();
+    assert!(!format!("{c:?}").contains("hunter2"));
+}
