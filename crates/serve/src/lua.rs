@@ -94,7 +94,7 @@ return function(method, path, query, peer, nh, nc, ...)
   local class, hints = classify({ method = method, path = path, query = query, headers = headers,
                                   cookies = cookies, peer = peer })
   if type(hints) == "table" then
-    return class, tonumber(hints.size), tonumber(hints.deadline_ms)
+    return class, hints.size, hints.deadline_ms
   end
   return class
 end
@@ -155,7 +155,7 @@ impl LuaClassifier {
         guard.budget.store(0, Ordering::Relaxed);
         let (class, size, deadline_ms) = guard
             .wrapper
-            .call::<(Option<String>, Option<f64>, Option<f64>)>((
+            .call::<(Option<String>, Value, Value)>((
                 req.method.as_str(),
                 req.path.as_str(),
                 req.query.as_deref().unwrap_or(""),
@@ -168,13 +168,68 @@ impl LuaClassifier {
         drop(guard);
         Ok(LuaVerdict {
             class,
-            size: size
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(|s| s as u64),
-            deadline: deadline_ms
-                .filter(|ms| ms.is_finite() && *ms > 0.0)
-                .map(|ms| Duration::from_secs_f64(ms / 1e3)),
+            size: hint_size(&size)?,
+            deadline: hint_deadline(&deadline_ms)?,
         })
+    }
+}
+
+/// Longest `deadline_ms` a script may give: a day. (Longer is no deadline an HTTP request could have, and an
+/// unchecked 1e300 made `Duration::from_secs_f64` panic.)
+pub const MAX_DEADLINE_MS: f64 = 86_400_000.0;
+
+/// A Lua number as f64 (integers included); None for anything else (a numeric string is not a number).
+fn lua_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Number(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// `hints.size`: nil, or a finite number ≥ 0 (fractions are rounded down).
+fn hint_size(v: &Value) -> Result<Option<u64>, String> {
+    if v.is_nil() {
+        return Ok(None);
+    }
+    match lua_number(v) {
+        // 2^63: beyond it `as u64` would only saturate
+        Some(n) if n.is_finite() && (0.0..9.223_372_036_854_776e18).contains(&n) => {
+            Ok(Some(n as u64))
+        }
+        _ => Err(format!(
+            "classify returned hints.size = {}: must be a number ≥ 0",
+            describe(v)
+        )),
+    }
+}
+
+/// `hints.deadline_ms`: nil, or a finite number of milliseconds in (0, MAX_DEADLINE_MS].
+fn hint_deadline(v: &Value) -> Result<Option<Duration>, String> {
+    if v.is_nil() {
+        return Ok(None);
+    }
+    match lua_number(v) {
+        Some(ms) if ms > 0.0 && ms <= MAX_DEADLINE_MS => {
+            Ok(Some(Duration::from_secs_f64(ms / 1e3)))
+        }
+        _ => Err(format!(
+            "classify returned hints.deadline_ms = {}: must be a number of milliseconds in (0, {MAX_DEADLINE_MS}]",
+            describe(v)
+        )),
+    }
+}
+
+/// A returned value for an error message (numbers as Lua prints them, other types by name).
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Integer(i) => i.to_string(),
+        Value::Number(n) if n.is_nan() => "nan".into(),
+        Value::Number(n) if n.is_infinite() => if *n > 0.0 { "inf" } else { "-inf" }.into(),
+        Value::Number(n) if (1e-4..1e15).contains(&n.abs()) => n.to_string(),
+        Value::Number(n) => format!("{n:e}"),
+        Value::String(s) => format!("{:?} (a string)", s.to_string_lossy()),
+        other => format!("a {}", other.type_name()),
     }
 }
 
@@ -333,6 +388,59 @@ end
                 deadline: Some(Duration::from_millis(250)),
             }
         );
+    }
+
+    /// Issue 10 defect 8a: `deadline_ms = 1e300` panicked in `Duration::from_secs_f64`; NaN, infinities,
+    /// negative and non-numeric hints were dropped silently or turned into nonsense. Each is now a script
+    /// error (the rules decide).
+    #[test]
+    fn issue10_hints_out_of_range_are_script_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        for (hint, what) in [
+            ("deadline_ms = 1e300", "deadline_ms = 1e300"),
+            ("deadline_ms = math.huge", "deadline_ms = inf"),
+            ("deadline_ms = -math.huge", "deadline_ms = -inf"),
+            ("deadline_ms = 0/0", "deadline_ms = nan"),
+            ("deadline_ms = -5", "deadline_ms = -5"),
+            ("deadline_ms = 0", "deadline_ms = 0"),
+            ("deadline_ms = 86400001", "deadline_ms = 86400001"),
+            ("deadline_ms = '250'", "deadline_ms = \"250\" (a string)"),
+            ("deadline_ms = {}", "deadline_ms = a table"),
+            ("size = -1", "size = -1"),
+            ("size = 0/0", "size = nan"),
+            ("size = math.huge", "size = inf"),
+            ("size = 1e19", "size = 1e19"),
+            ("size = true", "size = a boolean"),
+        ] {
+            let p = script(
+                &dir,
+                &format!("function classify(r) return \"gold\", {{ {hint} }} end"),
+            );
+            let c = LuaClassifier::load(&p).unwrap();
+            let e = c.classify(&Request::get("/")).unwrap_err();
+            assert!(e.contains(&format!("hints.{what}")), "{hint}: {e}");
+        }
+        // the edges of what is accepted
+        let p = script(
+            &dir,
+            "function classify(r) return \"gold\", { size = 2.9, deadline_ms = 86400000 } end",
+        );
+        let v = LuaClassifier::load(&p)
+            .unwrap()
+            .classify(&Request::get("/"))
+            .unwrap();
+        assert_eq!(v.size, Some(2));
+        assert_eq!(v.deadline, Some(Duration::from_secs(86_400)));
+        let p = script(
+            &dir,
+            "function classify(r) return \"gold\", { size = 0, deadline_ms = 0.5 } end",
+        );
+        let v = LuaClassifier::load(&p)
+            .unwrap()
+            .classify(&Request::get("/"))
+            .unwrap();
+        assert_eq!(v.size, Some(0));
+        assert_eq!(v.deadline, Some(Duration::from_micros(500)));
     }
 
     #[test]
