@@ -60,6 +60,8 @@ pub struct ServeConfig {
     pub routes: Vec<RouteConfig>,
     /// Optional Lua classification hook.
     pub classify: ClassifyConfig,
+    /// Limits of the Lua scripts (classify and pick).
+    pub lua: crate::lua::LuaLimits,
     /// The admin listener (metrics, status, reload).
     pub admin: AdminConfig,
     /// Optional response headers for experiments.
@@ -91,6 +93,7 @@ impl Default for ServeConfig {
             rules: Vec::new(),
             routes: Vec::new(),
             classify: ClassifyConfig::default(),
+            lua: crate::lua::LuaLimits::default(),
             admin: AdminConfig::default(),
             headers: HeadersConfig::default(),
             origin: None,
@@ -819,6 +822,7 @@ impl ServeConfig {
             return Err(Invalid::new(keypath!["queue_cap"], "must be ≥ 1, got 0"));
         }
         self.check_limits()?;
+        self.lua.check()?;
         self.check_policy_script()?;
         let mut seen = std::collections::HashSet::new();
         for (i, c) in self.classes.iter().enumerate() {

@@ -57,6 +57,17 @@ struct RejectLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LuaLimitLabel {
+    hook: String,
+    limit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookLabel {
+    hook: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ResultLabel {
     result: String,
 }
@@ -111,6 +122,9 @@ pub struct Metrics {
     reloads: Family<ResultLabel, Counter>,
     not_found: Counter,
     cache: RwLock<HashMap<Arc<str>, Arc<ClassMetrics>>>,
+    lua_limits: Family<LuaLimitLabel, Counter>,
+    lua_skipped: Family<HookLabel, Counter>,
+    lua_disabled: Family<HookLabel, Counter>,
 }
 
 impl Default for Metrics {
@@ -200,7 +214,25 @@ impl Metrics {
             "Requests no route matched (404)",
             not_found.clone(),
         );
-        Metrics {
+        let lua_limits = Family::<LuaLimitLabel, Counter>::default();
+        let lua_skipped = Family::<HookLabel, Counter>::default();
+        let lua_disabled = Family::<HookLabel, Counter>::default();
+        registry.register(
+            "lua_limit",
+            "Lua calls stopped by a limit (time or memory), by hook",
+            lua_limits.clone(),
+        );
+        registry.register(
+            "lua_skipped",
+            "Lua calls not made because the script was disabled after repeated limit overruns",
+            lua_skipped.clone(),
+        );
+        registry.register(
+            "lua_disabled",
+            "Times a Lua script was disabled after repeated limit overruns",
+            lua_disabled.clone(),
+        );
+        let m = Metrics {
             registry,
             arrivals,
             dispatched,
@@ -217,6 +249,36 @@ impl Metrics {
             reloads,
             not_found,
             cache: RwLock::new(HashMap::new()),
+            lua_limits,
+            lua_skipped,
+            lua_disabled,
+        };
+        // every series exists from the start (a scrape shows 0, not nothing)
+        for hook in ["classify", "pick"] {
+            m.lua_counters(hook);
+        }
+        m
+    }
+
+    /// The counters of a Lua hook (`classify` or `pick`); `errors` is `lua_errors`.
+    pub fn lua_counters(&self, hook: &str) -> crate::lua::LuaCounters {
+        let limit = |limit: &str| {
+            self.lua_limits
+                .get_or_create(&LuaLimitLabel {
+                    hook: hook.to_string(),
+                    limit: limit.to_string(),
+                })
+                .clone()
+        };
+        let label = HookLabel {
+            hook: hook.to_string(),
+        };
+        crate::lua::LuaCounters {
+            errors: self.lua_errors.clone(),
+            time: limit("time"),
+            memory: limit("memory"),
+            skipped: self.lua_skipped.get_or_create(&label).clone(),
+            disabled: self.lua_disabled.get_or_create(&label).clone(),
         }
     }
 

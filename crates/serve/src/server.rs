@@ -139,7 +139,13 @@ impl Compiled {
     ) -> Result<Compiled, ConfigError> {
         let loc = |i: Invalid| cfg.locate(i);
         cfg.check_values().map_err(loc)?;
-        let classifier = Classifier::build(cfg).map_err(loc)?;
+        let classifier = Classifier::build_with(
+            cfg,
+            metrics
+                .map(|m| m.lua_counters("classify"))
+                .unwrap_or_default(),
+        )
+        .map_err(loc)?;
         let mut routes = Vec::new();
         for (i, r) in cfg.effective_routes().iter().enumerate() {
             let backend = build_backend(cfg, i, r).map_err(loc)?;
@@ -157,8 +163,8 @@ impl Compiled {
                 .policy_script
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""));
-            let errors = metrics.map(|m| m.lua_errors.clone()).unwrap_or_default();
-            let p = LuaPicker::load(&cfg.resolve(path), errors)
+            let counters = metrics.map(|m| m.lua_counters("pick")).unwrap_or_default();
+            let p = LuaPicker::load_with(&cfg.resolve(path), &cfg.lua, counters)
                 .map_err(|e| loc(Invalid::new(keypath!["policy_script"], e)))?;
             Some(Box::new(p))
         } else {
@@ -296,7 +302,7 @@ impl Shared {
     /// The request path.
     async fn serve(&self, mut req: Request) -> Response {
         let active = self.active();
-        let c = active.classifier.classify(&req);
+        let c = active.classifier.classify_async(&req).await;
         if c.lua_error {
             self.metrics.lua_errors.inc();
         }

@@ -395,3 +395,21 @@ fn issue10_admin_token_errors_name_the_key() {
     let c = ServeConfig::from_toml_str("[admin]\ntoken = \"hunter2\"\n", "ok.toml").unwrap();
     assert!(!format!("{c:?}").contains("hunter2"));
 }
+
+/// Issue 10 defect 8: the Lua limits are checked like every other key.
+#[test]
+fn issue10_lua_limit_errors_name_the_key() {
+    assert_eq!(
+        err("[lua]\nmemory_limit = 10\n"),
+        "bad.toml:2: lua.memory_limit: must be ≥ 1048576 (1 MiB), got 10"
+    );
+    assert_eq!(
+        err("[lua]\nclassify_time_limit = \"0s\"\n"),
+        "bad.toml:2: lua.classify_time_limit: must be > 0"
+    );
+    assert_eq!(
+        err("[lua]\npick_time_limit = \"1m\"\n"),
+        "bad.toml:2: lua.pick_time_limit: must be ≤ 10s, got 1m"
+    );
+    assert!(err("[lua]\nmemroy_limit = 1\n").contains("unknown field `memroy_limit`"));
+}
