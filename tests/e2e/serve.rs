@@ -207,15 +207,21 @@ fn slow_body_client(addr: &str) -> std::thread::JoinHandle<()> {
 
 /// Issue 10 defect 7: after SIGTERM a slow request body kept `ordo serve` running for as long as the client
 /// went on. With `--shutdown-grace 1s` it exits (0) about a second after the signal.
-#[test]
-fn issue10_sigterm_exits_after_the_shutdown_grace() {
-    let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("serve.toml");
+/// A config on port 0 with a 60 s shutdown grace.
+fn long_grace_config(dir: &Path) -> std::path::PathBuf {
+    let p = dir.join("serve.toml");
     std::fs::write(
         &p,
         "listen = \"127.0.0.1:0\"\nshutdown_grace = \"60s\"\n[admin]\nlisten = \"127.0.0.1:0\"\n",
     )
     .unwrap();
+    p
+}
+
+#[test]
+fn issue10_sigterm_exits_after_the_shutdown_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = long_grace_config(dir.path());
     // the flag wins over the file's 60 s
     let (mut child, addr, _, _stderr) = spawn_serve(&p, &["--shutdown-grace", "1s"]);
     let _client = slow_body_client(&addr);
@@ -233,12 +239,7 @@ fn issue10_sigterm_exits_after_the_shutdown_grace() {
 #[test]
 fn issue10_a_second_sigterm_ends_the_grace() {
     let dir = tempfile::tempdir().unwrap();
-    let p = dir.path().join("serve.toml");
-    std::fs::write(
-        &p,
-        "listen = \"127.0.0.1:0\"\nshutdown_grace = \"60s\"\n[admin]\nlisten = \"127.0.0.1:0\"\n",
-    )
-    .unwrap();
+    let p = long_grace_config(dir.path());
     let (mut child, addr, _, stderr) = spawn_serve(&p, &[]);
     let _client = slow_body_client(&addr);
     std::thread::sleep(Duration::from_millis(200));

@@ -670,26 +670,22 @@ end
             assert!(e.contains(&format!("hints.{what}")), "{hint}: {e}");
         }
         // the edges of what is accepted
-        let p = script(
-            &dir,
-            "function classify(r) return \"gold\", { size = 2.9, deadline_ms = 86400000 } end",
+        let accepted = |hints: &str| {
+            let code = format!("function classify(r) return \"gold\", {{ {hints} }} end");
+            let v = LuaClassifier::load(&script(&dir, &code))
+                .unwrap()
+                .classify(&Request::get("/"))
+                .unwrap();
+            (v.size, v.deadline)
+        };
+        assert_eq!(
+            accepted("size = 2.9, deadline_ms = 86400000"),
+            (Some(2), Some(Duration::from_secs(86_400)))
         );
-        let v = LuaClassifier::load(&p)
-            .unwrap()
-            .classify(&Request::get("/"))
-            .unwrap();
-        assert_eq!(v.size, Some(2));
-        assert_eq!(v.deadline, Some(Duration::from_secs(86_400)));
-        let p = script(
-            &dir,
-            "function classify(r) return \"gold\", { size = 0, deadline_ms = 0.5 } end",
+        assert_eq!(
+            accepted("size = 0, deadline_ms = 0.5"),
+            (Some(0), Some(Duration::from_micros(500)))
         );
-        let v = LuaClassifier::load(&p)
-            .unwrap()
-            .classify(&Request::get("/"))
-            .unwrap();
-        assert_eq!(v.size, Some(0));
-        assert_eq!(v.deadline, Some(Duration::from_micros(500)));
     }
 
     #[test]
