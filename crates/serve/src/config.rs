@@ -780,6 +780,12 @@ impl ServeConfig {
                 "must be ≥ 1, got 0 (every request would be refused with 431)",
             ));
         }
+        if l.max_uri_bytes == 0 {
+            return Err(Invalid::new(
+                keypath!["limits", "max_uri_bytes"],
+                "must be ≥ 1, got 0 (every request would be refused with 414)",
+            ));
+        }
         if l.max_connections == 0 {
             return Err(Invalid::new(
                 keypath!["limits", "max_connections"],

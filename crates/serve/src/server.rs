@@ -107,7 +107,7 @@ fn build_backend(
     i: usize,
     r: &crate::config::RouteConfig,
 ) -> Result<Backend, Invalid> {
-    use crate::backend::{proxy, static_files, synthetic};
+    use crate::backend::{BackendError, proxy, static_files, synthetic};
     if let Some(s) = &r.static_files {
         let mut s = s.clone();
         s.root = cfg.resolve(&s.root);
@@ -116,8 +116,12 @@ fn build_backend(
         return Ok(Backend::Static(b));
     }
     if let Some(p) = &r.proxy {
-        let b = proxy::ProxyBackend::new(p)
-            .map_err(|e| Invalid::new(keypath!["routes", i, "proxy"], e.to_string()))?;
+        let b = proxy::ProxyBackend::new(p).map_err(|e| match e {
+            BackendError::Invalid { field, msg } => {
+                Invalid::new(keypath!["routes", i, "proxy", field], msg)
+            }
+            e => Invalid::new(keypath!["routes", i, "proxy"], e.to_string()),
+        })?;
         return Ok(Backend::Proxy(b));
     }
     if let Some(s) = &r.synthetic {
@@ -370,7 +374,9 @@ impl Shared {
     }
 }
 
-/// Remove a route prefix from the path and the raw target.
+/// Remove a route prefix from the (normalised) path, the one routing matched, and rebuild the target from
+/// what is left and the query, so every spelling of the prefix (`//p`, `%70`, `/x/../p`, absolute-form) is
+/// stripped alike.
 fn strip(req: &mut Request, prefix: &str) {
     if let Some(rest) = req.path.strip_prefix(prefix) {
         req.path = if rest.starts_with('/') {
@@ -378,13 +384,9 @@ fn strip(req: &mut Request, prefix: &str) {
         } else {
             format!("/{rest}")
         };
-    }
-    if let Some(rest) = req.target.strip_prefix(prefix) {
-        req.target = if rest.starts_with('/') {
-            rest.to_string()
-        } else {
-            format!("/{rest}")
-        };
+        let mut target = bytes::BytesMut::new();
+        crate::http::parse::origin_form(&req.path, req.query.as_deref(), &mut target);
+        req.target = String::from_utf8_lossy(&target).into_owned();
     }
 }
 

@@ -45,6 +45,10 @@ fn limits_that_would_make_the_server_unusable_are_refused() {
         "bad.toml:2: limits.max_head_bytes: must be ≥ 1, got 0 (every request would be refused with 431)"
     );
     assert_eq!(
+        err("[limits]\nmax_uri_bytes = 0\n"),
+        "bad.toml:2: limits.max_uri_bytes: must be ≥ 1, got 0 (every request would be refused with 414)"
+    );
+    assert_eq!(
         err("[limits]\nhead_timeout = \"0s\"\n"),
         "bad.toml:2: limits.head_timeout: must be > 0"
     );
@@ -412,4 +416,47 @@ fn issue10_lua_limit_errors_name_the_key() {
         "bad.toml:2: lua.pick_time_limit: must be ≤ 10s, got 1m"
     );
     assert!(err("[lua]\nmemroy_limit = 1\n").contains("unknown field `memroy_limit`"));
+#[test]
+fn proxy_keys_are_checked_with_file_line_and_key() {
+    let route = |extra: &str| {
+        format!(
+            "workers = 2\n\n[[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"127.0.0.1:9\"]\n{extra}\n"
+        )
+    };
+    assert_eq!(
+        err(&route("response_head_timeout = \"0s\"")),
+        "bad.toml:7: routes[0].proxy.response_head_timeout: must be > 0"
+    );
+    assert_eq!(
+        err(&route("read_timeout = \"0ms\"")),
+        "bad.toml:7: routes[0].proxy.read_timeout: must be > 0"
+    );
+    assert_eq!(
+        err(&route("max_response_head_bytes = 0")),
+        "bad.toml:7: routes[0].proxy.max_response_head_bytes: must be ≥ 1, got 0"
+    );
+    let e = err(&route("forward_underscore_headers = \"yes\""));
+    assert!(
+        e.starts_with("bad.toml:7: ") && e.contains("proxy.forward_underscore_headers: "),
+        "{e}"
+    );
+    let e = err(&route("response_head_timeout = 5"));
+    assert!(
+        e.starts_with("bad.toml:7: ") && e.contains("proxy.response_head_timeout: "),
+        "{e}"
+    );
+    assert_eq!(
+        err("[[routes]]\nprefix = \"/\"\nproxy = { upstreams = [] }\n"),
+        "bad.toml:3: routes[0].proxy.upstreams: at least one upstream is needed"
+    );
+    assert_eq!(
+        err("[[routes]]\nprefix = \"/\"\nproxy = { upstreams = [\"https://x:1\"] }\n"),
+        "bad.toml:3: routes[0].proxy.upstreams: \"https://x:1\": https upstreams are not supported"
+    );
+    // the new keys with sensible values are accepted
+    ServeConfig::from_toml_str(
+        &route("response_head_timeout = \"10s\"\nforward_underscore_headers = true"),
+        "ok.toml",
+    )
+    .unwrap();
 }
