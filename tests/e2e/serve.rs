@@ -186,6 +186,7 @@ fn spawn_serve(
         }
     }
     let _ = child.kill();
+    let _ = child.wait();
     panic!("no `listening on` line within 30 s");
 }
 

@@ -416,6 +416,8 @@ fn issue10_lua_limit_errors_name_the_key() {
         "bad.toml:2: lua.pick_time_limit: must be ≤ 10s, got 1m"
     );
     assert!(err("[lua]\nmemroy_limit = 1\n").contains("unknown field `memroy_limit`"));
+}
+
 #[test]
 fn proxy_keys_are_checked_with_file_line_and_key() {
     let route = |extra: &str| {
