@@ -372,13 +372,19 @@ async fn issue10_admin_refuses_hosts_other_than_its_own() {
         "127.0.0.1:notaport".to_string(),
         String::new(),
     ] {
+        // a malformed Host is refused by the HTTP layer already (400), a foreign one by the admin (403)
+        let want = if host.contains("notaport") || host.is_empty() {
+            [400, 403]
+        } else {
+            [403, 403]
+        };
         for path in ["/status", "/metrics"] {
             let r = request(admin, "GET", path, &[("host", &host)]).await;
-            assert_eq!(r.status, 403, "Host {host:?} {path}: {r:?}");
+            assert!(want.contains(&r.status), "Host {host:?} {path}: {r:?}");
             assert!(!r.body.contains("uptime"), "{}", r.body);
         }
         let r = request(admin, "POST", "/reload", &[("host", &host)]).await;
-        assert_eq!(r.status, 403, "Host {host:?} /reload");
+        assert!(want.contains(&r.status), "Host {host:?} /reload: {r:?}");
     }
     for host in [
         format!("127.0.0.1:{port}"),
