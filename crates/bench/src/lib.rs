@@ -28,14 +28,14 @@
 //! `run` blocks the calling thread (from async code call it inside `spawn_blocking`); it creates one
 //! OS thread per worker, each with its own single-threaded tokio runtime.
 
-pub mod config;
-pub mod engine;
-pub mod http;
-pub mod mix;
+mod config;
+mod engine;
+mod http;
+mod mix;
 pub mod print;
 pub mod progress;
-pub mod report;
-pub mod stats;
+mod report;
+mod stats;
 mod tls;
 
 use std::sync::Arc;
@@ -43,14 +43,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use config::{BenchConfig, Header, Pacing, Stop, Target, TlsOptions, parse_duration};
-pub use engine::CancelToken;
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
-pub use report::{BenchReport, ClassReport, Latency, ServerReport, Summary};
+/// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
+pub use ordo_sys::CancelToken;
+pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
 
 use engine::{ClassPlan, Live, Plan};
 
-/// The JSON Schema of [`BenchReport`] (crates/bench/schema/bench-report.schema.json).
-pub const SCHEMA: &str = include_str!("../schema/bench-report.schema.json");
 use stats::Stats;
 
 /// Why a run could not start or finish.

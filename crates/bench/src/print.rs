@@ -298,7 +298,7 @@ fn csv_latency(o: &mut String, l: &Latency) {
 }
 
 /// The CSV header row.
-pub fn csv_header() -> String {
+pub(crate) fn csv_header() -> String {
     let mut h = String::from(
         "class,latency,complete,failed,failed_connect,failed_receive,failed_length,failed_exceptions,non_2xx,rps,mean_ms,stdev_ms,min_ms",
     );

@@ -420,6 +420,16 @@ pub(crate) enum UpstreamStream {
     Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
 }
 
+impl UpstreamStream {
+    /// The TCP socket (under the TLS session, if any).
+    pub(crate) fn tcp(&self) -> &TcpStream {
+        match self {
+            UpstreamStream::Plain(s) => s,
+            UpstreamStream::Tls(s) => s.get_ref().0,
+        }
+    }
+}
+
 impl tokio::io::AsyncRead for UpstreamStream {
     fn poll_read(
         self: std::pin::Pin<&mut Self>,

@@ -8,23 +8,23 @@
 mod bar;
 mod xy;
 
-pub use bar::{BarChart, BarSeries, BarValue};
-pub use xy::{Point, RefLine, XyChart, XySeries};
+pub(crate) use bar::{BarChart, BarSeries, BarValue};
+pub(crate) use xy::{Point, RefLine, XyChart, XySeries};
 
 use std::fmt::Write as _;
 
 /// Okabe–Ito palette, reordered so the first colours have the most contrast on white.
-pub const PALETTE: [&str; 8] = [
+pub(crate) const PALETTE: [&str; 8] = [
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#B8A600",
 ];
 
 /// The colour of series `i`.
-pub fn color(i: usize) -> &'static str {
+pub(crate) fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
 /// Escape text for XML/HTML text content and attribute values.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -42,7 +42,7 @@ pub fn escape(s: &str) -> String {
 }
 
 /// A value as written into `data-*` attributes: Rust's shortest representation that parses back exactly.
-pub fn data_num(v: f64) -> String {
+pub(crate) fn data_num(v: f64) -> String {
     format!("{v}")
 }
 
@@ -57,7 +57,7 @@ fn px(v: f64) -> String {
 }
 
 /// A number for people: up to `decimals` decimals, large values with k/M/G suffixes.
-pub fn human(v: f64, decimals: usize) -> String {
+pub(crate) fn human(v: f64, decimals: usize) -> String {
     if !v.is_finite() {
         return "–".to_string();
     }
@@ -89,7 +89,7 @@ pub fn human(v: f64, decimals: usize) -> String {
 }
 
 /// The 1-2-5 step that splits `range` into about `target` intervals.
-pub fn nice_step(range: f64, target: usize) -> f64 {
+pub(crate) fn nice_step(range: f64, target: usize) -> f64 {
     let target = target.max(1) as f64;
     if !(range.is_finite() && range > 0.0) {
         return 1.0;
@@ -110,7 +110,7 @@ pub fn nice_step(range: f64, target: usize) -> f64 {
 }
 
 /// Ticks on 1-2-5 steps covering `[lo, hi]`; the domain is widened to the outer ticks.
-pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> (f64, f64, Vec<f64>) {
+pub(crate) fn nice_ticks(lo: f64, hi: f64, target: usize) -> (f64, f64, Vec<f64>) {
     let (mut lo, mut hi) = if lo <= hi { (lo, hi) } else { (hi, lo) };
     if !lo.is_finite() || !hi.is_finite() {
         lo = 0.0;
@@ -182,7 +182,7 @@ impl ScaleKind {
 
 /// A resolved axis: the domain in transformed units, the ticks and their labels.
 #[derive(Clone, Debug)]
-pub struct Scale {
+pub(crate) struct Scale {
     kind: ScaleKind,
     lo: f64,
     hi: f64,
@@ -191,7 +191,7 @@ pub struct Scale {
 
 impl Scale {
     /// Fit a scale to the values (already filtered by `accepts`). `zero` forces 0 into a linear domain.
-    pub fn fit(kind: ScaleKind, values: &[f64], zero: bool) -> Scale {
+    pub(crate) fn fit(kind: ScaleKind, values: &[f64], zero: bool) -> Scale {
         let mut min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let mut max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         if !min.is_finite() || !max.is_finite() {
@@ -314,13 +314,8 @@ impl Scale {
         }
     }
 
-    /// The kind of scale.
-    pub fn kind(&self) -> ScaleKind {
-        self.kind
-    }
-
     /// Position of `v` in 0..=1 along the axis.
-    pub fn unit(&self, v: f64) -> f64 {
+    pub(crate) fn unit(&self, v: f64) -> f64 {
         let t = self.kind.forward(v);
         if self.hi == self.lo {
             0.5
@@ -330,7 +325,7 @@ impl Scale {
     }
 
     /// Tick positions (0..=1) and labels.
-    pub fn ticks(&self) -> impl Iterator<Item = (f64, &str)> {
+    pub(crate) fn ticks(&self) -> impl Iterator<Item = (f64, &str)> {
         self.ticks.iter().filter_map(move |(t, l)| {
             let u = if self.hi == self.lo {
                 0.5
@@ -343,7 +338,7 @@ impl Scale {
 }
 
 /// Approximate rendered width of `s` at `size` px in the sans-serif stack (good enough for layout).
-pub fn text_width(s: &str, size: f64) -> f64 {
+pub(crate) fn text_width(s: &str, size: f64) -> f64 {
     s.chars().count() as f64 * size * 0.56
 }
 
