@@ -352,6 +352,10 @@ pub(crate) async fn shutdown_signalled(shutdown: &mut watch::Receiver<bool>) {
 /// backlog), serves a connection's first request inline when it can (single-threaded runtime only; see
 /// `inline`) and otherwise spawns a connection task, stops accepting when `shutdown` becomes true, then
 /// waits for the open connections to finish their in-flight request (idle ones close at once).
+///
+/// Dropping this future (the server's shutdown grace ran out and it aborted the task running it) closes
+/// every connection it spawned at once, whatever each was doing: a body still arriving, a response still
+/// streaming.
 pub async fn run_listener<H: Handler>(
     listener: TcpListener,
     handler: Arc<H>,
@@ -378,6 +382,8 @@ pub async fn run_listener<H: Handler>(
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
     // failed accepts in a row (out of file descriptors, say), so the warning is given once per episode
     let mut accept_errors: u64 = 0;
+    // Never sent on: its sender is dropped with this future, which ends every connection task at once.
+    let (_abandon_tx, abandoned) = watch::channel(());
     loop {
         let permit = tokio::select! {
             biased;
@@ -427,8 +433,14 @@ pub async fn run_listener<H: Handler>(
                 let handler = handler.clone();
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
+                let mut abandoned = abandoned.clone();
                 tokio::spawn(async move {
-                    conn::serve(stream, peer, handler, limits, shutdown, start).await;
+                    tokio::select! {
+                        biased;
+                        _ = conn::serve(stream, peer, handler, limits, shutdown, start) => {}
+                        // the listener was given up on (shutdown grace over): drop the connection
+                        _ = abandoned.changed() => {}
+                    }
                     drop(permit);
                 });
             }
