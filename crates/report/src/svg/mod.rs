@@ -476,6 +476,110 @@ fn legend(entries: &[(String, usize, Key)], x0: f64, y0: f64, width: f64) -> (St
     (out, y + 12.0 - y0)
 }
 
+/// The layout and the parts every chart kind draws the same way: the y-tick labels set the left margin,
+/// the legend sits on top, the plot area fills the rest; the `<svg>` element, the plot frame, the x-axis
+/// label, the border and the closing legend and `<figure>`. Each chart places what lies between.
+struct Frame {
+    width: f64,
+    /// The plot area: left edge, width; top edge and height once `place` has run.
+    left: f64,
+    pw: f64,
+    top: f64,
+    ph: f64,
+    /// The whole picture's height.
+    height: f64,
+    legend_svg: String,
+    legend_h: f64,
+}
+
+impl Frame {
+    /// The horizontal layout for a chart `width` wide whose y axis is `yscale`, with the legend `entries`.
+    fn new(width: f64, yscale: &Scale, entries: &[(String, usize, Key)]) -> Frame {
+        let ytick_w = yscale
+            .ticks()
+            .map(|(_, l)| text_width(l, 11.0))
+            .fold(0.0, f64::max);
+        let left = 30.0 + ytick_w + 10.0;
+        let right = 24.0;
+        let pw = width - left - right;
+        let (legend_svg, legend_h) = legend(entries, left, 6.0, pw);
+        Frame {
+            width,
+            left,
+            pw,
+            top: 0.0,
+            ph: 0.0,
+            height: 0.0,
+            legend_svg,
+            legend_h,
+        }
+    }
+
+    /// The vertical layout: `top_pad` above the plot (below the legend), the picture `height` plus the
+    /// legend's, `bottom` below the plot for the x axis.
+    fn place(&mut self, top_pad: f64, height: f64, bottom: f64) {
+        self.top = top_pad + self.legend_h;
+        self.height = height + self.legend_h;
+        self.ph = self.height - self.top - bottom;
+    }
+
+    /// The y pixel of value `y`.
+    fn y(&self, yscale: &Scale, y: f64) -> f64 {
+        self.top + self.ph * (1.0 - yscale.unit(y))
+    }
+
+    /// The opening `<svg>` element.
+    fn open(&self, out: &mut String, class: &str, caption: &str) {
+        let _ = write!(
+            out,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"{class}\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"{cap}\">",
+            w = px(self.width),
+            h = px(self.height),
+            cap = escape(caption)
+        );
+    }
+
+    /// The plot's background, grid, y ticks and y-axis label.
+    fn plot(&self, out: &mut String, yscale: &Scale, y_label: &str) {
+        plot_frame(
+            out,
+            (self.left, self.top, self.pw, self.ph),
+            yscale,
+            y_label,
+        );
+    }
+
+    /// The x-axis label, closing the x-axis group.
+    fn x_label(&self, out: &mut String, label: &str) {
+        let _ = write!(
+            out,
+            "<text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
+            px(self.left + self.pw / 2.0),
+            px(self.height - 10.0),
+            escape(label)
+        );
+    }
+
+    /// The border around the plot area.
+    fn border(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
+            px(self.left),
+            px(self.top),
+            px(self.pw),
+            px(self.ph)
+        );
+    }
+
+    /// The legend, the closing `</svg>` and the `<figure>` around it all.
+    fn finish(&self, mut out: String, id: &str, caption: &str) -> String {
+        out.push_str(&self.legend_svg);
+        out.push_str("</svg>");
+        figure(id, &out, caption)
+    }
+}
+
 /// Wrap a finished `<svg>` and its caption into the chart's `<figure>`.
 /// The plot area's background, the horizontal grid with the y ticks, and the rotated y-axis label — the
 /// frame every chart kind draws the same way. `area` is (left, top, width, height) of the plot.
