@@ -814,9 +814,10 @@ end
             !slow.is_finished(),
             "the fast calls were answered while the slow one ran"
         );
-        let (v, took) = slow.join().unwrap();
+        // (how long the slow call took is not checked: `os.clock` is the process's CPU time, which runs
+        // faster than the wall clock while other threads of the test binary are busy)
+        let (v, _took) = slow.join().unwrap();
         assert_eq!(v.class.as_deref(), Some("gold"));
-        assert!(took >= Duration::from_millis(900));
         // two states now: one per thread that classified at once
         assert_eq!(c.idle.lock().unwrap().len(), 2);
     }
