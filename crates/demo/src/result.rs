@@ -51,27 +51,13 @@ pub fn save(result: &DemoResult, dir: &Path) -> Result<PathBuf, ResultError> {
 pub(crate) fn timestamp(unix_s: u64) -> String {
     let days = (unix_s / 86_400) as i64;
     let secs = unix_s % 86_400;
-    let (y, m, d) = civil_from_days(days);
+    let (y, m, d) = ordo_util::civil_from_days(days);
     format!(
         "{y:04}{m:02}{d:02}-{:02}{:02}{:02}",
         secs / 3600,
         (secs / 60) % 60,
         secs % 60
     )
-}
-
-// Howard Hinnant's days-to-civil algorithm (proleptic Gregorian).
-fn civil_from_days(z: i64) -> (i64, u32, u32) {
-    let z = z + 719_468;
-    let era = z.div_euclid(146_097);
-    let doe = z.rem_euclid(146_097);
-    let yoe = (doe - doe / 1460 + doe / 36_524 - doe / 146_096) / 365;
-    let y = yoe + era * 400;
-    let doy = doe - (365 * yoe + yoe / 4 - yoe / 100);
-    let mp = (5 * doy + 2) / 153;
-    let d = (doy - (153 * mp + 2) / 5 + 1) as u32;
-    let m = if mp < 10 { mp + 3 } else { mp - 9 } as u32;
-    (if m <= 2 { y + 1 } else { y }, m, d)
 }
 
 /// The header printed before the first step.
