@@ -22,7 +22,7 @@ mod root;
 mod threads;
 
 pub use apply::{Applier, RestoreNote, Target, recover};
-pub use check::{CheckContext, Checker, Refusal, RefusalKind, removed_knob};
+pub use check::{CheckContext, Checker, Refusal, RefusalKind, no_effect_in, removed_knob, rt_only};
 pub use id::{KnobId, Scope, ThreadKnob, parse_cpu_list, parse_policy};
 pub use journal::{Journal, JournalEntry};
 pub use lock::{Holder, KnobLocks, lock_file};
