@@ -6,6 +6,8 @@ pub mod demo;
 pub mod design;
 pub mod parsers;
 pub mod runner;
+pub mod search;
+mod session;
 pub mod spec;
 pub mod stats;
 pub mod store;
