@@ -9,8 +9,8 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::Objective;
-use crate::stats::{Summary, holm, welch};
-use crate::store::ExperimentData;
+use crate::stats::{Summary, holm, p_equals, welch};
+use crate::store::{ExperimentData, ExperimentMeta, SearchMeta};
 
 /// Significance level after Holm's correction.
 pub const ALPHA: f64 = 0.05;
@@ -126,7 +126,41 @@ pub struct Analysis {
     pub comparisons: Vec<Comparison>,
     pub best: Option<Best>,
     pub scalability: Option<Scalability>,
+    /// A search experiment's trials and re-check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchSummary>,
     pub notes: Vec<String>,
+}
+
+/// What a search found, and how much of it survived the re-check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchSummary {
+    pub budget: usize,
+    /// Configurations tried (the baseline included).
+    pub trials: usize,
+    /// Points in the full grid.
+    pub grid: usize,
+    /// The configuration the search reported best, and its gain over the baseline in the search's own
+    /// runs (in the objective's direction).
+    pub best: Option<String>,
+    pub reported_gain: Option<f64>,
+    /// The best against the baseline in fresh interleaved blocks.
+    pub recheck: Option<RecheckResult>,
+    /// recheck gain / reported gain.
+    pub kept: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecheckResult {
+    /// Runs of each of the two.
+    pub runs: usize,
+    /// Gain over the baseline (in the objective's direction), relative to the baseline's mean.
+    pub gain: f64,
+    /// 95% interval of the difference (candidate − baseline), in score units.
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub p: f64,
+    pub significant: bool,
 }
 
 fn better(obj: Objective, a: f64, b: f64) -> bool {
@@ -170,8 +204,13 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
                 .collect(),
         })
         .collect();
-    let measured: Vec<&ConfigStats> = configs.iter().filter(|c| c.score.n > 0).collect();
-    let baseline = configs.iter().find(|c| c.is_baseline && c.score.n > 0);
+    // A search's re-check runs are kept apart: they answer whether its best survives (see `recheck`).
+    let in_recheck = |idx: usize| meta.search.as_ref().is_some_and(|s| s.is_recheck(idx));
+    let measured: Vec<&ConfigStats> = configs
+        .iter()
+        .filter(|c| c.score.n > 0 && !in_recheck(c.idx))
+        .collect();
+    let baseline = measured.iter().copied().find(|c| c.is_baseline);
 
     // Seed 000's table.
     let table = (!measured.is_empty()).then(|| {
@@ -198,42 +237,8 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
         }
     });
 
-    // Main effects.
-    let main_effects = meta
-        .knobs
-        .iter()
-        .map(|(knob, levels)| {
-            let mut out = Vec::new();
-            let mut all_levels: Vec<String> = levels.clone();
-            if measured.iter().any(|c| !c.values.contains_key(knob)) {
-                all_levels.push("(machine)".into());
-            }
-            for l in all_levels {
-                let ms: Vec<f64> = measured
-                    .iter()
-                    .filter(|c| match c.values.get(knob) {
-                        Some(v) => *v == l,
-                        None => l == "(machine)",
-                    })
-                    .map(|c| c.score.mean)
-                    .collect();
-                if !ms.is_empty() {
-                    out.push(LevelMean {
-                        level: l,
-                        mean: crate::stats::mean(&ms),
-                        configurations: ms.len(),
-                    });
-                }
-            }
-            let hi = out.iter().map(|l| l.mean).fold(f64::NEG_INFINITY, f64::max);
-            let lo = out.iter().map(|l| l.mean).fold(f64::INFINITY, f64::min);
-            MainEffect {
-                knob: knob.clone(),
-                spread: if out.is_empty() { 0.0 } else { hi - lo },
-                levels: out,
-            }
-        })
-        .collect();
+    // Main effects, over the design's own points and levels.
+    let main_effects = main_effects(meta, &measured);
 
     // Welch vs baseline, Holm-corrected.
     let mut comparisons = Vec::new();
@@ -294,8 +299,164 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
             .scale_knob
             .as_ref()
             .map(|k| scalability(data, &configs, k)),
+        search: meta
+            .search
+            .as_ref()
+            .map(|s| search_summary(s, &configs, &score_values, obj)),
+        notes: meta
+            .notes
+            .iter()
+            .cloned()
+            .chain(ci_target_missed(meta, &configs))
+            .collect(),
         configs,
-        notes: meta.notes.clone(),
+    }
+}
+
+/// Whether `c` is a point of the design for `knob`: it sets the knob to one of its levels, and
+/// - in a one-factor-at-a-time design, every other knob is as in the baseline (the baseline itself counts
+///   when it sets the knob to a level: it is that point);
+/// - otherwise the baseline counts only when it is a point of the design itself (sets every knob to one of
+///   its levels): a baseline of machine settings, or one that sets only parameters, is not a level of
+///   anything, and counting it inflated one level's n and added a "(machine)" level.
+fn in_design(
+    meta: &ExperimentMeta,
+    c: &ConfigStats,
+    baseline: Option<&ConfigStats>,
+    knob: &str,
+    levels: &[String],
+) -> bool {
+    if !c.values.get(knob).is_some_and(|v| levels.contains(v)) {
+        return false;
+    }
+    if meta.design.as_deref() == Some("ofat") {
+        let Some(b) = baseline else {
+            return !c.is_baseline;
+        };
+        let keys: std::collections::BTreeSet<&String> =
+            c.values.keys().chain(b.values.keys()).collect();
+        return keys
+            .into_iter()
+            .all(|k| k == knob || c.values.get(k) == b.values.get(k));
+    }
+    !c.is_baseline
+        || meta
+            .knobs
+            .iter()
+            .all(|(k, ls)| c.values.get(k).is_some_and(|v| ls.contains(v)))
+}
+
+/// The mean score at each of a knob's levels, over the design's points with that level.
+fn main_effects(meta: &ExperimentMeta, measured: &[&ConfigStats]) -> Vec<MainEffect> {
+    let baseline = measured.iter().copied().find(|c| c.is_baseline);
+    meta.knobs
+        .iter()
+        .map(|(knob, levels)| {
+            let points: Vec<&ConfigStats> = measured
+                .iter()
+                .copied()
+                .filter(|c| in_design(meta, c, baseline, knob, levels))
+                .collect();
+            let out: Vec<LevelMean> = levels
+                .iter()
+                .filter_map(|l| {
+                    let ms: Vec<f64> = points
+                        .iter()
+                        .filter(|c| c.values.get(knob) == Some(l))
+                        .map(|c| c.score.mean)
+                        .collect();
+                    (!ms.is_empty()).then(|| LevelMean {
+                        level: l.clone(),
+                        mean: crate::stats::mean(&ms),
+                        configurations: ms.len(),
+                    })
+                })
+                .collect();
+            let hi = out.iter().map(|l| l.mean).fold(f64::NEG_INFINITY, f64::max);
+            let lo = out.iter().map(|l| l.mean).fold(f64::INFINITY, f64::min);
+            MainEffect {
+                knob: knob.clone(),
+                spread: if out.is_empty() { 0.0 } else { hi - lo },
+                levels: out,
+            }
+        })
+        .collect()
+}
+
+/// Configurations that reached the maximum number of runs without the CI target: their intervals are
+/// wider than asked for, and the output says so instead of presenting them like the others.
+fn ci_target_missed(meta: &ExperimentMeta, configs: &[ConfigStats]) -> Vec<String> {
+    if meta.max_runs == 0 || !meta.rel_ci.is_finite() {
+        return Vec::new();
+    }
+    let missed: Vec<String> = configs
+        .iter()
+        .filter(|c| c.score.n >= meta.max_runs && c.score.rel_ci() > meta.rel_ci)
+        .map(|c| format!("{} (±{:.2}%)", c.label, 100.0 * c.score.rel_ci()))
+        .collect();
+    if missed.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} configuration(s) reached the maximum of {} runs without the CI target ±{:.2}% of the mean: {}; their intervals are wider than asked for (raise repeat.max, lengthen the workload, or quiet the machine)",
+        missed.len(),
+        meta.max_runs,
+        100.0 * meta.rel_ci,
+        missed.join(", ")
+    )]
+}
+
+/// A search: how many trials of how big a grid, the best it reported (by its trials) and what the re-check
+/// against the baseline in fresh interleaved blocks made of that gain.
+fn search_summary(
+    s: &SearchMeta,
+    configs: &[ConfigStats],
+    score_values: &dyn Fn(usize) -> Vec<f64>,
+    obj: Objective,
+) -> SearchSummary {
+    let dir = if obj == Objective::Maximize {
+        1.0
+    } else {
+        -1.0
+    };
+    let trials = configs.iter().filter(|c| !s.is_recheck(c.idx)).count();
+    let base = configs
+        .iter()
+        .find(|c| c.is_baseline && !s.is_recheck(c.idx));
+    let reported = s.recheck.as_ref().and_then(|r| {
+        let best = configs.iter().find(|c| c.idx == r.best)?;
+        let b = base?;
+        Some((
+            best.label.clone(),
+            dir * (best.score.mean - b.score.mean) / b.score.mean.abs(),
+        ))
+    });
+    let recheck = s.recheck.as_ref().and_then(|r| {
+        let cand = score_values(r.candidate);
+        let base = score_values(r.baseline);
+        let w = welch(&cand, &base)?;
+        let mb = crate::stats::mean(&base);
+        Some(RecheckResult {
+            runs: cand.len().min(base.len()),
+            gain: dir * w.diff / mb.abs(),
+            ci_low: w.ci_low,
+            ci_high: w.ci_high,
+            p: w.p,
+            significant: w.p < ALPHA,
+        })
+    });
+    let kept = match (&reported, &recheck) {
+        (Some((_, g)), Some(r)) if *g > 0.0 => Some(r.gain / g),
+        _ => None,
+    };
+    SearchSummary {
+        budget: s.budget,
+        trials,
+        grid: s.grid,
+        best: reported.as_ref().map(|(l, _)| l.clone()),
+        reported_gain: reported.map(|(_, g)| g),
+        recheck,
+        kept,
     }
 }
 
@@ -550,13 +711,13 @@ pub fn render(a: &Analysis) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {:<w$}  {:>9}  CI [{}, {}]  p={:.4}  p_holm={:.4}  {verdict}",
+                "  {:<w$}  {:>9}  CI [{}, {}]  {}  {}  {verdict}",
                 c.label,
                 pct(c.rel),
                 num(c.ci_low),
                 num(c.ci_high),
-                c.p,
-                c.p_holm
+                p_equals("p", c.p),
+                p_equals("p_holm", c.p_holm)
             );
         }
         if a.comparisons.iter().all(|c| !c.significant) {
@@ -580,6 +741,9 @@ pub fn render(a: &Analysis) -> String {
             };
             let _ = writeln!(o, "  {g}{}→{}: {:.4}", r.a, r.b, r.ratio);
         }
+    }
+    if let Some(s) = &a.search {
+        render_search(&mut o, s, &a.objective);
     }
     if let Some(b) = &a.best {
         match &b.vs_baseline {
@@ -610,6 +774,64 @@ pub fn render(a: &Analysis) -> String {
         }
     }
     o
+}
+
+fn render_search(o: &mut String, s: &SearchSummary, objective: &str) {
+    let _ = writeln!(
+        o,
+        "\nsearch: {} configuration(s) tried of a {}-point grid ({:.0}%; budget {})",
+        s.trials,
+        s.grid,
+        100.0 * s.trials as f64 / s.grid.max(1) as f64,
+        s.budget
+    );
+    match (&s.best, s.reported_gain) {
+        (Some(b), Some(g)) => {
+            let _ = writeln!(
+                o,
+                "  reported best: {b} — {} vs the baseline in its trial runs",
+                pct(g)
+            );
+        }
+        _ => {
+            let _ = writeln!(o, "  no trial beat the baseline: nothing to re-check");
+        }
+    }
+    if let Some(r) = &s.recheck {
+        let _ = writeln!(
+            o,
+            "  re-check against the baseline in fresh interleaved blocks ({} runs each): {} ({}), difference CI [{}, {}], {}, {}",
+            r.runs,
+            pct(r.gain),
+            if r.gain >= 0.0 { "better" } else { "worse" },
+            num(r.ci_low),
+            num(r.ci_high),
+            p_equals("p", r.p),
+            if r.significant {
+                "SIGNIFICANT"
+            } else {
+                "no significant difference"
+            }
+        );
+        if let Some(k) = s.kept {
+            let _ = writeln!(
+                o,
+                "  => {:.0}% of the reported gain survived the re-check{}",
+                100.0 * k,
+                if k < 0.9 {
+                    " (most of it was noise picked as a winner: trust the re-check)"
+                } else {
+                    ""
+                }
+            );
+        }
+    } else if s.best.is_some() {
+        let _ = writeln!(
+            o,
+            "  re-check not run yet (the experiment stopped before it)"
+        );
+    }
+    let _ = objective;
 }
 
 #[cfg(test)]
@@ -674,6 +896,7 @@ mod tests {
                     warmup_blocks: 0,
                     fixed_work: false,
                     notes: vec![],
+                    ..Default::default()
                 },
             },
             fingerprint: None,

@@ -40,7 +40,7 @@ impl StoreError {
 
 /// What the analysis needs to know about an experiment, stored with it so readers need not re-parse the
 /// experiment file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentMeta {
     /// Knob names in file order, with their levels.
     pub knobs: Vec<(String, Vec<String>)>,
@@ -62,6 +62,46 @@ pub struct ExperimentMeta {
     /// Knobs skipped (not root) or other notes printed at the start.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The design's kind (`full`, `ofat`, `list`, `random`, `search`); absent in stores written before it
+    /// was recorded. Main effects are taken over the design's own points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<String>,
+    /// A search's settings and, once it started, its re-check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchMeta>,
+}
+
+/// `[design] kind = "search"` as run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchMeta {
+    pub budget: usize,
+    pub initial: usize,
+    pub seed: u64,
+    /// Points of the full grid the search chose from.
+    pub grid: usize,
+    /// Set when the re-check starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck: Option<RecheckMeta>,
+}
+
+/// The re-check of a search's best trial: its configuration and the two configurations run against each
+/// other in fresh interleaved blocks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecheckMeta {
+    /// The configuration (trial) the search reported best.
+    pub best: usize,
+    /// The re-check's baseline and candidate configurations.
+    pub baseline: usize,
+    pub candidate: usize,
+}
+
+impl SearchMeta {
+    /// Whether configuration `idx` belongs to the re-check (not a trial of the search).
+    pub fn is_recheck(&self, idx: usize) -> bool {
+        self.recheck
+            .as_ref()
+            .is_some_and(|r| r.baseline == idx || r.candidate == idx)
+    }
 }
 
 impl ExperimentMeta {
@@ -381,6 +421,41 @@ impl Store {
         Ok(())
     }
 
+    /// Add configuration `idx` to an experiment (a search adds each trial when it proposes it).
+    pub fn add_configuration(
+        &mut self,
+        experiment: i64,
+        idx: usize,
+        c: &Configuration,
+    ) -> Result<(), StoreError> {
+        let values = serde_json::to_string(&c.values).map_err(|source| StoreError::Json {
+            what: "configuration",
+            source,
+        })?;
+        self.conn.execute(
+            "INSERT INTO configurations (experiment_id, idx, label, values_json, is_baseline) VALUES (?1, ?2, ?3, ?4, ?5)",
+            params![experiment, idx as i64, c.label, values, c.is_baseline],
+        )?;
+        Ok(())
+    }
+
+    /// Replace an experiment's metadata (a search records its re-check when it starts).
+    pub fn update_meta(
+        &mut self,
+        experiment: i64,
+        meta: &ExperimentMeta,
+    ) -> Result<(), StoreError> {
+        let meta_json = serde_json::to_string(meta).map_err(|source| StoreError::Json {
+            what: "meta",
+            source,
+        })?;
+        self.conn.execute(
+            "UPDATE experiments SET meta_json = ?2 WHERE id = ?1",
+            params![experiment, meta_json],
+        )?;
+        Ok(())
+    }
+
     fn row(r: &rusqlite::Row<'_>) -> rusqlite::Result<(ExperimentRow, String)> {
         Ok((
             ExperimentRow {
@@ -405,6 +480,7 @@ impl Store {
                     warmup_blocks: 0,
                     fixed_work: false,
                     notes: Vec::new(),
+                    ..Default::default()
                 },
             },
             r.get(9)?,
@@ -634,6 +710,7 @@ mod tests {
             warmup_blocks: 0,
             fixed_work: false,
             notes: vec!["note".into()],
+            ..Default::default()
         }
     }
 
