@@ -44,6 +44,12 @@ pub enum WorkloadError {
     Parse(String, #[source] parsers::ParseError),
     #[error("interrupted")]
     Interrupted,
+    #[error("workload `{name}`: `{cmd}` was stopped: {reason}")]
+    NotRecorded {
+        name: String,
+        cmd: String,
+        reason: String,
+    },
 }
 
 fn tail(s: &str) -> String {
@@ -180,6 +186,17 @@ pub fn run(
     vars: &BTreeMap<String, String>,
     stop: &Arc<AtomicBool>,
 ) -> Result<Metrics, WorkloadError> {
+    run_with(w, vars, stop, &mut |_, _| Ok(()))
+}
+
+/// [`run`], calling `on_spawn(pid, command line)` when an external command starts (so the journal has it
+/// should ordo die while it runs); an error from it kills the command.
+pub fn run_with(
+    w: &WorkloadSpec,
+    vars: &BTreeMap<String, String>,
+    stop: &Arc<AtomicBool>,
+    on_spawn: &mut dyn FnMut(i32, &str) -> Result<(), String>,
+) -> Result<Metrics, WorkloadError> {
     match &w.kind {
         WorkloadKind::Bench(b) => {
             let cfg = bench_config(b, vars).map_err(|e| WorkloadError::Bench(w.name.clone(), e))?;
@@ -215,6 +232,16 @@ pub fn run(
                 source,
             })?;
             let pid = child.id() as i32;
+            if let Err(reason) = on_spawn(pid, &cmd) {
+                let _ = ordo_sys::process::kill_group(pid);
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(WorkloadError::NotRecorded {
+                    name: w.name.clone(),
+                    cmd,
+                    reason,
+                });
+            }
             let mut out = child.stdout.take();
             let mut err = child.stderr.take();
             let out_t = std::thread::spawn(move || {

@@ -102,6 +102,7 @@ warmup = 1
         progress: false,
         run_limit: Some(4),
         print: false,
+        lock_wait: std::time::Duration::ZERO,
     };
 
     // The plan: baseline + 4 configurations, checked against the live threads.

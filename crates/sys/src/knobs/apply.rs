@@ -392,6 +392,11 @@ impl Drop for Applier {
         }
         if self.active.is_empty() {
             self.locks.release_all();
+            // Nothing is left to restore: an empty journal (a run refused before it changed anything)
+            // is not left behind.
+            if self.journal.entries().is_ok_and(|e| e.is_empty()) {
+                let _ = std::fs::remove_file(self.journal.path());
+            }
         } else {
             // The journal keeps what could not be restored; the mark tells the next run to recover first.
             self.locks.abandon();
