@@ -54,6 +54,38 @@ pub struct StoreArgs {
     /// Resolve /proc/sys, debugfs and cgroup knobs under DIR instead of / (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sys_root: Option<PathBuf>,
+    /// When another experiment holds one of the knobs (machine-wide lock), wait up to this long for it
+    /// instead of refusing at once ("30s", "10m").
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub wait_lock: Option<std::time::Duration>,
+}
+
+fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
+    ordo_lab::spec::parse_duration(s)
+}
+
+/// The flags that point a later command at the same store, journal and root as this one (the resume hint
+/// printed after an interruption dropped `--db`, so following it resumed nothing).
+fn store_flags(a: &StoreArgs) -> String {
+    let quote = |p: &Path| {
+        let s = p.display().to_string();
+        if s.contains(char::is_whitespace) {
+            format!("'{s}'")
+        } else {
+            s
+        }
+    };
+    let mut out = String::new();
+    if a.db != Path::new(DEFAULT_DB) {
+        out.push_str(&format!(" --db {}", quote(&a.db)));
+    }
+    if let Some(j) = &a.journal {
+        out.push_str(&format!(" --journal {}", quote(j)));
+    }
+    if let Some(r) = &a.sys_root {
+        out.push_str(&format!(" --sys-root {}", quote(r)));
+    }
+    out
 }
 
 #[derive(Debug, clap::Args)]
@@ -146,6 +178,7 @@ fn options(a: &StoreArgs) -> RunOptions {
         progress: !a.no_progress,
         run_limit: None,
         print: true,
+        lock_wait: a.wait_lock.unwrap_or_default(),
     }
 }
 
@@ -215,7 +248,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let outcome = runner::run(&spec, &opts).map_err(map_run_error)?;
             finish(
                 outcome,
-                &format!("ordo tune run {}", a.file.display()),
+                &format!(
+                    "ordo tune run {}{}",
+                    a.file.display(),
+                    store_flags(&a.store)
+                ),
                 &opts.db,
             )
         }
@@ -225,7 +262,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let outcome = runner::resume(&opts).map_err(map_run_error)?;
             finish(
                 outcome,
-                &format!("ordo tune resume --db {}", a.db.display()),
+                &format!("ordo tune resume{}", store_flags(&a)),
                 &opts.db,
             )
         }

@@ -229,6 +229,17 @@ fn two_by_two_is_stored_interrupted_resumed_shown_and_exported() {
     assert!(status.success());
     let st = wait_with_timeout(&mut child, Duration::from_secs(30)).expect("ordo stops on SIGINT");
     assert_eq!(st.code(), Some(130));
+    // The resume hint names the store it used (issue 13: it dropped --db, so following it resumed nothing).
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "Resume with `ordo tune run {} --db {}`",
+            f.display(),
+            db.display()
+        )),
+        "{stderr}"
+    );
     // The target it had started is stopped too.
     for t in targets {
         assert!(
@@ -336,13 +347,23 @@ nice = [3]
         "knobs applied"
     );
     let targets = children_of(child.id());
+    assert!(!targets.is_empty());
     child.kill().unwrap();
     let _ = child.wait();
-    for t in targets {
-        let _ = ordo_sys::process::kill_group(t);
+    // Whatever happens below, leave no target behind.
+    struct Reap(Vec<i32>);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            for &t in &self.0 {
+                let _ = ordo_sys::process::kill_group(t);
+            }
+        }
     }
+    let _reap = Reap(targets.clone());
     assert_ne!(read("proc/sys/vm/swappiness"), "60");
     assert!(journal.exists());
+    // SIGKILL leaves the target running (issue 13 defect 3)...
+    assert!(targets.iter().all(|&t| !ordo_sys::process::exited(t)));
 
     let mut cmd = ordo();
     cmd.args(["tune", "recover", "--journal"]).arg(&journal);
@@ -350,8 +371,24 @@ nice = [3]
     assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert_eq!(read("proc/sys/vm/swappiness"), "60");
     assert_eq!(read("proc/sys/vm/dirty_ratio"), "20");
-    // The target's threads died with it: restoring their nice value is moot, and said so.
-    assert!(out.stdout.contains("moot"), "{}", out.stdout);
+    // ...and recover stops it (after restoring its threads' nice value), saying so.
+    for t in &targets {
+        assert!(
+            ordo_sys::process::exited_within(*t, Duration::from_secs(10)),
+            "target {t} still running\n{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains(&format!("stopped pid:{t}")),
+            "{}",
+            out.stdout
+        );
+    }
+    assert!(
+        out.stdout.contains("restored nice on tid:"),
+        "{}",
+        out.stdout
+    );
     assert!(!journal.exists());
 
     // A second recover has nothing to do.
@@ -826,4 +863,72 @@ fn a_second_tune_on_the_same_journal_is_refused_while_the_first_runs() {
     // the refused run stored no experiment of its own
     let store = ordo_lab::store::Store::open_read_only(&c.db).unwrap();
     assert_eq!(store.latest().unwrap(), e.experiment.id);
+}
+
+/// Issue 13 defect 1: two experiments on the same sysctl, each with its own --db (as the docs advise),
+/// each journalled the other's value as the original; both exited 0 and the knob stayed changed. The
+/// second is refused naming the first, and the knob ends at its value from before the first.
+#[test]
+fn a_second_experiment_on_the_same_knob_with_its_own_db_is_refused_naming_the_first() {
+    let c = ResumeCase::new();
+    let mut first = c.start_run();
+    c.wait_for_first_run(&mut first);
+    let other_db = c.other_dir.join("other.db");
+    let second = run_with_timeout(
+        {
+            let mut cmd = ordo();
+            cmd.current_dir(&c.exp_dir)
+                .args(["tune", "run", "--no-progress", "--sys-root"])
+                .arg(&c.root)
+                .arg("--db")
+                .arg(&other_db)
+                .arg("exp.toml");
+            cmd
+        },
+        Duration::from_secs(60),
+    );
+    let alive = first.try_wait().unwrap().is_none();
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status();
+    let st = wait_with_timeout(&mut first, Duration::from_secs(30)).expect("first run stops");
+    c.kill_orphaned_targets();
+    if !alive {
+        eprintln!("skipped: the first run finished before the second started");
+        return;
+    }
+    assert_ne!(
+        second.code(),
+        Some(0),
+        "{}\n{}",
+        second.stdout,
+        second.stderr
+    );
+    assert!(
+        second.stderr.contains("sysctl:vm.swappiness"),
+        "{}",
+        second.stderr
+    );
+    assert!(
+        second
+            .stderr
+            .contains(&format!("in use by ordo tune (pid {}", first.id())),
+        "{}",
+        second.stderr
+    );
+    assert!(second.stderr.contains("t.db.journal"), "{}", second.stderr);
+    // The refused one changed nothing and stored nothing.
+    assert!(!c.other_dir.join("other.db.journal").exists());
+    assert!(
+        ordo_lab::store::Store::open_read_only(&other_db)
+            .ok()
+            .and_then(|s| s.latest().ok())
+            .is_none()
+    );
+    assert_eq!(st.code(), Some(130));
+    assert_eq!(
+        c.swappiness(),
+        "60",
+        "the knob is back at its value from before the first run"
+    );
 }
