@@ -945,6 +945,173 @@ mod tests {
         assert!(text.contains("best: t4"), "{text}");
     }
 
+    /// An experiment from (values, is_baseline, scores) with two knobs, x (param) and swappiness.
+    fn experiment(design: &str, configs: &[(&[(&str, &str)], bool, Vec<f64>)]) -> ExperimentData {
+        let mut d = data(&[]);
+        d.experiment.meta.knobs = vec![
+            ("param:x".into(), vec!["1".into(), "2".into(), "3".into()]),
+            (
+                "sysctl:vm.swappiness".into(),
+                vec!["10".into(), "60".into(), "100".into()],
+            ),
+        ];
+        d.experiment.meta.scale_knob = None;
+        d.experiment.meta.design = Some(design.into());
+        for (i, (values, base, xs)) in configs.iter().enumerate() {
+            d.configurations.push(ConfigurationRow {
+                id: i as i64,
+                idx: i,
+                label: format!("c{i}"),
+                values: values
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                is_baseline: *base,
+            });
+            for (j, x) in xs.iter().enumerate() {
+                d.runs.push(RunRow {
+                    id: d.runs.len() as i64,
+                    config: i,
+                    block: j,
+                    warmup: false,
+                    started_unix_ms: 0,
+                    duration_s: 1.0,
+                    ok: true,
+                    error: None,
+                    metrics: [("web.throughput".to_string(), *x)].into(),
+                });
+            }
+        }
+        d
+    }
+
+    /// Issue 13 defect 5: in a 3x3 sweep whose baseline sets only the parameter, the baseline was counted
+    /// as a point (n=4 for x=1 instead of 3) and swappiness got a "(machine)" level.
+    #[test]
+    fn main_effects_cover_the_designs_levels_only() {
+        let mut configs: Vec<(Vec<(&str, &str)>, bool, Vec<f64>)> =
+            vec![(vec![("param:x", "1")], true, vec![1000.0, 1001.0])];
+        for x in ["1", "2", "3"] {
+            for sw in ["10", "60", "100"] {
+                configs.push((
+                    vec![("param:x", x), ("sysctl:vm.swappiness", sw)],
+                    false,
+                    vec![100.0, 101.0],
+                ));
+            }
+        }
+        let configs: Vec<(&[(&str, &str)], bool, Vec<f64>)> = configs
+            .iter()
+            .map(|(v, b, xs)| (v.as_slice(), *b, xs.clone()))
+            .collect();
+        let a = analyze(&experiment("full", &configs));
+        for e in &a.main_effects {
+            let levels: Vec<(&str, usize)> = e
+                .levels
+                .iter()
+                .map(|l| (l.level.as_str(), l.configurations))
+                .collect();
+            assert_eq!(levels.len(), 3, "{e:?}");
+            assert!(levels.iter().all(|(_, n)| *n == 3), "{e:?}");
+            // The baseline's 1000 would make x=1 stand out.
+            assert!(e.spread < 1e-9, "{e:?}");
+        }
+        // One factor at a time: each knob's effect over its own points (and the baseline when it is one).
+        let ofat: Vec<(&[(&str, &str)], bool, Vec<f64>)> = vec![
+            (&[("param:x", "1")], true, vec![100.0, 100.0]),
+            (&[("param:x", "2")], false, vec![110.0, 110.0]),
+            (&[("param:x", "3")], false, vec![120.0, 120.0]),
+            (
+                &[("param:x", "1"), ("sysctl:vm.swappiness", "10")],
+                false,
+                vec![90.0, 90.0],
+            ),
+            (
+                &[("param:x", "1"), ("sysctl:vm.swappiness", "60")],
+                false,
+                vec![95.0, 95.0],
+            ),
+        ];
+        let a = analyze(&experiment("ofat", &ofat));
+        let x = &a.main_effects[0];
+        assert_eq!(
+            x.levels
+                .iter()
+                .map(|l| (l.level.as_str(), l.mean))
+                .collect::<Vec<_>>(),
+            vec![("1", 100.0), ("2", 110.0), ("3", 120.0)]
+        );
+        let sw = &a.main_effects[1];
+        assert_eq!(
+            sw.levels
+                .iter()
+                .map(|l| (l.level.as_str(), l.configurations))
+                .collect::<Vec<_>>(),
+            vec![("10", 1), ("60", 1)]
+        );
+    }
+
+    #[test]
+    fn a_configuration_at_max_runs_without_the_ci_target_is_noted() {
+        let mut d = data(&[
+            ("base", Some("2"), vec![100.0, 100.1, 99.9, 100.0, 100.0]),
+            ("noisy", Some("4"), vec![50.0, 150.0, 60.0, 140.0, 100.0]),
+        ]);
+        d.experiment.meta.max_runs = 5;
+        let a = analyze(&d);
+        let note = a
+            .notes
+            .iter()
+            .find(|n| n.contains("CI target"))
+            .expect("a note");
+        assert!(note.contains("noisy"), "{note}");
+        assert!(!note.contains("base ("), "{note}");
+        assert!(render(&a).contains("note: 1 configuration(s) reached the maximum of 5 runs"));
+    }
+
+    #[test]
+    fn a_search_reports_its_gain_and_how_much_survived_the_recheck() {
+        let mut d = data(&[
+            ("base", Some("2"), vec![100.0, 100.0, 100.0]),
+            ("t4", Some("4"), vec![120.0, 121.0, 119.0]),
+            ("t8", Some("8"), vec![105.0, 104.0, 106.0]),
+            (
+                "re-check: baseline",
+                Some("2"),
+                vec![100.0, 101.0, 99.0, 100.0],
+            ),
+            ("re-check: t4", Some("4"), vec![118.0, 119.0, 117.0, 118.0]),
+        ]);
+        d.experiment.meta.design = Some("search".into());
+        d.experiment.meta.search = Some(crate::store::SearchMeta {
+            budget: 3,
+            initial: 2,
+            seed: 1,
+            grid: 3,
+            recheck: Some(crate::store::RecheckMeta {
+                best: 1,
+                baseline: 3,
+                candidate: 4,
+            }),
+        });
+        let a = analyze(&d);
+        // The re-check's configurations are not trials.
+        assert_eq!(a.comparisons.len(), 2);
+        assert_eq!(a.best.as_ref().unwrap().label, "t4");
+        let s = a.search.clone().unwrap();
+        assert_eq!(s.trials, 3);
+        assert!((s.reported_gain.unwrap() - 0.2).abs() < 1e-9);
+        let r = s.recheck.clone().unwrap();
+        assert!((r.gain - 0.18).abs() < 1e-9, "{r:?}");
+        assert!(r.significant);
+        assert!((s.kept.unwrap() - 0.9).abs() < 1e-9);
+        let text = render(&a);
+        assert!(
+            text.contains("90% of the reported gain survived the re-check"),
+            "{text}"
+        );
+    }
+
     #[test]
     fn a_a_experiment_reports_no_significant_difference() {
         // Two identical configurations; >= 95% of seeded trials must say "no significant difference".
