@@ -870,33 +870,66 @@ fn a_second_tune_on_the_same_journal_is_refused_while_the_first_runs() {
 /// second is refused naming the first, and the knob ends at its value from before the first.
 #[test]
 fn a_second_experiment_on_the_same_knob_with_its_own_db_is_refused_naming_the_first() {
-    let c = ResumeCase::new();
-    let mut first = c.start_run();
-    c.wait_for_first_run(&mut first);
-    let other_db = c.other_dir.join("other.db");
-    let second = run_with_timeout(
-        {
-            let mut cmd = ordo();
-            cmd.current_dir(&c.exp_dir)
-                .args(["tune", "run", "--no-progress", "--sys-root"])
-                .arg(&c.root)
-                .arg("--db")
-                .arg(&other_db)
-                .arg("exp.toml");
-            cmd
-        },
-        Duration::from_secs(60),
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    for (rel, v) in [
+        ("proc/sys/vm/swappiness", "60\n"),
+        ("proc/sys/kernel/osrelease", "6.18.0\n"),
+    ] {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(rel), v).unwrap();
+    }
+    let swappiness = || {
+        std::fs::read_to_string(root.join("proc/sys/vm/swappiness"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let file = |name: &str, level: u32, duration: &str| {
+        let f = d.path().join(name);
+        std::fs::write(
+            &f,
+            format!(
+                "[target]\nbuiltin = \"ordo-serve\"\n[[workload]]\nurl = \"http://127.0.0.1:{{port}}/cpu?us=50\"\nconnections = 2\nduration = \"{duration}\"\n[knobs]\n\"sysctl:vm.swappiness\" = [{level}, {}]\n[baseline]\n\"sysctl:vm.swappiness\" = {level}\n[repeat]\nmin = 3\nmax = 3\nci = 0.5\n",
+                level + 1
+            ),
+        )
+        .unwrap();
+        f
+    };
+    let (long, short) = (
+        file("long.toml", 10, "30s"),
+        file("short.toml", 30, "200ms"),
     );
-    let alive = first.try_wait().unwrap().is_none();
+    let run = |f: &Path, db: &str| {
+        let mut cmd = ordo();
+        cmd.args(["tune", "run", "--no-progress", "--sys-root"])
+            .arg(&root)
+            .arg("--db")
+            .arg(d.path().join(db))
+            .arg(f);
+        cmd
+    };
+    let mut first = spawn(run(&long, "first.db"));
+    // Stop it (it restores its knob) however this test ends.
+    struct Interrupt(u32);
+    impl Drop for Interrupt {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &self.0.to_string()])
+                .status();
+        }
+    }
+    let _stop = Interrupt(first.id());
+    assert!(
+        wait_for(Duration::from_secs(30), || swappiness() != "60"),
+        "the first run applied a level"
+    );
+    let second = run_with_timeout(run(&short, "second.db"), Duration::from_secs(60));
     let _ = std::process::Command::new("kill")
         .args(["-INT", &first.id().to_string()])
         .status();
     let st = wait_with_timeout(&mut first, Duration::from_secs(30)).expect("first run stops");
-    c.kill_orphaned_targets();
-    if !alive {
-        eprintln!("skipped: the first run finished before the second started");
-        return;
-    }
     assert_ne!(
         second.code(),
         Some(0),
@@ -916,18 +949,17 @@ fn a_second_experiment_on_the_same_knob_with_its_own_db_is_refused_naming_the_fi
         "{}",
         second.stderr
     );
-    assert!(second.stderr.contains("t.db.journal"), "{}", second.stderr);
-    // The refused one changed nothing and stored nothing.
-    assert!(!c.other_dir.join("other.db.journal").exists());
     assert!(
-        ordo_lab::store::Store::open_read_only(&other_db)
-            .ok()
-            .and_then(|s| s.latest().ok())
-            .is_none()
+        second.stderr.contains("first.db.journal"),
+        "{}",
+        second.stderr
     );
+    // The refused one changed nothing and stored nothing.
+    assert!(!d.path().join("second.db.journal").exists());
+    assert!(!d.path().join("second.db").exists());
     assert_eq!(st.code(), Some(130));
     assert_eq!(
-        c.swappiness(),
+        swappiness(),
         "60",
         "the knob is back at its value from before the first run"
     );
