@@ -36,8 +36,41 @@ pub enum TuneCommand {
     List(ListArgs),
     /// Export an experiment's runs as CSV or everything as JSON.
     Export(ExportArgs),
-    /// Restore every knob value recorded in a journal (after a crash or SIGKILL), then remove it.
+    /// Restore every knob value recorded in a journal (after a crash or SIGKILL) and stop the processes
+    /// the run had started, then remove it.
     Recover(RecoverArgs),
+    /// Merge the newest experiment of each store into a new store (e.g. one run per kernel), refusing
+    /// experiments that are not the same experiment.
+    Merge(MergeArgs),
+    /// Compare two runs of one experiment configuration by configuration (Welch's t-test, Holm-corrected):
+    /// two stores (the newest experiment of each), or two experiments of one (merged) store.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The stores to merge (two or more).
+    #[arg(value_name = "DB", num_args = 2.., required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The new store to write (must not exist).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// One store (two of its experiments) or two stores (the newest experiment of each).
+    #[arg(value_name = "DB", num_args = 1..=2, required = true)]
+    pub dbs: Vec<PathBuf>,
+    /// Experiment A (default: with one store, the second newest; with two, the newest of the first).
+    #[arg(long, short = 'a', value_name = "ID")]
+    pub a: Option<i64>,
+    /// Experiment B, compared against A (default: the newest of its store).
+    #[arg(long, short = 'b', value_name = "ID")]
+    pub b: Option<i64>,
+    /// The comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -347,6 +380,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        TuneCommand::Merge(a) => merge(a),
+        TuneCommand::Compare(a) => compare(a),
         TuneCommand::Recover(a) => {
             if !a.journal.exists() {
                 println!("{}: no journal, nothing to restore", a.journal.display());
@@ -368,6 +403,65 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn compare_error(e: ordo_lab::compare::CompareError) -> anyhow::Error {
+    if e.is_usage() {
+        usage(e)
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
+    let ids = ordo_lab::compare::merge(&a.inputs, &a.output).map_err(compare_error)?;
+    for (p, old, new) in &ids {
+        println!(
+            "{}: experiment {old} -> {} experiment {new}",
+            p.display(),
+            a.output.display()
+        );
+    }
+    println!(
+        "compare them with `ordo tune compare {}`",
+        a.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    use ordo_lab::compare::pick;
+    let first = open_ro(&a.dbs[0])?;
+    let (ea, eb) = match a.dbs.get(1) {
+        Some(second) => {
+            let second = open_ro(second)?;
+            (pick(&first, a.a), pick(&second, a.b))
+        }
+        None => {
+            let ids: Vec<i64> = first.list_experiments()?.iter().map(|e| e.id).collect();
+            if ids.len() < 2 && (a.a.is_none() || a.b.is_none()) {
+                return Err(usage(format!(
+                    "{}: holds {} experiment(s); compare needs two (merge two stores with `ordo tune merge`, or give a second store)",
+                    a.dbs[0].display(),
+                    ids.len()
+                )));
+            }
+            let n = ids.len();
+            (
+                pick(&first, a.a.or(ids.get(n.wrapping_sub(2)).copied())),
+                pick(&first, a.b.or(ids.last().copied())),
+            )
+        }
+    };
+    let (ea, eb) = (ea.map_err(compare_error)?, eb.map_err(compare_error)?);
+    let c = ordo_lab::compare::compare(&ea, &eb).map_err(compare_error)?;
+    if a.json {
+        let v = serde_json::json!({"kind": "tune-comparison", "version": 1, "comparison": c});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", ordo_lab::compare::render(&c));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn open_ro(db: &Path) -> anyhow::Result<Store> {

@@ -964,3 +964,125 @@ fn a_second_experiment_on_the_same_knob_with_its_own_db_is_refused_naming_the_fi
         "the knob is back at its value from before the first run"
     );
 }
+
+/// A store holding one finished experiment over `nice` with these levels; `shift` moves every run's score.
+fn small_store(path: &Path, levels: &[&str], shift: f64) {
+    use ordo_lab::design::Configuration;
+    use ordo_lab::store::{ExperimentMeta, NewRun, Store};
+    let mut s = Store::open(path).unwrap();
+    let meta = ExperimentMeta {
+        knobs: vec![(
+            "nice".into(),
+            levels.iter().map(|l| l.to_string()).collect(),
+        )],
+        objective: "maximize".into(),
+        score_terms: vec![("web.throughput".into(), 1.0)],
+        min_runs: 3,
+        max_runs: 3,
+        rel_ci: 0.02,
+        ..Default::default()
+    };
+    let configs: Vec<Configuration> = std::iter::once(Configuration {
+        label: "baseline (machine defaults)".into(),
+        values: Default::default(),
+        is_baseline: true,
+    })
+    .chain(levels.iter().map(|l| Configuration {
+        label: format!("nice={l}"),
+        values: [("nice".to_string(), l.to_string())].into(),
+        is_baseline: false,
+    }))
+    .collect();
+    let id = s
+        .create_experiment("kernels", "k.toml", "text", 1, &meta, &configs, None)
+        .unwrap();
+    for c in 0..configs.len() {
+        for (b, noise) in [0.0, 2.0, -2.0].iter().enumerate() {
+            let v = 1000.0 + shift * c as f64 + noise;
+            s.record_run(
+                id,
+                &NewRun {
+                    config: c,
+                    block: b,
+                    warmup: false,
+                    started_unix_ms: 0,
+                    duration_s: 1.0,
+                    error: None,
+                    metrics: [("web.throughput".to_string(), v)].into(),
+                },
+            )
+            .unwrap();
+        }
+    }
+    s.set_status(id, "finished").unwrap();
+}
+
+/// Kernel against kernel: two stores of one experiment merge into one and compare per configuration;
+/// a store of another experiment is refused with the reason, exit 2, nothing written.
+#[test]
+fn merge_and_compare_two_stores_of_one_experiment() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b, other) = (
+        d.path().join("k6.8.db"),
+        d.path().join("k6.12.db"),
+        d.path().join("other.db"),
+    );
+    small_store(&a, &["0", "5"], 0.0);
+    small_store(&b, &["0", "5"], 100.0);
+    small_store(&other, &["0", "10"], 0.0);
+    let merged = d.path().join("kernels.db");
+    let mut cmd = ordo();
+    cmd.args(["tune", "merge"])
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&merged);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("experiment 1 -> "), "{}", out.stdout);
+
+    let mut cmd = ordo();
+    cmd.args(["tune", "compare"]).arg(&merged);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("Welch's t-test, Holm-corrected over 3 configurations"),
+        "{}",
+        out.stdout
+    );
+    let line = |label: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("baseline").ends_with("no significant difference"),
+        "{}",
+        out.stdout
+    );
+    assert!(line("nice=0").ends_with("SIGNIFICANT"), "{}", out.stdout);
+    // The same comparison straight from the two stores, as JSON.
+    let mut cmd = ordo();
+    cmd.args(["tune", "compare", "--json"]).arg(&a).arg(&b);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "tune-comparison");
+    assert_eq!(v["comparison"]["configs"][2]["significant"], true);
+
+    let refused = d.path().join("refused.db");
+    let mut cmd = ordo();
+    cmd.args(["tune", "merge"])
+        .arg(&a)
+        .arg(&other)
+        .arg("-o")
+        .arg(&refused);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("other.db"), "{}", out.stderr);
+    assert!(out.stderr.contains("the knobs differ"), "{}", out.stderr);
+    assert!(!refused.exists());
+}

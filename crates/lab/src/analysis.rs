@@ -24,6 +24,21 @@ pub fn score_of(metrics: &BTreeMap<String, f64>, terms: &[(String, f64)]) -> Opt
         .filter(|v| v.is_finite())
 }
 
+/// The scores of configuration `idx`'s measured runs (stored, or computed from the score's terms).
+pub fn scores(data: &ExperimentData, idx: usize) -> Vec<f64> {
+    data.runs
+        .iter()
+        .filter(|r| r.config == idx && !r.warmup && r.ok)
+        .filter_map(|r| {
+            r.metrics
+                .get("score")
+                .copied()
+                .or_else(|| score_of(&r.metrics, &data.experiment.meta.score_terms))
+        })
+        .filter(|v| v.is_finite())
+        .collect()
+}
+
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct ConfigStats {
     pub idx: usize,
@@ -174,19 +189,7 @@ fn better(obj: Objective, a: f64, b: f64) -> bool {
 pub fn analyze(data: &ExperimentData) -> Analysis {
     let meta = &data.experiment.meta;
     let obj = meta.objective();
-    let score_values = |idx: usize| -> Vec<f64> {
-        data.runs
-            .iter()
-            .filter(|r| r.config == idx && !r.warmup && r.ok)
-            .filter_map(|r| {
-                r.metrics
-                    .get("score")
-                    .copied()
-                    .or_else(|| score_of(&r.metrics, &meta.score_terms))
-            })
-            .filter(|v| v.is_finite())
-            .collect()
-    };
+    let score_values = |idx: usize| scores(data, idx);
     let names = data.metric_names();
     let configs: Vec<ConfigStats> = data
         .configurations
@@ -552,11 +555,11 @@ fn scalability(data: &ExperimentData, configs: &[ConfigStats], knob: &str) -> Sc
     }
 }
 
-fn pct(x: f64) -> String {
+pub(crate) fn pct(x: f64) -> String {
     format!("{:+.2}%", 100.0 * x)
 }
 
-fn num(x: f64) -> String {
+pub(crate) fn num(x: f64) -> String {
     if !x.is_finite() {
         return "-".into();
     }

@@ -2,6 +2,7 @@
 //! and the seed-003 demo.
 
 pub mod analysis;
+pub mod compare;
 pub mod demo;
 pub mod design;
 pub mod parsers;

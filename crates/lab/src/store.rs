@@ -381,6 +381,56 @@ impl Store {
         Ok(id)
     }
 
+    /// Copy a whole experiment (from another store) into this one, under a new id, in one transaction:
+    /// its row, fingerprint, configurations, runs and metrics. Returns the new id.
+    pub fn import(&mut self, data: &ExperimentData) -> Result<i64, StoreError> {
+        let e = &data.experiment;
+        let tx = self.conn.transaction()?;
+        let meta_json = serde_json::to_string(&e.meta).map_err(|source| StoreError::Json {
+            what: "meta",
+            source,
+        })?;
+        tx.execute(
+            "INSERT INTO experiments (name, spec_path, spec_text, spec_hash, seed, status, created_unix, finished_unix, meta_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![e.name, e.spec_path, e.spec_text, e.spec_hash, e.seed as i64, e.status, e.created_unix, e.finished_unix, meta_json],
+        )?;
+        let id = tx.last_insert_rowid();
+        if let Some(fp) = &data.fingerprint {
+            tx.execute(
+                "INSERT INTO fingerprints (experiment_id, json) VALUES (?1, ?2)",
+                params![id, fp.to_string()],
+            )?;
+        }
+        for c in &data.configurations {
+            let values = serde_json::to_string(&c.values).map_err(|source| StoreError::Json {
+                what: "configuration",
+                source,
+            })?;
+            tx.execute(
+                "INSERT INTO configurations (experiment_id, idx, label, values_json, is_baseline) VALUES (?1, ?2, ?3, ?4, ?5)",
+                params![id, c.idx as i64, c.label, values, c.is_baseline],
+            )?;
+        }
+        for r in &data.runs {
+            tx.execute(
+                "INSERT INTO runs (experiment_id, configuration_idx, block, warmup, started_unix_ms, duration_s, ok, error)
+                 VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+                params![id, r.config as i64, r.block as i64, r.warmup, r.started_unix_ms, r.duration_s, r.ok, r.error],
+            )?;
+            let run = tx.last_insert_rowid();
+            let mut st =
+                tx.prepare_cached("INSERT INTO metrics (run_id, name, value) VALUES (?1, ?2, ?3)")?;
+            for (k, v) in &r.metrics {
+                if v.is_finite() {
+                    st.execute(params![run, k, v])?;
+                }
+            }
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+
     /// Record one run and its metrics (one transaction).
     pub fn record_run(&mut self, experiment: i64, run: &NewRun) -> Result<i64, StoreError> {
         let tx = self.conn.transaction()?;
