@@ -82,7 +82,7 @@ pub struct Args {
     /// Seed for random URL choice in a mix.
     #[arg(long, default_value_t = 0x5eed, value_name = "N")]
     pub seed: u64,
-    /// Print the report as JSON (schema: crates/bench/schema/bench-report.schema.json).
+    /// Print the report as JSON (schema: crates/results/schema/bench-report.schema.json).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print the report as CSV (one row per class and latency kind).

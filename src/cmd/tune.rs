@@ -1,5 +1,5 @@
 //! `ordo tune`: OS-scheduler experiments that always restore the machine — run (or plan with --dry-run),
-//! resume, show, export, list and recover. Glue between the command line and ordo-lab's runner and store.
+//! resume, show, export, list and recover. Glue between the command line and ordo-tune's runner and store.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use ordo_lab::runner::{self, RunError, RunOptions};
-use ordo_lab::spec::Spec;
-use ordo_lab::store::{self, Store};
 use ordo_sys::knobs::{RealThreads, SysRoot};
+use ordo_tune::runner::{self, RunError, RunOptions};
+use ordo_tune::spec::Spec;
+use ordo_tune::store::{self, Store};
 
 use crate::cli::UsageError;
 
@@ -94,7 +94,7 @@ pub struct StoreArgs {
 }
 
 fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
-    ordo_lab::spec::parse_duration(s)
+    ordo_tune::spec::parse_duration(s)
 }
 
 /// The flags that point a later command at the same store, journal and root as this one (the resume hint
@@ -225,7 +225,7 @@ fn map_run_error(e: RunError) -> anyhow::Error {
 
 fn finish(outcome: runner::Outcome, how_to_resume: &str, db: &Path) -> anyhow::Result<ExitCode> {
     println!();
-    print!("{}", ordo_lab::analysis::render(&outcome.analysis));
+    print!("{}", ordo_tune::analysis::render(&outcome.analysis));
     write_report(db, outcome.analysis.experiment);
     if outcome.interrupted {
         eprintln!(
@@ -315,13 +315,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         )));
                     }
                     let obj = if a.minimize {
-                        ordo_lab::spec::Objective::Minimize
+                        ordo_tune::spec::Objective::Minimize
                     } else {
-                        ordo_lab::spec::Objective::Maximize
+                        ordo_tune::spec::Objective::Maximize
                     };
-                    ordo_lab::analysis::analyze_metric(&data, m, obj)
+                    ordo_tune::analysis::analyze_metric(&data, m, obj)
                 }
-                None => ordo_lab::analysis::analyze(&data),
+                None => ordo_tune::analysis::analyze(&data),
             };
             if a.json {
                 let v = serde_json::json!({"kind": "tune-analysis", "version": 1, "analysis": analysis, "fingerprint": data.fingerprint});
@@ -342,7 +342,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         fp.cpu_model
                     );
                 }
-                print!("{}", ordo_lab::analysis::render(&analysis));
+                print!("{}", ordo_tune::analysis::render(&analysis));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -367,7 +367,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         "kind": "tune-experiment",
                         "version": 1,
                         "experiment": data,
-                        "analysis": ordo_lab::analysis::analyze(&data),
+                        "analysis": ordo_tune::analysis::analyze(&data),
                     });
                     serde_json::to_string_pretty(&v)? + "\n"
                 }
@@ -405,7 +405,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
 }
 
-fn compare_error(e: ordo_lab::compare::CompareError) -> anyhow::Error {
+fn compare_error(e: ordo_tune::compare::CompareError) -> anyhow::Error {
     if e.is_usage() {
         usage(e)
     } else {
@@ -414,7 +414,7 @@ fn compare_error(e: ordo_lab::compare::CompareError) -> anyhow::Error {
 }
 
 fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
-    let ids = ordo_lab::compare::merge(&a.inputs, &a.output).map_err(compare_error)?;
+    let ids = ordo_tune::compare::merge(&a.inputs, &a.output).map_err(compare_error)?;
     for (p, old, new) in &ids {
         println!(
             "{}: experiment {old} -> {} experiment {new}",
@@ -430,7 +430,7 @@ fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
 }
 
 fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
-    use ordo_lab::compare::pick;
+    use ordo_tune::compare::pick;
     let first = open_ro(&a.dbs[0])?;
     let (ea, eb) = match a.dbs.get(1) {
         Some(second) => {
@@ -454,12 +454,12 @@ fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let (ea, eb) = (ea.map_err(compare_error)?, eb.map_err(compare_error)?);
-    let c = ordo_lab::compare::compare(&ea, &eb).map_err(compare_error)?;
+    let c = ordo_tune::compare::compare(&ea, &eb).map_err(compare_error)?;
     if a.json {
         let v = serde_json::json!({"kind": "tune-comparison", "version": 1, "comparison": c});
         println!("{}", serde_json::to_string_pretty(&v)?);
     } else {
-        print!("{}", ordo_lab::compare::render(&c));
+        print!("{}", ordo_tune::compare::render(&c));
     }
     Ok(ExitCode::SUCCESS)
 }

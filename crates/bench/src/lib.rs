@@ -48,8 +48,6 @@ pub use report::{BenchReport, ClassReport, Latency, ServerReport, Summary};
 
 use engine::{ClassPlan, Live, Plan};
 
-/// The JSON Schema of [`BenchReport`] (crates/bench/schema/bench-report.schema.json).
-pub const SCHEMA: &str = include_str!("../schema/bench-report.schema.json");
 use stats::Stats;
 
 /// Why a run could not start or finish.

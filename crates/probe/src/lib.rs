@@ -9,12 +9,17 @@ pub mod load;
 pub mod looprobe;
 pub mod pid;
 pub mod render;
-pub mod stats;
 pub mod work;
 
+pub use ordo_results::probe::stats;
+pub use ordo_results::probe::{
+    Applied, CompareConfig, CompareReport, CompareRow, LoadSpec, LoopConfig, LoopReport,
+    LoopSample, LoopSummary, PidReport, PsiRates, Rates, Split, SwitchCost, SwitchGroup,
+    ThreadRates, Work,
+};
+
 pub use cancel::CancelToken;
-pub use compare::{CompareConfig, CompareReport, run_compare, run_compare_until};
+pub use compare::{run_compare, run_compare_until};
 pub use error::ProbeError;
-pub use load::LoadSpec;
-pub use looprobe::{LoopConfig, LoopReport, LoopSample, Work, analyze, run_loop, run_loop_until};
-pub use pid::{PidConfig, PidEnd, PidReport, watch, watch_until};
+pub use looprobe::{analyze, run_loop, run_loop_until};
+pub use pid::{PidConfig, PidEnd, watch, watch_until};

@@ -3,10 +3,8 @@
 
 use std::fmt::Write;
 
-use crate::compare::CompareReport;
-use crate::looprobe::LoopReport;
-use crate::pid::{PidReport, Rates};
 use crate::stats::{Histogram, Summary};
+use crate::{CompareReport, LoopReport, PidReport, Rates};
 
 fn row(out: &mut String, name: &str, s: &Summary, unit: &str) {
     let _ = writeln!(

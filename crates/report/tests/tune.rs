@@ -1,4 +1,4 @@
-//! Tune stores: the report opens an `ordo tune` SQLite store read-only through ordo_lab and draws one bar per
+//! Tune stores: the report opens an `ordo tune` SQLite store read-only through ordo_tune and draws one bar per
 //! configuration (CI, baseline, significance), a main-effect plot per knob, percentile curves per
 //! configuration and seed 001's scalability charts — with the plotted values equal to the stored runs.
 
@@ -54,7 +54,7 @@ fn tune_store_renders_every_chart_with_the_stored_values() {
     }
 
     // Expected values straight from the store's runs (warm-ups excluded).
-    let store = ordo_lab::store::Store::open_read_only(&db).unwrap();
+    let store = ordo_tune::store::Store::open_read_only(&db).unwrap();
     let data = store.load(1).unwrap();
     let per_config = |idx: usize, metric: &str| -> f64 { mean(&data.values(idx, metric)) };
 
@@ -103,7 +103,7 @@ fn tune_store_renders_every_chart_with_the_stored_values() {
             )
         })
         .collect();
-    // The baseline (machine defaults) sets no knob: ordo_lab gives it its own level.
+    // The baseline (machine defaults) sets no knob: ordo_tune gives it its own level.
     let levels = ["2", "4", "8", "16"];
     assert_eq!(effect.len(), 5);
     assert_eq!(effect[4].0, "(machine)");
@@ -205,7 +205,7 @@ fn an_sqlite_file_that_is_not_a_store_is_refused() {
     assert!(e.contains("not an ordo tune store"), "{e}");
 
     let empty = dir.path().join("empty.db");
-    drop(ordo_lab::store::Store::open(&empty).unwrap());
+    drop(ordo_tune::store::Store::open(&empty).unwrap());
     let e = ordo_report::load(&empty).unwrap_err().to_string();
     assert!(e.contains("holds no experiment"), "{e}");
 }
@@ -263,7 +263,7 @@ fn a_real_ordo_tune_store_renders_its_stored_means() {
         },
     )
     .expect("well-formed");
-    let store = ordo_lab::store::Store::open_read_only(&db).unwrap();
+    let store = ordo_tune::store::Store::open_read_only(&db).unwrap();
     let data = store.load(1).unwrap();
     let bars: Vec<_> = doc
         .descendants()

@@ -30,7 +30,7 @@ impl Default for Sources {
 }
 
 /// A description of the machine and kernel.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Fingerprint {
     pub hostname: String,

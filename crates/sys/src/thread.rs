@@ -135,6 +135,20 @@ impl Serialize for Policy {
     }
 }
 
+/// Written as its [`Display`](fmt::Display) text: other, batch, idle, fifo:P, rr:P, deadline, ext or policyN.
+impl schemars::JsonSchema for Policy {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Policy".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A scheduling policy: other, batch, idle, fifo:P, rr:P (P in 1..=99), deadline, ext or policyN."
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;

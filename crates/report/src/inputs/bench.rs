@@ -1,9 +1,8 @@
-//! `ordo bench --json` results (`ordo_bench::BenchReport`, `"kind": "bench"`): latency percentile curves on
+//! `ordo bench --json` results (`ordo_results::bench::BenchReport`, `"kind": "bench"`): latency percentile curves on
 //! log axes (per class for mixes; coordinated-omission corrected and uncorrected for open-loop runs),
 //! throughput over time, and the ab-style summary, percentile, class, connection-time and server tables.
 
-use ordo_bench::BenchReport;
-use ordo_bench::report::Latency;
+use ordo_results::bench::{BenchReport, Latency};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};

@@ -2,18 +2,17 @@
 //! the number of clients — plus the light/heavy and medium/heavy ratio lines with their targets 4 and 2, a
 //! per-step table and the verdict.
 //!
-//! The input type is `ordo_lab::demo::DemoResult` itself, so the report reads exactly what `ordo demo` writes.
+//! The input type is `ordo_results::demo::DemoResult`, the type `ordo demo` writes, so the report reads
+//! exactly that.
 
-pub use ordo_lab::demo::{ClassStats, DemoResult, DemoStep, Outcome, Verdict};
+pub use ordo_results::demo::{
+    ClassStats, DemoResult, DemoStep, Outcome, TARGET_LIGHT_HEAVY, TARGET_MEDIUM_HEAVY, Verdict,
+};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};
 use crate::machine::Machine;
 use crate::svg::{Point, RefLine, XyChart, XySeries};
-
-/// The seed's targets for weights 1:2:4.
-pub const TARGET_LIGHT_HEAVY: f64 = 4.0;
-pub const TARGET_MEDIUM_HEAVY: f64 = 2.0;
 
 /// Class names in the result's order (from the set-up, else from the first step).
 pub fn class_names(d: &DemoResult) -> Vec<String> {

@@ -46,50 +46,17 @@ pub enum InputError {
     },
 }
 
-/// The kinds of result the report knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    Demo,
-    Bench,
-    ProbeLoop,
-    ProbeCompare,
-    ProbePid,
-    Tune,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Demo => "demo",
-            Kind::Bench => "bench",
-            Kind::ProbeLoop => "probe-loop",
-            Kind::ProbeCompare => "probe-compare",
-            Kind::ProbePid => "probe-pid",
-            Kind::Tune => "tune",
-        }
-    }
-
-    fn from_kind_field(s: &str) -> Option<Kind> {
-        match s {
-            "demo" => Some(Kind::Demo),
-            "bench" => Some(Kind::Bench),
-            "probe-loop" => Some(Kind::ProbeLoop),
-            "probe-compare" => Some(Kind::ProbeCompare),
-            "probe-pid" => Some(Kind::ProbePid),
-            _ => None,
-        }
-    }
-}
+pub use ordo_results::Kind;
 
 /// A parsed input of one kind.
 #[derive(Clone, Debug)]
 pub enum InputData {
     Demo(Box<demo::DemoResult>),
-    Bench(Box<ordo_bench::BenchReport>),
-    ProbeLoop(Box<ordo_probe::LoopReport>),
-    ProbeCompare(Box<ordo_probe::CompareReport>),
+    Bench(Box<ordo_results::bench::BenchReport>),
+    ProbeLoop(Box<ordo_results::probe::LoopReport>),
+    ProbeCompare(Box<ordo_results::probe::CompareReport>),
     /// One report per interval, in order (`ordo probe pid --json` writes one JSON object per line).
-    ProbePid(Vec<ordo_probe::PidReport>),
+    ProbePid(Vec<ordo_results::probe::PidReport>),
     /// Every experiment of an `ordo tune` store, analysed.
     Tune(Box<tune::TuneStore>),
 }
@@ -121,7 +88,7 @@ impl Input {
     }
 
     /// Wrap an in-memory bench report.
-    pub fn bench(name: impl Into<String>, report: ordo_bench::BenchReport) -> Input {
+    pub fn bench(name: impl Into<String>, report: ordo_results::bench::BenchReport) -> Input {
         Input {
             name: name.into(),
             machine: Machine::default(),
@@ -273,7 +240,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
         });
     }
     for d in &docs {
-        check_version(name, kind, d.get("version"))?;
+        check_version(name, kind, d)?;
     }
     let corrupt = |e: serde_json::Error| InputError::Corrupt {
         path: name.to_string(),
@@ -333,20 +300,16 @@ fn is_sqlite(path: &Path) -> bool {
 }
 
 fn kind_of(v: &Value) -> Option<&str> {
-    v.get("kind").and_then(Value::as_str)
+    ordo_results::kind_of(v)
 }
 
-fn check_version(name: &str, kind: Kind, v: Option<&Value>) -> Result<(), InputError> {
-    const SUPPORTED: u64 = 1;
-    match v.and_then(Value::as_u64) {
-        Some(SUPPORTED) => Ok(()),
-        _ => Err(InputError::Version {
-            path: name.to_string(),
-            kind: kind.as_str().to_string(),
-            found: v.map_or_else(|| "(missing)".to_string(), Value::to_string),
-            expected: SUPPORTED,
-        }),
-    }
+fn check_version(name: &str, kind: Kind, doc: &Value) -> Result<(), InputError> {
+    ordo_results::check_version(doc).map_err(|found| InputError::Version {
+        path: name.to_string(),
+        kind: kind.as_str().to_string(),
+        found,
+        expected: ordo_results::VERSION,
+    })
 }
 
 #[cfg(test)]

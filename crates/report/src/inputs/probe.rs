@@ -1,11 +1,10 @@
-//! `ordo probe --json` results: the timed loop (`ordo_probe::LoopReport`, seed 004's histogram relative to
+//! `ordo probe --json` results: the timed loop (`ordo_results::probe::LoopReport`, seed 004's histogram relative to
 //! the nominal time and elapsed against involuntary switches), the side-by-side comparison
-//! (`ordo_probe::CompareReport`: quiet vs loaded, footprints) and the live process view
-//! (`ordo_probe::PidReport`, one JSON object per interval: switches/s and run-queue wait over time).
+//! (`ordo_results::probe::CompareReport`: quiet vs loaded, footprints) and the live process view
+//! (`ordo_results::probe::PidReport`, one JSON object per interval: switches/s and run-queue wait over time).
 
-use ordo_probe::looprobe::LoopSummary;
-use ordo_probe::stats::{Histogram, Summary};
-use ordo_probe::{CompareReport, LoopReport, PidReport};
+use ordo_results::probe::stats::{Histogram, Summary};
+use ordo_results::probe::{CompareReport, LoopReport, LoopSummary, PidReport};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::num;

@@ -1,13 +1,13 @@
-//! `ordo tune` SQLite stores, read through `ordo_lab::store::Store` (opened read-only) and analysed with
-//! `ordo_lab::analysis`: one bar per configuration with its 95% confidence interval, the baseline marked and
+//! `ordo tune` SQLite stores, read through `ordo_tune::store::Store` (opened read-only) and analysed with
+//! `ordo_tune::analysis`: one bar per configuration with its 95% confidence interval, the baseline marked and
 //! significant differences flagged (seed 000, Figures 1–3); a main-effect plot per knob; latency percentile
 //! curves per configuration; the scalability chart over a thread-count knob (seed 001); and the tables
 //! `ordo tune show` prints.
 
 use std::path::Path;
 
-use ordo_lab::analysis::{Analysis, ConfigStats, analyze};
-use ordo_lab::store::{ExperimentData, Store};
+use ordo_tune::analysis::{Analysis, ConfigStats, analyze};
+use ordo_tune::store::{ExperimentData, Store};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};

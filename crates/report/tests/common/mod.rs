@@ -1,4 +1,4 @@
-//! Test support: builds small `ordo tune` stores through ordo_lab's own store API (the same schema
+//! Test support: builds small `ordo tune` stores through ordo_tune's own store API (the same schema
 //! `ordo tune run` writes), with synthetic, deterministic measurements shaped like seeds 000 and 001.
 
 #![allow(dead_code)]
@@ -6,8 +6,8 @@
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use ordo_lab::design::Configuration;
-use ordo_lab::store::{ExperimentMeta, NewRun, Store};
+use ordo_tune::design::Configuration;
+use ordo_tune::store::{ExperimentMeta, NewRun, Store};
 
 pub const KNOB_SWAP: &str = "sysctl:vm.swappiness";
 pub const KNOB_THREADS: &str = "param:threads";
@@ -99,7 +99,7 @@ pub fn fingerprint(host: &str, kernel: &str, hz: u32) -> serde_json::Value {
 /// Write a finished experiment of `runs` measured runs per configuration (plus one warm-up block).
 pub fn build_store(path: &Path, host: &str, kernel: &str, speed: f64, seed: u64, runs: usize) {
     let mut store = Store::open(path).expect("open store");
-    // Built from JSON so fields ordo_lab adds later (with serde defaults) do not break this helper.
+    // Built from JSON so fields ordo_tune adds later (with serde defaults) do not break this helper.
     let meta: ExperimentMeta = serde_json::from_value(serde_json::json!({
         "knobs": [[KNOB_SWAP, ["10", "60"]], [KNOB_THREADS, ["2", "4", "8", "16"]]],
         "objective": "maximize",

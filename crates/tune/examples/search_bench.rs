@@ -3,10 +3,10 @@
 //! Prints the success rate (found within 2% of the grid optimum), trials as a share of the grid, and how
 //! much of the reported gain the re-check against the baseline kept.
 //!
-//! `cargo run --release -p ordo-lab --example search_bench -- [REPETITIONS] [BUDGET_FRACTION] [NOISE]`
+//! `cargo run --release -p ordo-tune --example search_bench -- [REPETITIONS] [BUDGET_FRACTION] [NOISE]`
 
-use ordo_lab::search::sim::{SimConfig, SimResult, random_search, simulate, surfaces};
-use ordo_lab::spec::RepeatRule;
+use ordo_tune::search::sim::{SimConfig, SimResult, random_search, simulate, surfaces};
+use ordo_tune::spec::RepeatRule;
 
 fn summary(name: &str, rs: &[SimResult]) {
     let n = rs.len() as f64;

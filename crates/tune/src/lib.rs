@@ -1,9 +1,8 @@
-//! ordo-lab: experiments — specs, designs, the runner and its repetition rule, the SQLite store, statistics,
-//! and the seed-003 demo.
+//! ordo-tune: OS-scheduler experiments (`ordo tune`) — specs, designs, the runner and its repetition rule,
+//! the SQLite store, statistics.
 
 pub mod analysis;
 pub mod compare;
-pub mod demo;
 pub mod design;
 pub mod parsers;
 pub mod runner;

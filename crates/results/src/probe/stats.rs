@@ -1,10 +1,11 @@
 //! Small statistics for the probes: percentiles over a sample (exact, by sorting — a loop run has at most
 //! 100 000 samples), summary rows and histograms with relative (× nominal) or absolute (ms) bucket edges.
 
+use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
 /// Summary of one figure over all samples.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Summary {
     pub min: f64,
     pub mean: f64,
@@ -44,7 +45,7 @@ impl Summary {
 }
 
 /// One histogram bucket: values in [lo, hi) (hi None = no upper bound).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Bucket {
     pub label: String,
     pub lo: f64,
@@ -55,7 +56,7 @@ pub struct Bucket {
 }
 
 /// A histogram of elapsed times.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct Histogram {
     /// "relative" (edges are multiples of the nominal time) or "ms" (edges in milliseconds).
     pub unit: String,

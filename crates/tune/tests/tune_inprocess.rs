@@ -6,10 +6,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
-use ordo_lab::runner::{self, RunOptions};
-use ordo_lab::spec::Spec;
-use ordo_lab::store::Store;
 use ordo_sys::knobs::{RealThreads, SysRoot, ThreadKnob, ThreadOps};
+use ordo_tune::runner::{self, RunOptions};
+use ordo_tune::spec::Spec;
+use ordo_tune::store::Store;
 
 fn serve_threads() -> Vec<i32> {
     let mut v = Vec::new();
@@ -143,7 +143,7 @@ warmup = 1
             .iter()
             .all(|r| r.metrics.contains_key("target.cpu_s"))
     );
-    let text = ordo_lab::analysis::render(&second.analysis);
+    let text = ordo_tune::analysis::render(&second.analysis);
     assert!(text.contains("best:"), "{text}");
     assert!(text.contains("main effects"), "{text}");
     assert!(text.contains("against the baseline"), "{text}");
@@ -238,7 +238,7 @@ fn a_search_finds_the_optimum_with_a_fraction_of_the_grid_rechecks_it_and_resume
     let r = s.recheck.clone().expect("re-checked");
     assert_eq!(r.runs, 3);
     assert!((s.kept.unwrap() - 1.0).abs() < 1e-9, "{s:?}");
-    let text = ordo_lab::analysis::render(a);
+    let text = ordo_tune::analysis::render(a);
     assert!(
         text.contains("100% of the reported gain survived the re-check"),
         "{text}"

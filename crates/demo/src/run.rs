@@ -13,8 +13,8 @@ use ordo_serve::server::Server;
 use ordo_sys::fingerprint::Fingerprint;
 use tokio::sync::watch;
 
-use super::plan::{DemoClass, DemoPlan};
-use super::result::{ClassStats, DemoResult, DemoStep};
+use crate::plan::{DemoClass, DemoPlan};
+use crate::result::{ClassStats, DemoResult, DemoStep};
 
 /// Progress reported while the demo runs.
 #[derive(Debug)]
@@ -50,7 +50,7 @@ pub fn server_config_toml(plan: &DemoPlan, seed: u64) -> String {
     t.push_str(&format!("seed = {seed}\n"));
     // Every client of a step can be queued at once; nothing may time out or overflow.
     t.push_str("queue_timeout = \"0s\"\n");
-    t.push_str(&format!("queue_cap = {}\n", super::plan::MAX_CLIENTS * 2));
+    t.push_str(&format!("queue_cap = {}\n", crate::plan::MAX_CLIENTS * 2));
     t.push_str("\n[admin]\nenabled = false\n");
     for c in &plan.classes {
         t.push_str(&format!(
@@ -111,7 +111,7 @@ pub async fn run_demo(
     mut stop: watch::Receiver<bool>,
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<DemoResult, DemoError> {
-    let mut result = DemoResult::new(plan, unix_now());
+    let mut result = crate::result::new_result(plan, unix_now());
     result.fingerprint = Some(Fingerprint::collect());
     let seed = result.started_unix_s;
 
@@ -277,12 +277,12 @@ pub fn step_from_report(plan: &DemoPlan, per_class: usize, report: &BenchReport)
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::demo::plan::PlanInput;
+    use crate::plan::PlanInput;
 
     #[test]
     fn server_config_names_classes_rules_and_policy() {
         let plan = DemoPlan::resolve(PlanInput {
-            policy: Some(crate::demo::DemoPolicy::Stride),
+            policy: Some(crate::DemoPolicy::Stride),
             workers: Some(64),
             ..Default::default()
         })

@@ -3,67 +3,9 @@
 
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
-
-/// The scheduling policy the demo runs the server with.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum DemoPolicy {
-    /// The seed's probabilistic rule: each free worker draws a class with probability ∝ weight.
-    Lottery,
-    /// The deterministic proportional-share rule: same long-run shares, no randomness.
-    Stride,
-}
-
-impl DemoPolicy {
-    /// Name as used on the command line, in the server config and in the JSON.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            DemoPolicy::Lottery => "lottery",
-            DemoPolicy::Stride => "stride",
-        }
-    }
-
-    /// How close to the ideal ratios (relative error) the steps at ≥ [`TARGET_MIN_CLIENTS`] must come.
-    pub fn tolerance(self) -> f64 {
-        match self {
-            DemoPolicy::Lottery => 0.05,
-            DemoPolicy::Stride => 0.02,
-        }
-    }
-}
-
-impl std::str::FromStr for DemoPolicy {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "lottery" => Ok(DemoPolicy::Lottery),
-            "stride" => Ok(DemoPolicy::Stride),
-            other => Err(format!(
-                "unknown policy {other:?} (expected lottery or stride)"
-            )),
-        }
-    }
-}
-
-impl std::fmt::Display for DemoPolicy {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(self.as_str())
-    }
-}
-
-/// One user class of the demo: its URL prefix, its weight and the size of the response it gets.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct DemoClass {
-    /// `light`, `medium` or `heavy`.
-    pub name: String,
-    /// Lottery tickets / stride share.
-    pub weight: u32,
-    /// Path prefix the server classifies on, e.g. `/light/`.
-    pub path_prefix: String,
-    /// Response body size in bytes (the seed's file for this user type, scaled down 100×).
-    pub response_bytes: u64,
-}
+pub use ordo_results::demo::{
+    DemoClass, DemoPolicy, TARGET_LIGHT_HEAVY, TARGET_MEDIUM_HEAVY, TARGET_MIN_CLIENTS,
+};
 
 /// The seed's three user types with weights 1:2:4 and their files (1 KB, 43 KB, 760 KB) scaled down 100×, so
 /// that loopback bandwidth and copying never become the bottleneck on a small machine.
@@ -78,15 +20,6 @@ pub fn seed_classes() -> Vec<DemoClass> {
         })
         .collect()
 }
-
-/// Steps at or above this many clients are held to the policy's tolerance (the seed: "by the time I had
-/// approached 300 clients ... better than 5 percent").
-pub const TARGET_MIN_CLIENTS: usize = 300;
-
-/// Ideal light/heavy and medium/heavy response-time ratios for weights 1:2:4.
-pub const TARGET_LIGHT_HEAVY: f64 = 4.0;
-/// See [`TARGET_LIGHT_HEAVY`].
-pub const TARGET_MEDIUM_HEAVY: f64 = 2.0;
 
 /// Default client counts (totals over the three classes), as in the seed's figure: 50 up to 340.
 pub const DEFAULT_STEPS: &[usize] = &[50, 100, 150, 175, 200, 250, 300, 340];
