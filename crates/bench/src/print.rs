@@ -33,6 +33,28 @@ pub fn text(r: &BenchReport) -> String {
         );
     }
     let _ = writeln!(o);
+    // ab's header block.
+    if let Some(d) = &r.document {
+        let _ = writeln!(
+            o,
+            "Server Software:        {}",
+            d.server_software.as_deref().unwrap_or("")
+        );
+        let _ = writeln!(o, "Server Hostname:        {}", d.hostname);
+        let _ = writeln!(o, "Server Port:            {}", d.port);
+        let _ = writeln!(o);
+        let _ = writeln!(o, "Document Path:          {}", d.path);
+        match d.length {
+            Some(n) => {
+                let _ = writeln!(o, "Document Length:        {n} bytes");
+            }
+            None => {
+                let _ = writeln!(o, "Document Length:        (no complete response)");
+            }
+        }
+        let _ = writeln!(o);
+    }
+    let _ = writeln!(o, "Concurrency Level:      {}", c.connections);
     let _ = writeln!(o, "Time taken for tests:   {:.3} seconds", r.elapsed_s);
     let _ = writeln!(o, "Complete requests:      {}", s.complete);
     let f = &s.failed;
@@ -56,12 +78,20 @@ pub fn text(r: &BenchReport) -> String {
         let _ = writeln!(o, "Non-2xx responses:      {}", s.non_2xx);
     }
     let _ = writeln!(o, "Total transferred:      {} bytes", s.total_bytes);
-    let _ = writeln!(o, "Body transferred:       {} bytes", s.body_bytes);
+    let _ = writeln!(o, "HTML transferred:       {} bytes", s.body_bytes);
     let _ = writeln!(o, "Requests per second:    {:.2} [#/sec] (mean)", s.rps);
+    // ab's two "Time per request" lines are throughput restated (connections / rate, 1 / rate). In a
+    // closed loop the first equals the mean latency; in an open loop it does not, and beside the real
+    // latencies below it read like one.
     let _ = writeln!(
         o,
-        "Time per request:       {:.3} [ms] (mean)",
-        s.time_per_request_ms
+        "Time per request:       {:.3} [ms] (mean{})",
+        s.time_per_request_ms,
+        if c.rate.is_some() {
+            "; ab's connections / requests per second — not a latency in an open loop; latencies below"
+        } else {
+            ""
+        }
     );
     let _ = writeln!(
         o,
