@@ -268,7 +268,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 if !refused.is_empty() {
                     return Err(usage(RunError::Refused(refused)));
                 }
-                if plan.configs.len() < 2 {
+                if plan.configs.len() < 2 && plan.search.is_none() {
                     println!(
                         "note: {} — `ordo tune run` would refuse",
                         runner::NOTHING_TO_COMPARE

@@ -23,6 +23,7 @@ fn every_example_has_a_plan() {
         "tuned-profiles.toml",
         "nginx.toml",
         "seed001-sysbench.toml",
+        "search.toml",
     ] {
         let d = tempfile::tempdir().unwrap();
         let mut cmd = ordo();
@@ -60,6 +61,14 @@ fn every_example_has_a_plan() {
                 "{name}: {}",
                 out.stdout
             );
+        }
+        if name == "search.toml" {
+            assert!(
+                out.stdout.contains("search: at most 11 configuration(s)"),
+                "{}",
+                out.stdout
+            );
+            assert!(!out.stdout.contains("would refuse"), "{}", out.stdout);
         }
         // A dry run creates nothing.
         assert!(!d.path().join("t.db").exists(), "{name}");
