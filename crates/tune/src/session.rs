@@ -90,19 +90,19 @@ pub(crate) fn prepare(
     }
     let configs = design::configurations(&spec);
     let search = match &spec.design {
-        Design::Search(s) => Some(Searcher {
-            space: Space::new(
+        Design::Search(s) => Some(Searcher::new(
+            Space::new(
                 &spec
                     .knobs
                     .iter()
                     .map(|k| (k.id.to_string(), k.levels.clone()))
                     .collect::<Vec<_>>(),
             ),
-            budget: s.budget,
-            initial: s.initial,
-            seed: s.seed,
-            maximize: spec.score.objective == crate::spec::Objective::Maximize,
-        }),
+            s.budget,
+            s.initial,
+            s.seed,
+            spec.score.objective == crate::spec::Objective::Maximize,
+        )),
         _ => None,
     };
     // With every knob skipped (a list design keeps its entries, now all equal to the baseline) there
@@ -453,9 +453,20 @@ impl<'o> Session<'o> {
     /// Finish the open trial (each trial runs `repeat.min` times, one run per block), or propose the
     /// next, or — the budget spent — start the re-check of the best.
     fn search_step(&mut self, applier: &mut Applier) -> Result<Phase, RunError> {
-        let Some(searcher) = self.search.clone() else {
+        // Taken out and put back (not cloned) so its hyperparameter cache lives on between steps.
+        let Some(searcher) = self.search.take() else {
             return Ok(Phase::Done { interrupted: false });
         };
+        let step = self.search_step_with(&searcher, applier);
+        self.search = Some(searcher);
+        step
+    }
+
+    fn search_step_with(
+        &mut self,
+        searcher: &Searcher,
+        applier: &mut Applier,
+    ) -> Result<Phase, RunError> {
         let min = self.spec.repeat.min;
         if let Some(open) =
             (0..self.configs.len()).find(|&i| (0..min).any(|b| !self.done.contains(&(b, i))))
@@ -468,7 +479,14 @@ impl<'o> Session<'o> {
                 Ended::Interrupted => Phase::Done { interrupted: true },
             });
         }
-        let trials = self.trials(&searcher);
+        let trials = self.trials(searcher);
+        if trials.len() >= 2 && trials.iter().all(|t| t.score.is_none()) {
+            let _ = self.store.set_status(self.experiment, "failed");
+            return Err(RunError::Other(format!(
+                "every run of the first {} trials failed; stopping (see the lines above)",
+                trials.len()
+            )));
+        }
         if let Some(point) = searcher.suggest(&trials) {
             let values = searcher.space.values(&point);
             let order: Vec<String> = self.spec.knobs.iter().map(|k| k.id.to_string()).collect();
@@ -480,7 +498,7 @@ impl<'o> Session<'o> {
             self.add_configuration(c)?;
             return Ok(Phase::Search);
         }
-        self.start_recheck(&searcher, &trials)
+        self.start_recheck(searcher, &trials)
     }
 
     fn add_configuration(&mut self, c: Configuration) -> Result<usize, RunError> {
@@ -562,7 +580,8 @@ impl<'o> Session<'o> {
                 Some(true) => {}
             }
         }
-        if attempted > 0 && failures == attempted {
+        // A search trial's block is one run: a failed trial is a trial without a score (see search_step).
+        if members.len() > 1 && attempted > 0 && failures == attempted {
             let _ = self.store.set_status(self.experiment, "failed");
             return Err(RunError::Other(format!(
                 "every run of block {block} failed; stopping (see the lines above)"

@@ -225,13 +225,7 @@ fn finish(
 
 /// One experiment with the model-based search (seeded: the same seed gives the same result).
 pub fn simulate(s: &Surface, cfg: &SimConfig, seed: u64) -> SimResult {
-    let searcher = Searcher {
-        space: s.space.clone(),
-        budget: cfg.budget,
-        initial: cfg.initial,
-        seed,
-        maximize: true,
-    };
+    let searcher = Searcher::new(s.space.clone(), cfg.budget, cfg.initial, seed, true);
     let mut rng = Rng::new(seed ^ 0x5EED_0000_0000_0001);
     let mut trials = vec![Trial {
         point: None,
