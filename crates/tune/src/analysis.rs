@@ -555,6 +555,11 @@ fn scalability(data: &ExperimentData, configs: &[ConfigStats], knob: &str) -> Sc
     }
 }
 
+/// The width of a label column: the longest label, at least `min`, at most 60.
+pub(crate) fn label_width<'a>(labels: impl Iterator<Item = &'a str>, min: usize) -> usize {
+    labels.map(str::len).max().unwrap_or(min).clamp(min, 60)
+}
+
 pub(crate) fn pct(x: f64) -> String {
     format!("{:+.2}%", 100.0 * x)
 }
@@ -598,13 +603,7 @@ pub fn render(a: &Analysis) -> String {
     for n in &a.notes {
         let _ = writeln!(o, "note: {n}");
     }
-    let w = a
-        .configs
-        .iter()
-        .map(|c| c.label.len())
-        .max()
-        .unwrap_or(5)
-        .clamp(5, 60);
+    let w = label_width(a.configs.iter().map(|c| c.label.as_str()), 5);
     let _ = writeln!(
         o,
         "\n{:<w$}  {:>3}  {:>12}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{ALPHA, num, pct, scores};
+use crate::analysis::{ALPHA, label_width, num, pct, scores};
 use crate::stats::{Summary, holm, p_equals, welch};
 use crate::store::{ExperimentData, Store, StoreError};
 
@@ -192,13 +192,7 @@ pub fn render(c: &StoreComparison) -> String {
         c.configs.len(),
         c.objective
     );
-    let w = c
-        .configs
-        .iter()
-        .map(|r| r.label.len())
-        .max()
-        .unwrap_or(5)
-        .clamp(13, 60);
+    let w = label_width(c.configs.iter().map(|r| r.label.as_str()), 13);
     let _ = writeln!(
         o,
         "{:<w$}  {:>5}  {:>12}  {:>12}  {:>9}  {:<24}  {:<16}  {:<18}",

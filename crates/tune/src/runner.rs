@@ -821,18 +821,11 @@ nice = [0, 5]
             pid = std::process::id()
         );
         let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
-        let opts = RunOptions {
-            db: d.path().join("t.db"),
-            journal: d.path().join("j"),
-            root: SysRoot::at(&root).with_privileged(false),
-            threads: Arc::new(ordo_sys::knobs::RealThreads),
-            ordo: None,
-            stop: Arc::new(AtomicBool::new(false)),
-            progress: false,
-            run_limit: None,
-            print: false,
-            lock_wait: std::time::Duration::ZERO,
-        };
+        let opts = RunOptions::new(
+            d.path().join("t.db"),
+            d.path().join("j"),
+            SysRoot::at(&root).with_privileged(false),
+        );
         let plan = plan(&spec, &opts, false).unwrap();
         assert!(plan.refusals().is_empty(), "{:?}", plan.refusals());
         let skipped: Vec<String> = plan.skipped().iter().map(|r| r.knob.clone()).collect();
@@ -874,18 +867,11 @@ configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" =
             pid = std::process::id()
         );
         let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
-        let opts = RunOptions {
-            db: d.path().join("t.db"),
-            journal: d.path().join("j"),
-            root: SysRoot::at(&root).with_privileged(false),
-            threads: Arc::new(ordo_sys::knobs::RealThreads),
-            ordo: None,
-            stop: Arc::new(AtomicBool::new(false)),
-            progress: false,
-            run_limit: None,
-            print: false,
-            lock_wait: std::time::Duration::ZERO,
-        };
+        let opts = RunOptions::new(
+            d.path().join("t.db"),
+            d.path().join("j"),
+            SysRoot::at(&root).with_privileged(false),
+        );
         assert_eq!(plan(&spec, &opts, false).unwrap().configs.len(), 1);
         match run(&spec, &opts) {
             Err(RunError::Other(m)) => assert_eq!(m, NOTHING_TO_COMPARE),
@@ -1026,18 +1012,7 @@ policy = ["rr:10"]
     }
 
     fn resume_opts(dir: &Path, db: &str) -> RunOptions {
-        RunOptions {
-            db: dir.join(db),
-            journal: dir.join("j"),
-            root: SysRoot::at(dir.join("root")),
-            threads: Arc::new(ordo_sys::knobs::RealThreads),
-            ordo: None,
-            stop: Arc::new(AtomicBool::new(false)),
-            progress: false,
-            run_limit: None,
-            print: false,
-            lock_wait: std::time::Duration::ZERO,
-        }
+        RunOptions::new(dir.join(db), dir.join("j"), SysRoot::at(dir.join("root")))
     }
 
     fn resume_err(opts: &RunOptions) -> RunError {

@@ -671,13 +671,8 @@ impl<'o> Session<'o> {
         if let Some(b) = &self.printer.bar {
             b.inc(1);
         }
-        let label_w = self
-            .configs
-            .iter()
-            .map(|c| c.label.len())
-            .max()
-            .unwrap_or(10)
-            .min(60);
+        let label_w =
+            crate::analysis::label_width(self.configs.iter().map(|c| c.label.as_str()), 10);
         let label = &self.configs[idx].label;
         let score = metrics.get("score").copied();
         match (&error, score) {

@@ -2,8 +2,6 @@
 //! in-process `ordo serve`, driven by the built-in bench; stored, interrupted, resumed, summarised; the
 //! threads' settings are back to their originals afterwards.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use ordo_sys::knobs::{RealThreads, SysRoot, ThreadKnob, ThreadOps};
@@ -92,18 +90,12 @@ warmup = 1
     let file = d.path().join("exp.toml");
     std::fs::write(&file, &text).unwrap();
     let spec = Spec::from_file(&file).unwrap();
-    let mut opts = RunOptions {
-        db: d.path().join("tune.db"),
-        journal: d.path().join("journal.jsonl"),
-        root: SysRoot::real(),
-        threads: Arc::new(RealThreads),
-        ordo: None,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: false,
-        run_limit: Some(4),
-        print: false,
-        lock_wait: std::time::Duration::ZERO,
-    };
+    let mut opts = RunOptions::new(
+        d.path().join("tune.db"),
+        d.path().join("journal.jsonl"),
+        SysRoot::real(),
+    );
+    opts.run_limit = Some(4);
 
     // The plan: baseline + 4 configurations, checked against the live threads.
     let plan = runner::plan(&spec, &opts, false).unwrap();

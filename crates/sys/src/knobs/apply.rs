@@ -47,6 +47,22 @@ impl RestoreNote {
     pub fn failed(&self) -> bool {
         matches!(self, RestoreNote::Failed { .. })
     }
+
+    fn failed_on(e: &JournalEntry, error: String) -> Self {
+        RestoreNote::Failed {
+            knob: e.knob.clone(),
+            target: e.target.clone(),
+            error,
+        }
+    }
+
+    fn moot_on(e: &JournalEntry, reason: String) -> Self {
+        RestoreNote::Moot {
+            knob: e.knob.clone(),
+            target: e.target.clone(),
+            reason,
+        }
+    }
 }
 
 impl fmt::Display for RestoreNote {
@@ -415,16 +431,8 @@ fn boot_id() -> Option<String> {
 /// process: same boot, same start time. SIGTERM to its process group (targets run in their own), SIGKILL
 /// after 5 s.
 fn stop_process(e: &JournalEntry) -> RestoreNote {
-    let failed = |error: String| RestoreNote::Failed {
-        knob: e.knob.clone(),
-        target: e.target.clone(),
-        error,
-    };
-    let moot = |reason: String| RestoreNote::Moot {
-        knob: e.knob.clone(),
-        target: e.target.clone(),
-        reason,
-    };
+    let failed = |error: String| RestoreNote::failed_on(e, error);
+    let moot = |reason: String| RestoreNote::moot_on(e, reason);
     let Some(pid) = e
         .target
         .strip_prefix("pid:")
@@ -470,16 +478,8 @@ fn stop_process(e: &JournalEntry) -> RestoreNote {
 }
 
 fn restore_entry(threads: &dyn ThreadOps, e: &JournalEntry) -> RestoreNote {
-    let failed = |error: String| RestoreNote::Failed {
-        knob: e.knob.clone(),
-        target: e.target.clone(),
-        error,
-    };
-    let moot = |reason: String| RestoreNote::Moot {
-        knob: e.knob.clone(),
-        target: e.target.clone(),
-        reason,
-    };
+    let failed = |error: String| RestoreNote::failed_on(e, error);
+    let moot = |reason: String| RestoreNote::moot_on(e, reason);
     if e.knob == "process" {
         return stop_process(e);
     }

@@ -223,57 +223,62 @@ fn finish(
     }
 }
 
-/// One experiment with the model-based search (seeded: the same seed gives the same result).
-pub fn simulate(s: &Surface, cfg: &SimConfig, seed: u64) -> SimResult {
-    let searcher = Searcher::new(s.space.clone(), cfg.budget, cfg.initial, seed, true);
-    let mut rng = Rng::new(seed ^ 0x5EED_0000_0000_0001);
-    let mut trials = vec![Trial {
-        point: None,
-        score: Some(noisy_mean(
-            s.truth(&s.baseline),
+/// Trials run so far (the baseline first, off the grid as the machine's own settings are) and the
+/// points they ran, the baseline's included.
+struct Runs<'a> {
+    s: &'a Surface,
+    cfg: &'a SimConfig,
+    trials: Vec<Trial>,
+    points: Vec<Vec<usize>>,
+}
+
+impl<'a> Runs<'a> {
+    fn new(s: &'a Surface, cfg: &'a SimConfig, rng: &mut Rng) -> Runs<'a> {
+        let base = noisy_mean(s.truth(&s.baseline), cfg, cfg.runs_per_trial, rng);
+        Runs {
+            s,
             cfg,
-            cfg.runs_per_trial,
-            &mut rng,
-        )),
-    }];
-    let mut points = vec![s.baseline.clone()];
-    while let Some(p) = searcher.suggest(&trials) {
-        let score = noisy_mean(s.truth(&p), cfg, cfg.runs_per_trial, &mut rng);
-        points.push(p.clone());
-        trials.push(Trial {
+            trials: vec![Trial {
+                point: None,
+                score: Some(base),
+            }],
+            points: vec![s.baseline.clone()],
+        }
+    }
+
+    fn run(&mut self, p: Vec<usize>, rng: &mut Rng) {
+        let score = noisy_mean(self.s.truth(&p), self.cfg, self.cfg.runs_per_trial, rng);
+        self.points.push(p.clone());
+        self.trials.push(Trial {
             point: Some(p),
             score: Some(score),
         });
     }
-    let best = searcher.best(&trials).unwrap_or(0);
-    finish(s, &trials, &points, best, cfg, &mut rng)
+}
+
+/// One experiment with the model-based search (seeded: the same seed gives the same result).
+pub fn simulate(s: &Surface, cfg: &SimConfig, seed: u64) -> SimResult {
+    let searcher = Searcher::new(s.space.clone(), cfg.budget, cfg.initial, seed, true);
+    let mut rng = Rng::new(seed ^ 0x5EED_0000_0000_0001);
+    let mut runs = Runs::new(s, cfg, &mut rng);
+    while let Some(p) = searcher.suggest(&runs.trials) {
+        runs.run(p, &mut rng);
+    }
+    let best = searcher.best(&runs.trials).unwrap_or(0);
+    finish(s, &runs.trials, &runs.points, best, cfg, &mut rng)
 }
 
 /// The same budget spent on uniformly random points, the best by its noisy mean: what the model is
 /// measured against.
 pub fn random_search(s: &Surface, cfg: &SimConfig, seed: u64) -> SimResult {
     let mut rng = Rng::new(seed ^ 0x5EED_0000_0000_0002);
-    let mut trials = vec![Trial {
-        point: None,
-        score: Some(noisy_mean(
-            s.truth(&s.baseline),
-            cfg,
-            cfg.runs_per_trial,
-            &mut rng,
-        )),
-    }];
-    let mut points = vec![s.baseline.clone()];
+    let mut runs = Runs::new(s, cfg, &mut rng);
     let mut order: Vec<usize> = (0..s.space.size()).collect();
     rng.shuffle(&mut order);
     for i in order.into_iter().take(cfg.budget.saturating_sub(1)) {
-        let p = s.space.point(i);
-        let score = noisy_mean(s.truth(&p), cfg, cfg.runs_per_trial, &mut rng);
-        points.push(p.clone());
-        trials.push(Trial {
-            point: Some(p),
-            score: Some(score),
-        });
+        runs.run(s.space.point(i), &mut rng);
     }
+    let trials = runs.trials;
     let best = (0..trials.len())
         .max_by(|&a, &b| {
             trials[a]
@@ -282,7 +287,7 @@ pub fn random_search(s: &Surface, cfg: &SimConfig, seed: u64) -> SimResult {
                 .total_cmp(&trials[b].score.unwrap_or(f64::MIN))
         })
         .unwrap_or(0);
-    finish(s, &trials, &points, best, cfg, &mut rng)
+    finish(s, &trials, &runs.points, best, cfg, &mut rng)
 }
 
 #[cfg(test)]
