@@ -947,8 +947,11 @@ mod tests {
         assert!(text.contains("best: t4"), "{text}");
     }
 
-    /// An experiment from (values, is_baseline, scores) with two knobs, x (param) and swappiness.
-    fn experiment(design: &str, configs: &[(&[(&str, &str)], bool, Vec<f64>)]) -> ExperimentData {
+    /// A configuration: its knob values, whether it is the baseline, its runs' scores.
+    type Config = (Vec<(&'static str, &'static str)>, bool, Vec<f64>);
+
+    /// An experiment with two knobs, x (param) and swappiness.
+    fn experiment(design: &str, configs: &[Config]) -> ExperimentData {
         let mut d = data(&[]);
         d.experiment.meta.knobs = vec![
             ("param:x".into(), vec!["1".into(), "2".into(), "3".into()]),
@@ -991,8 +994,7 @@ mod tests {
     /// as a point (n=4 for x=1 instead of 3) and swappiness got a "(machine)" level.
     #[test]
     fn main_effects_cover_the_designs_levels_only() {
-        let mut configs: Vec<(Vec<(&str, &str)>, bool, Vec<f64>)> =
-            vec![(vec![("param:x", "1")], true, vec![1000.0, 1001.0])];
+        let mut configs: Vec<Config> = vec![(vec![("param:x", "1")], true, vec![1000.0, 1001.0])];
         for x in ["1", "2", "3"] {
             for sw in ["10", "60", "100"] {
                 configs.push((
@@ -1002,10 +1004,6 @@ mod tests {
                 ));
             }
         }
-        let configs: Vec<(&[(&str, &str)], bool, Vec<f64>)> = configs
-            .iter()
-            .map(|(v, b, xs)| (v.as_slice(), *b, xs.clone()))
-            .collect();
         let a = analyze(&experiment("full", &configs));
         for e in &a.main_effects {
             let levels: Vec<(&str, usize)> = e
@@ -1019,17 +1017,17 @@ mod tests {
             assert!(e.spread < 1e-9, "{e:?}");
         }
         // One factor at a time: each knob's effect over its own points (and the baseline when it is one).
-        let ofat: Vec<(&[(&str, &str)], bool, Vec<f64>)> = vec![
-            (&[("param:x", "1")], true, vec![100.0, 100.0]),
-            (&[("param:x", "2")], false, vec![110.0, 110.0]),
-            (&[("param:x", "3")], false, vec![120.0, 120.0]),
+        let ofat: Vec<Config> = vec![
+            (vec![("param:x", "1")], true, vec![100.0, 100.0]),
+            (vec![("param:x", "2")], false, vec![110.0, 110.0]),
+            (vec![("param:x", "3")], false, vec![120.0, 120.0]),
             (
-                &[("param:x", "1"), ("sysctl:vm.swappiness", "10")],
+                vec![("param:x", "1"), ("sysctl:vm.swappiness", "10")],
                 false,
                 vec![90.0, 90.0],
             ),
             (
-                &[("param:x", "1"), ("sysctl:vm.swappiness", "60")],
+                vec![("param:x", "1"), ("sysctl:vm.swappiness", "60")],
                 false,
                 vec![95.0, 95.0],
             ),

@@ -744,11 +744,14 @@ mod tests {
     use ordo_tune::store::{ConfigurationRow, ExperimentMeta, ExperimentRow, RunRow};
     use std::collections::BTreeMap;
 
-    /// An experiment from (knob values, is_baseline, throughput per run).
+    /// A configuration: its knob values, whether it is the baseline, the throughput of each run.
+    type Config<'a> = (Vec<(&'a str, String)>, bool, Vec<f64>);
+
+    /// An experiment's analysis from its configurations.
     fn experiment(
         knobs: Vec<(String, Vec<String>)>,
         scale: Option<(&str, f64)>,
-        configs: Vec<(Vec<(&str, String)>, bool, Vec<f64>)>,
+        configs: Vec<Config<'_>>,
     ) -> Analysis {
         let mut runs = Vec::new();
         let mut rows = Vec::new();
