@@ -20,40 +20,6 @@ use crate::http::{ReadError, ResponseInfo, read_response};
 use crate::mix::UrlOrder;
 use crate::stats::{FailKind, Stats};
 
-/// Ends a run early from another thread (Ctrl-C, a caller's deadline). Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct CancelToken {
-    tx: Arc<watch::Sender<bool>>,
-}
-
-impl Default for CancelToken {
-    fn default() -> Self {
-        CancelToken::new()
-    }
-}
-
-impl CancelToken {
-    pub fn new() -> CancelToken {
-        CancelToken {
-            tx: Arc::new(watch::channel(false).0),
-        }
-    }
-
-    /// Stop the run: no new requests start, requests in flight are abandoned, the report covers what
-    /// completed.
-    pub fn cancel(&self) {
-        self.tx.send_replace(true);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        *self.tx.borrow()
-    }
-
-    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
-        self.tx.subscribe()
-    }
-}
-
 /// One class as the engine sees it: its pre-serialised requests.
 #[derive(Debug)]
 pub(crate) struct ClassPlan {
@@ -179,20 +145,6 @@ struct Ctx {
     live: usize,
 }
 
-/// A tiny xorshift generator for random URL choice (deterministic per connection).
-struct Rng(u64);
-
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
-    }
-}
-
 fn us(d: Duration) -> u64 {
     d.as_micros().min(u64::MAX as u128) as u64
 }
@@ -205,7 +157,9 @@ async fn connection(ctx: Ctx, j: usize) {
     // The `Server` header this connection saw first (ab's "Server Software").
     let mut server: Option<String> = None;
     let mut buf = vec![0u8; 8 * 1024];
-    let mut rng = Rng(plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = ordo_util::SplitMix64::new(
+        plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+    );
     let mut turn = vec![0usize; plan.classes.len()];
     let mut k: u64 = 0;
     let open = matches!(plan.pacing, Pacing::Open { .. });
@@ -278,7 +232,7 @@ async fn connection(ctx: Ctx, j: usize) {
                     turn[class] = (u + 1) % cp.requests.len();
                     u
                 }
-                UrlOrder::Random => (rng.next() % cp.requests.len() as u64) as usize,
+                UrlOrder::Random => rng.index(cp.requests.len()),
             }
         };
         // 3. The exchange, bounded by the request timeout.

@@ -21,7 +21,7 @@ impl From<&Failures> for FailedCounts {
 }
 
 /// Summarise a µs histogram.
-pub fn latency_summary(h: &Histogram<u64>) -> Latency {
+pub(crate) fn latency_summary(h: &Histogram<u64>) -> Latency {
     let ms = |v: u64| v as f64 / 1000.0;
     let empty = h.is_empty();
     Latency {
@@ -133,7 +133,7 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
         started_unix_ms: inp.started_unix_ms,
         interrupted: inp.interrupted,
         elapsed_s: inp.elapsed_s,
-        summary: Summary {
+        summary: RunSummary {
             complete,
             failed: (&fail).into(),
             non_2xx,

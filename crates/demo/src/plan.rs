@@ -9,7 +9,7 @@ pub use ordo_results::demo::{
 
 /// The seed's three user types with weights 1:2:4 and their files (1 KB, 43 KB, 760 KB) scaled down 100×, so
 /// that loopback bandwidth and copying never become the bottleneck on a small machine.
-pub fn seed_classes() -> Vec<DemoClass> {
+pub(crate) fn seed_classes() -> Vec<DemoClass> {
     [("light", 1, 10), ("medium", 2, 430), ("heavy", 4, 7_600)]
         .into_iter()
         .map(|(name, weight, bytes)| DemoClass {
@@ -22,9 +22,9 @@ pub fn seed_classes() -> Vec<DemoClass> {
 }
 
 /// Default client counts (totals over the three classes), as in the seed's figure: 50 up to 340.
-pub const DEFAULT_STEPS: &[usize] = &[50, 100, 150, 175, 200, 250, 300, 340];
+pub(crate) const DEFAULT_STEPS: &[usize] = &[50, 100, 150, 175, 200, 250, 300, 340];
 /// `--quick` client counts: one step below the knee, one at it, two in the target region.
-pub const QUICK_STEPS: &[usize] = &[50, 175, 300, 340];
+pub(crate) const QUICK_STEPS: &[usize] = &[50, 175, 300, 340];
 
 /// Default mean synthetic service time, a compromise between two noises. The heavy class's queue holds
 /// n − 4/7·workers requests, which is 0.75 service times of work at 300 clients: a stall of the machine
@@ -32,12 +32,12 @@ pub const QUICK_STEPS: &[usize] = &[50, 175, 300, 340];
 /// rides out 37 ms stalls, where 20 ms cost stride 7% at 300 clients on a loaded 2-core machine. Lottery's
 /// shares are binomial over a step's dispatches (~20,000 at 50 ms): light/heavy wobbles by ~1.4% (one sd),
 /// 3.5 sd inside the 5% target; at 100 ms it was 2%, and one run read 4.19.
-pub const DEFAULT_SERVICE: Duration = Duration::from_millis(50);
+pub(crate) const DEFAULT_SERVICE: Duration = Duration::from_millis(50);
 /// `--quick` service time: shorter, so short steps still hold thousands of requests.
-pub const QUICK_SERVICE: Duration = Duration::from_millis(20);
+pub(crate) const QUICK_SERVICE: Duration = Duration::from_millis(20);
 
 /// Upper bound on one step's total client count (each is a socket in this process and one in the server).
-pub const MAX_CLIENTS: usize = 5_000;
+pub(crate) const MAX_CLIENTS: usize = 5_000;
 
 /// The raw values a user may give; `None` means "the default for this mode".
 #[derive(Clone, Debug, Default)]

@@ -48,7 +48,7 @@ pub fn save(result: &DemoResult, dir: &Path) -> Result<PathBuf, ResultError> {
 }
 
 /// `YYYYmmdd-HHMMSS` (UTC) for a Unix time, for file names.
-pub fn timestamp(unix_s: u64) -> String {
+pub(crate) fn timestamp(unix_s: u64) -> String {
     let days = (unix_s / 86_400) as i64;
     let secs = unix_s % 86_400;
     let (y, m, d) = civil_from_days(days);

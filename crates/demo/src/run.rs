@@ -41,7 +41,7 @@ pub enum DemoError {
 }
 
 /// The `ordo serve` configuration of the demo, as TOML (the same text a user could put in a file).
-pub fn server_config_toml(plan: &DemoPlan, seed: u64) -> String {
+pub(crate) fn server_config_toml(plan: &DemoPlan, seed: u64) -> String {
     let mut t = String::new();
     t.push_str("# ordo demo: seed 003's three user types under weights 1:2:4\n");
     t.push_str("listen = \"127.0.0.1:0\"\n");
@@ -70,7 +70,7 @@ pub fn server_config_toml(plan: &DemoPlan, seed: u64) -> String {
 
 /// The URL path a client of `class` requests for one service time in ms: sleep that long, return the
 /// class's body size.
-pub fn class_path(class: &DemoClass, service_ms: u64) -> String {
+pub(crate) fn class_path(class: &DemoClass, service_ms: u64) -> String {
     format!(
         "{}work?ms={}&n={}",
         class.path_prefix, service_ms, class.response_bytes
@@ -82,7 +82,7 @@ pub fn class_path(class: &DemoClass, service_ms: u64) -> String {
 /// all workers freed in the same millisecond, heavy's queue emptied by every wave — instead of the steady
 /// state Little's law describes; the spread breaks the waves and leaves the ratios alone (they do not depend
 /// on service times, see docs/demo.md).
-pub fn service_times_ms(mean: Duration) -> Vec<u64> {
+pub(crate) fn service_times_ms(mean: Duration) -> Vec<u64> {
     let mean_ms = mean.as_secs_f64() * 1e3;
     (0..=10)
         .map(|k| {
@@ -93,10 +93,10 @@ pub fn service_times_ms(mean: Duration) -> Vec<u64> {
 }
 
 /// Half-width of the service-time spread, relative to the mean.
-pub const SERVICE_SPREAD: f64 = 0.5;
+pub(crate) const SERVICE_SPREAD: f64 = 0.5;
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
-pub fn unix_now() -> u64 {
+pub(crate) fn unix_now() -> u64 {
     SystemTime::now()
         .duration_since(UNIX_EPOCH)
         .map(|d| d.as_secs())
@@ -236,10 +236,14 @@ pub fn bench_config(
 
 /// Load-generator threads: enough that the clients' own turnaround stays far below the heavy class's
 /// response time, few enough to leave the server its share of a 2-core machine.
-pub const BENCH_THREADS: usize = 2;
+pub(crate) const BENCH_THREADS: usize = 2;
 
 /// Per-class statistics of one bench report, in the plan's class order, with the ratios.
-pub fn step_from_report(plan: &DemoPlan, per_class: usize, report: &BenchReport) -> DemoStep {
+pub(crate) fn step_from_report(
+    plan: &DemoPlan,
+    per_class: usize,
+    report: &BenchReport,
+) -> DemoStep {
     let classes = plan
         .classes
         .iter()

@@ -4,8 +4,8 @@
 
 use ordo_sys::thread;
 
-use crate::cancel::CancelToken;
 use crate::error::ProbeError;
+use ordo_sys::CancelToken;
 
 use crate::looprobe::{run_loop_until, validate};
 use crate::work::Calibration;
@@ -14,7 +14,7 @@ use ordo_results::probe::{
 };
 
 /// The runs of a comparison, in order, with their column labels.
-pub fn plan(cfg: &CompareConfig) -> Result<Vec<LoopConfig>, ProbeError> {
+pub(crate) fn plan(cfg: &CompareConfig) -> Result<Vec<LoopConfig>, ProbeError> {
     let loaded = if cfg.base.load.is_none() {
         LoadSpec::Threads(if cfg.base.cpu.is_some() {
             2

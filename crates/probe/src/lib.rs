@@ -2,12 +2,11 @@
 //! with `--compare` and `--footprints`) and the per-process sampler (`probe pid`). The /proc readers live
 //! in ordo-sys; this crate measures, analyses and renders.
 
-pub mod cancel;
-pub mod compare;
-pub mod error;
+mod compare;
+mod error;
 pub mod load;
-pub mod looprobe;
-pub mod pid;
+mod looprobe;
+mod pid;
 pub mod render;
 pub mod work;
 
@@ -18,8 +17,8 @@ pub use ordo_results::probe::{
     ThreadRates, Work,
 };
 
-pub use cancel::CancelToken;
 pub use compare::{run_compare, run_compare_until};
 pub use error::ProbeError;
 pub use looprobe::{analyze, run_loop, run_loop_until};
+pub use ordo_sys::CancelToken;
 pub use pid::{PidConfig, PidEnd, watch, watch_until};

@@ -10,21 +10,21 @@ use std::sync::mpsc;
 use ordo_sys::procfs::{ProcRoot, ThreadSchedstat};
 use ordo_sys::{SysError, clock, rusage, thread};
 
-use crate::cancel::CancelToken;
 use crate::error::ProbeError;
 use crate::load::BackgroundLoad;
-use crate::stats::{Histogram, RELATIVE_EDGES, Summary, check_edges};
+use crate::stats::{Distribution, Histogram, RELATIVE_EDGES, check_edges};
 use crate::work::{Calibration, Footprint, spin_cancellable};
 use ordo_results::probe::{
     Applied, LoadSpec, LoopConfig, LoopReport, LoopSample, LoopSummary, Split, SwitchCost,
     SwitchGroup, Work,
 };
+use ordo_sys::CancelToken;
 
 /// The most samples one run takes (they are all kept in the report).
-pub const MAX_SAMPLES: usize = 100_000;
+pub(crate) const MAX_SAMPLES: usize = 100_000;
 
 /// Check every setting of a loop run before any work starts.
-pub fn validate(cfg: &LoopConfig) -> Result<(), ProbeError> {
+pub(crate) fn validate(cfg: &LoopConfig) -> Result<(), ProbeError> {
     let bad = |m: String| Err(ProbeError::Config(m));
     if cfg.samples == 0 || cfg.samples > MAX_SAMPLES {
         return bad(format!(
@@ -276,7 +276,7 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
     let run_delay = have_rd.then(|| ms(&|s| s.run_delay_ns.unwrap_or(0)));
     let nominal_ms = (nominal_ns.max(1)) as f64 / MS;
     let rel: Vec<f64> = elapsed.iter().map(|e| e / nominal_ms).collect();
-    let elapsed_s = Summary::of(&elapsed);
+    let elapsed_s = Distribution::of(&elapsed);
 
     let total_el: f64 = elapsed.iter().sum();
     let total_cpu: f64 = cpu.iter().sum();
@@ -312,7 +312,7 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
             continue;
         }
         let el: Vec<f64> = idx.iter().map(|&i| elapsed[i]).collect();
-        let med = Summary::of(&el).p50;
+        let med = Distribution::of(&el).p50;
         groups.push(SwitchGroup {
             label: label.to_string(),
             min_switches: lo,
@@ -369,15 +369,15 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
     LoopSummary {
         samples: samples.len(),
         elapsed_ms: elapsed_s,
-        cpu_ms: Summary::of(&cpu),
-        run_delay_ms: run_delay.as_ref().map(|v| Summary::of(v)),
-        involuntary: Summary::of(
+        cpu_ms: Distribution::of(&cpu),
+        run_delay_ms: run_delay.as_ref().map(|v| Distribution::of(v)),
+        involuntary: Distribution::of(
             &samples
                 .iter()
                 .map(|s| s.involuntary as f64)
                 .collect::<Vec<_>>(),
         ),
-        voluntary: Summary::of(
+        voluntary: Distribution::of(
             &samples
                 .iter()
                 .map(|s| s.voluntary as f64)

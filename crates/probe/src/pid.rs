@@ -9,9 +9,9 @@ use std::time::{Duration, Instant};
 use ordo_sys::procfs::{ProcRoot, Psi};
 use ordo_sys::{ProcessSampler, SysError, ThreadSnapshot};
 
-use crate::cancel::CancelToken;
 use crate::error::ProbeError;
 use ordo_results::probe::{PidReport, PsiRates, Rates, ThreadRates};
+use ordo_sys::CancelToken;
 
 /// What to watch and for how long.
 #[derive(Clone, Debug)]

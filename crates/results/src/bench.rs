@@ -27,7 +27,7 @@ pub struct BenchReport {
     pub interrupted: bool,
     /// Measured time (warm-up excluded), seconds.
     pub elapsed_s: f64,
-    pub summary: Summary,
+    pub summary: RunSummary,
     /// ab's Connection Times table.
     pub connection_times: ConnectionTimes,
     /// Per class (one class named "default" without a mix).
@@ -85,7 +85,7 @@ pub struct RunConfig {
 
 /// Whole-run figures (ab's report).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
-pub struct Summary {
+pub struct RunSummary {
     /// Requests answered with a complete response (any status).
     pub complete: u64,
     pub failed: FailedCounts,

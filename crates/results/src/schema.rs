@@ -1,6 +1,6 @@
 //! The JSON Schemas (draft 2020-12) of the results, generated from the Rust types so they cannot drift: the
 //! files committed under `crates/results/schema/` must equal [`files`] (tests/schemas.rs checks it, and
-//! `ORDO_BLESS=1 cargo test -p ordo-results --test schemas` rewrites them after a deliberate change).
+//! `ORDO_BLESS=1 cargo test -p ordo-results --test it schemas::` rewrites them after a deliberate change).
 //! The schemas describe what ordo reads (fields with a serde default, added in later releases, are optional
 //! so older files stay valid). Every object schema is closed (`additionalProperties: false`), so a
 //! document with a field the type does not know is refused.

@@ -10,7 +10,6 @@
 mod config;
 mod policy;
 mod queue;
-mod rng;
 mod scheduler;
 
 pub use config::{ClassId, ClassSpec, ConfigError, Nanos, PolicyKind, SchedConfig, UnknownPolicy};

@@ -53,6 +53,8 @@ pub(crate) struct Active {
     pub(crate) retry_after_secs: u64,
     /// Whether the policy looks at size hints (srpt, wfq, lua); the others skip computing them.
     pub(crate) needs_size: bool,
+    /// Who may use the admin endpoints (`[admin]` token and allowed host names).
+    pub(crate) admin: crate::admin::AdminGuard,
 }
 
 /// A picker used only to check that a custom-policy configuration is accepted by the scheduler.
@@ -105,7 +107,7 @@ fn build_backend(
     i: usize,
     r: &crate::config::RouteConfig,
 ) -> Result<Backend, Invalid> {
-    use crate::backend::{proxy, static_files, synthetic};
+    use crate::backend::{BackendError, proxy, static_files, synthetic};
     if let Some(s) = &r.static_files {
         let mut s = s.clone();
         s.root = cfg.resolve(&s.root);
@@ -114,8 +116,12 @@ fn build_backend(
         return Ok(Backend::Static(b));
     }
     if let Some(p) = &r.proxy {
-        let b = proxy::ProxyBackend::new(p)
-            .map_err(|e| Invalid::new(keypath!["routes", i, "proxy"], e.to_string()))?;
+        let b = proxy::ProxyBackend::new(p).map_err(|e| match e {
+            BackendError::Invalid { field, msg } => {
+                Invalid::new(keypath!["routes", i, "proxy", field], msg)
+            }
+            e => Invalid::new(keypath!["routes", i, "proxy"], e.to_string()),
+        })?;
         return Ok(Backend::Proxy(b));
     }
     if let Some(s) = &r.synthetic {
@@ -137,7 +143,13 @@ impl Compiled {
     ) -> Result<Compiled, ConfigError> {
         let loc = |i: Invalid| cfg.locate(i);
         cfg.check_values().map_err(loc)?;
-        let classifier = Classifier::build(cfg).map_err(loc)?;
+        let classifier = Classifier::build_with(
+            cfg,
+            metrics
+                .map(|m| m.lua_counters("classify"))
+                .unwrap_or_default(),
+        )
+        .map_err(loc)?;
         let mut routes = Vec::new();
         for (i, r) in cfg.effective_routes().iter().enumerate() {
             let backend = build_backend(cfg, i, r).map_err(loc)?;
@@ -148,14 +160,15 @@ impl Compiled {
                 backend,
             ));
         }
+        let admin = crate::admin::AdminGuard::build(cfg).map_err(loc)?;
         let sched = sched_config(cfg);
         let picker: Option<Box<dyn HeadPicker>> = if cfg.policy == PolicyName::Lua {
             let path = cfg
                 .policy_script
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""));
-            let errors = metrics.map(|m| m.lua_errors.clone()).unwrap_or_default();
-            let p = LuaPicker::load(&cfg.resolve(path), errors)
+            let counters = metrics.map(|m| m.lua_counters("pick")).unwrap_or_default();
+            let p = LuaPicker::load_with(&cfg.resolve(path), &cfg.lua, counters)
                 .map_err(|e| loc(Invalid::new(keypath!["policy_script"], e)))?;
             Some(Box::new(p))
         } else {
@@ -177,6 +190,7 @@ impl Compiled {
                     cfg.policy,
                     PolicyName::Srpt | PolicyName::Wfq | PolicyName::Lua
                 ),
+                admin,
             },
             sched,
             picker,
@@ -196,7 +210,7 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    fn active(&self) -> Arc<Active> {
+    pub(crate) fn active(&self) -> Arc<Active> {
         self.active
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -231,7 +245,9 @@ impl Shared {
             }
             if new.admin.enabled != cur.admin.enabled || new.admin.listen != cur.admin.listen {
                 restart.push("admin");
-                new.admin = cur.admin.clone();
+                // the token and allowed host names compiled above do apply
+                new.admin.enabled = cur.admin.enabled;
+                new.admin.listen = cur.admin.listen;
             }
             if !restart.is_empty() {
                 tracing::warn!(
@@ -290,7 +306,7 @@ impl Shared {
     /// The request path.
     async fn serve(&self, mut req: Request) -> Response {
         let active = self.active();
-        let c = active.classifier.classify(&req);
+        let c = active.classifier.classify_async(&req).await;
         if c.lua_error {
             self.metrics.lua_errors.inc();
         }
@@ -358,7 +374,9 @@ impl Shared {
     }
 }
 
-/// Remove a route prefix from the path and the raw target.
+/// Remove a route prefix from the (normalised) path, the one routing matched, and rebuild the target from
+/// what is left and the query, so every spelling of the prefix (`//p`, `%70`, `/x/../p`, absolute-form) is
+/// stripped alike.
 fn strip(req: &mut Request, prefix: &str) {
     if let Some(rest) = req.path.strip_prefix(prefix) {
         req.path = if rest.starts_with('/') {
@@ -366,13 +384,9 @@ fn strip(req: &mut Request, prefix: &str) {
         } else {
             format!("/{rest}")
         };
-    }
-    if let Some(rest) = req.target.strip_prefix(prefix) {
-        req.target = if rest.starts_with('/') {
-            rest.to_string()
-        } else {
-            format!("/{rest}")
-        };
+        let mut target = bytes::BytesMut::new();
+        crate::http::parse::origin_form(&req.path, req.query.as_deref(), &mut target);
+        req.target = String::from_utf8_lossy(&target).into_owned();
     }
 }
 
@@ -507,16 +521,55 @@ impl ServerHandle {
     }
 
     /// Graceful shutdown: stop accepting, answer everything still queued with 503, let in-flight requests
-    /// finish, then return.
+    /// finish within `shutdown_grace`, then close the connections still open (a body still arriving, a
+    /// response still streaming) and return. Returns `Ok` either way; the log says which.
     pub async fn shutdown(self) -> std::io::Result<()> {
+        self.shutdown_or(std::future::pending()).await
+    }
+
+    /// [`ServerHandle::shutdown`] that also gives up waiting when `cut` resolves (a second signal).
+    async fn shutdown_or(
+        mut self,
+        cut: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let grace = self.shared.config().shutdown_grace;
         let _ = self.shutdown_tx.send(true);
         self.shared.gate.close();
-        let r = match self.main.await {
-            Ok(r) => r,
-            Err(e) => Err(std::io::Error::other(e)),
+        let give_up = async {
+            tokio::select! {
+                _ = tokio::time::sleep(grace) => tracing::warn!(
+                    grace = %crate::http::duration::format(grace),
+                    "shutdown grace over: closing the connections still open"
+                ),
+                _ = cut => tracing::warn!("closing the connections still open"),
+            }
         };
-        if let Some(a) = self.admin {
-            let _ = a.await;
+        let mut give_up = std::pin::pin!(give_up);
+        let mut cut_short = false;
+        let r = tokio::select! {
+            r = &mut self.main => match r {
+                Ok(r) => r,
+                Err(e) => Err(std::io::Error::other(e)),
+            },
+            _ = &mut give_up => {
+                cut_short = true;
+                // dropping the listener task ends every connection task it spawned
+                self.main.abort();
+                let _ = (&mut self.main).await;
+                Ok(())
+            }
+        };
+        if let Some(mut a) = self.admin.take() {
+            if !cut_short {
+                tokio::select! {
+                    _ = &mut a => {}
+                    _ = &mut give_up => cut_short = true,
+                }
+            }
+            if cut_short {
+                a.abort();
+                let _ = a.await;
+            }
         }
         let _ = self.timer.await;
         r
@@ -548,6 +601,13 @@ impl ServerHandle {
                 }
             }
         }
-        self.shutdown().await
+        // a second SIGTERM or SIGINT ends the grace at once
+        let second = async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("second SIGTERM"),
+                _ = int.recv() => tracing::info!("second SIGINT"),
+            }
+        };
+        self.shutdown_or(second).await
     }
 }

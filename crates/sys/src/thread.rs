@@ -263,7 +263,7 @@ pub fn get_sched(tid: i32) -> Result<TaskSched, SysError> {
 }
 
 /// The scheduling policy of task `tid` (0 = the calling thread).
-pub fn get_policy(tid: i32) -> Result<Policy, SysError> {
+pub(crate) fn get_policy(tid: i32) -> Result<Policy, SysError> {
     Ok(get_sched(tid)?.policy)
 }
 
@@ -324,7 +324,7 @@ pub fn kernel_version() -> Option<(u32, u32)> {
 }
 
 /// "6.12.3-foo" → (6, 12).
-pub fn parse_release(rel: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_release(rel: &str) -> Option<(u32, u32)> {
     let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
     let major = it.next()?.parse().ok()?;
     let minor = it.next()?.parse().ok()?;
@@ -363,7 +363,7 @@ pub fn set_slice(tid: i32, slice_ns: u64) -> Result<u64, SysError> {
 }
 
 /// The task's current slice, ns (None before 6.12 or for non-fair policies).
-pub fn get_slice(tid: i32) -> Result<Option<u64>, SysError> {
+pub(crate) fn get_slice(tid: i32) -> Result<Option<u64>, SysError> {
     Ok(get_sched(tid)?.slice_ns)
 }
 

@@ -95,7 +95,7 @@ fn stores(grid: &str, search: &str) -> Result<(), String> {
             100.0 * rep,
             100.0 * r.gain,
             r.runs,
-            ordo_tune::stats::format_p(r.p),
+            ordo_tune::analysis::format_p(r.p),
             100.0 * k,
             if k >= 0.9 { "MET" } else { "NOT MET" }
         ),

@@ -9,6 +9,7 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::Objective;
+pub use crate::stats::format_p;
 use crate::stats::{Summary, holm, p_equals, welch};
 use crate::store::{ExperimentData, ExperimentMeta, SearchMeta};
 

@@ -4,12 +4,12 @@
 pub mod analysis;
 pub mod compare;
 pub mod design;
-pub mod parsers;
+mod parsers;
 pub mod runner;
 pub mod search;
 mod session;
 pub mod spec;
-pub mod stats;
+mod stats;
 pub mod store;
-pub mod target;
-pub mod workload;
+mod target;
+mod workload;

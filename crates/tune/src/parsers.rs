@@ -16,9 +16,9 @@ pub struct ParseError {
     pub message: String,
 }
 
-pub type Metrics = BTreeMap<String, f64>;
+pub(crate) type Metrics = BTreeMap<String, f64>;
 
-pub fn parse(kind: &ParserKind, out: &str) -> Result<Metrics, ParseError> {
+pub(crate) fn parse(kind: &ParserKind, out: &str) -> Result<Metrics, ParseError> {
     match kind {
         ParserKind::Ab => parse_ab(out),
         ParserKind::Wrk => parse_wrk(out),
@@ -40,7 +40,7 @@ fn after<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
 }
 
 /// ApacheBench (`ab`) output.
-pub fn parse_ab(out: &str) -> Result<Metrics, ParseError> {
+pub(crate) fn parse_ab(out: &str) -> Result<Metrics, ParseError> {
     let mut m = Metrics::new();
     let mut failed = 0.0;
     let mut non2xx = 0.0;
@@ -113,7 +113,7 @@ fn wrk_time_ms(s: &str) -> Option<f64> {
 }
 
 /// wrk output (with or without `--latency`).
-pub fn parse_wrk(out: &str) -> Result<Metrics, ParseError> {
+pub(crate) fn parse_wrk(out: &str) -> Result<Metrics, ParseError> {
     let mut m = Metrics::new();
     let mut errors = 0.0;
     for line in out.lines() {
@@ -164,7 +164,7 @@ pub fn parse_wrk(out: &str) -> Result<Metrics, ParseError> {
 }
 
 /// sysbench (1.0) output: transactions or events per second, total time, latency block.
-pub fn parse_sysbench(out: &str) -> Result<Metrics, ParseError> {
+pub(crate) fn parse_sysbench(out: &str) -> Result<Metrics, ParseError> {
     let mut m = Metrics::new();
     let mut events = None;
     for line in out.lines() {
@@ -213,7 +213,7 @@ pub fn parse_sysbench(out: &str) -> Result<Metrics, ParseError> {
 }
 
 /// Every named group of the first match becomes a metric.
-pub fn parse_regex(re: &Regex, out: &str) -> Result<Metrics, ParseError> {
+pub(crate) fn parse_regex(re: &Regex, out: &str) -> Result<Metrics, ParseError> {
     let caps = re.captures(out).ok_or_else(|| ParseError {
         parser: "regex",
         message: format!("`{}` does not match the output", re.as_str()),

@@ -553,40 +553,13 @@ pub(crate) fn tempdir() -> Result<TempDir, RunError> {
     Ok(TempDir(p))
 }
 
-/// Set `flag` on SIGINT or SIGTERM (a thread with a small tokio runtime waits for them). Returns once
+/// Set `flag` on SIGINT or SIGTERM (`ordo_sys::watch_interrupts`: a thread of its own waits for them). Returns once
 /// the handlers are registered, so no signal after this call can kill the process before it restores.
 pub fn install_signal_flag(flag: Arc<AtomicBool>) {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<bool>();
-    std::thread::spawn(move || {
-        use tokio::signal::unix::{SignalKind, signal};
-        let Ok(rt) = tokio::runtime::Builder::new_current_thread()
-            .enable_all()
-            .build()
-        else {
-            let _ = ready_tx.send(false);
-            return;
-        };
-        rt.block_on(async move {
-            let (Ok(mut int), Ok(mut term)) = (
-                signal(SignalKind::interrupt()),
-                signal(SignalKind::terminate()),
-            ) else {
-                let _ = ready_tx.send(false);
-                return;
-            };
-            let _ = ready_tx.send(true);
-            loop {
-                tokio::select! {
-                    _ = int.recv() => {}
-                    _ = term.recv() => {}
-                }
-                flag.store(true, Ordering::SeqCst);
-            }
-        });
-    });
-    if !ready_rx
-        .recv_timeout(Duration::from_secs(5))
-        .unwrap_or(false)
+    if ordo_sys::watch_interrupts("ordo-tune-signal", move |_| {
+        flag.store(true, Ordering::SeqCst)
+    })
+    .is_err()
     {
         tracing::warn!(
             "could not install SIGINT/SIGTERM handlers; a signal will not restore the knobs (use `ordo tune recover`)"

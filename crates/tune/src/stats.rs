@@ -52,7 +52,7 @@ impl Summary {
     }
 }
 
-pub fn mean(xs: &[f64]) -> f64 {
+pub(crate) fn mean(xs: &[f64]) -> f64 {
     if xs.is_empty() {
         return f64::NAN;
     }
@@ -60,7 +60,7 @@ pub fn mean(xs: &[f64]) -> f64 {
 }
 
 /// Sample variance (n - 1 in the denominator); 0 for fewer than two values.
-pub fn variance(xs: &[f64]) -> f64 {
+pub(crate) fn variance(xs: &[f64]) -> f64 {
     if xs.len() < 2 {
         return 0.0;
     }
@@ -68,12 +68,12 @@ pub fn variance(xs: &[f64]) -> f64 {
     xs.iter().map(|x| (x - m) * (x - m)).sum::<f64>() / (xs.len() - 1) as f64
 }
 
-pub fn sd(xs: &[f64]) -> f64 {
+pub(crate) fn sd(xs: &[f64]) -> f64 {
     variance(xs).sqrt()
 }
 
 /// Half-width of the `level` (e.g. 0.95) confidence interval of the mean: t_{(1+level)/2, n-1} * s / sqrt(n).
-pub fn ci_half_width(xs: &[f64], level: f64) -> f64 {
+pub(crate) fn ci_half_width(xs: &[f64], level: f64) -> f64 {
     let n = xs.len();
     if n < 2 {
         return f64::INFINITY;
@@ -82,7 +82,7 @@ pub fn ci_half_width(xs: &[f64], level: f64) -> f64 {
 }
 
 /// ln Γ(x) for x > 0 (Lanczos, g = 7, n = 9; about 15 significant digits).
-pub fn ln_gamma(x: f64) -> f64 {
+pub(crate) fn ln_gamma(x: f64) -> f64 {
     const G: f64 = 7.0;
     const C: [f64; 9] = [
         0.999_999_999_999_809_9,
@@ -154,7 +154,7 @@ fn beta_cf(a: f64, b: f64, x: f64) -> f64 {
 }
 
 /// The regularized incomplete beta function I_x(a, b).
-pub fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
+pub(crate) fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
     if x <= 0.0 {
         return 0.0;
     }
@@ -171,7 +171,7 @@ pub fn inc_beta(a: f64, b: f64, x: f64) -> f64 {
 }
 
 /// P(T <= t) for Student's t with `df` (> 0, not necessarily integer) degrees of freedom.
-pub fn t_cdf(t: f64, df: f64) -> f64 {
+pub(crate) fn t_cdf(t: f64, df: f64) -> f64 {
     if t.is_nan() || df.is_nan() || df <= 0.0 {
         return f64::NAN;
     }
@@ -184,7 +184,7 @@ pub fn t_cdf(t: f64, df: f64) -> f64 {
 }
 
 /// Two-sided p-value of a t statistic.
-pub fn t_two_sided_p(t: f64, df: f64) -> f64 {
+pub(crate) fn t_two_sided_p(t: f64, df: f64) -> f64 {
     if t.is_nan() {
         return f64::NAN;
     }
@@ -195,7 +195,7 @@ pub fn t_two_sided_p(t: f64, df: f64) -> f64 {
 }
 
 /// The `p`-quantile of Student's t with `df` degrees of freedom (bisection on [`t_cdf`], to ~1e-12).
-pub fn t_quantile(p: f64, df: f64) -> f64 {
+pub(crate) fn t_quantile(p: f64, df: f64) -> f64 {
     if !(0.0..=1.0).contains(&p) || df.is_nan() || df <= 0.0 {
         return f64::NAN;
     }
@@ -231,7 +231,7 @@ pub fn t_quantile(p: f64, df: f64) -> f64 {
 
 /// Result of Welch's unequal-variances t-test of `a` against `b`.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Welch {
+pub(crate) struct Welch {
     /// mean(a) - mean(b)
     pub diff: f64,
     pub t: f64,
@@ -244,7 +244,7 @@ pub struct Welch {
 }
 
 /// Welch's t-test; `None` when either sample has fewer than two values.
-pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
+pub(crate) fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
     if a.len() < 2 || b.len() < 2 {
         return None;
     }
@@ -284,7 +284,7 @@ pub fn welch(a: &[f64], b: &[f64]) -> Option<Welch> {
 }
 
 /// Holm's step-down adjustment of a family of p-values (same order as given; NaN stays NaN).
-pub fn holm(ps: &[f64]) -> Vec<f64> {
+pub(crate) fn holm(ps: &[f64]) -> Vec<f64> {
     let mut idx: Vec<usize> = (0..ps.len()).filter(|&i| !ps[i].is_nan()).collect();
     idx.sort_by(|&a, &b| ps[a].total_cmp(&ps[b]));
     let m = idx.len();
@@ -326,48 +326,8 @@ pub fn p_equals(name: &str, p: f64) -> String {
     }
 }
 
-/// A small seeded generator (SplitMix64) for designs, run order and synthetic tests: reproducible
-/// everywhere without a dependency.
-#[derive(Clone, Debug)]
-pub struct Rng(u64);
-
-impl Rng {
-    pub fn new(seed: u64) -> Self {
-        Rng(seed)
-    }
-
-    pub fn next_u64(&mut self) -> u64 {
-        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-        let mut z = self.0;
-        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-        z ^ (z >> 31)
-    }
-
-    /// Uniform in [0, 1).
-    pub fn f64(&mut self) -> f64 {
-        (self.next_u64() >> 11) as f64 / (1u64 << 53) as f64
-    }
-
-    /// Uniform in 0..n (n > 0).
-    pub fn below(&mut self, n: usize) -> usize {
-        (self.next_u64() % n as u64) as usize
-    }
-
-    /// Standard normal (Box-Muller).
-    pub fn normal(&mut self) -> f64 {
-        let u1 = 1.0 - self.f64();
-        let u2 = self.f64();
-        (-2.0 * u1.ln()).sqrt() * (2.0 * std::f64::consts::PI * u2).cos()
-    }
-
-    pub fn shuffle<T>(&mut self, v: &mut [T]) {
-        for i in (1..v.len()).rev() {
-            let j = self.below(i + 1);
-            v.swap(i, j);
-        }
-    }
-}
+/// The workspace's seeded generator (ordo-util), for designs, run order and synthetic tests.
+pub(crate) use ordo_util::SplitMix64 as Rng;
 
 #[cfg(test)]
 mod tests {

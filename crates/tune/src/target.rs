@@ -55,7 +55,7 @@ fn tail(s: &str) -> String {
 }
 
 /// Replace `{name}` placeholders; unknown ones are left as they are.
-pub fn substitute(s: &str, vars: &BTreeMap<String, String>) -> String {
+pub(crate) fn substitute(s: &str, vars: &BTreeMap<String, String>) -> String {
     let mut out = s.to_string();
     for (k, v) in vars {
         out = out.replace(&format!("{{{k}}}"), v);
@@ -64,13 +64,13 @@ pub fn substitute(s: &str, vars: &BTreeMap<String, String>) -> String {
 }
 
 /// A free TCP port on 127.0.0.1 (bound and released; the target binds it right after).
-pub fn free_port() -> std::io::Result<u16> {
+pub(crate) fn free_port() -> std::io::Result<u16> {
     let l = std::net::TcpListener::bind("127.0.0.1:0")?;
     Ok(l.local_addr()?.port())
 }
 
 /// The command line a started target runs with (placeholders substituted).
-pub fn command_line(
+pub(crate) fn command_line(
     spec: &TargetSpec,
     vars: &BTreeMap<String, String>,
     ordo: Option<&Path>,
@@ -99,7 +99,7 @@ pub fn command_line(
 
 /// A target for the duration of one run.
 #[derive(Debug)]
-pub struct RunningTarget {
+pub(crate) struct RunningTarget {
     child: Option<Child>,
     stderr_path: Option<PathBuf>,
     /// The main process (the started child, or the first process found).
@@ -109,7 +109,7 @@ pub struct RunningTarget {
 }
 
 /// Minimal HTTP GET: Ok when anything that looks like an HTTP status line comes back.
-pub fn http_ready(url: &str, timeout: Duration) -> bool {
+pub(crate) fn http_ready(url: &str, timeout: Duration) -> bool {
     let Some(rest) = url.strip_prefix("http://") else {
         return false;
     };
@@ -151,7 +151,7 @@ pub fn http_ready(url: &str, timeout: Duration) -> bool {
 
 impl RunningTarget {
     /// Start (for builtin/command targets) or find (pid/name) the target.
-    pub fn start(
+    pub(crate) fn start(
         spec: &TargetSpec,
         vars: &BTreeMap<String, String>,
         ordo: Option<&Path>,
@@ -266,7 +266,7 @@ impl RunningTarget {
     }
 
     /// Whether a started target is still running (found targets: whether the main pid exists).
-    pub fn alive(&mut self) -> bool {
+    pub(crate) fn alive(&mut self) -> bool {
         match self.child.as_mut() {
             Some(c) => matches!(c.try_wait(), Ok(None)),
             None => Path::new(&format!("/proc/{}", self.pid)).exists(),
@@ -274,7 +274,7 @@ impl RunningTarget {
     }
 
     /// Threads of every target process (re-read now), filtered by name.
-    pub fn threads(&mut self, sel: &ThreadSel) -> Vec<(i32, String)> {
+    pub(crate) fn threads(&mut self, sel: &ThreadSel) -> Vec<(i32, String)> {
         if self.child.is_some() {
             self.pids = std::iter::once(self.pid)
                 .chain(descendants(self.pid))
@@ -305,7 +305,7 @@ impl RunningTarget {
     }
 
     /// Stop a started target: SIGTERM to its process group, SIGKILL after 5 s. Found targets are left alone.
-    pub fn stop(&mut self) {
+    pub(crate) fn stop(&mut self) {
         let Some(mut child) = self.child.take() else {
             return;
         };
@@ -351,7 +351,7 @@ fn all_pids() -> Vec<i32> {
 }
 
 /// Every descendant process of `pid`.
-pub fn descendants(pid: i32) -> Vec<i32> {
+pub(crate) fn descendants(pid: i32) -> Vec<i32> {
     let parents: Vec<(i32, i32)> = all_pids()
         .into_iter()
         .filter_map(|p| ppid_of(p).map(|pp| (p, pp)))
@@ -370,7 +370,7 @@ pub fn descendants(pid: i32) -> Vec<i32> {
 }
 
 /// Processes whose name (`comm`) or executable basename is `name`.
-pub fn pids_named(name: &str) -> Vec<i32> {
+pub(crate) fn pids_named(name: &str) -> Vec<i32> {
     let mut v: Vec<i32> = all_pids()
         .into_iter()
         .filter(|p| {

@@ -62,7 +62,7 @@ fn tail(s: &str) -> String {
 }
 
 /// The bench configuration for one run (placeholders substituted).
-pub fn bench_config(
+pub(crate) fn bench_config(
     b: &BenchSpec,
     vars: &BTreeMap<String, String>,
 ) -> Result<BenchConfig, ordo_bench::BenchError> {
@@ -95,7 +95,7 @@ pub fn bench_config(
 }
 
 /// Metrics of a bench report.
-pub fn bench_metrics(r: &ordo_bench::BenchReport) -> Metrics {
+pub(crate) fn bench_metrics(r: &ordo_bench::BenchReport) -> Metrics {
     let s = &r.summary;
     let mut m = Metrics::new();
     m.insert("throughput".into(), s.rps);
@@ -131,7 +131,7 @@ pub fn bench_metrics(r: &ordo_bench::BenchReport) -> Metrics {
 }
 
 /// Whether the workload does a fixed amount of work (so its elapsed time is a runtime).
-pub fn fixed_work(w: &WorkloadSpec) -> bool {
+pub(crate) fn fixed_work(w: &WorkloadSpec) -> bool {
     match &w.kind {
         WorkloadKind::Bench(b) => b.requests.is_some(),
         WorkloadKind::Command { .. } => true,
@@ -139,7 +139,7 @@ pub fn fixed_work(w: &WorkloadSpec) -> bool {
 }
 
 /// Estimated wall time of one run of the workload (for the plan).
-pub fn estimate(w: &WorkloadSpec) -> Duration {
+pub(crate) fn estimate(w: &WorkloadSpec) -> Duration {
     match &w.kind {
         WorkloadKind::Bench(b) => b.warmup + b.duration.unwrap_or(Duration::from_secs(5)),
         WorkloadKind::Command { timeout, .. } => (*timeout).min(Duration::from_secs(30)),
@@ -147,7 +147,7 @@ pub fn estimate(w: &WorkloadSpec) -> Duration {
 }
 
 /// The command a workload runs, for the plan.
-pub fn describe(w: &WorkloadSpec, vars: &BTreeMap<String, String>) -> String {
+pub(crate) fn describe(w: &WorkloadSpec, vars: &BTreeMap<String, String>) -> String {
     match &w.kind {
         WorkloadKind::Bench(b) => {
             let mut s = format!(
@@ -180,17 +180,9 @@ pub fn describe(w: &WorkloadSpec, vars: &BTreeMap<String, String>) -> String {
     }
 }
 
-/// Run the workload once. `stop` is polled; when it is set the run is cancelled.
-pub fn run(
-    w: &WorkloadSpec,
-    vars: &BTreeMap<String, String>,
-    stop: &Arc<AtomicBool>,
-) -> Result<Metrics, WorkloadError> {
-    run_with(w, vars, stop, &mut |_, _| Ok(()))
-}
-
-/// [`run`], calling `on_spawn(pid, command line)` when an external command starts (so the journal has it
-/// should ordo die while it runs); an error from it kills the command.
+/// Run the workload once. `stop` is polled; when it is set the run is cancelled. `on_spawn(pid, command
+/// line)` is called when an external command starts (so the journal has it should ordo die while it
+/// runs); an error from it kills the command.
 pub fn run_with(
     w: &WorkloadSpec,
     vars: &BTreeMap<String, String>,
@@ -316,7 +308,7 @@ mod tests {
         };
         let vars: BTreeMap<String, String> = [("n".to_string(), "42".to_string())].into();
         let stop = Arc::new(AtomicBool::new(false));
-        let m = run(&w, &vars, &stop).unwrap();
+        let m = run_with(&w, &vars, &stop, &mut |_, _| Ok(())).unwrap();
         assert_eq!(m["score"], 42.0);
         assert!(m["elapsed_s"] >= 0.0);
         let bad = WorkloadSpec {
@@ -328,7 +320,7 @@ mod tests {
             ..w.clone()
         };
         assert!(matches!(
-            run(&bad, &vars, &stop),
+            run_with(&bad, &vars, &stop, &mut |_, _| Ok(())),
             Err(WorkloadError::Failed { .. })
         ));
         let slow = WorkloadSpec {
@@ -340,7 +332,7 @@ mod tests {
             ..w
         };
         assert!(matches!(
-            run(&slow, &vars, &stop),
+            run_with(&slow, &vars, &stop, &mut |_, _| Ok(())),
             Err(WorkloadError::Timeout { .. })
         ));
     }

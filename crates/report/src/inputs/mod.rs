@@ -2,10 +2,10 @@
 //! `probe-pid` intervals, or an `ordo tune` SQLite store by its file magic), check its version, and parse it
 //! into the kind's type. Anything else is refused with the file's name and what was expected.
 
-pub mod bench;
-pub mod demo;
-pub mod probe;
-pub mod tune;
+pub(crate) mod bench;
+pub(crate) mod demo;
+pub(crate) mod probe;
+pub(crate) mod tune;
 
 use std::path::Path;
 
@@ -18,7 +18,7 @@ use crate::machine::Machine;
 pub const EXPECTED: &str = "a JSON result with \"kind\" one of demo, bench, probe-loop, probe-compare, probe-pid (as written by ordo demo / ordo bench --json / ordo probe --json) or an ordo tune SQLite store";
 
 /// The first 16 bytes of every SQLite 3 database.
-pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]

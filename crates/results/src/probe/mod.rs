@@ -9,7 +9,7 @@ use ordo_sys::{Fingerprint, ProcessSnapshot, thread};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-use stats::{Histogram, Summary};
+use stats::{Distribution, Histogram};
 
 /// What to run beside the probe.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize, JsonSchema)]
@@ -150,11 +150,11 @@ pub struct SwitchCost {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize, JsonSchema)]
 pub struct LoopSummary {
     pub samples: usize,
-    pub elapsed_ms: Summary,
-    pub cpu_ms: Summary,
-    pub run_delay_ms: Option<Summary>,
-    pub involuntary: Summary,
-    pub voluntary: Summary,
+    pub elapsed_ms: Distribution,
+    pub cpu_ms: Distribution,
+    pub run_delay_ms: Option<Distribution>,
+    pub involuntary: Distribution,
+    pub voluntary: Distribution,
     /// Elapsed / nominal, with edges 1.1, 1.5, 2, 4.
     pub relative: Histogram,
     /// Elapsed in ms on the custom edges, when given.

@@ -4,9 +4,9 @@
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
-/// Summary of one figure over all samples.
+/// The distribution of one figure over all samples: min, mean, percentiles, max.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize, JsonSchema)]
-pub struct Summary {
+pub struct Distribution {
     pub min: f64,
     pub mean: f64,
     pub p50: f64,
@@ -25,14 +25,14 @@ pub fn quantile(sorted: &[f64], q: f64) -> f64 {
     sorted[rank.clamp(1, sorted.len()) - 1]
 }
 
-impl Summary {
-    pub fn of(values: &[f64]) -> Summary {
+impl Distribution {
+    pub fn of(values: &[f64]) -> Distribution {
         if values.is_empty() {
-            return Summary::default();
+            return Distribution::default();
         }
         let mut v = values.to_vec();
         v.sort_by(f64::total_cmp);
-        Summary {
+        Distribution {
             min: v[0],
             mean: v.iter().sum::<f64>() / v.len() as f64,
             p50: quantile(&v, 0.5),
@@ -147,14 +147,14 @@ mod tests {
     #[test]
     fn quantiles() {
         let v: Vec<f64> = (1..=100).map(|x| x as f64).collect();
-        let s = Summary::of(&v);
+        let s = Distribution::of(&v);
         assert_eq!(s.p50, 50.0);
         assert_eq!(s.p90, 90.0);
         assert_eq!(s.p99, 99.0);
         assert_eq!(s.max, 100.0);
         assert_eq!(s.min, 1.0);
         assert_eq!(s.mean, 50.5);
-        assert_eq!(Summary::of(&[]), Summary::default());
+        assert_eq!(Distribution::of(&[]), Distribution::default());
     }
 
     #[test]

@@ -187,6 +187,7 @@ pub(crate) fn request_from(head: Head, body: Bytes, peer: SocketAddr) -> (Reques
         body,
         peer,
         keep_alive: info.keep_alive,
+        sent: head.sent,
     };
     (req, info)
 }
@@ -266,7 +267,7 @@ pub(crate) async fn serve<H: Handler>(
                 };
 
                 let head = loop {
-                    match parse_head(&rbuf, limits.max_head_bytes) {
+                    match parse_head(&rbuf, limits.max_head_bytes, limits.max_uri_bytes) {
                         Ok(h) => break h,
                         Err(HeadError::Status(status, msg)) => {
                             return fail(stream, &mut wbuf, status, msg, &limits).await;
@@ -402,7 +403,7 @@ pub(crate) fn needs_nodelay(served: u64, keep_alive: bool, body: &Body) -> bool 
         Body::Empty | Body::Bytes(_) | Body::Prerendered { .. } => {
             body.len().is_some_and(|n| n <= NAGLE_FREE_BODY)
         }
-        Body::File { .. } | Body::Stream { .. } => false,
+        Body::File { .. } | Body::Stream { .. } | Body::PrerenderedStream { .. } => false,
     };
     served > 1 || keep_alive || !one_small_write
 }

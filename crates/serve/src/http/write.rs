@@ -87,7 +87,7 @@ pub(crate) fn render_head(out: &mut BytesMut, resp: &Response, ctx: &mut WriteCt
         out.put_slice(v.as_bytes());
         out.put_slice(b"\r\n");
     }
-    if let Body::Prerendered { head, .. } = &resp.body {
+    if let Body::Prerendered { head, .. } | Body::PrerenderedStream { head, .. } = &resp.body {
         out.put_slice(head);
     }
     if !no_body_status && !handler_length {
@@ -184,7 +184,7 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
             write_all_timeout(w, out, t).await?;
             write_file(w, out, file, offset, len, t).await
         }
-        Body::Stream { mut rx, len } => {
+        Body::Stream { mut rx, len } | Body::PrerenderedStream { mut rx, len, .. } => {
             write_all_timeout(w, out, t).await?;
             let chunked = len.is_none() && ctx.version == Version::Http11;
             let mut sent: u64 = 0;
@@ -281,7 +281,7 @@ mod tests {
             s.starts_with("HTTP/1.1 200 OK\r\nServer: ordo\r\nDate: "),
             "{s}"
         );
-        assert!(s.contains("content-type: text/plain; charset=utf-8\r\n"));
+        assert!(s.contains("Content-Type: text/plain; charset=utf-8\r\n"));
         assert!(s.contains("Content-Length: 3\r\n"));
         assert!(!s.contains("Connection"));
         assert!(s.ends_with("\r\n\r\n"));

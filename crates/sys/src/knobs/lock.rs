@@ -127,12 +127,9 @@ impl KnobLocks {
         self.wait = wait;
     }
 
-    pub fn dir(&self) -> &Path {
-        &self.dir
-    }
-
     /// Whether this run holds `key`.
-    pub fn holds(&self, key: &str) -> bool {
+    #[cfg(test)]
+    fn holds(&self, key: &str) -> bool {
         self.held.contains_key(&lock_file(&self.dir, key))
     }
 

@@ -22,11 +22,10 @@ mod root;
 mod threads;
 
 pub use apply::{Applier, RestoreNote, Target, recover};
-pub use check::{CheckContext, Checker, Refusal, RefusalKind, no_effect_in, removed_knob, rt_only};
-pub use id::{KnobId, Scope, ThreadKnob, parse_cpu_list, parse_policy};
+pub use check::{CheckContext, Checker, Refusal, RefusalKind, no_effect_in, rt_only};
+pub use id::{KnobId, Scope, ThreadKnob, parse_policy};
 pub use journal::{Journal, JournalEntry};
-pub use lock::{Holder, KnobLocks, lock_file};
-pub use root::{SysRoot, kernel_at_least, parse_kernel_release};
+pub use root::SysRoot;
 pub use threads::{FakeThreads, RealThreads, ThreadOps};
 
 use std::path::PathBuf;

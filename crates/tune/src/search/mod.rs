@@ -174,7 +174,7 @@ impl Searcher {
             if out.len() >= MAX_CANDIDATES {
                 break;
             }
-            let p = self.space.point(rng.below(n));
+            let p = self.space.point(rng.index(n));
             if !tried.contains(&p) && seen.insert(p.clone()) {
                 out.push(p);
             }

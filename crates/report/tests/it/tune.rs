@@ -2,7 +2,7 @@
 //! configuration (CI, baseline, significance), a main-effect plot per knob, percentile curves per
 //! configuration and seed 001's scalability charts — with the plotted values equal to the stored runs.
 
-mod common;
+use crate::common;
 
 use std::collections::BTreeMap;
 

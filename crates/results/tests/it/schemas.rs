@@ -1,6 +1,6 @@
 //! The committed JSON Schemas (crates/results/schema/*.json, which the docs link to) are exactly the ones
 //! generated from the types, and the result files kept as fixtures and examples validate against them.
-//! After a deliberate change to a result type: `ORDO_BLESS=1 cargo test -p ordo-results --test schemas`.
+//! After a deliberate change to a result type: `ORDO_BLESS=1 cargo test -p ordo-results --test it schemas::`.
 
 use std::path::{Path, PathBuf};
 
@@ -25,7 +25,7 @@ fn committed_schemas_are_the_generated_ones() {
         assert!(
             committed == text,
             "{} differs from the schema generated from the types; if the change is deliberate, run \
-             ORDO_BLESS=1 cargo test -p ordo-results --test schemas and commit the file",
+             ORDO_BLESS=1 cargo test -p ordo-results --test it schemas:: and commit the file",
             path.display()
         );
     }

@@ -2,7 +2,7 @@
 //! network disabled, and must show every chart; the screenshot is kept at target/report-screenshot.png (a CI
 //! artifact). Without Chromium the test fails and says to run ./scripts/setup.sh, unless ORDO_SKIP_BROWSER=1.
 
-mod common;
+use crate::common;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};

@@ -1,7 +1,7 @@
 //! Engine tests against an in-process server: exact counts, failure classes, keep-alive, open-loop rate,
 //! coordinated-omission correction, mix accuracy, warm-up, cancellation and an unreachable target.
 
-mod common;
+use crate::common;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};

@@ -1,32 +1,50 @@
-//! Stopping a probe early (Ctrl-C): a flag the caller sets from its signal handler and the probes check at
-//! their boundaries — the loop probe between samples and every ~1 ms of a sample's work, the pid watcher
-//! while it sleeps between intervals — so an interrupted run still ends with a report of what was measured.
+//! Stopping a run early (Ctrl-C, a caller's deadline): the one cancel token of the workspace. The caller
+//! sets it from its signal handler; work checks it at its boundaries — the loop probe between samples and
+//! every ~1 ms of a sample's work (`flag`), the pid watcher while it sleeps (`wait_timeout`), the load
+//! generator's async tasks through a watch channel (`subscribe`) — so an interrupted run still ends with a
+//! report of what was measured.
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Condvar, Mutex};
 use std::time::{Duration, Instant};
 
-#[derive(Debug, Default)]
+use tokio::sync::watch;
+
+#[derive(Debug)]
 struct Inner {
     flag: AtomicBool,
     lock: Mutex<()>,
     wake: Condvar,
+    watch: watch::Sender<bool>,
 }
 
-/// A shared "stop now" flag; clones share it.
-#[derive(Clone, Debug, Default)]
+/// A shared "stop now" flag; clones share it. Cheap to clone.
+#[derive(Clone, Debug)]
 pub struct CancelToken(Arc<Inner>);
+
+impl Default for CancelToken {
+    fn default() -> Self {
+        CancelToken::new()
+    }
+}
 
 impl CancelToken {
     pub fn new() -> CancelToken {
-        CancelToken::default()
+        CancelToken(Arc::new(Inner {
+            flag: AtomicBool::new(false),
+            lock: Mutex::new(()),
+            wake: Condvar::new(),
+            watch: watch::channel(false).0,
+        }))
     }
 
-    /// Ask every probe that holds a clone to stop at its next boundary (wakes `wait_timeout` at once).
+    /// Ask everything that holds a clone to stop at its next boundary (wakes `wait_timeout` and the
+    /// `subscribe` receivers at once).
     pub fn cancel(&self) {
         let _g = self.0.lock.lock().unwrap_or_else(|p| p.into_inner());
         self.0.flag.store(true, Ordering::SeqCst);
         self.0.wake.notify_all();
+        self.0.watch.send_replace(true);
     }
 
     pub fn is_cancelled(&self) -> bool {
@@ -52,9 +70,14 @@ impl CancelToken {
         }
     }
 
-    /// The flag itself, for the hot loop that polls it.
-    pub(crate) fn flag(&self) -> &AtomicBool {
+    /// The flag itself, for a hot loop that polls it.
+    pub fn flag(&self) -> &AtomicBool {
         &self.0.flag
+    }
+
+    /// A receiver that turns true on `cancel`, for async code (`wait_for(|c| *c)`).
+    pub fn subscribe(&self) -> watch::Receiver<bool> {
+        self.0.watch.subscribe()
     }
 }
 
@@ -79,5 +102,16 @@ mod tests {
         assert!(c.is_cancelled());
         h.join().unwrap();
         assert!(c.wait_timeout(Duration::from_secs(20)));
+    }
+
+    #[test]
+    fn subscribers_see_the_cancel() {
+        let c = CancelToken::new();
+        let rx = c.subscribe();
+        assert!(!*rx.borrow());
+        c.clone().cancel();
+        assert!(*rx.borrow());
+        assert!(*c.subscribe().borrow());
+        assert!(c.flag().load(Ordering::SeqCst));
     }
 }

@@ -3,7 +3,7 @@
 //! with a server sample).
 //! Also checks the CSV header and rows.
 
-mod common;
+use crate::common;
 
 use std::time::Duration;
 

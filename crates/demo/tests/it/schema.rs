@@ -301,7 +301,7 @@ fn the_report_fixtures_validate() {
 #[test]
 fn the_example_in_docs_demo_md_validates() {
     // docs/demo.md shows a shortened result file; it must stay a valid one.
-    let page = include_str!("../../../docs/demo.md");
+    let page = include_str!("../../../../docs/demo.md");
     let section = page
         .split("## The result file")
         .nth(1)
