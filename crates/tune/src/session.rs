@@ -512,11 +512,11 @@ impl<'o> Session<'o> {
     /// The best trial against the baseline, as two new configurations run in fresh interleaved blocks: the
     /// search's own runs of its best are the luckiest of many and overstate its gain.
     fn start_recheck(&mut self, searcher: &Searcher, trials: &[Trial]) -> Result<Phase, RunError> {
-        let best = searcher.best(trials).unwrap_or(0);
         let base = self.configs.iter().position(|c| c.is_baseline).unwrap_or(0);
+        let best = searcher.best(trials).unwrap_or(base);
         if best == base {
             self.printer
-                .line("search: no trial beat the baseline; nothing to re-check");
+                .line("search: the baseline is the best point tried; nothing to re-check");
             return Ok(Phase::Done { interrupted: false });
         }
         let label = self.configs[best].label.clone();

@@ -306,16 +306,20 @@ impl Searcher {
             .unwrap_or_default()
     }
 
-    /// The index of the best trial: the highest posterior mean among the scored grid trials (the highest
-    /// mean when there are too few for a model), or the baseline (0) when nothing beats its mean.
+    /// The index of the best trial on the grid: the highest posterior mean among the scored grid trials
+    /// (the highest mean when there are too few for a model); `None` when no grid trial has a score. A
+    /// baseline off the grid (the machine's own settings) is not a candidate: its raw mean is not comparable
+    /// with the model's smoothed means (a lucky baseline run would beat every trial), and whether a trial
+    /// beats it is the re-check's question, answered on fresh runs.
     pub fn best(&self, trials: &[Trial]) -> Option<usize> {
         let sign = if self.maximize { 1.0 } else { -1.0 };
         let gp = self.model(trials);
         let value = |t: &Trial| -> Option<f64> {
+            let p = t.point.as_ref()?;
             let s = sign * t.score?;
-            Some(match (&gp, &t.point) {
-                (Some(g), Some(p)) => g.predict(&self.space.encode(p)).0,
-                _ => s,
+            Some(match &gp {
+                Some(g) => g.predict(&self.space.encode(p)).0,
+                None => s,
             })
         };
         let mut best: Option<(usize, f64)> = None;
