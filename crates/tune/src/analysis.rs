@@ -792,12 +792,20 @@ fn render_search(o: &mut String, s: &SearchSummary, objective: &str) {
         (Some(b), Some(g)) => {
             let _ = writeln!(
                 o,
-                "  reported best: {b} — {} vs the baseline in its trial runs",
-                pct(g)
+                "  reported best: {b} — {} vs the baseline in its trial runs{}",
+                pct(g),
+                if g <= 0.0 {
+                    " (no trial beat the baseline there)"
+                } else {
+                    ""
+                }
             );
         }
         _ => {
-            let _ = writeln!(o, "  no trial beat the baseline: nothing to re-check");
+            let _ = writeln!(
+                o,
+                "  the baseline is the best point tried: nothing to re-check"
+            );
         }
     }
     if let Some(r) = &s.recheck {
