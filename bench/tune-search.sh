@@ -10,6 +10,9 @@
 #
 #   bench/tune-search.sh                  # REPS=100 seeds per surface, the real workload once
 #   REPS=20 SKIP_REAL=1 bench/tune-search.sh
+#   SKIP_SYNTH=1 SCORE=target.cpu_us_per_req OBJECTIVE=minimize bench/tune-search.sh
+#                                         # score the real workload by the server's CPU per request, which
+#                                         # other processes on a busy machine disturb less than req/s
 #   ORDO_BENCH_NO_BUILD=1 ...             # use the release binaries already built
 #
 # Everything it writes goes to a temp dir, removed on every exit path.
@@ -19,6 +22,9 @@ REPS=${REPS:-100}
 FRACTION=${FRACTION:-0.2}
 NOISE=${NOISE:-0.02}
 SKIP_REAL=${SKIP_REAL:-0}
+SKIP_SYNTH=${SKIP_SYNTH:-0}
+SCORE=${SCORE:-}
+OBJECTIVE=${OBJECTIVE:-maximize}
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 tmp=$(mktemp -d -t ordo-tune-search.XXXXXX)
@@ -36,8 +42,10 @@ ordo=$target_dir/release/ordo
 sim=$target_dir/release/examples/search_bench
 
 echo "== uptime: $(uptime)"
-echo "== 1. synthetic surfaces: $REPS seeds, budget ${FRACTION} of the grid, ${NOISE} run-to-run noise"
-"$sim" "$REPS" "$FRACTION" "$NOISE"
+if [ "$SKIP_SYNTH" != 1 ]; then
+  echo "== 1. synthetic surfaces: $REPS seeds, budget ${FRACTION} of the grid, ${NOISE} run-to-run noise"
+  "$sim" "$REPS" "$FRACTION" "$NOISE"
+fi
 
 if [ "$SKIP_REAL" = 1 ]; then
   exit 0
@@ -47,6 +55,12 @@ echo "== 2. real workload: examples/tune/search.toml as a grid and as a search (
 cp "$here/examples/tune/search.toml" "$here/examples/tune/serve.toml" "$tmp/"
 # The same file as a full factorial: the design section says kind = "full" and has no budget.
 sed -e 's/^kind = "search"/kind = "full"/' -e '/^budget = /d' "$tmp/search.toml" > "$tmp/grid.toml"
+if [ -n "$SCORE" ]; then
+  for f in "$tmp/search.toml" "$tmp/grid.toml"; do
+    printf '\n[score]\nmetric = "%s"\nobjective = "%s"\n' "$SCORE" "$OBJECTIVE" >> "$f"
+  done
+  echo "score: $SCORE ($OBJECTIVE)"
+fi
 start=$(date +%s)
 "$ordo" tune run --no-progress --db "$tmp/grid.db" "$tmp/grid.toml" > "$tmp/grid.log"
 mid=$(date +%s)
