@@ -178,9 +178,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         };
         handle
-            .run_until_signalled_with(|h| match h.admin_addr() {
-                Some(a) => eprintln!("listening on http://{} (admin http://{a})", h.local_addr()),
-                None => eprintln!("listening on http://{} (admin off)", h.local_addr()),
+            .run_until_signalled_with(|h| {
+                let main = match h.tls_addr() {
+                    Some(t) if t == h.local_addr() => format!("https://{t}"),
+                    Some(t) => format!("http://{} and https://{t}", h.local_addr()),
+                    None => format!("http://{}", h.local_addr()),
+                };
+                match h.admin_addr() {
+                    Some(a) => eprintln!("listening on {main} (admin http://{a})"),
+                    None => eprintln!("listening on {main} (admin off)"),
+                }
             })
             .await
             .context("serving failed")?;

@@ -77,7 +77,7 @@ fn bad_override_is_a_usage_error() {
     );
 }
 
-fn http_get(addr: &str, path: &str) -> String {
+pub(crate) fn http_get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
@@ -265,7 +265,7 @@ fn issue10_a_second_sigterm_ends_the_grace() {
     );
 }
 
-fn signal(child: &std::process::Child, sig: &str) {
+pub(crate) fn signal(child: &std::process::Child, sig: &str) {
     let st = std::process::Command::new("kill")
         .args([sig, &child.id().to_string()])
         .status()

@@ -36,13 +36,14 @@ pub mod print;
 pub mod progress;
 mod report;
 mod stats;
+mod tls;
 
 use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use config::{BenchConfig, Header, Pacing, Stop, Target, parse_duration};
+pub use config::{BenchConfig, Header, Pacing, Stop, Target, TlsOptions, parse_duration};
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
 /// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
 pub use ordo_sys::CancelToken;
@@ -134,6 +135,16 @@ pub fn run_observed(
     on_progress: impl FnMut(&Progress),
 ) -> Result<BenchReport, BenchError> {
     let (addr, mut sampler) = preflight(&config)?;
+    let tls = if config.target.tls {
+        Some(tls::prepare(
+            &config.target,
+            &config.tls,
+            addr,
+            config.connect_timeout,
+        )?)
+    } else {
+        None
+    };
 
     // Classes: a mix, or one default class requesting the target.
     let mix = config.mix.clone().unwrap_or_else(|| {
@@ -160,6 +171,7 @@ pub fn run_observed(
     let sched = Schedule::new(&config, start)?;
     let plan = Arc::new(Plan {
         addr,
+        tls,
         classes,
         slot_table,
         conn_class,

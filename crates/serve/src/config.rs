@@ -66,6 +66,10 @@ pub struct ServeConfig {
     pub admin: AdminConfig,
     /// Optional response headers for experiments.
     pub headers: HeadersConfig,
+    /// TLS: certificates, and optionally an HTTPS listener of its own (see `crate::tls`).
+    pub tls: Option<crate::tls::TlsConfig>,
+    /// The access log (off unless `path` is set).
+    pub access_log: crate::access_log::AccessLogConfig,
     /// Where the config came from (file name, text, directory for relative paths); not a TOML key.
     #[serde(skip)]
     pub origin: Option<Arc<Origin>>,
@@ -96,6 +100,8 @@ impl Default for ServeConfig {
             lua: crate::lua::LuaLimits::default(),
             admin: AdminConfig::default(),
             headers: HeadersConfig::default(),
+            tls: None,
+            access_log: crate::access_log::AccessLogConfig::default(),
             origin: None,
             overrides: Overrides::default(),
         }
@@ -734,6 +740,29 @@ impl ServeConfig {
         ))
     }
 
+    /// `tls.listen` must differ from the other listeners' addresses.
+    fn check_tls_address(&self) -> Result<(), Invalid> {
+        let Some(l) = self.tls.as_ref().and_then(|t| t.listen) else {
+            return Ok(());
+        };
+        if l.port() == 0 {
+            return Ok(());
+        }
+        let clash = if l == self.listen {
+            "`listen`"
+        } else if self.admin.enabled && l == self.admin.listen {
+            "`admin.listen`"
+        } else {
+            return Ok(());
+        };
+        Err(Invalid::new(
+            keypath!["tls", "listen"],
+            format!(
+                "same address as {clash} ({l}); leave `tls.listen` out to make the main listener speak TLS"
+            ),
+        ))
+    }
+
     /// A proxy upstream that is this server's own listen address would send every request back to the
     /// server until it times out; refused (with `--listen` named when the flag made it so). Loops through
     /// other hops are caught at run time by the proxy's Via check.
@@ -927,6 +956,7 @@ impl ServeConfig {
             }
         }
         self.check_admin_address()?;
+        self.check_tls_address()?;
         self.check_proxy_loops()
     }
 

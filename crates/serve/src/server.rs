@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::access_log::{RequestLine, Served};
 use crate::backend::Backend;
 use crate::classify::{Classifier, Route, Router, size_hint};
 use crate::config::{ConfigError, HeadersConfig, Invalid, PolicyName, ServeConfig};
@@ -43,6 +44,8 @@ pub(crate) struct Compiled {
     pub(crate) active: Active,
     pub(crate) sched: SchedConfig,
     pub(crate) picker: Option<Box<dyn HeadPicker>>,
+    /// The TLS server configuration (certificates loaded and checked), when `[tls]` is present.
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The part of the configuration the request path reads (swapped whole on reload).
@@ -116,7 +119,9 @@ fn build_backend(
         return Ok(Backend::Static(b));
     }
     if let Some(p) = &r.proxy {
-        let b = proxy::ProxyBackend::new(p).map_err(|e| match e {
+        let mut p = p.clone();
+        p.ca_file = p.ca_file.map(|f| cfg.resolve(&f));
+        let b = proxy::ProxyBackend::new(&p).map_err(|e| match e {
             BackendError::Invalid { field, msg } => {
                 Invalid::new(keypath!["routes", i, "proxy", field], msg)
             }
@@ -180,6 +185,20 @@ impl Compiled {
             Scheduler::<()>::new(sched.clone()).map(|_| ())
         };
         check.map_err(|e| loc(Invalid::new(keypath!["classes"], e.to_string())))?;
+        let tls = match &cfg.tls {
+            Some(t) => Some(crate::tls::server_config(t, &|p| cfg.resolve(p)).map_err(loc)?),
+            None => None,
+        };
+        if let Some(p) = &cfg.access_log.path {
+            let p = cfg.resolve(p);
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+            if dir.is_some_and(|d| !d.is_dir()) {
+                return Err(loc(Invalid::new(
+                    keypath!["access_log", "path"],
+                    format!("{}: its directory does not exist", p.display()),
+                )));
+            }
+        }
         Ok(Compiled {
             active: Active {
                 classifier,
@@ -194,6 +213,7 @@ impl Compiled {
             },
             sched,
             picker,
+            tls,
         })
     }
 }
@@ -207,6 +227,11 @@ pub(crate) struct Shared {
     pub(crate) started: Instant,
     pub(crate) local_addr: SocketAddr,
     pub(crate) admin_addr: Option<SocketAddr>,
+    /// The TLS listener's certificates (swapped on reload), when `[tls]` is configured.
+    tls: Option<Arc<crate::tls::TlsAcceptor>>,
+    /// The address that speaks TLS (the main listener's or `tls.listen`'s).
+    tls_addr: Option<SocketAddr>,
+    access_log: Option<crate::access_log::AccessLog>,
 }
 
 impl Shared {
@@ -249,6 +274,15 @@ impl Shared {
                 new.admin.enabled = cur.admin.enabled;
                 new.admin.listen = cur.admin.listen;
             }
+            // certificates are re-read (below); whether and where TLS is spoken needs a restart
+            if new.tls.as_ref().map(|t| t.listen) != cur.tls.as_ref().map(|t| t.listen) {
+                restart.push("tls.listen");
+                new.tls = cur.tls.clone();
+            }
+            if new.access_log != cur.access_log {
+                restart.push("access_log");
+                new.access_log = cur.access_log.clone();
+            }
             if !restart.is_empty() {
                 tracing::warn!(
                     keys = %restart.join(", "),
@@ -259,6 +293,11 @@ impl Shared {
                 .reconfigure(compiled.sched, compiled.picker, new.workers)
                 .map_err(|e| new.locate(Invalid::new(keypath!["classes"], e.0)))?;
             *self.active.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(compiled.active);
+            if let (Some(acceptor), Some(tls)) = (&self.tls, compiled.tls) {
+                if new.tls.is_some() {
+                    acceptor.swap(tls);
+                }
+            }
             Ok(())
         })();
         match result {
@@ -303,8 +342,8 @@ impl Shared {
         self.reload(new)
     }
 
-    /// The request path.
-    async fn serve(&self, mut req: Request) -> Response {
+    /// The request path. `served` (when the access log is on) learns the class, queue wait and service time.
+    async fn serve(&self, mut req: Request, served: Option<&mut Served>) -> Response {
         let active = self.active();
         let c = active.classifier.classify_async(&req).await;
         if c.lua_error {
@@ -364,6 +403,11 @@ impl Shared {
         let waited = permit.waited();
         let class = permit.class_name().clone();
         drop(permit);
+        if let Some(s) = served {
+            s.class = Some(class.clone());
+            s.queue_wait = Some(waited);
+            s.service = Some(service);
+        }
         if active.headers.class {
             resp = resp.with_header("X-Ordo-Class", class.to_string());
         }
@@ -396,7 +440,17 @@ struct App(Arc<Shared>);
 impl Handler for App {
     fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
         let shared = self.0.clone();
-        async move { shared.serve(req).await }
+        async move {
+            let Some(log) = &shared.access_log else {
+                return shared.serve(req, None).await;
+            };
+            let start = Instant::now();
+            let line = RequestLine::of(&req);
+            let mut served = Served::default();
+            let resp = shared.serve(req, Some(&mut served)).await;
+            log.log(&line, &resp, &served, start.elapsed());
+            resp
+        }
     }
 }
 
@@ -437,6 +491,35 @@ impl Server {
             None
         };
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let tls = compiled
+            .tls
+            .map(|c| Arc::new(crate::tls::TlsAcceptor::new(c)));
+        // `tls.listen`: an HTTPS listener beside the plain one; without it the main listener speaks TLS
+        let tls_listener = match cfg.tls.as_ref().and_then(|t| t.listen) {
+            Some(addr) => {
+                Some(
+                    TcpListener::bind(addr)
+                        .await
+                        .map_err(|error| StartError::Bind {
+                            key: "tls.listen",
+                            addr,
+                            error,
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let tls_addr = match &tls_listener {
+            Some(l) => l.local_addr().ok(),
+            None => tls.as_ref().map(|_| local_addr),
+        };
+        let access_log = match &cfg.access_log.path {
+            Some(p) => Some(
+                crate::access_log::AccessLog::start(&cfg.access_log, &cfg.resolve(p))
+                    .map_err(|m| cfg.locate(Invalid::new(keypath!["access_log", "path"], m)))?,
+            ),
+            None => None,
+        };
         let limits = Arc::new(cfg.limits.clone());
         let shared = Arc::new(Shared {
             gate: gate.clone(),
@@ -446,15 +529,33 @@ impl Server {
             started: Instant::now(),
             local_addr,
             admin_addr,
+            tls: tls.clone(),
+            tls_addr,
+            access_log,
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timer = tokio::spawn(gate.clone().run_timer());
-        let main = tokio::spawn(crate::http::run_listener(
+        let app = Arc::new(App(shared.clone()));
+        let (main_tls, extra_tls) = match tls_listener {
+            Some(l) => (None, Some((l, tls.clone()))),
+            None => (tls, None),
+        };
+        let main = tokio::spawn(crate::http::run_listener_with(
             listener,
-            Arc::new(App(shared.clone())),
-            limits,
+            app.clone(),
+            limits.clone(),
             shutdown_rx.clone(),
+            main_tls,
         ));
+        let https = extra_tls.map(|(l, tls)| {
+            tokio::spawn(crate::http::run_listener_with(
+                l,
+                app,
+                limits,
+                shutdown_rx.clone(),
+                tls,
+            ))
+        });
         let admin = admin_listener.map(|l| {
             tokio::spawn(crate::http::run_listener(
                 l,
@@ -467,6 +568,7 @@ impl Server {
             shared,
             shutdown_tx,
             main,
+            https,
             admin,
             timer,
         })
@@ -478,6 +580,8 @@ pub struct ServerHandle {
     shared: Arc<Shared>,
     shutdown_tx: watch::Sender<bool>,
     main: JoinHandle<std::io::Result<()>>,
+    /// The `tls.listen` listener, when there is one.
+    https: Option<JoinHandle<std::io::Result<()>>>,
     admin: Option<JoinHandle<std::io::Result<()>>>,
     timer: JoinHandle<()>,
 }
@@ -486,6 +590,19 @@ impl ServerHandle {
     /// The address the HTTP listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
+    }
+
+    /// The address that speaks TLS: `tls.listen`'s, or the main listener's when `[tls]` has no `listen`
+    /// (None without `[tls]`).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.shared.tls_addr
+    }
+
+    /// Reopen the access log file (what SIGUSR1 does).
+    pub fn reopen_access_log(&self) {
+        if let Some(log) = &self.shared.access_log {
+            log.reopen();
+        }
     }
 
     /// The admin listener's address (None when disabled).
@@ -559,7 +676,8 @@ impl ServerHandle {
                 Ok(())
             }
         };
-        if let Some(mut a) = self.admin.take() {
+        // the `tls.listen` listener (when there is one), then the admin listener, likewise
+        for mut a in [self.https.take(), self.admin.take()].into_iter().flatten() {
             if !cut_short {
                 tokio::select! {
                     _ = &mut a => {}
@@ -575,7 +693,9 @@ impl ServerHandle {
         r
     }
 
-    /// Serve until SIGTERM or SIGINT (then shut down gracefully); SIGHUP re-reads the configuration file.
+    /// Serve until SIGTERM or SIGINT (then shut down gracefully); SIGHUP re-reads the configuration file,
+    /// SIGUSR1 reopens the access log. Under systemd (`$NOTIFY_SOCKET`) readiness, reloads and the stop are
+    /// announced with sd_notify.
     pub async fn run_until_signalled(self) -> std::io::Result<()> {
         self.run_until_signalled_with(|_| {}).await
     }
@@ -590,17 +710,26 @@ impl ServerHandle {
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         let mut hup = signal(SignalKind::hangup())?;
+        let mut usr1 = signal(SignalKind::user_defined1())?;
         ready(&self);
+        crate::sd_notify::notify("READY=1");
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
                 _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
                 _ = hup.recv() => {
                     tracing::info!("SIGHUP: reloading configuration");
+                    crate::sd_notify::notify(&crate::sd_notify::reloading());
                     let _ = self.reload_from_file();
+                    crate::sd_notify::notify("READY=1");
+                }
+                _ = usr1.recv() => {
+                    tracing::info!("SIGUSR1: reopening the access log");
+                    self.reopen_access_log();
                 }
             }
         }
+        crate::sd_notify::notify("STOPPING=1");
         // a second SIGTERM or SIGINT ends the grace at once
         let second = async move {
             tokio::select! {

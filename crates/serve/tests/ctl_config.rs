@@ -451,9 +451,13 @@ fn proxy_keys_are_checked_with_file_line_and_key() {
         err("[[routes]]\nprefix = \"/\"\nproxy = { upstreams = [] }\n"),
         "bad.toml:3: routes[0].proxy.upstreams: at least one upstream is needed"
     );
-    assert_eq!(
-        err("[[routes]]\nprefix = \"/\"\nproxy = { upstreams = [\"https://x:1\"] }\n"),
-        "bad.toml:3: routes[0].proxy.upstreams: \"https://x:1\": https upstreams are not supported"
+    // https upstreams (issue 11): a CA file that cannot be read is named with its key
+    let e = err(
+        "[[routes]]\nprefix = \"/\"\nproxy = { upstreams = [\"https://x:1\"], ca_file = \"/nonexistent/ca.pem\" }\n",
+    );
+    assert!(
+        e.starts_with("bad.toml:3: routes[0].proxy.ca_file: /nonexistent/ca.pem: cannot read"),
+        "{e}"
     );
     // the new keys with sensible values are accepted
     ServeConfig::from_toml_str(

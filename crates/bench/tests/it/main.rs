@@ -5,3 +5,4 @@ mod common;
 mod engine;
 mod examples;
 mod schema;
+mod tls;

@@ -41,6 +41,7 @@ use super::BackendError;
 use crate::http::duration;
 use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf, origin_form, trim_ows_both};
 use crate::http::{Body, Request, Response, Version};
+use crate::tls::{UpstreamStream, UpstreamTls};
 
 /// Status of a request that came back to the proxy it already passed through (RFC 5842 §7.2): a status
 /// of its own, so a loop is told apart from an upstream that is down (502) in logs and metrics, and it
@@ -68,6 +69,11 @@ pub struct ProxyConfig {
     pub buffer_max_bytes: u64,
     /// Largest upstream response head.
     pub max_response_head_bytes: usize,
+    /// `https://` upstreams: trust the CA certificates in this PEM file instead of the system's.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// `https://` upstreams: accept any certificate. For tests against self-signed servers only: anyone
+    /// between the proxy and the upstream can read and change the traffic.
+    pub danger_accept_invalid_certs: bool,
     /// Time allowed for the whole response head (interim `1xx` heads included), counted from the moment
     /// the request has been sent; exceeded → 504. `read_timeout` still bounds each read.
     #[serde(deserialize_with = "duration::deserialize")]
@@ -88,6 +94,8 @@ impl Default for ProxyConfig {
             pool_idle_timeout: Duration::from_secs(60),
             buffer_max_bytes: 256 * 1024,
             max_response_head_bytes: 16 * 1024,
+            ca_file: None,
+            danger_accept_invalid_certs: false,
             response_head_timeout: Duration::from_secs(30),
             forward_underscore_headers: false,
         }
@@ -115,13 +123,15 @@ impl ProxyConfig {
 
 #[derive(Debug)]
 struct UpConn {
-    stream: TcpStream,
+    stream: UpstreamStream,
     buf: BytesMut,
 }
 
 #[derive(Debug)]
 struct Upstream {
     addr: String,
+    /// Set for an `https://` upstream.
+    tls: Option<UpstreamTls>,
     idle: Mutex<Vec<(UpConn, Instant)>>,
     max_idle: usize,
     idle_timeout: Duration,
@@ -160,7 +170,9 @@ impl Upstream {
 /// otherwise be taken for the next request's response — another client's — and an end of input (the
 /// upstream closed it) would cost that request a failed attempt. One non-blocking read attempt, which the
 /// runtime answers without a system call when the socket has not become readable since it last drained it.
-fn idle_and_open(stream: &TcpStream) -> bool {
+fn idle_and_open(stream: &UpstreamStream) -> bool {
+    // (TLS: the socket under it — any byte there, even a TLS record, means the connection is not idle)
+    let stream = stream.tcp();
     let mut probe = [0u8; 1];
     matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
@@ -241,6 +253,8 @@ enum ExchangeError {
     /// Connecting failed (refused, unreachable); the detail is for the log.
     Connect(String),
     ConnectTimeout,
+    /// The TLS handshake with an `https://` upstream failed (untrusted certificate, wrong name, ...).
+    Tls(String),
     /// The connection failed before any response byte (a pooled connection the upstream had closed):
     /// `sent_any` says whether any of the request had been accepted by the socket.
     Stale {
@@ -266,19 +280,25 @@ fn hop_by_hop(name: &str) -> bool {
 }
 
 pub(crate) fn parse_upstream(s: &str) -> Result<String, String> {
+    parse_upstream_url(s).map(|(hostport, _tls)| hostport)
+}
+
+/// `host:port` of an upstream and whether it is `https://` (port 443 then when omitted, else 80).
+pub(crate) fn parse_upstream_url(s: &str) -> Result<(String, bool), String> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return Err(format!("{s:?}: https upstreams are not supported"));
-    }
-    let hostport = if lower.starts_with("http://") {
-        &t[7..]
+    let (hostport, tls) = if lower.starts_with("https://") {
+        (&t[8..], true)
+    } else if lower.starts_with("http://") {
+        (&t[7..], false)
     } else {
-        t
-    }
-    .trim_end_matches('/');
+        (t, false)
+    };
+    let hostport = hostport.trim_end_matches('/');
     if hostport.is_empty() || hostport.contains(['/', '?', '#', ' ', '@']) {
-        return Err(format!("{s:?}: expected host:port or http://host:port"));
+        return Err(format!(
+            "{s:?}: expected host:port, http://host:port or https://host:port"
+        ));
     }
     let has_port = if let Some(rest) = hostport.strip_prefix('[') {
         rest.contains("]:")
@@ -290,9 +310,11 @@ pub(crate) fn parse_upstream(s: &str) -> Result<String, String> {
         if port.parse::<u16>().is_err() {
             return Err(format!("{s:?}: bad port {port:?}"));
         }
-        Ok(hostport.to_string())
+        Ok((hostport.to_string(), tls))
+    } else if tls {
+        Ok((format!("{hostport}:443"), tls))
     } else {
-        Ok(format!("{hostport}:80"))
+        Ok((format!("{hostport}:80"), tls))
     }
 }
 
@@ -307,13 +329,30 @@ impl ProxyBackend {
         cfg.check()
             .map_err(|(field, msg)| BackendError::Invalid { field, msg })?;
         let mut upstreams = Vec::new();
+        let mut client_tls = None;
         for u in &cfg.upstreams {
-            let addr = parse_upstream(u).map_err(|msg| BackendError::Invalid {
+            let (addr, tls) = parse_upstream_url(u).map_err(|msg| BackendError::Invalid {
                 field: "upstreams",
                 msg,
             })?;
+            let tls = if tls {
+                let config = match &client_tls {
+                    Some(c) => Arc::clone(c),
+                    None => client_tls.insert(upstream_client_config(cfg)?).clone(),
+                };
+                let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
+                Some(
+                    UpstreamTls::new(config, host).map_err(|msg| BackendError::Invalid {
+                        field: "upstreams",
+                        msg: format!("{u:?}: {msg}"),
+                    })?,
+                )
+            } else {
+                None
+            };
             upstreams.push(Arc::new(Upstream {
                 addr,
+                tls,
                 idle: Mutex::new(Vec::new()),
                 max_idle: cfg.pool_max_idle,
                 idle_timeout: cfg.pool_idle_timeout,
@@ -396,11 +435,29 @@ impl ProxyBackend {
             Ok(Err(e)) => Err(ExchangeError::Connect(e.to_string())),
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
+                let stream = match &up.tls {
+                    None => UpstreamStream::Plain(stream),
+                    Some(tls) => self.handshake(tls, stream).await?,
+                };
                 Ok(UpConn {
                     stream,
                     buf: BytesMut::with_capacity(8 * 1024),
                 })
             }
+        }
+    }
+
+    /// The TLS handshake with an `https://` upstream (within `connect_timeout`): a failure (an untrusted
+    /// or wrong-name certificate, say) is 502, a timeout 504.
+    async fn handshake(
+        &self,
+        tls: &UpstreamTls,
+        tcp: TcpStream,
+    ) -> Result<UpstreamStream, ExchangeError> {
+        match tokio::time::timeout(self.cfg.connect_timeout, tls.connect(tcp)).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(ExchangeError::Tls(format!("TLS handshake failed: {e}"))),
+            Err(_) => Err(ExchangeError::ConnectTimeout),
         }
     }
 
@@ -515,6 +572,8 @@ impl ProxyBackend {
                     part = &part[n..];
                 }
             }
+            // a TLS stream sends its records when flushed (nothing to do on TCP)
+            conn.stream.flush().await?;
             Ok::<(), std::io::Error>(())
         };
         let written = tokio::time::timeout(t, write).await;
@@ -810,6 +869,7 @@ fn gateway_error(up: &Upstream, e: ExchangeError) -> Response {
             "connecting to the upstream timed out",
             "connect timed out".to_string(),
         ),
+        ExchangeError::Tls(d) => (502, "the TLS handshake with the upstream failed", d),
         ExchangeError::Stale { msg, .. } => (502, "the upstream closed the connection", msg),
         ExchangeError::Bad(d) => (502, "the upstream sent an invalid response", d),
         ExchangeError::Timeout(d) => (504, "the upstream did not answer in time", d),
@@ -903,6 +963,30 @@ async fn stream_body(
     }
 }
 
+/// The TLS client configuration of a backend's `https://` upstreams: the system's CA certificates, or
+/// `ca_file`'s, or none checked at all (`danger_accept_invalid_certs`).
+fn upstream_client_config(cfg: &ProxyConfig) -> Result<Arc<rustls::ClientConfig>, BackendError> {
+    if cfg.danger_accept_invalid_certs {
+        tracing::warn!(
+            "proxy: danger_accept_invalid_certs is set: https upstream certificates are NOT verified"
+        );
+        return Ok(crate::tls::client_config(None, &[crate::tls::ALPN_HTTP1]));
+    }
+    let roots =
+        crate::tls::root_store(cfg.ca_file.as_deref()).map_err(|msg| BackendError::Invalid {
+            field: if cfg.ca_file.is_some() {
+                "ca_file"
+            } else {
+                "upstreams"
+            },
+            msg,
+        })?;
+    Ok(crate::tls::client_config(
+        Some(roots),
+        &[crate::tls::ALPN_HTTP1],
+    ))
+}
+
 impl ProxyBackend {
     /// The upstream addresses in use (`host:port`).
     pub fn upstreams(&self) -> Vec<String> {
@@ -926,7 +1010,9 @@ mod tests {
         );
         assert_eq!(parse_upstream("backend"), Ok("backend:80".into()));
         assert_eq!(parse_upstream("[::1]:9000"), Ok("[::1]:9000".into()));
-        assert!(parse_upstream("https://x:1").is_err());
+        assert_eq!(parse_upstream_url("https://x:1"), Ok(("x:1".into(), true)));
+        assert_eq!(parse_upstream_url("HTTPS://x/"), Ok(("x:443".into(), true)));
+        assert_eq!(parse_upstream_url("http://x"), Ok(("x:80".into(), false)));
         assert!(parse_upstream("x:notaport").is_err());
         assert!(parse_upstream("x:1/path").is_err());
         assert!(parse_upstream("").is_err());
@@ -977,6 +1063,6 @@ mod tests {
         assert!(!at("backend:8080", "0.0.0.0:8080"));
         assert!(!at("localhost:8080", "10.1.2.3:8080"));
         assert!(!at("127.0.0.1:0", "127.0.0.1:0"));
-        assert!(!at("https://127.0.0.1:8080", "127.0.0.1:8080"));
+        assert!(at("https://127.0.0.1:8080", "127.0.0.1:8080"));
     }
 }

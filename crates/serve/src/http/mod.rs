@@ -16,6 +16,7 @@ pub mod date;
 pub mod duration;
 mod inline;
 pub(crate) mod parse;
+mod tls_conn;
 mod write;
 
 use std::future::Future;
@@ -362,6 +363,19 @@ pub async fn run_listener<H: Handler>(
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
+    run_listener_with(listener, handler, limits, shutdown, None).await
+}
+
+/// [`run_listener`] for a listener that speaks TLS when `tls` is given: each connection's task runs the
+/// handshake first (there is no inline path: the handshake needs round trips), then serves the protocol
+/// ALPN chose.
+pub async fn run_listener_with<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    limits: Arc<Limits>,
+    shutdown: watch::Receiver<bool>,
+    tls: Option<Arc<crate::tls::TlsAcceptor>>,
+) -> std::io::Result<()> {
     // Accepted sockets are registered with the runtime only when they need to wait for something.
     let listener = listener.into_std()?;
     if limits.defer_accept {
@@ -370,8 +384,9 @@ pub async fn run_listener<H: Handler>(
     let listener = ordo_sys::net::AsyncListener::new(listener)?;
     // With several runtime threads, serving in the accept loop would put every connection's first request
     // on the one thread that accepts; there the tasks spread over all of them instead.
-    let mut scratch = (tokio::runtime::Handle::current().runtime_flavor()
-        == tokio::runtime::RuntimeFlavor::CurrentThread)
+    let mut scratch = (tls.is_none()
+        && tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::CurrentThread)
         .then(inline::Scratch::new);
     let max = limits
         .max_connections
@@ -434,10 +449,21 @@ pub async fn run_listener<H: Handler>(
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
                 let mut abandoned = abandoned.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
+                    let served = async {
+                        match tls {
+                            None => {
+                                conn::serve(stream, peer, handler, limits, shutdown, start).await
+                            }
+                            Some(tls) => {
+                                tls_conn::serve(stream, peer, tls, handler, limits, shutdown).await
+                            }
+                        }
+                    };
                     tokio::select! {
                         biased;
-                        _ = conn::serve(stream, peer, handler, limits, shutdown, start) => {}
+                        _ = served => {}
                         // the listener was given up on (shutdown grace over): drop the connection
                         _ = abandoned.changed() => {}
                     }

@@ -117,7 +117,12 @@ pub(crate) async fn write_all_timeout<W: AsyncWrite + Unpin>(
     buf: &[u8],
     t: Duration,
 ) -> io::Result<()> {
-    match tokio::time::timeout(t, w.write_all(buf)).await {
+    // flush: a TLS stream holds what it encrypted until flushed (a no-op on a TCP socket)
+    let write = async {
+        w.write_all(buf).await?;
+        w.flush().await
+    };
+    match tokio::time::timeout(t, write).await {
         Ok(r) => r,
         Err(_) => Err(io::Error::new(
             io::ErrorKind::TimedOut,
