@@ -36,8 +36,41 @@ pub enum TuneCommand {
     List(ListArgs),
     /// Export an experiment's runs as CSV or everything as JSON.
     Export(ExportArgs),
-    /// Restore every knob value recorded in a journal (after a crash or SIGKILL), then remove it.
+    /// Restore every knob value recorded in a journal (after a crash or SIGKILL) and stop the processes
+    /// the run had started, then remove it.
     Recover(RecoverArgs),
+    /// Merge the newest experiment of each store into a new store (e.g. one run per kernel), refusing
+    /// experiments that are not the same experiment.
+    Merge(MergeArgs),
+    /// Compare two runs of one experiment configuration by configuration (Welch's t-test, Holm-corrected):
+    /// two stores (the newest experiment of each), or two experiments of one (merged) store.
+    Compare(CompareArgs),
+}
+
+#[derive(Debug, clap::Args)]
+pub struct MergeArgs {
+    /// The stores to merge (two or more).
+    #[arg(value_name = "DB", num_args = 2.., required = true)]
+    pub inputs: Vec<PathBuf>,
+    /// The new store to write (must not exist).
+    #[arg(long, short = 'o', value_name = "FILE")]
+    pub output: PathBuf,
+}
+
+#[derive(Debug, clap::Args)]
+pub struct CompareArgs {
+    /// One store (two of its experiments) or two stores (the newest experiment of each).
+    #[arg(value_name = "DB", num_args = 1..=2, required = true)]
+    pub dbs: Vec<PathBuf>,
+    /// Experiment A (default: with one store, the second newest; with two, the newest of the first).
+    #[arg(long, short = 'a', value_name = "ID")]
+    pub a: Option<i64>,
+    /// Experiment B, compared against A (default: the newest of its store).
+    #[arg(long, short = 'b', value_name = "ID")]
+    pub b: Option<i64>,
+    /// The comparison as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -54,6 +87,38 @@ pub struct StoreArgs {
     /// Resolve /proc/sys, debugfs and cgroup knobs under DIR instead of / (tests).
     #[arg(long, value_name = "DIR", hide = true)]
     pub sys_root: Option<PathBuf>,
+    /// When another experiment holds one of the knobs (machine-wide lock), wait up to this long for it
+    /// instead of refusing at once ("30s", "10m").
+    #[arg(long, value_name = "DURATION", value_parser = parse_wait)]
+    pub wait_lock: Option<std::time::Duration>,
+}
+
+fn parse_wait(s: &str) -> Result<std::time::Duration, String> {
+    ordo_tune::spec::parse_duration(s)
+}
+
+/// The flags that point a later command at the same store, journal and root as this one (the resume hint
+/// printed after an interruption dropped `--db`, so following it resumed nothing).
+fn store_flags(a: &StoreArgs) -> String {
+    let quote = |p: &Path| {
+        let s = p.display().to_string();
+        if s.contains(char::is_whitespace) {
+            format!("'{s}'")
+        } else {
+            s
+        }
+    };
+    let mut out = String::new();
+    if a.db != Path::new(DEFAULT_DB) {
+        out.push_str(&format!(" --db {}", quote(&a.db)));
+    }
+    if let Some(j) = &a.journal {
+        out.push_str(&format!(" --journal {}", quote(j)));
+    }
+    if let Some(r) = &a.sys_root {
+        out.push_str(&format!(" --sys-root {}", quote(r)));
+    }
+    out
 }
 
 #[derive(Debug, clap::Args)]
@@ -146,6 +211,7 @@ fn options(a: &StoreArgs) -> RunOptions {
         progress: !a.no_progress,
         run_limit: None,
         print: true,
+        lock_wait: a.wait_lock.unwrap_or_default(),
     }
 }
 
@@ -202,7 +268,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 if !refused.is_empty() {
                     return Err(usage(RunError::Refused(refused)));
                 }
-                if plan.configs.len() < 2 {
+                if plan.configs.len() < 2 && plan.search.is_none() {
                     println!(
                         "note: {} — `ordo tune run` would refuse",
                         runner::NOTHING_TO_COMPARE
@@ -215,7 +281,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let outcome = runner::run(&spec, &opts).map_err(map_run_error)?;
             finish(
                 outcome,
-                &format!("ordo tune run {}", a.file.display()),
+                &format!(
+                    "ordo tune run {}{}",
+                    a.file.display(),
+                    store_flags(&a.store)
+                ),
                 &opts.db,
             )
         }
@@ -225,7 +295,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let outcome = runner::resume(&opts).map_err(map_run_error)?;
             finish(
                 outcome,
-                &format!("ordo tune resume --db {}", a.db.display()),
+                &format!("ordo tune resume{}", store_flags(&a)),
                 &opts.db,
             )
         }
@@ -310,6 +380,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
             Ok(ExitCode::SUCCESS)
         }
+        TuneCommand::Merge(a) => merge(a),
+        TuneCommand::Compare(a) => compare(a),
         TuneCommand::Recover(a) => {
             if !a.journal.exists() {
                 println!("{}: no journal, nothing to restore", a.journal.display());
@@ -331,6 +403,65 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Ok(ExitCode::SUCCESS)
         }
     }
+}
+
+fn compare_error(e: ordo_tune::compare::CompareError) -> anyhow::Error {
+    if e.is_usage() {
+        usage(e)
+    } else {
+        anyhow::Error::new(e)
+    }
+}
+
+fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
+    let ids = ordo_tune::compare::merge(&a.inputs, &a.output).map_err(compare_error)?;
+    for (p, old, new) in &ids {
+        println!(
+            "{}: experiment {old} -> {} experiment {new}",
+            p.display(),
+            a.output.display()
+        );
+    }
+    println!(
+        "compare them with `ordo tune compare {}`",
+        a.output.display()
+    );
+    Ok(ExitCode::SUCCESS)
+}
+
+fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
+    use ordo_tune::compare::pick;
+    let first = open_ro(&a.dbs[0])?;
+    let (ea, eb) = match a.dbs.get(1) {
+        Some(second) => {
+            let second = open_ro(second)?;
+            (pick(&first, a.a), pick(&second, a.b))
+        }
+        None => {
+            let ids: Vec<i64> = first.list_experiments()?.iter().map(|e| e.id).collect();
+            if ids.len() < 2 && (a.a.is_none() || a.b.is_none()) {
+                return Err(usage(format!(
+                    "{}: holds {} experiment(s); compare needs two (merge two stores with `ordo tune merge`, or give a second store)",
+                    a.dbs[0].display(),
+                    ids.len()
+                )));
+            }
+            let n = ids.len();
+            (
+                pick(&first, a.a.or(ids.get(n.wrapping_sub(2)).copied())),
+                pick(&first, a.b.or(ids.last().copied())),
+            )
+        }
+    };
+    let (ea, eb) = (ea.map_err(compare_error)?, eb.map_err(compare_error)?);
+    let c = ordo_tune::compare::compare(&ea, &eb).map_err(compare_error)?;
+    if a.json {
+        let v = serde_json::json!({"kind": "tune-comparison", "version": 1, "comparison": c});
+        println!("{}", serde_json::to_string_pretty(&v)?);
+    } else {
+        print!("{}", ordo_tune::compare::render(&c));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 fn open_ro(db: &Path) -> anyhow::Result<Store> {

@@ -23,6 +23,7 @@ fn every_example_has_a_plan() {
         "tuned-profiles.toml",
         "nginx.toml",
         "seed001-sysbench.toml",
+        "search.toml",
     ] {
         let d = tempfile::tempdir().unwrap();
         let mut cmd = ordo();
@@ -37,8 +38,9 @@ fn every_example_has_a_plan() {
             out.stdout,
             out.stderr
         );
+        // A search lists its baseline and says how many it will try.
         assert!(
-            out.stdout.contains("configuration(s):"),
+            out.stdout.contains("configuration(s):") || out.stdout.contains("search: at most"),
             "{name}: {}",
             out.stdout
         );
@@ -60,6 +62,14 @@ fn every_example_has_a_plan() {
                 "{name}: {}",
                 out.stdout
             );
+        }
+        if name == "search.toml" {
+            assert!(
+                out.stdout.contains("search: at most 11 configuration(s)"),
+                "{}",
+                out.stdout
+            );
+            assert!(!out.stdout.contains("would refuse"), "{}", out.stdout);
         }
         // A dry run creates nothing.
         assert!(!d.path().join("t.db").exists(), "{name}");
@@ -229,6 +239,17 @@ fn two_by_two_is_stored_interrupted_resumed_shown_and_exported() {
     assert!(status.success());
     let st = wait_with_timeout(&mut child, Duration::from_secs(30)).expect("ordo stops on SIGINT");
     assert_eq!(st.code(), Some(130));
+    // The resume hint names the store it used (issue 13: it dropped --db, so following it resumed nothing).
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().unwrap(), &mut stderr).unwrap();
+    assert!(
+        stderr.contains(&format!(
+            "Resume with `ordo tune run {} --db {}`",
+            f.display(),
+            db.display()
+        )),
+        "{stderr}"
+    );
     // The target it had started is stopped too.
     for t in targets {
         assert!(
@@ -336,13 +357,23 @@ nice = [3]
         "knobs applied"
     );
     let targets = children_of(child.id());
+    assert!(!targets.is_empty());
     child.kill().unwrap();
     let _ = child.wait();
-    for t in targets {
-        let _ = ordo_sys::process::kill_group(t);
+    // Whatever happens below, leave no target behind.
+    struct Reap(Vec<i32>);
+    impl Drop for Reap {
+        fn drop(&mut self) {
+            for &t in &self.0 {
+                let _ = ordo_sys::process::kill_group(t);
+            }
+        }
     }
+    let _reap = Reap(targets.clone());
     assert_ne!(read("proc/sys/vm/swappiness"), "60");
     assert!(journal.exists());
+    // SIGKILL leaves the target running (issue 13 defect 3)...
+    assert!(targets.iter().all(|&t| !ordo_sys::process::exited(t)));
 
     let mut cmd = ordo();
     cmd.args(["tune", "recover", "--journal"]).arg(&journal);
@@ -350,8 +381,24 @@ nice = [3]
     assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert_eq!(read("proc/sys/vm/swappiness"), "60");
     assert_eq!(read("proc/sys/vm/dirty_ratio"), "20");
-    // The target's threads died with it: restoring their nice value is moot, and said so.
-    assert!(out.stdout.contains("moot"), "{}", out.stdout);
+    // ...and recover stops it (after restoring its threads' nice value), saying so.
+    for t in &targets {
+        assert!(
+            ordo_sys::process::exited_within(*t, Duration::from_secs(10)),
+            "target {t} still running\n{}",
+            out.stdout
+        );
+        assert!(
+            out.stdout.contains(&format!("stopped pid:{t}")),
+            "{}",
+            out.stdout
+        );
+    }
+    assert!(
+        out.stdout.contains("restored nice on tid:"),
+        "{}",
+        out.stdout
+    );
     assert!(!journal.exists());
 
     // A second recover has nothing to do.
@@ -826,4 +873,226 @@ fn a_second_tune_on_the_same_journal_is_refused_while_the_first_runs() {
     // the refused run stored no experiment of its own
     let store = ordo_tune::store::Store::open_read_only(&c.db).unwrap();
     assert_eq!(store.latest().unwrap(), e.experiment.id);
+}
+
+/// Issue 13 defect 1: two experiments on the same sysctl, each with its own --db (as the docs advise),
+/// each journalled the other's value as the original; both exited 0 and the knob stayed changed. The
+/// second is refused naming the first, and the knob ends at its value from before the first.
+#[test]
+fn a_second_experiment_on_the_same_knob_with_its_own_db_is_refused_naming_the_first() {
+    let d = tempfile::tempdir().unwrap();
+    let root = d.path().join("root");
+    for (rel, v) in [
+        ("proc/sys/vm/swappiness", "60\n"),
+        ("proc/sys/kernel/osrelease", "6.18.0\n"),
+    ] {
+        std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+        std::fs::write(root.join(rel), v).unwrap();
+    }
+    let swappiness = || {
+        std::fs::read_to_string(root.join("proc/sys/vm/swappiness"))
+            .unwrap()
+            .trim()
+            .to_string()
+    };
+    let file = |name: &str, level: u32, duration: &str| {
+        let f = d.path().join(name);
+        std::fs::write(
+            &f,
+            format!(
+                "[target]\nbuiltin = \"ordo-serve\"\n[[workload]]\nurl = \"http://127.0.0.1:{{port}}/cpu?us=50\"\nconnections = 2\nduration = \"{duration}\"\n[knobs]\n\"sysctl:vm.swappiness\" = [{level}, {}]\n[baseline]\n\"sysctl:vm.swappiness\" = {level}\n[repeat]\nmin = 3\nmax = 3\nci = 0.5\n",
+                level + 1
+            ),
+        )
+        .unwrap();
+        f
+    };
+    let (long, short) = (
+        file("long.toml", 10, "30s"),
+        file("short.toml", 30, "200ms"),
+    );
+    let run = |f: &Path, db: &str| {
+        let mut cmd = ordo();
+        cmd.args(["tune", "run", "--no-progress", "--sys-root"])
+            .arg(&root)
+            .arg("--db")
+            .arg(d.path().join(db))
+            .arg(f);
+        cmd
+    };
+    let mut first = spawn(run(&long, "first.db"));
+    // Stop it (it restores its knob) however this test ends.
+    struct Interrupt(u32);
+    impl Drop for Interrupt {
+        fn drop(&mut self) {
+            let _ = std::process::Command::new("kill")
+                .args(["-INT", &self.0.to_string()])
+                .status();
+        }
+    }
+    let _stop = Interrupt(first.id());
+    assert!(
+        wait_for(Duration::from_secs(30), || swappiness() != "60"),
+        "the first run applied a level"
+    );
+    let second = run_with_timeout(run(&short, "second.db"), Duration::from_secs(60));
+    let _ = std::process::Command::new("kill")
+        .args(["-INT", &first.id().to_string()])
+        .status();
+    let st = wait_with_timeout(&mut first, Duration::from_secs(30)).expect("first run stops");
+    assert_ne!(
+        second.code(),
+        Some(0),
+        "{}\n{}",
+        second.stdout,
+        second.stderr
+    );
+    assert!(
+        second.stderr.contains("sysctl:vm.swappiness"),
+        "{}",
+        second.stderr
+    );
+    assert!(
+        second
+            .stderr
+            .contains(&format!("in use by ordo tune (pid {}", first.id())),
+        "{}",
+        second.stderr
+    );
+    assert!(
+        second.stderr.contains("first.db.journal"),
+        "{}",
+        second.stderr
+    );
+    // The refused one changed nothing and stored nothing.
+    assert!(!d.path().join("second.db.journal").exists());
+    assert!(!d.path().join("second.db").exists());
+    assert_eq!(st.code(), Some(130));
+    assert_eq!(
+        swappiness(),
+        "60",
+        "the knob is back at its value from before the first run"
+    );
+}
+
+/// A store holding one finished experiment over `nice` with these levels; `shift` moves every run's score.
+fn small_store(path: &Path, levels: &[&str], shift: f64) {
+    use ordo_tune::design::Configuration;
+    use ordo_tune::store::{ExperimentMeta, NewRun, Store};
+    let mut s = Store::open(path).unwrap();
+    let meta = ExperimentMeta {
+        knobs: vec![(
+            "nice".into(),
+            levels.iter().map(|l| l.to_string()).collect(),
+        )],
+        objective: "maximize".into(),
+        score_terms: vec![("web.throughput".into(), 1.0)],
+        min_runs: 3,
+        max_runs: 3,
+        rel_ci: 0.02,
+        ..Default::default()
+    };
+    let configs: Vec<Configuration> = std::iter::once(Configuration {
+        label: "baseline (machine defaults)".into(),
+        values: Default::default(),
+        is_baseline: true,
+    })
+    .chain(levels.iter().map(|l| Configuration {
+        label: format!("nice={l}"),
+        values: [("nice".to_string(), l.to_string())].into(),
+        is_baseline: false,
+    }))
+    .collect();
+    let id = s
+        .create_experiment("kernels", "k.toml", "text", 1, &meta, &configs, None)
+        .unwrap();
+    for c in 0..configs.len() {
+        for (b, noise) in [0.0, 2.0, -2.0].iter().enumerate() {
+            let v = 1000.0 + shift * c as f64 + noise;
+            s.record_run(
+                id,
+                &NewRun {
+                    config: c,
+                    block: b,
+                    warmup: false,
+                    started_unix_ms: 0,
+                    duration_s: 1.0,
+                    error: None,
+                    metrics: [("web.throughput".to_string(), v)].into(),
+                },
+            )
+            .unwrap();
+        }
+    }
+    s.set_status(id, "finished").unwrap();
+}
+
+/// Kernel against kernel: two stores of one experiment merge into one and compare per configuration;
+/// a store of another experiment is refused with the reason, exit 2, nothing written.
+#[test]
+fn merge_and_compare_two_stores_of_one_experiment() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b, other) = (
+        d.path().join("k6.8.db"),
+        d.path().join("k6.12.db"),
+        d.path().join("other.db"),
+    );
+    small_store(&a, &["0", "5"], 0.0);
+    small_store(&b, &["0", "5"], 100.0);
+    small_store(&other, &["0", "10"], 0.0);
+    let merged = d.path().join("kernels.db");
+    let mut cmd = ordo();
+    cmd.args(["tune", "merge"])
+        .arg(&a)
+        .arg(&b)
+        .arg("-o")
+        .arg(&merged);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(out.stdout.contains("experiment 1 -> "), "{}", out.stdout);
+
+    let mut cmd = ordo();
+    cmd.args(["tune", "compare"]).arg(&merged);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("Welch's t-test, Holm-corrected over 3 configurations"),
+        "{}",
+        out.stdout
+    );
+    let line = |label: &str| {
+        out.stdout
+            .lines()
+            .find(|l| l.starts_with(label))
+            .unwrap_or_default()
+            .to_string()
+    };
+    assert!(
+        line("baseline").ends_with("no significant difference"),
+        "{}",
+        out.stdout
+    );
+    assert!(line("nice=0").ends_with("SIGNIFICANT"), "{}", out.stdout);
+    // The same comparison straight from the two stores, as JSON.
+    let mut cmd = ordo();
+    cmd.args(["tune", "compare", "--json"]).arg(&a).arg(&b);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let v: serde_json::Value = serde_json::from_str(&out.stdout).unwrap();
+    assert_eq!(v["kind"], "tune-comparison");
+    assert_eq!(v["comparison"]["configs"][2]["significant"], true);
+
+    let refused = d.path().join("refused.db");
+    let mut cmd = ordo();
+    cmd.args(["tune", "merge"])
+        .arg(&a)
+        .arg(&other)
+        .arg("-o")
+        .arg(&refused);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("other.db"), "{}", out.stderr);
+    assert!(out.stderr.contains("the knobs differ"), "{}", out.stderr);
+    assert!(!refused.exists());
 }

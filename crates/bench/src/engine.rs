@@ -242,6 +242,8 @@ async fn connection(ctx: Ctx, j: usize) {
     let plan = &*ctx.plan;
     let mut stream: Option<Conn> = None;
     let mut carry = 0usize;
+    // The `Server` header this connection saw first (ab's "Server Software").
+    let mut server: Option<String> = None;
     let mut buf = vec![0u8; 8 * 1024];
     let mut rng = ordo_util::SplitMix64::new(
         plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
@@ -333,6 +335,7 @@ async fn connection(ctx: Ctx, j: usize) {
                 &mut opened,
                 &cp.requests[url],
                 plan,
+                &mut server,
             ),
         )
         .await;
@@ -361,6 +364,10 @@ async fn connection(ctx: Ctx, j: usize) {
                             Some(n) => length_ok = *n == x.info.content_bytes,
                         }
                     }
+                    if st.server_software.is_none() {
+                        st.server_software.clone_from(&server);
+                    }
+                    st.document_length.get_or_insert(x.info.content_bytes);
                     if length_ok {
                         let connect_us = x
                             .connected
@@ -423,6 +430,7 @@ async fn exchange(
     opened: &mut u64,
     req: &Bytes,
     plan: &Plan,
+    server: &mut Option<String>,
 ) -> Result<Exchanged, FailKind> {
     let mut retried = false;
     loop {
@@ -451,7 +459,7 @@ async fn exchange(
         }
         let sent = Instant::now();
         let mut first_byte = None;
-        match read_response(s, buf, carry, plan.head_request, &mut first_byte).await {
+        match read_response(s, buf, carry, plan.head_request, &mut first_byte, server).await {
             Ok(info) => {
                 if info.close || !plan.keepalive {
                     *stream = None;

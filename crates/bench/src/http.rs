@@ -110,12 +110,15 @@ const BIG_BUF: usize = 256 * 1024;
 /// number of bytes at the start of `buf` already received for this response (bytes that followed the
 /// previous response); on return it holds the bytes received beyond this one. Reset it to 0 for a new
 /// connection.
+/// `server` receives the `Server` header of the first response that has one (left alone once set), for
+/// ab's "Server Software".
 pub(crate) async fn read_response<S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut Vec<u8>,
     carry: &mut usize,
     head_request: bool,
     first_byte: &mut Option<Instant>,
+    server: &mut Option<String>,
 ) -> Result<ResponseInfo, ReadError> {
     let mut filled = std::mem::take(carry).min(buf.len());
     let mut parse_first = filled > 0;
@@ -193,6 +196,8 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
                             .next_back()
                             .map(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
                             .unwrap_or(false);
+                    } else if server.is_none() && h.name.eq_ignore_ascii_case("server") {
+                        *server = Some(String::from_utf8_lossy(h.value).trim().to_string());
                     } else if h.name.eq_ignore_ascii_case("connection") {
                         for tok in h.value.split(|&b| b == b',') {
                             let tok = tok.trim_ascii();
@@ -482,7 +487,7 @@ mod tests {
             let mut out = Vec::new();
             loop {
                 let mut fb = None;
-                match read_response(&mut r, &mut buf, &mut carry, head, &mut fb).await {
+                match read_response(&mut r, &mut buf, &mut carry, head, &mut fb, &mut None).await {
                     Ok(info) => {
                         let close = info.close;
                         out.push(Ok(info));
@@ -544,6 +549,33 @@ mod tests {
         let a = r[0].as_ref().unwrap();
         assert_eq!((a.status, a.body_bytes, a.close), (200, 5, false));
         assert_eq!(r[1].as_ref().unwrap().status, 404);
+    }
+
+    /// ab's "Server Software": the first response's `Server` header, kept once seen.
+    #[test]
+    fn the_first_server_header_is_kept() {
+        let wire = b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nserver:  nginx/1.24.0 \r\nContent-Length: 0\r\n\r\nHTTP/1.1 200 OK\r\nServer: other\r\nContent-Length: 0\r\n\r\n";
+        let got = rt().block_on(async {
+            let mut r = tokio_test_reader(wire);
+            let (mut buf, mut carry, mut server) = (vec![0u8; 16], 0, None);
+            let mut seen = Vec::new();
+            for _ in 0..3 {
+                let mut fb = None;
+                read_response(&mut r, &mut buf, &mut carry, false, &mut fb, &mut server)
+                    .await
+                    .unwrap();
+                seen.push(server.clone());
+            }
+            seen
+        });
+        assert_eq!(
+            got,
+            vec![
+                None,
+                Some("nginx/1.24.0".into()),
+                Some("nginx/1.24.0".into())
+            ]
+        );
     }
 
     #[test]

@@ -250,6 +250,9 @@ pub fn run_observed(
         connections: config.connections as u64,
         stats: &stats,
         server,
+        hostname: config.target.host.clone(),
+        port: config.target.port,
+        path: config.target.path.clone(),
     }))
 }
 

@@ -78,6 +78,10 @@ pub(crate) struct BuildInput<'a> {
     pub connections: u64,
     pub stats: &'a Stats,
     pub server: Option<ServerReport>,
+    /// The target's host, port and path (ab's header block).
+    pub hostname: String,
+    pub port: u16,
+    pub path: String,
 }
 
 pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
@@ -183,5 +187,12 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
         config: inp.config,
         server: inp.server,
         fingerprint: Some(ordo_sys::Fingerprint::collect()),
+        document: Some(Document {
+            server_software: st.server_software.clone(),
+            hostname: inp.hostname,
+            port: inp.port,
+            path: inp.path,
+            length: st.document_length,
+        }),
     }
 }

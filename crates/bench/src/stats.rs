@@ -109,6 +109,10 @@ pub(crate) struct Stats {
     pub last_done_us: u64,
     /// Responses per class with a body length different from the first one (ab's rule), if enabled.
     pub length_mismatch: u64,
+    /// ab's "Server Software": the `Server` header of the first response with one.
+    pub server_software: Option<String>,
+    /// ab's "Document Length": the decoded body length of the first measured response.
+    pub document_length: Option<u64>,
 }
 
 impl Stats {
@@ -126,6 +130,8 @@ impl Stats {
             timeline: Vec::new(),
             last_done_us: 0,
             length_mismatch: 0,
+            server_software: None,
+            document_length: None,
         }
     }
 
@@ -220,6 +226,10 @@ impl Stats {
         }
         self.last_done_us = self.last_done_us.max(o.last_done_us);
         self.length_mismatch += o.length_mismatch;
+        if self.server_software.is_none() {
+            self.server_software.clone_from(&o.server_software);
+        }
+        self.document_length = self.document_length.or(o.document_length);
     }
 
     /// All classes' latency merged.

@@ -80,7 +80,33 @@ pub(crate) fn validate(cfg: &LoopConfig) -> Result<(), ProbeError> {
     if cfg.footprint_mb > 1 << 20 {
         return bad(format!("--footprint {} MB is too large", cfg.footprint_mb));
     }
+    check_footprint(cfg.footprint_mb, mem_available_mb(&ProcRoot::default()))
+        .map_err(ProbeError::Config)?;
     Ok(())
+}
+
+/// `MemAvailable` from `/proc/meminfo`, MB.
+fn mem_available_mb(proc: &ProcRoot) -> Option<u64> {
+    let text = std::fs::read_to_string(proc.path().join("meminfo")).ok()?;
+    let kb: u64 = text
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .split_whitespace()
+        .next()?
+        .parse()
+        .ok()?;
+    Some(kb / 1024)
+}
+
+/// A footprint the machine cannot hold without paging was accepted, and the probe then measured swap and
+/// reclaim instead of scheduling (issue 13): at most 90% of the memory available now (`MemAvailable`).
+fn check_footprint(mb: usize, available_mb: Option<u64>) -> Result<(), String> {
+    match available_mb {
+        Some(avail) if mb as u64 > avail / 10 * 9 => Err(format!(
+            "--footprint {mb} MB is more than 90% of the memory available now ({avail} MB MemAvailable): touching it would page, and the samples would time swapping and reclaim, not scheduling"
+        )),
+        _ => Ok(()),
+    }
 }
 
 struct Raw {
@@ -523,6 +549,31 @@ mod tests {
         let a = analyze(&v, 1_000_000, None);
         assert!(a.switch_cost.headline.starts_with("no sample"));
         assert!(a.switch_cost.mean_ms_per_involuntary_switch.is_none());
+    }
+
+    /// Issue 13: --footprint was not checked against the memory available.
+    #[test]
+    fn a_footprint_beyond_the_available_memory_is_refused() {
+        assert!(check_footprint(64, Some(4096)).is_ok());
+        assert!(check_footprint(3600, Some(4096)).is_ok());
+        let e = check_footprint(3700, Some(4096)).unwrap_err();
+        assert!(
+            e.contains("--footprint 3700 MB") && e.contains("4096 MB"),
+            "{e}"
+        );
+        assert!(
+            check_footprint(1 << 19, None).is_ok(),
+            "unknown: not refused"
+        );
+        // Against this machine: more than all of its memory is refused, naming the option.
+        let avail = mem_available_mb(&ProcRoot::default()).expect("/proc/meminfo");
+        let e = validate(&LoopConfig {
+            footprint_mb: (avail + 1) as usize,
+            ..Default::default()
+        })
+        .unwrap_err()
+        .to_string();
+        assert!(e.contains("--footprint"), "{e}");
     }
 
     #[test]

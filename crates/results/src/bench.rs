@@ -42,6 +42,23 @@ pub struct BenchReport {
     /// Absent in reports written before it was recorded.
     #[serde(default)]
     pub fingerprint: Option<ordo_sys::Fingerprint>,
+    /// ab's header block: what was asked of whom and what came back first. Absent in reports written
+    /// before it was recorded.
+    #[serde(default)]
+    pub document: Option<Document>,
+}
+
+/// ab's "Server Software / Hostname / Port, Document Path / Length" block.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Document {
+    /// The `Server` header of the first response that had one.
+    pub server_software: Option<String>,
+    pub hostname: String,
+    pub port: u16,
+    /// The target URL's path (a mix requests its classes' own paths).
+    pub path: String,
+    /// Decoded body length of the first complete response, bytes.
+    pub length: Option<u64>,
 }
 
 /// The settings that shaped the run.

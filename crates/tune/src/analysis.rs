@@ -9,8 +9,9 @@ use std::fmt::Write;
 use serde::{Deserialize, Serialize};
 
 use crate::spec::Objective;
-use crate::stats::{Summary, holm, welch};
-use crate::store::ExperimentData;
+pub use crate::stats::format_p;
+use crate::stats::{Summary, holm, p_equals, welch};
+use crate::store::{ExperimentData, ExperimentMeta, SearchMeta};
 
 /// Significance level after Holm's correction.
 pub const ALPHA: f64 = 0.05;
@@ -22,6 +23,21 @@ pub fn score_of(metrics: &BTreeMap<String, f64>, terms: &[(String, f64)]) -> Opt
         .map(|(m, w)| metrics.get(m).map(|v| v * w))
         .sum::<Option<f64>>()
         .filter(|v| v.is_finite())
+}
+
+/// The scores of configuration `idx`'s measured runs (stored, or computed from the score's terms).
+pub fn scores(data: &ExperimentData, idx: usize) -> Vec<f64> {
+    data.runs
+        .iter()
+        .filter(|r| r.config == idx && !r.warmup && r.ok)
+        .filter_map(|r| {
+            r.metrics
+                .get("score")
+                .copied()
+                .or_else(|| score_of(&r.metrics, &data.experiment.meta.score_terms))
+        })
+        .filter(|v| v.is_finite())
+        .collect()
 }
 
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -126,7 +142,41 @@ pub struct Analysis {
     pub comparisons: Vec<Comparison>,
     pub best: Option<Best>,
     pub scalability: Option<Scalability>,
+    /// A search experiment's trials and re-check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchSummary>,
     pub notes: Vec<String>,
+}
+
+/// What a search found, and how much of it survived the re-check.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SearchSummary {
+    pub budget: usize,
+    /// Configurations tried (the baseline included).
+    pub trials: usize,
+    /// Points in the full grid.
+    pub grid: usize,
+    /// The configuration the search reported best, and its gain over the baseline in the search's own
+    /// runs (in the objective's direction).
+    pub best: Option<String>,
+    pub reported_gain: Option<f64>,
+    /// The best against the baseline in fresh interleaved blocks.
+    pub recheck: Option<RecheckResult>,
+    /// recheck gain / reported gain.
+    pub kept: Option<f64>,
+}
+
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct RecheckResult {
+    /// Runs of each of the two.
+    pub runs: usize,
+    /// Gain over the baseline (in the objective's direction), relative to the baseline's mean.
+    pub gain: f64,
+    /// 95% interval of the difference (candidate − baseline), in score units.
+    pub ci_low: f64,
+    pub ci_high: f64,
+    pub p: f64,
+    pub significant: bool,
 }
 
 fn better(obj: Objective, a: f64, b: f64) -> bool {
@@ -140,19 +190,7 @@ fn better(obj: Objective, a: f64, b: f64) -> bool {
 pub fn analyze(data: &ExperimentData) -> Analysis {
     let meta = &data.experiment.meta;
     let obj = meta.objective();
-    let score_values = |idx: usize| -> Vec<f64> {
-        data.runs
-            .iter()
-            .filter(|r| r.config == idx && !r.warmup && r.ok)
-            .filter_map(|r| {
-                r.metrics
-                    .get("score")
-                    .copied()
-                    .or_else(|| score_of(&r.metrics, &meta.score_terms))
-            })
-            .filter(|v| v.is_finite())
-            .collect()
-    };
+    let score_values = |idx: usize| scores(data, idx);
     let names = data.metric_names();
     let configs: Vec<ConfigStats> = data
         .configurations
@@ -170,8 +208,13 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
                 .collect(),
         })
         .collect();
-    let measured: Vec<&ConfigStats> = configs.iter().filter(|c| c.score.n > 0).collect();
-    let baseline = configs.iter().find(|c| c.is_baseline && c.score.n > 0);
+    // A search's re-check runs are kept apart: they answer whether its best survives (see `recheck`).
+    let in_recheck = |idx: usize| meta.search.as_ref().is_some_and(|s| s.is_recheck(idx));
+    let measured: Vec<&ConfigStats> = configs
+        .iter()
+        .filter(|c| c.score.n > 0 && !in_recheck(c.idx))
+        .collect();
+    let baseline = measured.iter().copied().find(|c| c.is_baseline);
 
     // Seed 000's table.
     let table = (!measured.is_empty()).then(|| {
@@ -198,42 +241,8 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
         }
     });
 
-    // Main effects.
-    let main_effects = meta
-        .knobs
-        .iter()
-        .map(|(knob, levels)| {
-            let mut out = Vec::new();
-            let mut all_levels: Vec<String> = levels.clone();
-            if measured.iter().any(|c| !c.values.contains_key(knob)) {
-                all_levels.push("(machine)".into());
-            }
-            for l in all_levels {
-                let ms: Vec<f64> = measured
-                    .iter()
-                    .filter(|c| match c.values.get(knob) {
-                        Some(v) => *v == l,
-                        None => l == "(machine)",
-                    })
-                    .map(|c| c.score.mean)
-                    .collect();
-                if !ms.is_empty() {
-                    out.push(LevelMean {
-                        level: l,
-                        mean: crate::stats::mean(&ms),
-                        configurations: ms.len(),
-                    });
-                }
-            }
-            let hi = out.iter().map(|l| l.mean).fold(f64::NEG_INFINITY, f64::max);
-            let lo = out.iter().map(|l| l.mean).fold(f64::INFINITY, f64::min);
-            MainEffect {
-                knob: knob.clone(),
-                spread: if out.is_empty() { 0.0 } else { hi - lo },
-                levels: out,
-            }
-        })
-        .collect();
+    // Main effects, over the design's own points and levels.
+    let main_effects = main_effects(meta, &measured);
 
     // Welch vs baseline, Holm-corrected.
     let mut comparisons = Vec::new();
@@ -294,8 +303,164 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
             .scale_knob
             .as_ref()
             .map(|k| scalability(data, &configs, k)),
+        search: meta
+            .search
+            .as_ref()
+            .map(|s| search_summary(s, &configs, &score_values, obj)),
+        notes: meta
+            .notes
+            .iter()
+            .cloned()
+            .chain(ci_target_missed(meta, &configs))
+            .collect(),
         configs,
-        notes: meta.notes.clone(),
+    }
+}
+
+/// Whether `c` is a point of the design for `knob`: it sets the knob to one of its levels, and
+/// - in a one-factor-at-a-time design, every other knob is as in the baseline (the baseline itself counts
+///   when it sets the knob to a level: it is that point);
+/// - otherwise the baseline counts only when it is a point of the design itself (sets every knob to one of
+///   its levels): a baseline of machine settings, or one that sets only parameters, is not a level of
+///   anything, and counting it inflated one level's n and added a "(machine)" level.
+fn in_design(
+    meta: &ExperimentMeta,
+    c: &ConfigStats,
+    baseline: Option<&ConfigStats>,
+    knob: &str,
+    levels: &[String],
+) -> bool {
+    if !c.values.get(knob).is_some_and(|v| levels.contains(v)) {
+        return false;
+    }
+    if meta.design.as_deref() == Some("ofat") {
+        let Some(b) = baseline else {
+            return !c.is_baseline;
+        };
+        let keys: std::collections::BTreeSet<&String> =
+            c.values.keys().chain(b.values.keys()).collect();
+        return keys
+            .into_iter()
+            .all(|k| k == knob || c.values.get(k) == b.values.get(k));
+    }
+    !c.is_baseline
+        || meta
+            .knobs
+            .iter()
+            .all(|(k, ls)| c.values.get(k).is_some_and(|v| ls.contains(v)))
+}
+
+/// The mean score at each of a knob's levels, over the design's points with that level.
+fn main_effects(meta: &ExperimentMeta, measured: &[&ConfigStats]) -> Vec<MainEffect> {
+    let baseline = measured.iter().copied().find(|c| c.is_baseline);
+    meta.knobs
+        .iter()
+        .map(|(knob, levels)| {
+            let points: Vec<&ConfigStats> = measured
+                .iter()
+                .copied()
+                .filter(|c| in_design(meta, c, baseline, knob, levels))
+                .collect();
+            let out: Vec<LevelMean> = levels
+                .iter()
+                .filter_map(|l| {
+                    let ms: Vec<f64> = points
+                        .iter()
+                        .filter(|c| c.values.get(knob) == Some(l))
+                        .map(|c| c.score.mean)
+                        .collect();
+                    (!ms.is_empty()).then(|| LevelMean {
+                        level: l.clone(),
+                        mean: crate::stats::mean(&ms),
+                        configurations: ms.len(),
+                    })
+                })
+                .collect();
+            let hi = out.iter().map(|l| l.mean).fold(f64::NEG_INFINITY, f64::max);
+            let lo = out.iter().map(|l| l.mean).fold(f64::INFINITY, f64::min);
+            MainEffect {
+                knob: knob.clone(),
+                spread: if out.is_empty() { 0.0 } else { hi - lo },
+                levels: out,
+            }
+        })
+        .collect()
+}
+
+/// Configurations that reached the maximum number of runs without the CI target: their intervals are
+/// wider than asked for, and the output says so instead of presenting them like the others.
+fn ci_target_missed(meta: &ExperimentMeta, configs: &[ConfigStats]) -> Vec<String> {
+    if meta.max_runs == 0 || !meta.rel_ci.is_finite() {
+        return Vec::new();
+    }
+    let missed: Vec<String> = configs
+        .iter()
+        .filter(|c| c.score.n >= meta.max_runs && c.score.rel_ci() > meta.rel_ci)
+        .map(|c| format!("{} (±{:.2}%)", c.label, 100.0 * c.score.rel_ci()))
+        .collect();
+    if missed.is_empty() {
+        return Vec::new();
+    }
+    vec![format!(
+        "{} configuration(s) reached the maximum of {} runs without the CI target ±{:.2}% of the mean: {}; their intervals are wider than asked for (raise repeat.max, lengthen the workload, or quiet the machine)",
+        missed.len(),
+        meta.max_runs,
+        100.0 * meta.rel_ci,
+        missed.join(", ")
+    )]
+}
+
+/// A search: how many trials of how big a grid, the best it reported (by its trials) and what the re-check
+/// against the baseline in fresh interleaved blocks made of that gain.
+fn search_summary(
+    s: &SearchMeta,
+    configs: &[ConfigStats],
+    score_values: &dyn Fn(usize) -> Vec<f64>,
+    obj: Objective,
+) -> SearchSummary {
+    let dir = if obj == Objective::Maximize {
+        1.0
+    } else {
+        -1.0
+    };
+    let trials = configs.iter().filter(|c| !s.is_recheck(c.idx)).count();
+    let base = configs
+        .iter()
+        .find(|c| c.is_baseline && !s.is_recheck(c.idx));
+    let reported = s.recheck.as_ref().and_then(|r| {
+        let best = configs.iter().find(|c| c.idx == r.best)?;
+        let b = base?;
+        Some((
+            best.label.clone(),
+            dir * (best.score.mean - b.score.mean) / b.score.mean.abs(),
+        ))
+    });
+    let recheck = s.recheck.as_ref().and_then(|r| {
+        let cand = score_values(r.candidate);
+        let base = score_values(r.baseline);
+        let w = welch(&cand, &base)?;
+        let mb = crate::stats::mean(&base);
+        Some(RecheckResult {
+            runs: cand.len().min(base.len()),
+            gain: dir * w.diff / mb.abs(),
+            ci_low: w.ci_low,
+            ci_high: w.ci_high,
+            p: w.p,
+            significant: w.p < ALPHA,
+        })
+    });
+    let kept = match (&reported, &recheck) {
+        (Some((_, g)), Some(r)) if *g > 0.0 => Some(r.gain / g),
+        _ => None,
+    };
+    SearchSummary {
+        budget: s.budget,
+        trials,
+        grid: s.grid,
+        best: reported.as_ref().map(|(l, _)| l.clone()),
+        reported_gain: reported.map(|(_, g)| g),
+        recheck,
+        kept,
     }
 }
 
@@ -391,11 +556,16 @@ fn scalability(data: &ExperimentData, configs: &[ConfigStats], knob: &str) -> Sc
     }
 }
 
-fn pct(x: f64) -> String {
+/// The width of a label column: the longest label, at least `min`, at most 60.
+pub(crate) fn label_width<'a>(labels: impl Iterator<Item = &'a str>, min: usize) -> usize {
+    labels.map(str::len).max().unwrap_or(min).clamp(min, 60)
+}
+
+pub(crate) fn pct(x: f64) -> String {
     format!("{:+.2}%", 100.0 * x)
 }
 
-fn num(x: f64) -> String {
+pub(crate) fn num(x: f64) -> String {
     if !x.is_finite() {
         return "-".into();
     }
@@ -434,13 +604,7 @@ pub fn render(a: &Analysis) -> String {
     for n in &a.notes {
         let _ = writeln!(o, "note: {n}");
     }
-    let w = a
-        .configs
-        .iter()
-        .map(|c| c.label.len())
-        .max()
-        .unwrap_or(5)
-        .clamp(5, 60);
+    let w = label_width(a.configs.iter().map(|c| c.label.as_str()), 5);
     let _ = writeln!(
         o,
         "\n{:<w$}  {:>3}  {:>12}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",
@@ -550,13 +714,13 @@ pub fn render(a: &Analysis) -> String {
             };
             let _ = writeln!(
                 o,
-                "  {:<w$}  {:>9}  CI [{}, {}]  p={:.4}  p_holm={:.4}  {verdict}",
+                "  {:<w$}  {:>9}  CI [{}, {}]  {}  {}  {verdict}",
                 c.label,
                 pct(c.rel),
                 num(c.ci_low),
                 num(c.ci_high),
-                c.p,
-                c.p_holm
+                p_equals("p", c.p),
+                p_equals("p_holm", c.p_holm)
             );
         }
         if a.comparisons.iter().all(|c| !c.significant) {
@@ -580,6 +744,9 @@ pub fn render(a: &Analysis) -> String {
             };
             let _ = writeln!(o, "  {g}{}→{}: {:.4}", r.a, r.b, r.ratio);
         }
+    }
+    if let Some(s) = &a.search {
+        render_search(&mut o, s, &a.objective);
     }
     if let Some(b) = &a.best {
         match &b.vs_baseline {
@@ -610,6 +777,72 @@ pub fn render(a: &Analysis) -> String {
         }
     }
     o
+}
+
+fn render_search(o: &mut String, s: &SearchSummary, objective: &str) {
+    let _ = writeln!(
+        o,
+        "\nsearch: {} configuration(s) tried of a {}-point grid ({:.0}%; budget {})",
+        s.trials,
+        s.grid,
+        100.0 * s.trials as f64 / s.grid.max(1) as f64,
+        s.budget
+    );
+    match (&s.best, s.reported_gain) {
+        (Some(b), Some(g)) => {
+            let _ = writeln!(
+                o,
+                "  reported best: {b} — {} vs the baseline in its trial runs{}",
+                pct(g),
+                if g <= 0.0 {
+                    " (no trial beat the baseline there)"
+                } else {
+                    ""
+                }
+            );
+        }
+        _ => {
+            let _ = writeln!(
+                o,
+                "  the baseline is the best point tried: nothing to re-check"
+            );
+        }
+    }
+    if let Some(r) = &s.recheck {
+        let _ = writeln!(
+            o,
+            "  re-check against the baseline in fresh interleaved blocks ({} runs each): {} ({}), difference CI [{}, {}], {}, {}",
+            r.runs,
+            pct(r.gain),
+            if r.gain >= 0.0 { "better" } else { "worse" },
+            num(r.ci_low),
+            num(r.ci_high),
+            p_equals("p", r.p),
+            if r.significant {
+                "SIGNIFICANT"
+            } else {
+                "no significant difference"
+            }
+        );
+        if let Some(k) = s.kept {
+            let _ = writeln!(
+                o,
+                "  => {:.0}% of the reported gain survived the re-check{}",
+                100.0 * k,
+                if k < 0.9 {
+                    " (most of it was noise picked as a winner: trust the re-check)"
+                } else {
+                    ""
+                }
+            );
+        }
+    } else if s.best.is_some() {
+        let _ = writeln!(
+            o,
+            "  re-check not run yet (the experiment stopped before it)"
+        );
+    }
+    let _ = objective;
 }
 
 #[cfg(test)]
@@ -674,6 +907,7 @@ mod tests {
                     warmup_blocks: 0,
                     fixed_work: false,
                     notes: vec![],
+                    ..Default::default()
                 },
             },
             fingerprint: None,
@@ -720,6 +954,171 @@ mod tests {
         assert!(text.contains("no significant difference"), "{text}");
         assert!(text.contains("SIGNIFICANT"), "{text}");
         assert!(text.contains("best: t4"), "{text}");
+    }
+
+    /// A configuration: its knob values, whether it is the baseline, its runs' scores.
+    type Config = (Vec<(&'static str, &'static str)>, bool, Vec<f64>);
+
+    /// An experiment with two knobs, x (param) and swappiness.
+    fn experiment(design: &str, configs: &[Config]) -> ExperimentData {
+        let mut d = data(&[]);
+        d.experiment.meta.knobs = vec![
+            ("param:x".into(), vec!["1".into(), "2".into(), "3".into()]),
+            (
+                "sysctl:vm.swappiness".into(),
+                vec!["10".into(), "60".into(), "100".into()],
+            ),
+        ];
+        d.experiment.meta.scale_knob = None;
+        d.experiment.meta.design = Some(design.into());
+        for (i, (values, base, xs)) in configs.iter().enumerate() {
+            d.configurations.push(ConfigurationRow {
+                id: i as i64,
+                idx: i,
+                label: format!("c{i}"),
+                values: values
+                    .iter()
+                    .map(|(k, v)| (k.to_string(), v.to_string()))
+                    .collect(),
+                is_baseline: *base,
+            });
+            for (j, x) in xs.iter().enumerate() {
+                d.runs.push(RunRow {
+                    id: d.runs.len() as i64,
+                    config: i,
+                    block: j,
+                    warmup: false,
+                    started_unix_ms: 0,
+                    duration_s: 1.0,
+                    ok: true,
+                    error: None,
+                    metrics: [("web.throughput".to_string(), *x)].into(),
+                });
+            }
+        }
+        d
+    }
+
+    /// Issue 13 defect 5: in a 3x3 sweep whose baseline sets only the parameter, the baseline was counted
+    /// as a point (n=4 for x=1 instead of 3) and swappiness got a "(machine)" level.
+    #[test]
+    fn main_effects_cover_the_designs_levels_only() {
+        let mut configs: Vec<Config> = vec![(vec![("param:x", "1")], true, vec![1000.0, 1001.0])];
+        for x in ["1", "2", "3"] {
+            for sw in ["10", "60", "100"] {
+                configs.push((
+                    vec![("param:x", x), ("sysctl:vm.swappiness", sw)],
+                    false,
+                    vec![100.0, 101.0],
+                ));
+            }
+        }
+        let a = analyze(&experiment("full", &configs));
+        for e in &a.main_effects {
+            let levels: Vec<(&str, usize)> = e
+                .levels
+                .iter()
+                .map(|l| (l.level.as_str(), l.configurations))
+                .collect();
+            assert_eq!(levels.len(), 3, "{e:?}");
+            assert!(levels.iter().all(|(_, n)| *n == 3), "{e:?}");
+            // The baseline's 1000 would make x=1 stand out.
+            assert!(e.spread < 1e-9, "{e:?}");
+        }
+        // One factor at a time: each knob's effect over its own points (and the baseline when it is one).
+        let ofat: Vec<Config> = vec![
+            (vec![("param:x", "1")], true, vec![100.0, 100.0]),
+            (vec![("param:x", "2")], false, vec![110.0, 110.0]),
+            (vec![("param:x", "3")], false, vec![120.0, 120.0]),
+            (
+                vec![("param:x", "1"), ("sysctl:vm.swappiness", "10")],
+                false,
+                vec![90.0, 90.0],
+            ),
+            (
+                vec![("param:x", "1"), ("sysctl:vm.swappiness", "60")],
+                false,
+                vec![95.0, 95.0],
+            ),
+        ];
+        let a = analyze(&experiment("ofat", &ofat));
+        let x = &a.main_effects[0];
+        assert_eq!(
+            x.levels
+                .iter()
+                .map(|l| (l.level.as_str(), l.mean))
+                .collect::<Vec<_>>(),
+            vec![("1", 100.0), ("2", 110.0), ("3", 120.0)]
+        );
+        let sw = &a.main_effects[1];
+        assert_eq!(
+            sw.levels
+                .iter()
+                .map(|l| (l.level.as_str(), l.configurations))
+                .collect::<Vec<_>>(),
+            vec![("10", 1), ("60", 1)]
+        );
+    }
+
+    #[test]
+    fn a_configuration_at_max_runs_without_the_ci_target_is_noted() {
+        let mut d = data(&[
+            ("base", Some("2"), vec![100.0, 100.1, 99.9, 100.0, 100.0]),
+            ("noisy", Some("4"), vec![50.0, 150.0, 60.0, 140.0, 100.0]),
+        ]);
+        d.experiment.meta.max_runs = 5;
+        let a = analyze(&d);
+        let note = a
+            .notes
+            .iter()
+            .find(|n| n.contains("CI target"))
+            .expect("a note");
+        assert!(note.contains("noisy"), "{note}");
+        assert!(!note.contains("base ("), "{note}");
+        assert!(render(&a).contains("note: 1 configuration(s) reached the maximum of 5 runs"));
+    }
+
+    #[test]
+    fn a_search_reports_its_gain_and_how_much_survived_the_recheck() {
+        let mut d = data(&[
+            ("base", Some("2"), vec![100.0, 100.0, 100.0]),
+            ("t4", Some("4"), vec![120.0, 121.0, 119.0]),
+            ("t8", Some("8"), vec![105.0, 104.0, 106.0]),
+            (
+                "re-check: baseline",
+                Some("2"),
+                vec![100.0, 101.0, 99.0, 100.0],
+            ),
+            ("re-check: t4", Some("4"), vec![118.0, 119.0, 117.0, 118.0]),
+        ]);
+        d.experiment.meta.design = Some("search".into());
+        d.experiment.meta.search = Some(crate::store::SearchMeta {
+            budget: 3,
+            initial: 2,
+            seed: 1,
+            grid: 3,
+            recheck: Some(crate::store::RecheckMeta {
+                best: 1,
+                baseline: 3,
+                candidate: 4,
+            }),
+        });
+        let a = analyze(&d);
+        // The re-check's configurations are not trials.
+        assert_eq!(a.comparisons.len(), 2);
+        assert_eq!(a.best.as_ref().unwrap().label, "t4");
+        let s = a.search.clone().unwrap();
+        assert_eq!(s.trials, 3);
+        assert!((s.reported_gain.unwrap() - 0.2).abs() < 1e-9);
+        let r = s.recheck.clone().unwrap();
+        assert!((r.gain - 0.18).abs() < 1e-9, "{r:?}");
+        assert!(r.significant);
+        assert!((s.kept.unwrap() - 0.9).abs() < 1e-9);
+        let text = render(&a);
+        assert!(
+            text.contains("90% of the reported gain survived the re-check"),
+            "{text}"
+        );
     }
 
     #[test]

@@ -95,6 +95,8 @@ pub fn configurations(spec: &Spec) -> Vec<Configuration> {
                 push(c, &mut out);
             }
         }
+        // A search proposes its configurations as it goes (crate::search); only the baseline is known.
+        Design::Search(_) => {}
         Design::Random { n, seed } => {
             let mut all = full();
             let mut rng = Rng::new(*seed);

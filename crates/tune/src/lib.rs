@@ -2,9 +2,12 @@
 //! the SQLite store, statistics.
 
 pub mod analysis;
+pub mod compare;
 pub mod design;
 mod parsers;
 pub mod runner;
+pub mod search;
+mod session;
 pub mod spec;
 mod stats;
 pub mod store;

@@ -3,23 +3,23 @@
 //! configuration's knobs through the journalled applier and restoring them after every run, on error and
 //! on SIGINT/SIGTERM. Each run is stored in its own transaction, so an interrupted experiment resumes.
 
-use std::collections::{BTreeMap, HashSet};
-use std::io::IsTerminal;
+use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use ordo_sys::knobs::{
-    Applier, CheckContext, Checker, KnobError, KnobId, Refusal, RestoreNote, Scope, SysRoot,
-    Target, ThreadKnob, ThreadOps,
+    Applier, CheckContext, Checker, KnobError, KnobId, Refusal, RefusalKind, RestoreNote, Scope,
+    SysRoot, Target, ThreadKnob, ThreadOps,
 };
 
-use crate::analysis::{self, Analysis, score_of};
+use crate::analysis::Analysis;
 use crate::design::{self, Configuration};
-use crate::spec::{KnobSpec, Spec, SpecError, TargetKind};
+use crate::session::{self, Phase};
+use crate::spec::{Design, KnobSpec, Spec, SpecError, TargetKind};
 use crate::stats::Summary;
-use crate::store::{ExperimentMeta, NewRun, Store, StoreError, text_hash};
+use crate::store::{Store, StoreError};
 use crate::target::{RunningTarget, TargetError, command_line, free_port};
 use crate::workload::{self, WorkloadError};
 
@@ -76,6 +76,27 @@ pub struct RunOptions {
     pub run_limit: Option<usize>,
     /// Print one line per run and the summary.
     pub print: bool,
+    /// Wait this long for a knob another experiment holds (machine-wide lock) instead of refusing at once.
+    pub lock_wait: Duration,
+}
+
+impl RunOptions {
+    /// Options for `db` and `journal` on `root` with the defaults: real threads, no `ordo` binary, no
+    /// progress bar, nothing printed, no run limit, no waiting for knob locks.
+    pub fn new(db: impl Into<PathBuf>, journal: impl Into<PathBuf>, root: SysRoot) -> RunOptions {
+        RunOptions {
+            db: db.into(),
+            journal: journal.into(),
+            root,
+            threads: Arc::new(ordo_sys::knobs::RealThreads),
+            ordo: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+            run_limit: None,
+            print: false,
+            lock_wait: Duration::ZERO,
+        }
+    }
 }
 
 impl std::fmt::Debug for RunOptions {
@@ -137,6 +158,8 @@ pub struct Plan {
     /// A dry run of a started target: per-thread and cgroup knobs could not be checked against its
     /// threads and cgroup yet (that happens when the run starts).
     pub target_unchecked: bool,
+    /// A search: (trial budget, points in the grid).
+    pub search: Option<(usize, usize)>,
 }
 
 impl Plan {
@@ -157,8 +180,24 @@ impl Plan {
             .collect()
     }
 
+    /// Estimated duration with `reps` runs per configuration.
     fn estimate(&self, reps: usize) -> Duration {
-        self.per_run * ((self.configs.len() * (reps + self.warmup_blocks)) as u32)
+        let runs = match self.search {
+            Some((budget, _)) => {
+                let (lo, hi) = session::search_runs(
+                    &crate::spec::RepeatRule {
+                        min: self.min_runs,
+                        max: self.max_runs,
+                        rel_ci: 0.0,
+                        warmup: 0,
+                    },
+                    budget,
+                );
+                if reps == self.min_runs { lo } else { hi }
+            }
+            None => self.configs.len() * (reps + self.warmup_blocks),
+        };
+        self.per_run * (runs as u32)
     }
 
     /// The plan as text.
@@ -194,9 +233,21 @@ impl Plan {
                 Err(r) => o.push_str(&format!("  {r}\n")),
             }
         }
-        o.push_str(&format!("{} configuration(s):\n", self.configs.len()));
-        for (i, c) in self.configs.iter().enumerate() {
-            o.push_str(&format!("  {i:>3}  {}\n", c.label));
+        match self.search {
+            Some((budget, grid)) => o.push_str(&format!(
+                "search: at most {budget} configuration(s) (the baseline included) of a {grid}-point grid, each run {} times, proposed one by one by a Gaussian-process model (expected improvement); then the best against the baseline in fresh interleaved blocks ({} to {} runs each)\n  {:>3}  {}\n",
+                self.min_runs,
+                self.min_runs,
+                self.max_runs,
+                0,
+                self.configs.first().map_or("", |c| c.label.as_str())
+            )),
+            None => {
+                o.push_str(&format!("{} configuration(s):\n", self.configs.len()));
+                for (i, c) in self.configs.iter().enumerate() {
+                    o.push_str(&format!("  {i:>3}  {}\n", c.label));
+                }
+            }
         }
         let fmt = |d: Duration| {
             let s = d.as_secs();
@@ -251,7 +302,7 @@ fn policy_levels(knobs: &[KnobSpec]) -> Vec<String> {
 pub const NOTHING_TO_COMPARE: &str = "every knob was skipped: nothing to compare but the baseline (run as root for system-wide knobs)";
 
 /// The spec without the knobs that were skipped.
-fn without(spec: &Spec, skipped: &[Refusal]) -> Spec {
+pub(crate) fn without(spec: &Spec, skipped: &[Refusal]) -> Spec {
     let mut spec = spec.clone();
     for s in skipped {
         spec.knobs.retain(|k| k.id.to_string() != s.knob);
@@ -268,6 +319,16 @@ fn without(spec: &Spec, skipped: &[Refusal]) -> Spec {
 /// Check every knob. For targets ordo starts, `live` starts the target once (baseline parameters) so
 /// thread and cgroup knobs are checked against its real threads; a dry run never starts anything.
 pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError> {
+    plan_with(spec, opts, live, None)
+}
+
+/// [`plan`], journalling a target it starts through `applier` (when the run itself plans).
+pub(crate) fn plan_with(
+    spec: &Spec,
+    opts: &RunOptions,
+    live: bool,
+    mut applier: Option<&mut Applier>,
+) -> Result<Plan, RunError> {
     let tmp = tempdir()?;
     let baseline = design::configurations(spec)
         .into_iter()
@@ -278,15 +339,26 @@ pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError
         target: Target::default(),
         policy_levels: policy_levels(&spec.knobs),
     };
-    let needs_target = spec
-        .knobs
-        .iter()
-        .any(|k| matches!(k.id.scope(), Scope::Thread | Scope::Cgroup));
+    // Thread and cgroup knobs act on the target; real-time-only sysctls depend on its threads' policies.
+    let needs_target = spec.knobs.iter().any(|k| {
+        matches!(k.id.scope(), Scope::Thread | Scope::Cgroup)
+            || ordo_sys::knobs::rt_only(&k.id).is_some()
+    });
     let mut running = None;
     if needs_target && (live || !spec.target.is_started()) {
         let port = free_port().map_err(|e| RunError::Other(format!("no free port: {e}")))?;
         let vars = vars_for(spec, &baseline, port, tmp.path());
-        let mut t = RunningTarget::start(&spec.target, &vars, opts.ordo.as_deref(), tmp.path())?;
+        let mut record = |pid: i32, cmd: &str| match applier.as_deref_mut() {
+            Some(a) => a.record_process(pid, cmd).map_err(|e| e.to_string()),
+            None => Ok(()),
+        };
+        let mut t = RunningTarget::start_with(
+            &spec.target,
+            &vars,
+            opts.ordo.as_deref(),
+            tmp.path(),
+            &mut record,
+        )?;
         ctx.target = Target {
             pid: Some(t.pid),
             tids: t
@@ -351,6 +423,22 @@ pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError
     }
     let target_unchecked = needs_target && running.is_none() && spec.target.is_started();
     drop(running);
+    let skipped: Vec<Refusal> = checks
+        .iter()
+        .filter(|c| c.skipped())
+        .filter_map(|c| c.result.clone().err())
+        .collect();
+    let kept = without(spec, &skipped);
+    let configs = design::configurations(&kept);
+    // Every configuration that will run, not just each knob's levels (a search's grid is the full
+    // factorial, which the level checks cover; its baseline is checked here).
+    let found: Vec<String> = ctx
+        .target
+        .tids
+        .iter()
+        .filter_map(|&t| opts.threads.get(t, ThreadKnob::Policy).ok())
+        .collect();
+    no_effect_in_configurations(&configs, &found, &mut checks);
     let per_run = spec
         .workloads
         .iter()
@@ -361,14 +449,18 @@ pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError
         } else {
             Duration::ZERO
         };
-    let skipped: Vec<Refusal> = checks
-        .iter()
-        .filter(|c| c.skipped())
-        .filter_map(|c| c.result.clone().err())
-        .collect();
     Ok(Plan {
         target_unchecked,
-        configs: design::configurations(&without(spec, &skipped)),
+        search: match &kept.design {
+            Design::Search(s) => Some((
+                s.budget,
+                kept.knobs
+                    .iter()
+                    .fold(1usize, |a, k| a.saturating_mul(k.levels.len())),
+            )),
+            _ => None,
+        },
+        configs,
         checks,
         target_command: match &spec.target.kind {
             TargetKind::Pid(p) => Some(format!("running process {p}")),
@@ -399,10 +491,47 @@ pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError
     })
 }
 
-struct TempDir(PathBuf);
+/// Refuse each knob that some configuration would set without effect ([`ordo_sys::knobs::no_effect_in`]),
+/// naming those configurations.
+fn no_effect_in_configurations(
+    configs: &[Configuration],
+    found: &[String],
+    checks: &mut [KnobCheck],
+) {
+    let mut bad: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
+    for c in configs {
+        for (knob, why) in ordo_sys::knobs::no_effect_in(&c.values, found) {
+            bad.entry(knob)
+                .or_insert_with(|| (why, Vec::new()))
+                .1
+                .push(format!("`{}`", c.label));
+        }
+    }
+    for c in checks.iter_mut().filter(|c| c.result.is_ok()) {
+        let Some((why, labels)) = bad.get(&c.knob) else {
+            continue;
+        };
+        let Ok(id) = c.knob.parse::<KnobId>() else {
+            continue;
+        };
+        let shown: Vec<&str> = labels.iter().take(3).map(String::as_str).collect();
+        c.result = Err(Refusal::new(
+            &id,
+            RefusalKind::NoEffect,
+            format!(
+                "{why} in {} configuration(s) ({}{}): it would run there as a silent no-op. Set the policy in every configuration that sets it (for ofat and list designs: [baseline] policy = \"rr:10\")",
+                labels.len(),
+                shown.join(", "),
+                if labels.len() > 3 { ", ..." } else { "" }
+            ),
+        ));
+    }
+}
+
+pub(crate) struct TempDir(PathBuf);
 
 impl TempDir {
-    fn path(&self) -> &Path {
+    pub(crate) fn path(&self) -> &Path {
         &self.0
     }
 }
@@ -413,7 +542,7 @@ impl Drop for TempDir {
     }
 }
 
-fn tempdir() -> Result<TempDir, RunError> {
+pub(crate) fn tempdir() -> Result<TempDir, RunError> {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
     let p = std::env::temp_dir().join(format!(
         "ordo-tune-{}-{}",
@@ -496,7 +625,7 @@ fn apply_order(values: &BTreeMap<String, String>) -> Vec<(KnobId, String)> {
     v
 }
 
-fn restore(applier: &mut Applier) -> Result<Vec<RestoreNote>, RunError> {
+pub(crate) fn restore(applier: &mut Applier) -> Result<Vec<RestoreNote>, RunError> {
     let notes = applier.restore();
     if notes.iter().any(RestoreNote::failed) {
         return Err(RunError::Restore {
@@ -507,330 +636,33 @@ fn restore(applier: &mut Applier) -> Result<Vec<RestoreNote>, RunError> {
     Ok(notes)
 }
 
-struct Printer {
-    bar: Option<indicatif::ProgressBar>,
-    print: bool,
-}
-
-impl Printer {
-    fn line(&self, s: &str) {
-        if !self.print {
-            return;
-        }
-        match &self.bar {
-            Some(b) => b.println(s),
-            None => println!("{s}"),
-        }
-    }
-}
-
-/// Run (or resume) an experiment.
+/// Run (or resume) an experiment: prepare (checks, locks), open it in the store, then step through its
+/// phases ([`crate::session`]) until it is done or interrupted, and restore everything.
 pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
-    let plan = plan(spec, opts, true)?;
-    let refusals = plan.refusals();
-    if !refusals.is_empty() {
-        return Err(RunError::Refused(refusals));
-    }
-    // Not root: drop system-wide knobs (never half-applied) and say so; likewise optional knobs this
-    // machine lacks.
-    let skipped = plan.skipped();
-    let spec = without(spec, &skipped);
-    let notes: Vec<String> = skipped
-        .iter()
-        .map(|s| {
-            if s.kind == ordo_sys::knobs::RefusalKind::NotPrivileged {
-                s.to_string() // already says "skipped"
-            } else {
-                format!("{s} — skipped")
-            }
-        })
-        .collect();
-    let printer_print = opts.print;
-    for n in &notes {
-        if printer_print {
-            eprintln!("note: {n}");
-        }
-    }
-    let configs = design::configurations(&spec);
-    // With every knob skipped (a list design keeps its entries, now all equal to the baseline) there
-    // is only the baseline left: running it over and over compares nothing.
-    if spec.knobs.is_empty() || configs.len() < 2 {
-        return Err(RunError::Other(NOTHING_TO_COMPARE.into()));
-    }
-
-    let mut store = Store::open(&opts.db)?;
-    let hash = text_hash(&spec.text);
-    let (experiment, resumed) = match store.resumable(&hash)? {
-        Some(id) => {
-            let data = store.load(id)?;
-            let labels: Vec<&str> = data
-                .configurations
-                .iter()
-                .map(|c| c.label.as_str())
-                .collect();
-            let now: Vec<&str> = configs.iter().map(|c| c.label.as_str()).collect();
-            if labels != now {
-                return Err(RunError::Mismatch {
-                    id,
-                    db: opts.db.display().to_string(),
-                    file: spec.file.display().to_string(),
-                });
-            }
-            store.set_status(id, "running")?;
-            (id, true)
-        }
-        None => {
-            let meta = ExperimentMeta {
-                knobs: spec
-                    .knobs
-                    .iter()
-                    .map(|k| (k.id.to_string(), k.levels.clone()))
-                    .collect(),
-                objective: match spec.score.objective {
-                    crate::spec::Objective::Maximize => "maximize".into(),
-                    crate::spec::Objective::Minimize => "minimize".into(),
-                },
-                score_terms: spec.score.terms.clone(),
-                scale_knob: spec.scale_knob.clone(),
-                scale_base: spec.scale_base,
-                min_runs: spec.repeat.min,
-                max_runs: spec.repeat.max,
-                rel_ci: spec.repeat.rel_ci,
-                warmup_blocks: spec.repeat.warmup,
-                fixed_work: spec.workloads.first().is_some_and(workload::fixed_work),
-                notes: notes.clone(),
-            };
-            let fp = serde_json::to_value(ordo_sys::Fingerprint::collect()).ok();
-            let id = store.create_experiment(
-                &spec.name,
-                &stored_spec_path(&spec.file),
-                &spec.text,
-                spec.seed,
-                &meta,
-                &configs,
-                fp.as_ref(),
-            )?;
-            (id, false)
-        }
-    };
-    let existing = store.load(experiment)?;
-    let mut done: HashSet<(usize, usize)> =
-        existing.runs.iter().map(|r| (r.block, r.config)).collect();
-    // Per configuration: (block, score) of every measured run, stored ones first.
-    let mut scores: Vec<Vec<(usize, f64)>> = (0..configs.len())
-        .map(|i| {
-            existing
-                .runs
-                .iter()
-                .filter(|r| r.config == i && !r.warmup && r.ok)
-                .filter_map(|r| r.metrics.get("score").map(|&s| (r.block, s)))
-                .collect()
-        })
-        .collect();
-
+    // The journal (and its lock) first: every process started from here on is journalled.
     let mut applier = Applier::new(opts.root.clone(), &opts.journal, opts.threads.clone())?;
-    let n = configs.len();
-    let warm = spec.repeat.warmup;
-    let bar = (opts.progress && std::io::stderr().is_terminal()).then(|| {
-        let b = indicatif::ProgressBar::new((n * (warm + spec.repeat.min)) as u64);
-        b.set_style(
-            indicatif::ProgressStyle::with_template(
-                "{bar:40} {pos}/{len} runs  {elapsed_precise} elapsed, ETA {eta_precise}  {msg}",
-            )
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
-        );
-        b.set_position(done.len() as u64);
-        b.enable_steady_tick(Duration::from_millis(500));
-        b
-    });
-    let printer = Printer {
-        bar,
-        print: opts.print,
+    applier.set_lock_wait(opts.lock_wait);
+    let prepared = session::prepare(spec, opts, &mut applier)?;
+    let mut s = session::Session::open(prepared, opts)?;
+    let mut phase = s.first_phase();
+    let interrupted = loop {
+        match phase {
+            Phase::Done { interrupted } => break interrupted,
+            p => phase = s.step(p, &mut applier)?,
+        }
     };
-    if resumed {
-        printer.line(&format!(
-            "resuming experiment {experiment} ({} run(s) already stored)",
-            done.len()
-        ));
-    } else {
-        printer.line(&format!(
-            "experiment {experiment}: {} configuration(s), {} to {} runs each",
-            n, spec.repeat.min, spec.repeat.max
-        ));
-    }
-    let label_w = configs
-        .iter()
-        .map(|c| c.label.len())
-        .max()
-        .unwrap_or(10)
-        .min(60);
-
-    let mut session_runs = 0usize;
-    let mut interrupted = false;
-    let tmp = tempdir()?;
-    let mut block = 0usize;
-    'blocks: loop {
-        let is_warm = block < warm;
-        if !is_warm && (block - warm >= spec.repeat.max || rule_met(&scores, block, &spec.repeat)) {
-            break;
-        }
-        if let Some(b) = &printer.bar {
-            b.set_length(b.length().unwrap_or(0).max(((block + 1) * n) as u64));
-        }
-        let mut failures = 0;
-        let mut attempted = 0;
-        for idx in design::block_order(n, spec.seed, block) {
-            if done.contains(&(block, idx)) {
-                continue;
-            }
-            if opts.stop.load(Ordering::SeqCst) || opts.run_limit.is_some_and(|l| session_runs >= l)
-            {
-                interrupted = true;
-                break 'blocks;
-            }
-            let config = &configs[idx];
-            attempted += 1;
-            let started_ms = std::time::SystemTime::now()
-                .duration_since(std::time::UNIX_EPOCH)
-                .map(|d| d.as_millis() as i64)
-                .unwrap_or(0);
-            let t0 = Instant::now();
-            let result = one_run(&spec, config, opts, &mut applier, tmp.path());
-            // Restore after every configuration run, whatever happened.
-            let restored = restore(&mut applier);
-            let result = match (result, restored) {
-                (_, Err(e)) => return Err(e),
-                (r, Ok(_)) => r,
-            };
-            let (metrics, error) = match result {
-                Ok(m) => (m, None),
-                Err(RunError::Workload(WorkloadError::Interrupted)) => {
-                    interrupted = true;
-                    break 'blocks;
-                }
-                Err(e @ (RunError::Target(_) | RunError::Knob(_))) => {
-                    let _ = store.set_status(experiment, "failed");
-                    return Err(e);
-                }
-                Err(e) => (BTreeMap::new(), Some(e.to_string())),
-            };
-            if opts.stop.load(Ordering::SeqCst) {
-                interrupted = true;
-                break 'blocks;
-            }
-            let mut metrics = metrics;
-            let score = score_of(&metrics, &spec.score.terms);
-            let error = match (error, score) {
-                (Some(e), _) => Some(e),
-                (None, None) => Some(format!(
-                    "a score metric is missing (have: {})",
-                    metrics.keys().cloned().collect::<Vec<_>>().join(", ")
-                )),
-                (None, Some(s)) => {
-                    metrics.insert("score".into(), s);
-                    None
-                }
-            };
-            store.record_run(
-                experiment,
-                &NewRun {
-                    config: idx,
-                    block,
-                    warmup: is_warm,
-                    started_unix_ms: started_ms,
-                    duration_s: t0.elapsed().as_secs_f64(),
-                    error: error.clone(),
-                    metrics: metrics.clone(),
-                },
-            )?;
-            done.insert((block, idx));
-            session_runs += 1;
-            if let Some(b) = &printer.bar {
-                b.inc(1);
-            }
-            match (&error, score) {
-                (Some(e), _) => {
-                    failures += 1;
-                    printer.line(&format!(
-                        "[{block}] {:<label_w$}  FAILED: {e}",
-                        config.label
-                    ));
-                }
-                (None, Some(s)) => {
-                    if !is_warm {
-                        scores[idx].push((block, s));
-                    }
-                    let w0 = &spec.workloads[0].name;
-                    let get = |k: &str| metrics.get(&format!("{w0}.{k}")).copied();
-                    let values: Vec<f64> = scores[idx].iter().map(|&(_, s)| s).collect();
-                    let summary = Summary::of(&values);
-                    printer.line(&format!(
-                        "[{block}] {:<label_w$}  score {:>12.2}  ({}{}{}) {}",
-                        config.label,
-                        s,
-                        get("throughput")
-                            .map(|v| format!("{v:.1} req/s"))
-                            .unwrap_or_default(),
-                        get("p99_ms")
-                            .map(|v| format!(", p99 {v:.2} ms"))
-                            .unwrap_or_default(),
-                        get("errors")
-                            .filter(|e| *e > 0.0)
-                            .map(|v| format!(", {v} errors"))
-                            .unwrap_or_default(),
-                        if is_warm {
-                            "warm-up (discarded)".to_string()
-                        } else if summary.n >= 2 {
-                            format!("n={} ±{:.2}%", summary.n, 100.0 * summary.rel_ci())
-                        } else {
-                            format!("n={}", summary.n)
-                        }
-                    ));
-                }
-                (None, None) => {}
-            }
-        }
-        if attempted > 0 && failures == attempted {
-            let _ = store.set_status(experiment, "failed");
-            return Err(RunError::Other(format!(
-                "every run of block {block} failed; stopping (see the lines above)"
-            )));
-        }
-        block += 1;
-    }
-    if let Some(b) = &printer.bar {
-        b.finish_and_clear();
-    }
-    let notes = applier.finish();
-    if notes.iter().any(RestoreNote::failed) {
-        return Err(RunError::Restore {
-            journal: opts.journal.display().to_string(),
-            notes: notes.iter().map(|n| n.to_string()).collect(),
-        });
-    }
-    store.set_status(
-        experiment,
-        if interrupted {
-            "interrupted"
-        } else {
-            "finished"
-        },
-    )?;
-    let analysis = analysis::analyze(&store.load(experiment)?);
-    Ok(Outcome {
-        experiment,
-        interrupted,
-        resumed,
-        runs_this_session: session_runs,
-        analysis,
-    })
+    s.finish(applier, interrupted)
 }
 
 /// The repetition rule, decided at the start of `block` from the measured runs of the blocks before it:
 /// every configuration has `min` runs and meets the CI rule or has `max`. Runs of `block` and later (a
 /// resumed experiment has some stored) do not count, so a resumed experiment completes the block it was
 /// interrupted in, as an uninterrupted one would, instead of stopping with that block half done.
-fn rule_met(scores: &[Vec<(usize, f64)>], block: usize, rule: &crate::spec::RepeatRule) -> bool {
+pub(crate) fn rule_met(
+    scores: &[Vec<(usize, f64)>],
+    block: usize,
+    rule: &crate::spec::RepeatRule,
+) -> bool {
     scores.iter().all(|s| {
         let values: Vec<f64> = s
             .iter()
@@ -844,7 +676,7 @@ fn rule_met(scores: &[Vec<(usize, f64)>], block: usize, rule: &crate::spec::Repe
 
 /// One run of one configuration: start the target, apply the knobs, run every workload, sample the
 /// target, stop it. The caller restores the knobs.
-fn one_run(
+pub(crate) fn one_run(
     spec: &Spec,
     config: &Configuration,
     opts: &RunOptions,
@@ -853,7 +685,13 @@ fn one_run(
 ) -> Result<BTreeMap<String, f64>, RunError> {
     let port = free_port().map_err(|e| RunError::Other(format!("no free port: {e}")))?;
     let vars = vars_for(spec, config, port, tmp);
-    let mut target = RunningTarget::start(&spec.target, &vars, opts.ordo.as_deref(), tmp)?;
+    let mut target = RunningTarget::start_with(
+        &spec.target,
+        &vars,
+        opts.ordo.as_deref(),
+        tmp,
+        &mut recorder(applier),
+    )?;
     let tids: Vec<i32> = target
         .threads(&spec.target.threads)
         .into_iter()
@@ -875,7 +713,7 @@ fn one_run(
     let mut metrics = BTreeMap::new();
     let mut requests = 0.0;
     for w in &spec.workloads {
-        let m = workload::run(w, &vars, &opts.stop)?;
+        let m = workload::run_with(w, &vars, &opts.stop, &mut recorder(applier))?;
         requests += m.get("requests").copied().unwrap_or(0.0);
         for (k, v) in m {
             metrics.insert(format!("{}.{k}", w.name), v);
@@ -890,10 +728,15 @@ fn one_run(
     Ok(metrics)
 }
 
+/// Journals each process a run starts (target, external load generator), so `recover` can stop it.
+fn recorder(applier: &mut Applier) -> impl FnMut(i32, &str) -> Result<(), String> + '_ {
+    |pid, cmd| applier.record_process(pid, cmd).map_err(|e| e.to_string())
+}
+
 /// The experiment file's path as stored with the experiment: absolute, so that `resume` from another
 /// working directory resolves the file's relative paths (`{dir}`, a target `config`, a workload `mix`)
 /// against the file's directory, not its own.
-fn stored_spec_path(file: &Path) -> String {
+pub(crate) fn stored_spec_path(file: &Path) -> String {
     std::path::absolute(file)
         .unwrap_or_else(|_| file.to_path_buf())
         .display()
@@ -929,6 +772,7 @@ pub fn resume(opts: &RunOptions) -> Result<Outcome, RunError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::store::ExperimentMeta;
 
     #[test]
     fn without_root_system_knobs_are_skipped_and_optional_ones_dropped() {
@@ -950,17 +794,11 @@ nice = [0, 5]
             pid = std::process::id()
         );
         let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
-        let opts = RunOptions {
-            db: d.path().join("t.db"),
-            journal: d.path().join("j"),
-            root: SysRoot::at(&root).with_privileged(false),
-            threads: Arc::new(ordo_sys::knobs::RealThreads),
-            ordo: None,
-            stop: Arc::new(AtomicBool::new(false)),
-            progress: false,
-            run_limit: None,
-            print: false,
-        };
+        let opts = RunOptions::new(
+            d.path().join("t.db"),
+            d.path().join("j"),
+            SysRoot::at(&root).with_privileged(false),
+        );
         let plan = plan(&spec, &opts, false).unwrap();
         assert!(plan.refusals().is_empty(), "{:?}", plan.refusals());
         let skipped: Vec<String> = plan.skipped().iter().map(|r| r.knob.clone()).collect();
@@ -1002,17 +840,11 @@ configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" =
             pid = std::process::id()
         );
         let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
-        let opts = RunOptions {
-            db: d.path().join("t.db"),
-            journal: d.path().join("j"),
-            root: SysRoot::at(&root).with_privileged(false),
-            threads: Arc::new(ordo_sys::knobs::RealThreads),
-            ordo: None,
-            stop: Arc::new(AtomicBool::new(false)),
-            progress: false,
-            run_limit: None,
-            print: false,
-        };
+        let opts = RunOptions::new(
+            d.path().join("t.db"),
+            d.path().join("j"),
+            SysRoot::at(&root).with_privileged(false),
+        );
         assert_eq!(plan(&spec, &opts, false).unwrap().configs.len(), 1);
         match run(&spec, &opts) {
             Err(RunError::Other(m)) => assert_eq!(m, NOTHING_TO_COMPARE),
@@ -1023,6 +855,64 @@ configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" =
             std::fs::read_to_string(root.join("proc/sys/vm/swappiness")).unwrap(),
             "60\n"
         );
+    }
+
+    /// Issue 13 defect 2: with `ofat` and `list` designs `sched_rr_timeslice_ms` ran in configurations
+    /// whose target threads were all SCHED_OTHER, because only the knob's levels were checked.
+    #[test]
+    fn every_configuration_is_checked_so_rr_timeslice_never_runs_without_rr_threads() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        for (rel, v) in [
+            ("proc/sys/kernel/sched_rr_timeslice_ms", "100\n"),
+            ("proc/sys/kernel/osrelease", "6.18.0\n"),
+        ] {
+            std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+            std::fs::write(root.join(rel), v).unwrap();
+        }
+        let plan_of = |design: &str| {
+            let text = format!(
+                r#"
+[target]
+pid = {pid}
+[workload]
+url = "http://127.0.0.1:1/"
+[knobs]
+policy = ["rr:10"]
+"sysctl:kernel.sched_rr_timeslice_ms" = [5, 50]
+{design}
+"#,
+                pid = std::process::id()
+            );
+            let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
+            let opts = RunOptions::new(
+                d.path().join("t.db"),
+                d.path().join("j"),
+                SysRoot::at(&root),
+            );
+            plan(&spec, &opts, false).unwrap()
+        };
+        // This test process's threads are SCHED_OTHER.
+        for design in [
+            "[design]\nkind = \"ofat\"",
+            "[design]\nconfigurations = [{ \"sysctl:kernel.sched_rr_timeslice_ms\" = 5 }, { policy = \"rr:10\", \"sysctl:kernel.sched_rr_timeslice_ms\" = 50 }]",
+        ] {
+            let refused = plan_of(design).refusals();
+            assert_eq!(refused.len(), 1, "{design}: {refused:?}");
+            let r = &refused[0];
+            assert_eq!(r.knob, "sysctl:kernel.sched_rr_timeslice_ms");
+            assert_eq!(r.kind, RefusalKind::NoEffect);
+            assert!(r.reason.contains("`sched_rr_timeslice_ms=5`"), "{r}");
+            assert!(r.reason.contains("other"), "{r}");
+        }
+        // With the policy set in every configuration (the baseline's carries into ofat), it can act.
+        assert!(
+            plan_of("[baseline]\npolicy = \"rr:10\"\n[design]\nkind = \"ofat\"")
+                .refusals()
+                .is_empty()
+        );
+        // The full factorial sets the policy everywhere.
+        assert!(plan_of("").refusals().is_empty());
     }
 
     #[test]
@@ -1095,17 +985,7 @@ configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" =
     }
 
     fn resume_opts(dir: &Path, db: &str) -> RunOptions {
-        RunOptions {
-            db: dir.join(db),
-            journal: dir.join("j"),
-            root: SysRoot::at(dir.join("root")),
-            threads: Arc::new(ordo_sys::knobs::RealThreads),
-            ordo: None,
-            stop: Arc::new(AtomicBool::new(false)),
-            progress: false,
-            run_limit: None,
-            print: false,
-        }
+        RunOptions::new(dir.join(db), dir.join("j"), SysRoot::at(dir.join("root")))
     }
 
     fn resume_err(opts: &RunOptions) -> RunError {
@@ -1162,6 +1042,7 @@ configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" =
             warmup_blocks: 0,
             fixed_work: false,
             notes: Vec::new(),
+            ..Default::default()
         };
         let id = store
             .create_experiment("e", "e.toml", "text", 1, &meta, &[], None)

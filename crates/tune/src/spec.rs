@@ -140,6 +140,19 @@ pub enum Design {
     List(Vec<BTreeMap<String, String>>),
     /// `n` configurations drawn without replacement from the full factorial.
     Random { n: usize, seed: u64 },
+    /// A model-based search over the full factorial's points (see [`crate::search`]): only the baseline
+    /// is known up front; each further configuration is proposed from the trials before it.
+    Search(SearchSpec),
+}
+
+/// `[design] kind = "search"`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SearchSpec {
+    /// Trials (configurations evaluated, the baseline included).
+    pub budget: usize,
+    /// Space-filling trials before the model proposes.
+    pub initial: usize,
+    pub seed: u64,
 }
 
 /// When to stop repeating.
@@ -288,6 +301,8 @@ struct RawWorkload {
 struct RawDesign {
     kind: Option<String>,
     n: Option<usize>,
+    budget: Option<usize>,
+    initial: Option<usize>,
     seed: Option<u64>,
     #[serde(default)]
     configurations: Vec<toml::Table>,
@@ -440,6 +455,21 @@ impl Ctx<'_> {
         }
     }
 
+    /// A duration that must not be zero (a measured time, a timeout).
+    fn positive_duration(
+        &self,
+        table: &str,
+        key: &str,
+        v: Option<DurationValue>,
+        default: Duration,
+    ) -> Result<Duration, SpecError> {
+        let d = self.duration(table, key, v, default)?;
+        if d.is_zero() {
+            return Err(self.err(table, key, "must be longer than 0"));
+        }
+        Ok(d)
+    }
+
     fn command(&self, table: &str, v: StrOrList) -> Result<Vec<String>, SpecError> {
         match v {
             StrOrList::Str(s) => split_command(&s).map_err(|m| self.err(table, "command", m)),
@@ -543,7 +573,7 @@ impl Spec {
         let target = TargetSpec {
             kind,
             ready_url,
-            ready_timeout: cx.duration(
+            ready_timeout: cx.positive_duration(
                 "target",
                 "ready_timeout",
                 t.ready_timeout,
@@ -597,6 +627,9 @@ impl Spec {
                     if connections == 0 {
                         return Err(cx.err(tbl, "connections", "must be at least 1"));
                     }
+                    if w.requests == Some(0) {
+                        return Err(cx.err(tbl, "requests", "must be at least 1"));
+                    }
                     if w.requests.is_some() && w.duration.is_some() {
                         return Err(cx.err(tbl, "requests", "set requests or duration, not both"));
                     }
@@ -612,7 +645,12 @@ impl Spec {
                     let duration = if w.requests.is_some() {
                         None
                     } else {
-                        Some(cx.duration(tbl, "duration", w.duration, Duration::from_secs(5))?)
+                        Some(cx.positive_duration(
+                            tbl,
+                            "duration",
+                            w.duration,
+                            Duration::from_secs(5),
+                        )?)
                     };
                     WorkloadKind::Bench(Box::new(BenchSpec {
                         url,
@@ -625,7 +663,12 @@ impl Spec {
                         method: w.method.clone().unwrap_or_else(|| "GET".into()),
                         headers: w.headers.clone(),
                         body: w.body.clone(),
-                        timeout: cx.duration(tbl, "timeout", w.timeout, Duration::from_secs(30))?,
+                        timeout: cx.positive_duration(
+                            tbl,
+                            "timeout",
+                            w.timeout,
+                            Duration::from_secs(30),
+                        )?,
                         warmup: cx.duration(tbl, "warmup", w.warmup, Duration::ZERO)?,
                         mix: w.mix.as_deref().map(resolve),
                         seed: w.seed.unwrap_or(0x5eed),
@@ -657,7 +700,7 @@ impl Spec {
                     WorkloadKind::Command {
                         argv,
                         parser,
-                        timeout: cx.duration(
+                        timeout: cx.positive_duration(
                             tbl,
                             "timeout",
                             w.timeout,
@@ -794,70 +837,7 @@ impl Spec {
 
         // Design.
         let seed = raw.seed.unwrap_or(1);
-        let design = match raw.design {
-            None => Design::Full,
-            Some(d) => match d.kind.as_deref().unwrap_or(if d.configurations.is_empty() {
-                "full"
-            } else {
-                "list"
-            }) {
-                "full" | "factorial" => Design::Full,
-                "ofat" | "one-at-a-time" => Design::OneAtATime,
-                "random" => {
-                    let n =
-                        d.n.ok_or_else(|| cx.err("design", "n", "random design needs n"))?;
-                    if n == 0 {
-                        return Err(cx.err("design", "n", "must be at least 1"));
-                    }
-                    Design::Random {
-                        n,
-                        seed: d.seed.unwrap_or(seed),
-                    }
-                }
-                "list" => {
-                    if d.configurations.is_empty() {
-                        return Err(cx.err(
-                            "design",
-                            "configurations",
-                            "a list design needs configurations = [{ knob = value, ... }, ...]",
-                        ));
-                    }
-                    let mut list = Vec::new();
-                    for c in d.configurations {
-                        let mut m = BTreeMap::new();
-                        for (k, v) in c {
-                            let ck = canon(&k);
-                            if !names.contains(&ck) {
-                                return Err(cx.err(
-                                    "design",
-                                    "configurations",
-                                    format!("`{k}` is not one of the experiment's knobs"),
-                                ));
-                            }
-                            m.insert(
-                                ck,
-                                toml_value_string(&v).ok_or_else(|| {
-                                    cx.err(
-                                        "design",
-                                        "configurations",
-                                        format!("`{k}`: value must be a string or number"),
-                                    )
-                                })?,
-                            );
-                        }
-                        list.push(m);
-                    }
-                    Design::List(list)
-                }
-                k => {
-                    return Err(cx.err(
-                        "design",
-                        "kind",
-                        format!("unknown design `{k}` (full, ofat, list, random)"),
-                    ));
-                }
-            },
-        };
+        let design = parse_design(&cx, raw.design, &names, &knobs, seed)?;
         if knobs.is_empty() && !matches!(design, Design::List(_)) {
             return Err(cx.err("knobs", "", "an experiment needs at least one knob"));
         }
@@ -1002,6 +982,149 @@ impl Spec {
     }
 }
 
+/// `[design]`: which configurations run (its own function so `Spec::parse` does not grow with each kind).
+fn parse_design(
+    cx: &Ctx<'_>,
+    raw: Option<RawDesign>,
+    names: &[String],
+    knobs: &[KnobSpec],
+    seed: u64,
+) -> Result<Design, SpecError> {
+    let canon = |k: &str| {
+        k.parse::<KnobId>()
+            .map(|id| id.to_string())
+            .unwrap_or_else(|_| k.to_string())
+    };
+    let Some(d) = raw else {
+        return Ok(Design::Full);
+    };
+    let kind = d.kind.as_deref().unwrap_or(if d.configurations.is_empty() {
+        "full"
+    } else {
+        "list"
+    });
+    if kind != "search" {
+        for (key, set) in [
+            ("budget", d.budget.is_some()),
+            ("initial", d.initial.is_some()),
+        ] {
+            if set {
+                return Err(cx.err("design", key, "only for kind = \"search\""));
+            }
+        }
+    }
+    Ok(match kind {
+        "full" | "factorial" => Design::Full,
+        "ofat" | "one-at-a-time" => Design::OneAtATime,
+        "random" => {
+            let n =
+                d.n.ok_or_else(|| cx.err("design", "n", "random design needs n"))?;
+            if n == 0 {
+                return Err(cx.err("design", "n", "must be at least 1"));
+            }
+            Design::Random {
+                n,
+                seed: d.seed.unwrap_or(seed),
+            }
+        }
+        "search" => Design::Search(parse_search(cx, &d, knobs, seed)?),
+        "list" => {
+            if d.configurations.is_empty() {
+                return Err(cx.err(
+                    "design",
+                    "configurations",
+                    "a list design needs configurations = [{ knob = value, ... }, ...]",
+                ));
+            }
+            let mut list = Vec::new();
+            for c in d.configurations {
+                let mut m = BTreeMap::new();
+                for (k, v) in c {
+                    let ck = canon(&k);
+                    if !names.contains(&ck) {
+                        return Err(cx.err(
+                            "design",
+                            "configurations",
+                            format!("`{k}` is not one of the experiment's knobs"),
+                        ));
+                    }
+                    m.insert(
+                        ck,
+                        toml_value_string(&v).ok_or_else(|| {
+                            cx.err(
+                                "design",
+                                "configurations",
+                                format!("`{k}`: value must be a string or number"),
+                            )
+                        })?,
+                    );
+                }
+                list.push(m);
+            }
+            Design::List(list)
+        }
+        k => {
+            return Err(cx.err(
+                "design",
+                "kind",
+                format!("unknown design `{k}` (full, ofat, list, random, search)"),
+            ));
+        }
+    })
+}
+
+/// `[design] kind = "search"`: the trial budget (default a fifth of the full grid, at least 8) and the
+/// number of space-filling initial trials before the model proposes (default a quarter of the budget).
+fn parse_search(
+    cx: &Ctx<'_>,
+    d: &RawDesign,
+    knobs: &[KnobSpec],
+    seed: u64,
+) -> Result<SearchSpec, SpecError> {
+    if !d.configurations.is_empty() || d.n.is_some() {
+        return Err(cx.err(
+            "design",
+            if d.n.is_some() { "n" } else { "configurations" },
+            "a search chooses its configurations; set budget = N (trials) instead",
+        ));
+    }
+    let grid = knobs
+        .iter()
+        .fold(1usize, |acc, k| acc.saturating_mul(k.levels.len()));
+    let budget = match d.budget {
+        Some(b) if b < 3 => {
+            return Err(cx.err(
+                "design",
+                "budget",
+                "at least 3 trials (the baseline and two others)",
+            ));
+        }
+        Some(b) => b,
+        None => grid.div_ceil(5).max(8),
+    };
+    // The baseline is a trial too, so the grid plus it is the most there is to try.
+    let budget = budget.min(grid.saturating_add(1));
+    let initial = match d.initial {
+        Some(0) => return Err(cx.err("design", "initial", "at least 1")),
+        Some(i) if i >= budget => {
+            return Err(cx.err(
+                "design",
+                "initial",
+                format!(
+                    "must be below the budget ({budget}), or the model never proposes anything"
+                ),
+            ));
+        }
+        Some(i) => i,
+        None => (budget / 4).clamp(2, 10).min(budget - 1),
+    };
+    Ok(SearchSpec {
+        budget,
+        initial,
+        seed: d.seed.unwrap_or(seed),
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -1099,6 +1222,66 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
         ))
         .unwrap_err();
         assert_eq!(e.key, "target");
+    }
+
+    /// Issue 13: `duration = "0s"` passed validation (and measured nothing).
+    #[test]
+    fn zero_durations_and_request_counts_are_refused() {
+        for (from, to, key) in [
+            (
+                "duration = \"2s\"",
+                "duration = \"0s\"",
+                "workload.duration",
+            ),
+            ("duration = \"2s\"", "duration = 0", "workload.duration"),
+            (
+                "duration = \"2s\"",
+                "duration = \"2s\"\ntimeout = \"0ms\"",
+                "workload.timeout",
+            ),
+            ("duration = \"2s\"", "requests = 0", "workload.requests"),
+            (
+                "args = [",
+                "ready_timeout = 0\nargs = [",
+                "target.ready_timeout",
+            ),
+        ] {
+            let e = parse(&GOOD.replace(from, to)).unwrap_err();
+            assert_eq!(e.key, key, "{to}: {e}");
+            assert!(e.line.is_some(), "{e}");
+        }
+    }
+
+    #[test]
+    fn search_design() {
+        let s = parse(&format!(
+            "{GOOD}\n[design]\nkind = \"search\"\nbudget = 6\n"
+        ))
+        .unwrap();
+        // 2 x 3 x 1 x 2 x 1 = 12 grid points; 6 trials, a quarter (at least 2) of them space-filling.
+        assert_eq!(
+            s.design,
+            Design::Search(SearchSpec {
+                budget: 6,
+                initial: 2,
+                seed: 7
+            })
+        );
+        let s = parse(&format!("{GOOD}\n[design]\nkind = \"search\"\n")).unwrap();
+        assert!(matches!(
+            s.design,
+            Design::Search(SearchSpec { budget: 8, .. })
+        ));
+        for (extra, key) in [
+            ("budget = 2", "design.budget"),
+            ("budget = 6\ninitial = 6", "design.initial"),
+            ("n = 4", "design.n"),
+        ] {
+            let e = parse(&format!("{GOOD}\n[design]\nkind = \"search\"\n{extra}\n")).unwrap_err();
+            assert_eq!(e.key, key, "{e}");
+        }
+        let e = parse(&format!("{GOOD}\n[design]\nkind = \"full\"\nbudget = 4\n")).unwrap_err();
+        assert_eq!(e.key, "design.budget", "{e}");
     }
 
     #[test]

@@ -40,7 +40,7 @@ impl StoreError {
 
 /// What the analysis needs to know about an experiment, stored with it so readers need not re-parse the
 /// experiment file.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct ExperimentMeta {
     /// Knob names in file order, with their levels.
     pub knobs: Vec<(String, Vec<String>)>,
@@ -62,6 +62,46 @@ pub struct ExperimentMeta {
     /// Knobs skipped (not root) or other notes printed at the start.
     #[serde(default)]
     pub notes: Vec<String>,
+    /// The design's kind (`full`, `ofat`, `list`, `random`, `search`); absent in stores written before it
+    /// was recorded. Main effects are taken over the design's own points.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub design: Option<String>,
+    /// A search's settings and, once it started, its re-check.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub search: Option<SearchMeta>,
+}
+
+/// `[design] kind = "search"` as run.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+pub struct SearchMeta {
+    pub budget: usize,
+    pub initial: usize,
+    pub seed: u64,
+    /// Points of the full grid the search chose from.
+    pub grid: usize,
+    /// Set when the re-check starts.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub recheck: Option<RecheckMeta>,
+}
+
+/// The re-check of a search's best trial: its configuration and the two configurations run against each
+/// other in fresh interleaved blocks.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RecheckMeta {
+    /// The configuration (trial) the search reported best.
+    pub best: usize,
+    /// The re-check's baseline and candidate configurations.
+    pub baseline: usize,
+    pub candidate: usize,
+}
+
+impl SearchMeta {
+    /// Whether configuration `idx` belongs to the re-check (not a trial of the search).
+    pub fn is_recheck(&self, idx: usize) -> bool {
+        self.recheck
+            .as_ref()
+            .is_some_and(|r| r.baseline == idx || r.candidate == idx)
+    }
 }
 
 impl ExperimentMeta {
@@ -222,6 +262,69 @@ CREATE TABLE IF NOT EXISTS metrics (
 CREATE INDEX IF NOT EXISTS runs_by_experiment ON runs(experiment_id);
 ";
 
+fn to_json<T: Serialize>(what: &'static str, v: &T) -> Result<String, StoreError> {
+    serde_json::to_string(v).map_err(|source| StoreError::Json { what, source })
+}
+
+fn insert_configuration(
+    conn: &Connection,
+    experiment: i64,
+    idx: usize,
+    label: &str,
+    values: &BTreeMap<String, String>,
+    is_baseline: bool,
+) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO configurations (experiment_id, idx, label, values_json, is_baseline) VALUES (?1, ?2, ?3, ?4, ?5)",
+        params![experiment, idx as i64, label, to_json("configuration", values)?, is_baseline],
+    )?;
+    Ok(())
+}
+
+fn insert_fingerprint(
+    conn: &Connection,
+    experiment: i64,
+    fp: &serde_json::Value,
+) -> Result<(), StoreError> {
+    conn.execute(
+        "INSERT INTO fingerprints (experiment_id, json) VALUES (?1, ?2)",
+        params![experiment, fp.to_string()],
+    )?;
+    Ok(())
+}
+
+/// A run and its (finite) metrics; `ok` as stored (a copied run keeps its own).
+fn insert_run(
+    conn: &Connection,
+    experiment: i64,
+    run: &NewRun,
+    ok: bool,
+) -> Result<i64, StoreError> {
+    conn.execute(
+        "INSERT INTO runs (experiment_id, configuration_idx, block, warmup, started_unix_ms, duration_s, ok, error)
+         VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
+        params![
+            experiment,
+            run.config as i64,
+            run.block as i64,
+            run.warmup,
+            run.started_unix_ms,
+            run.duration_s,
+            ok,
+            run.error
+        ],
+    )?;
+    let id = conn.last_insert_rowid();
+    let mut st =
+        conn.prepare_cached("INSERT INTO metrics (run_id, name, value) VALUES (?1, ?2, ?3)")?;
+    for (k, v) in &run.metrics {
+        if v.is_finite() {
+            st.execute(params![id, k, v])?;
+        }
+    }
+    Ok(id)
+}
+
 /// The store.
 pub struct Store {
     conn: Connection,
@@ -311,30 +414,53 @@ impl Store {
         fingerprint: Option<&serde_json::Value>,
     ) -> Result<i64, StoreError> {
         let tx = self.conn.transaction()?;
-        let meta_json = serde_json::to_string(meta).map_err(|source| StoreError::Json {
-            what: "meta",
-            source,
-        })?;
         tx.execute(
             "INSERT INTO experiments (name, spec_path, spec_text, spec_hash, seed, status, created_unix, meta_json)
              VALUES (?1, ?2, ?3, ?4, ?5, 'running', ?6, ?7)",
-            params![name, spec_path, spec_text, text_hash(spec_text), seed as i64, now_unix(), meta_json],
+            params![name, spec_path, spec_text, text_hash(spec_text), seed as i64, now_unix(), to_json("meta", meta)?],
         )?;
         let id = tx.last_insert_rowid();
         for (i, c) in configs.iter().enumerate() {
-            let values = serde_json::to_string(&c.values).map_err(|source| StoreError::Json {
-                what: "configuration",
-                source,
-            })?;
-            tx.execute(
-                "INSERT INTO configurations (experiment_id, idx, label, values_json, is_baseline) VALUES (?1, ?2, ?3, ?4, ?5)",
-                params![id, i as i64, c.label, values, c.is_baseline],
-            )?;
+            insert_configuration(&tx, id, i, &c.label, &c.values, c.is_baseline)?;
         }
         if let Some(fp) = fingerprint {
-            tx.execute(
-                "INSERT INTO fingerprints (experiment_id, json) VALUES (?1, ?2)",
-                params![id, fp.to_string()],
+            insert_fingerprint(&tx, id, fp)?;
+        }
+        tx.commit()?;
+        Ok(id)
+    }
+
+    /// Copy a whole experiment (from another store) into this one, under a new id, in one transaction:
+    /// its row, fingerprint, configurations, runs and metrics. Returns the new id.
+    pub fn import(&mut self, data: &ExperimentData) -> Result<i64, StoreError> {
+        let e = &data.experiment;
+        let tx = self.conn.transaction()?;
+        tx.execute(
+            "INSERT INTO experiments (name, spec_path, spec_text, spec_hash, seed, status, created_unix, finished_unix, meta_json)
+             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8, ?9)",
+            params![e.name, e.spec_path, e.spec_text, e.spec_hash, e.seed as i64, e.status, e.created_unix, e.finished_unix, to_json("meta", &e.meta)?],
+        )?;
+        let id = tx.last_insert_rowid();
+        if let Some(fp) = &data.fingerprint {
+            insert_fingerprint(&tx, id, fp)?;
+        }
+        for c in &data.configurations {
+            insert_configuration(&tx, id, c.idx, &c.label, &c.values, c.is_baseline)?;
+        }
+        for r in &data.runs {
+            insert_run(
+                &tx,
+                id,
+                &NewRun {
+                    config: r.config,
+                    block: r.block,
+                    warmup: r.warmup,
+                    started_unix_ms: r.started_unix_ms,
+                    duration_s: r.duration_s,
+                    error: r.error.clone(),
+                    metrics: r.metrics.clone(),
+                },
+                r.ok,
             )?;
         }
         tx.commit()?;
@@ -344,30 +470,7 @@ impl Store {
     /// Record one run and its metrics (one transaction).
     pub fn record_run(&mut self, experiment: i64, run: &NewRun) -> Result<i64, StoreError> {
         let tx = self.conn.transaction()?;
-        tx.execute(
-            "INSERT INTO runs (experiment_id, configuration_idx, block, warmup, started_unix_ms, duration_s, ok, error)
-             VALUES (?1, ?2, ?3, ?4, ?5, ?6, ?7, ?8)",
-            params![
-                experiment,
-                run.config as i64,
-                run.block as i64,
-                run.warmup,
-                run.started_unix_ms,
-                run.duration_s,
-                run.error.is_none(),
-                run.error
-            ],
-        )?;
-        let id = tx.last_insert_rowid();
-        {
-            let mut st =
-                tx.prepare("INSERT INTO metrics (run_id, name, value) VALUES (?1, ?2, ?3)")?;
-            for (k, v) in &run.metrics {
-                if v.is_finite() {
-                    st.execute(params![id, k, v])?;
-                }
-            }
-        }
+        let id = insert_run(&tx, experiment, run, run.error.is_none())?;
         tx.commit()?;
         Ok(id)
     }
@@ -377,6 +480,36 @@ impl Store {
         self.conn.execute(
             "UPDATE experiments SET status = ?2, finished_unix = ?3 WHERE id = ?1",
             params![experiment, status, finished],
+        )?;
+        Ok(())
+    }
+
+    /// Add configuration `idx` to an experiment (a search adds each trial when it proposes it).
+    pub fn add_configuration(
+        &mut self,
+        experiment: i64,
+        idx: usize,
+        c: &Configuration,
+    ) -> Result<(), StoreError> {
+        insert_configuration(
+            &self.conn,
+            experiment,
+            idx,
+            &c.label,
+            &c.values,
+            c.is_baseline,
+        )
+    }
+
+    /// Replace an experiment's metadata (a search records its re-check when it starts).
+    pub fn update_meta(
+        &mut self,
+        experiment: i64,
+        meta: &ExperimentMeta,
+    ) -> Result<(), StoreError> {
+        self.conn.execute(
+            "UPDATE experiments SET meta_json = ?2 WHERE id = ?1",
+            params![experiment, to_json("meta", meta)?],
         )?;
         Ok(())
     }
@@ -405,6 +538,7 @@ impl Store {
                     warmup_blocks: 0,
                     fixed_work: false,
                     notes: Vec::new(),
+                    ..Default::default()
                 },
             },
             r.get(9)?,
@@ -634,6 +768,7 @@ mod tests {
             warmup_blocks: 0,
             fixed_work: false,
             notes: vec!["note".into()],
+            ..Default::default()
         }
     }
 

@@ -37,6 +37,8 @@ pub enum TargetError {
     NoProcess(String),
     #[error("builtin = \"ordo-serve\" needs the ordo binary (run through `ordo tune`)")]
     NoOrdo,
+    #[error("the target `{cmd}` was stopped: {reason}")]
+    NotRecorded { cmd: String, reason: String },
 }
 
 fn tail(s: &str) -> String {
@@ -155,6 +157,19 @@ impl RunningTarget {
         ordo: Option<&Path>,
         scratch: &Path,
     ) -> Result<RunningTarget, TargetError> {
+        Self::start_with(spec, vars, ordo, scratch, &mut |_, _| Ok(()))
+    }
+
+    /// [`RunningTarget::start`], calling `on_spawn(pid, command line)` right after a started target is
+    /// spawned (before it is ready), so the journal has it should ordo die while it runs; an error from it
+    /// stops the target.
+    pub fn start_with(
+        spec: &TargetSpec,
+        vars: &BTreeMap<String, String>,
+        ordo: Option<&Path>,
+        scratch: &Path,
+        on_spawn: &mut dyn FnMut(i32, &str) -> Result<(), String>,
+    ) -> Result<RunningTarget, TargetError> {
         match &spec.kind {
             TargetKind::Pid(pid) => {
                 if !Path::new(&format!("/proc/{pid}")).exists() {
@@ -204,6 +219,10 @@ impl RunningTarget {
                     pid,
                     pids: vec![pid],
                 };
+                if let Err(reason) = on_spawn(pid, &cmd) {
+                    t.stop();
+                    return Err(TargetError::NotRecorded { cmd, reason });
+                }
                 if let Some(url) = &spec.ready_url {
                     let url = substitute(url, vars);
                     let start = Instant::now();

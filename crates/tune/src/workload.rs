@@ -44,6 +44,12 @@ pub enum WorkloadError {
     Parse(String, #[source] parsers::ParseError),
     #[error("interrupted")]
     Interrupted,
+    #[error("workload `{name}`: `{cmd}` was stopped: {reason}")]
+    NotRecorded {
+        name: String,
+        cmd: String,
+        reason: String,
+    },
 }
 
 fn tail(s: &str) -> String {
@@ -174,11 +180,14 @@ pub(crate) fn describe(w: &WorkloadSpec, vars: &BTreeMap<String, String>) -> Str
     }
 }
 
-/// Run the workload once. `stop` is polled; when it is set the run is cancelled.
-pub(crate) fn run(
+/// Run the workload once. `stop` is polled; when it is set the run is cancelled. `on_spawn(pid, command
+/// line)` is called when an external command starts (so the journal has it should ordo die while it
+/// runs); an error from it kills the command.
+pub fn run_with(
     w: &WorkloadSpec,
     vars: &BTreeMap<String, String>,
     stop: &Arc<AtomicBool>,
+    on_spawn: &mut dyn FnMut(i32, &str) -> Result<(), String>,
 ) -> Result<Metrics, WorkloadError> {
     match &w.kind {
         WorkloadKind::Bench(b) => {
@@ -215,6 +224,16 @@ pub(crate) fn run(
                 source,
             })?;
             let pid = child.id() as i32;
+            if let Err(reason) = on_spawn(pid, &cmd) {
+                let _ = ordo_sys::process::kill_group(pid);
+                let _ = child.kill();
+                let _ = child.wait();
+                return Err(WorkloadError::NotRecorded {
+                    name: w.name.clone(),
+                    cmd,
+                    reason,
+                });
+            }
             let mut out = child.stdout.take();
             let mut err = child.stderr.take();
             let out_t = std::thread::spawn(move || {
@@ -289,7 +308,7 @@ mod tests {
         };
         let vars: BTreeMap<String, String> = [("n".to_string(), "42".to_string())].into();
         let stop = Arc::new(AtomicBool::new(false));
-        let m = run(&w, &vars, &stop).unwrap();
+        let m = run_with(&w, &vars, &stop, &mut |_, _| Ok(())).unwrap();
         assert_eq!(m["score"], 42.0);
         assert!(m["elapsed_s"] >= 0.0);
         let bad = WorkloadSpec {
@@ -301,7 +320,7 @@ mod tests {
             ..w.clone()
         };
         assert!(matches!(
-            run(&bad, &vars, &stop),
+            run_with(&bad, &vars, &stop, &mut |_, _| Ok(())),
             Err(WorkloadError::Failed { .. })
         ));
         let slow = WorkloadSpec {
@@ -313,7 +332,7 @@ mod tests {
             ..w
         };
         assert!(matches!(
-            run(&slow, &vars, &stop),
+            run_with(&slow, &vars, &stop, &mut |_, _| Ok(())),
             Err(WorkloadError::Timeout { .. })
         ));
     }

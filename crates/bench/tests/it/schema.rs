@@ -97,6 +97,16 @@ fn csv_has_a_header_and_one_row_per_class_and_kind() {
 
     let text = ordo_bench::print::text(&r);
     for needle in [
+        // ab's header block (issue 13).
+        "Server Software:        \n", // the test server sends no Server header
+        "Server Hostname:        127.0.0.1",
+        "Server Port:            ",
+        "Document Path:          /",
+        "Document Length:        ",
+        "Concurrency Level:      ",
+        "HTML transferred:       ",
+        // An open loop's "Time per request" says it is not a latency.
+        "not a latency in an open loop",
         "Time taken for tests:",
         "Complete requests:      30",
         "Failed requests:        0",

@@ -6,7 +6,8 @@
 
 use std::path::Path;
 
-use ordo_tune::analysis::{Analysis, ConfigStats, analyze};
+use ordo_tune::analysis::format_p;
+use ordo_tune::analysis::{Analysis, ConfigStats, SearchSummary, analyze};
 use ordo_tune::store::{ExperimentData, Store};
 
 use crate::doc::{Block, Section, Table};
@@ -151,6 +152,12 @@ pub(crate) fn config_chart(id: &str, a: &Analysis) -> BarChart {
     );
     let measured: Vec<&ConfigStats> = a.configs.iter().filter(|c| c.score.n > 0).collect();
     c.categories = measured.iter().map(|c| c.label.clone()).collect();
+    let order: Vec<String> = a.main_effects.iter().map(|e| e.knob.clone()).collect();
+    let (ticks, knobs) = tick_labels(&measured, &order);
+    if !knobs.is_empty() {
+        c.tick_labels = ticks;
+        c.x_label = format!("configuration: {}", knobs.join(" · "));
+    }
     c.series.push(BarSeries {
         name: "mean".into(),
         values: measured
@@ -168,9 +175,9 @@ pub(crate) fn config_chart(id: &str, a: &Analysis) -> BarChart {
                 let mut note = format!("{} runs", cs.score.n);
                 if let Some(x) = cmp {
                     note.push_str(&format!(
-                        ", {}% vs baseline, p(Holm) = {}",
+                        ", {}% vs baseline, p(Holm) {}",
                         signed(x.rel * 100.0, 2),
-                        num(x.p_holm, 4)
+                        p_text(x.p_holm)
                     ));
                 }
                 v.note = Some(note);
@@ -179,6 +186,57 @@ pub(crate) fn config_chart(id: &str, a: &Analysis) -> BarChart {
             .collect(),
     });
     c
+}
+
+/// Bar labels that tell configurations apart: only the values of the knobs that differ between them, in
+/// knob order, numbers compacted (3000000 → 3M), with the knobs named once on the axis. Full labels of a
+/// 3^3 sweep ("swappiness=10 nice=0 base_slice_ns=1000000") were all cut to the same prefix.
+fn tick_labels(configs: &[&ConfigStats], order: &[String]) -> (Vec<String>, Vec<String>) {
+    let mut knobs: Vec<String> = order.to_vec();
+    for c in configs {
+        for k in c.values.keys() {
+            if !knobs.contains(k) {
+                knobs.push(k.clone());
+            }
+        }
+    }
+    knobs.retain(|k| {
+        let first = configs.first().and_then(|c| c.values.get(k));
+        configs.iter().any(|c| c.values.get(k) != first)
+    });
+    let compact = |v: &str| match v.parse::<f64>() {
+        Ok(x) if x.fract() == 0.0 && x.abs() >= 1e4 => {
+            let (d, unit) = if x.abs() >= 1e9 && x % 1e9 == 0.0 {
+                (1e9, "G")
+            } else if x.abs() >= 1e6 && x % 1e5 == 0.0 {
+                (1e6, "M")
+            } else if x % 100.0 == 0.0 {
+                (1e3, "k")
+            } else {
+                return v.to_string();
+            };
+            format!("{}{unit}", x / d)
+        }
+        _ => v.to_string(),
+    };
+    let ticks = configs
+        .iter()
+        .map(|c| {
+            if c.is_baseline {
+                return "baseline".to_string();
+            }
+            knobs
+                .iter()
+                .map(|k| c.values.get(k).map_or("–".to_string(), |v| compact(v)))
+                .collect::<Vec<_>>()
+                .join(" ")
+        })
+        .collect();
+    let names = knobs
+        .iter()
+        .map(|k| ordo_tune::design::short_name(k).to_string())
+        .collect();
+    (ticks, names)
 }
 
 fn signed(v: f64, d: usize) -> String {
@@ -370,8 +428,9 @@ pub(crate) fn scalability_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
     let mut ratio = XyChart::new(
         format!("{id}-scale-ratio"),
         format!(
-            "Scalability ratio (runtime_B / runtime_A) / (B / A) from the smallest {} A; below 1 is better than proportional.",
-            sc.knob
+            "Scalability ratio (runtime_B / runtime_A) / (B / A) from the base {} A = {}; below 1 is better than proportional (a logarithmic axis when the ratios span a factor of 10 or more).",
+            sc.knob,
+            sc.rows.first().map_or("–".into(), |r| num(r.a, 3))
         ),
         sc.knob.clone(),
         "scalability ratio",
@@ -384,21 +443,45 @@ pub(crate) fn scalability_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
         y: 1.0,
         label: "proportional".into(),
     });
+    // Points in order of the count: with a base that is not the smallest level (seed 001 used 16), the
+    // lines were drawn base first and joined out of order. The base's own ratio is 1 by definition.
+    let sorted = |mut v: Vec<Point>| {
+        v.sort_by(|p, q| p.x.total_cmp(&q.x));
+        v
+    };
     for (i, g) in groups.iter().enumerate() {
         let rows: Vec<_> = sc.rows.iter().filter(|r| &r.group == g).collect();
         let mut pts: Vec<Point> = Vec::new();
+        let mut ratios: Vec<Point> = Vec::new();
         if let Some(first) = rows.first() {
             pts.push(Point::new(first.a, first.runtime_a));
+            ratios.push(Point::new(first.a, 1.0));
         }
         pts.extend(rows.iter().map(|r| Point::new(r.b, r.runtime_b)));
-        rt.series.push(XySeries::line(name(g), pts).style(i));
-        ratio.series.push(
-            XySeries::line(
-                name(g),
-                rows.iter().map(|r| Point::new(r.b, r.ratio)).collect(),
-            )
-            .style(i),
-        );
+        ratios.extend(rows.iter().map(|r| Point::new(r.b, r.ratio)));
+        rt.series
+            .push(XySeries::line(name(g), sorted(pts)).style(i));
+        ratio
+            .series
+            .push(XySeries::line(name(g), sorted(ratios)).style(i));
+    }
+    // One huge value (a ratio of 40 beside ratios near 1) flattens every other line on a linear axis.
+    let wide = |ys: Vec<f64>| {
+        ys.iter().all(|y| *y > 0.0)
+            && ys.iter().copied().fold(f64::NEG_INFINITY, f64::max)
+                / ys.iter().copied().fold(f64::INFINITY, f64::min)
+                >= 10.0
+    };
+    if wide(sc.rows.iter().map(|r| r.ratio).chain([1.0]).collect()) {
+        ratio.y_scale = ScaleKind::Log;
+    }
+    if wide(
+        sc.rows
+            .iter()
+            .flat_map(|r| [r.runtime_a, r.runtime_b])
+            .collect(),
+    ) {
+        rt.y_scale = ScaleKind::Log;
     }
     vec![rt, ratio]
 }
@@ -430,7 +513,7 @@ fn config_table(a: &Analysis) -> Table {
             num(c.score.min, 3),
             num(c.score.max, 3),
             cmp.map_or("–".into(), |x| format!("{}%", signed(x.rel * 100.0, 2))),
-            cmp.map_or("–".into(), |x| num(x.p_holm, 4)),
+            cmp.map_or("–".into(), |x| format_p(x.p_holm)),
             cmp.map_or("–".into(), |x| {
                 if x.significant { "yes" } else { "no" }.to_string()
             }),
@@ -500,6 +583,67 @@ fn scale_table(a: &Analysis) -> Option<Table> {
     Some(t)
 }
 
+/// "= 0.0123" or "< 0.001".
+fn p_text(p: f64) -> String {
+    let f = format_p(p);
+    if f.starts_with('<') {
+        f
+    } else {
+        format!("= {f}")
+    }
+}
+
+/// A search: trials against the grid, the gain it reported and what the re-check kept of it.
+fn search_table(s: &SearchSummary) -> Table {
+    let mut t = Table::new(
+        "Search (model-based) and the re-check of its best against the baseline",
+        &["", "value"],
+    )
+    .left(1);
+    let pct = |v: f64| format!("{}%", signed(v * 100.0, 2));
+    t.row(vec![
+        "configurations tried".into(),
+        format!(
+            "{} of {} ({}% of the grid; budget {})",
+            s.trials,
+            s.grid,
+            num(100.0 * s.trials as f64 / s.grid.max(1) as f64, 1),
+            s.budget
+        ),
+    ]);
+    t.row(vec![
+        "reported best".into(),
+        s.best
+            .clone()
+            .unwrap_or_else(|| "none beat the baseline".into()),
+    ]);
+    if let Some(g) = s.reported_gain {
+        t.row(vec!["gain in the search's runs".into(), pct(g)]);
+    }
+    if let Some(r) = &s.recheck {
+        t.row(vec![
+            format!("gain re-checked ({} interleaved runs each)", r.runs),
+            format!(
+                "{} (p {}{})",
+                pct(r.gain),
+                p_text(r.p),
+                if r.significant {
+                    ", significant"
+                } else {
+                    ", not significant"
+                }
+            ),
+        ]);
+    }
+    if let Some(k) = s.kept {
+        t.row(vec![
+            "share of the reported gain that survived".into(),
+            format!("{}%", num(100.0 * k, 0)),
+        ]);
+    }
+    t
+}
+
 fn best_note(a: &Analysis) -> Option<String> {
     let b = a.best.as_ref()?;
     let mut s = format!(
@@ -510,14 +654,14 @@ fn best_note(a: &Analysis) -> Option<String> {
     );
     match &b.vs_baseline {
         Some(c) if c.significant => s.push_str(&format!(
-            ", {}% vs the baseline (significant, p(Holm) = {}).",
+            ", {}% vs the baseline (significant, p(Holm) {}).",
             signed(c.rel * 100.0, 2),
-            num(c.p_holm, 4)
+            p_text(c.p_holm)
         )),
         Some(c) => s.push_str(&format!(
-            ", {}% vs the baseline — not a significant difference (p(Holm) = {}).",
+            ", {}% vs the baseline — not a significant difference (p(Holm) {}).",
             signed(c.rel * 100.0, 2),
-            num(c.p_holm, 4)
+            p_text(c.p_holm)
         )),
         None => s.push('.'),
     }
@@ -583,10 +727,186 @@ fn experiment_section(e: &Experiment, id: &str, name: &str) -> Section {
     if let Some(t) = scale_table(a) {
         blocks.push(t.into());
     }
+    if let Some(s) = &a.search {
+        blocks.push(search_table(s).into());
+    }
     Section {
         id: id.to_string(),
         title: format!("Tune — {} ({name})", x.name),
         subtitle: sub,
         blocks,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use ordo_tune::store::{ConfigurationRow, ExperimentMeta, ExperimentRow, RunRow};
+    use std::collections::BTreeMap;
+
+    /// A configuration: its knob values, whether it is the baseline, the throughput of each run.
+    type Config<'a> = (Vec<(&'a str, String)>, bool, Vec<f64>);
+
+    /// An experiment's analysis from its configurations.
+    fn experiment(
+        knobs: Vec<(String, Vec<String>)>,
+        scale: Option<(&str, f64)>,
+        configs: Vec<Config<'_>>,
+    ) -> Analysis {
+        let mut runs = Vec::new();
+        let mut rows = Vec::new();
+        for (i, (values, base, xs)) in configs.into_iter().enumerate() {
+            let values: BTreeMap<String, String> = values
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect();
+            rows.push(ConfigurationRow {
+                id: i as i64,
+                idx: i,
+                label: if base {
+                    "baseline (machine defaults)".into()
+                } else {
+                    values
+                        .iter()
+                        .map(|(k, v)| format!("{}={v}", ordo_tune::design::short_name(k)))
+                        .collect::<Vec<_>>()
+                        .join(" ")
+                },
+                values,
+                is_baseline: base,
+            });
+            for (b, x) in xs.into_iter().enumerate() {
+                runs.push(RunRow {
+                    id: runs.len() as i64,
+                    config: i,
+                    block: b,
+                    warmup: false,
+                    started_unix_ms: 0,
+                    duration_s: 1.0,
+                    ok: true,
+                    error: None,
+                    metrics: [("web.throughput".to_string(), x)].into(),
+                });
+            }
+        }
+        analyze(&ExperimentData {
+            experiment: ExperimentRow {
+                id: 1,
+                name: "t".into(),
+                spec_path: String::new(),
+                spec_text: String::new(),
+                spec_hash: String::new(),
+                seed: 1,
+                status: "finished".into(),
+                created_unix: 0,
+                finished_unix: None,
+                meta: ExperimentMeta {
+                    knobs,
+                    objective: "maximize".into(),
+                    score_terms: vec![("web.throughput".into(), 1.0)],
+                    scale_knob: scale.map(|(k, _)| k.to_string()),
+                    scale_base: scale.map(|(_, b)| b),
+                    min_runs: 3,
+                    max_runs: 3,
+                    rel_ci: 0.5,
+                    ..Default::default()
+                },
+            },
+            fingerprint: None,
+            configurations: rows,
+            runs,
+        })
+    }
+
+    /// Issue 13: with the base count not the smallest (seed 001 used 16), the lines were joined base first,
+    /// out of order; one huge ratio flattened the others on a linear axis.
+    #[test]
+    fn scalability_lines_run_in_count_order_and_a_huge_ratio_gets_a_log_axis() {
+        let levels = ["2", "4", "16", "64"];
+        // Throughput collapses at 64: its ratio is 25, the others' 1 to 9.
+        let tput = [900.0, 1000.0, 1000.0, 10.0];
+        let a = experiment(
+            vec![("param:threads".into(), levels.map(String::from).to_vec())],
+            Some(("param:threads", 16.0)),
+            levels
+                .iter()
+                .zip(tput)
+                .map(|(l, t)| {
+                    (
+                        vec![("param:threads", l.to_string())],
+                        false,
+                        vec![t, t + 1.0, t - 1.0],
+                    )
+                })
+                .collect(),
+        );
+        let charts = scalability_charts("s", &a);
+        assert_eq!(charts.len(), 2);
+        for c in &charts {
+            let xs: Vec<f64> = c.series[0].points.iter().map(|p| p.x).collect();
+            assert_eq!(xs, vec![2.0, 4.0, 16.0, 64.0], "{}", c.id);
+        }
+        let ratio = &charts[1];
+        assert_eq!(ratio.series[0].points[2].y, 1.0, "the base's own ratio");
+        assert_eq!(ratio.y_scale, ScaleKind::Log);
+        assert!(ratio.caption.contains("A = 16"), "{}", ratio.caption);
+    }
+
+    /// Issue 13: bar labels of a 3^3 sweep were all cut to the same prefix.
+    #[test]
+    fn bars_of_a_sweep_are_labelled_by_the_values_that_differ() {
+        let lv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
+        let mut configs = vec![(vec![], true, vec![100.0, 101.0, 99.0])];
+        for sw in ["10", "60", "100"] {
+            for nice in ["0", "5", "10"] {
+                for slice in ["1000000", "3000000", "750000"] {
+                    configs.push((
+                        vec![
+                            ("sysctl:vm.swappiness", sw.to_string()),
+                            ("nice", nice.to_string()),
+                            ("debugfs:base_slice_ns", slice.to_string()),
+                        ],
+                        false,
+                        vec![100.0, 101.0, 99.0],
+                    ));
+                }
+            }
+        }
+        let a = experiment(
+            vec![
+                ("sysctl:vm.swappiness".into(), lv(&["10", "60", "100"])),
+                ("nice".into(), lv(&["0", "5", "10"])),
+                (
+                    "debugfs:base_slice_ns".into(),
+                    lv(&["1000000", "3000000", "750000"]),
+                ),
+            ],
+            None,
+            configs,
+        );
+        let chart = config_chart("c", &a);
+        assert_eq!(chart.tick_labels.len(), 28);
+        assert_eq!(chart.tick_labels[0], "baseline");
+        let mut distinct = chart.tick_labels.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), 28, "{:?}", chart.tick_labels);
+        assert!(
+            chart.tick_labels.iter().all(|l| l.chars().count() <= 12),
+            "{:?}",
+            chart.tick_labels
+        );
+        assert!(
+            chart.tick_labels.contains(&"10 5 750k".to_string()),
+            "{:?}",
+            chart.tick_labels
+        );
+        assert_eq!(
+            chart.x_label,
+            "configuration: swappiness · nice · base_slice_ns"
+        );
+        // The full label stays the bar's identity and tooltip.
+        let svg = chart.render();
+        assert!(svg.contains("data-category=\"base_slice_ns=750000 nice=5 swappiness=10\""));
     }
 }

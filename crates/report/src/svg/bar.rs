@@ -55,9 +55,56 @@ pub struct BarChart {
     pub x_label: String,
     pub y_label: String,
     pub categories: Vec<String>,
+    /// Text under each bar when it should differ from the category (which stays in `data-category` and
+    /// the tooltip), e.g. only the knob values that differ between configurations.
+    pub tick_labels: Vec<String>,
     pub series: Vec<BarSeries>,
     pub width: f64,
     pub height: f64,
+}
+
+/// Labels short enough to tell the bars apart: a prefix every label shares (up to a space or `/`)
+/// says nothing about which bar is which and is dropped first, so long labels are not all cut down to the
+/// same prefix; what remains is cut to 25 characters.
+fn short_labels(labels: &[String]) -> Vec<String> {
+    const MAX: usize = 26;
+    if labels.iter().all(|l| l.chars().count() <= MAX) {
+        return labels.to_vec();
+    }
+    let mut common = labels.first().map_or(0, |l| l.len());
+    for l in labels.iter().skip(1) {
+        common = common.min(
+            labels[0]
+                .bytes()
+                .zip(l.bytes())
+                .take_while(|(a, b)| a == b)
+                .count(),
+        );
+    }
+    // Back to a boundary, so a number is never cut in two.
+    let cut = labels
+        .first()
+        .map(|l| {
+            l[..common.min(l.len())]
+                .rfind([' ', '/'])
+                .map_or(0, |i| i + 1)
+        })
+        .unwrap_or(0);
+    labels
+        .iter()
+        .map(|l| {
+            let rest = if labels.len() > 1 && cut > 0 {
+                format!("…{}", &l[cut..])
+            } else {
+                l.clone()
+            };
+            if rest.chars().count() > MAX {
+                format!("{}…", rest.chars().take(MAX - 1).collect::<String>())
+            } else {
+                rest
+            }
+        })
+        .collect()
 }
 
 impl BarChart {
@@ -73,6 +120,7 @@ impl BarChart {
             x_label: x_label.into(),
             y_label: y_label.into(),
             categories: Vec::new(),
+            tick_labels: Vec::new(),
             series: Vec::new(),
             width: 640.0,
             height: 360.0,
@@ -111,17 +159,11 @@ impl BarChart {
         let n = self.categories.len().max(1);
         let slot = pw / n as f64;
         // Category labels: horizontal when they fit, rotated otherwise (truncated, full text in a tooltip).
-        let short: Vec<String> = self
-            .categories
-            .iter()
-            .map(|c| {
-                if c.chars().count() > 26 {
-                    format!("{}…", c.chars().take(25).collect::<String>())
-                } else {
-                    c.clone()
-                }
-            })
-            .collect();
+        let short = short_labels(if self.tick_labels.len() == self.categories.len() {
+            &self.tick_labels
+        } else {
+            &self.categories
+        });
         let max_label = short
             .iter()
             .map(|c| text_width(c, 11.0))
@@ -162,9 +204,10 @@ impl BarChart {
             } else {
                 let _ = write!(
                     out,
-                    "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+                    "<text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"middle\"><title>{}</title>{}</text>",
                     px(x),
                     px(y),
+                    escape(full),
                     escape(label)
                 );
             }
@@ -340,6 +383,32 @@ mod tests {
         assert!(s.contains("class=\"flag\""));
         assert!(s.contains("class=\"ref-line baseline\" data-y=\"100\""));
         assert_eq!(s.matches("class=\"err\"").count(), 2);
+    }
+
+    /// Issue 13: the 27 labels of a 3^3 sweep were all cut to the same 25-character prefix.
+    #[test]
+    fn long_labels_keep_the_part_that_tells_them_apart() {
+        let labels: Vec<String> = ["10", "60", "100"]
+            .iter()
+            .flat_map(|sw| {
+                ["1000000", "3000000"].map(|s| {
+                    format!("policy=rr:10 base_slice_ns=3000000 nice=0 swappiness={sw} slice={s}")
+                })
+            })
+            .collect();
+        let short = short_labels(&labels);
+        let mut distinct = short.clone();
+        distinct.sort();
+        distinct.dedup();
+        assert_eq!(distinct.len(), labels.len(), "{short:?}");
+        assert_eq!(short[0], "…swappiness=10 slice=1000…");
+        assert!(short.iter().all(|s| s.chars().count() <= 26), "{short:?}");
+        // Short labels are left alone; one label keeps its head.
+        assert_eq!(short_labels(&["a".into(), "b".into()]), vec!["a", "b"]);
+        assert_eq!(
+            short_labels(&[labels[0].clone()])[0],
+            "policy=rr:10 base_slice_n…"
+        );
     }
 
     #[test]

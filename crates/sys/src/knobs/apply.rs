@@ -9,6 +9,7 @@ use std::sync::Arc;
 use super::KnobError;
 use super::id::KnobId;
 use super::journal::{Journal, JournalEntry, now_unix};
+use super::lock::{Holder, KnobLocks};
 use super::root::{SysRoot, read_trimmed, write_value};
 use super::threads::ThreadOps;
 
@@ -38,11 +39,29 @@ pub enum RestoreNote {
         target: String,
         error: String,
     },
+    /// A process the run had started (journalled as `process`) was still running and was stopped.
+    Stopped { target: String, what: String },
 }
 
 impl RestoreNote {
     pub fn failed(&self) -> bool {
         matches!(self, RestoreNote::Failed { .. })
+    }
+
+    fn failed_on(e: &JournalEntry, error: String) -> Self {
+        RestoreNote::Failed {
+            knob: e.knob.clone(),
+            target: e.target.clone(),
+            error,
+        }
+    }
+
+    fn moot_on(e: &JournalEntry, reason: String) -> Self {
+        RestoreNote::Moot {
+            knob: e.knob.clone(),
+            target: e.target.clone(),
+            reason,
+        }
     }
 }
 
@@ -70,6 +89,9 @@ impl fmt::Display for RestoreNote {
             } => {
                 write!(f, "FAILED to restore {knob} on {target}: {error}")
             }
+            RestoreNote::Stopped { target, what } => {
+                write!(f, "stopped {target} (`{what}`), which the run had started")
+            }
         }
     }
 }
@@ -80,6 +102,8 @@ pub struct Applier {
     journal: Journal,
     threads: Arc<dyn ThreadOps>,
     active: Vec<JournalEntry>,
+    /// Machine-wide locks of the knobs this run changes, held until it ends.
+    locks: KnobLocks,
 }
 
 impl fmt::Debug for Applier {
@@ -120,11 +144,68 @@ impl Applier {
                 ),
             });
         }
+        let locks = KnobLocks::new(root.lock_dir(), Holder::this_process(journal.path()));
         Ok(Applier {
             root,
             journal,
             threads,
             active: Vec::new(),
+            locks,
+        })
+    }
+
+    /// Wait up to `wait` for a knob another experiment holds instead of refusing at once.
+    pub fn set_lock_wait(&mut self, wait: std::time::Duration) {
+        self.locks.set_wait(wait);
+    }
+
+    /// Lock `knob` machine-wide for the rest of this run (before anything is applied, so a second
+    /// experiment on the same knob is refused up front rather than part-way). Per-thread knobs lock the
+    /// target's process only for targets ordo did not start (`shared`); parameters lock nothing.
+    pub fn reserve(
+        &mut self,
+        knob: &KnobId,
+        target: &Target,
+        shared: bool,
+    ) -> Result<(), KnobError> {
+        match knob {
+            KnobId::Param(_) => Ok(()),
+            KnobId::Thread(_) => match target.pid {
+                Some(pid) if shared => self
+                    .locks
+                    .acquire(&knob.to_string(), &format!("pid-{pid}"))
+                    .map(drop),
+                _ => Ok(()),
+            },
+            _ => {
+                let path = self.knob_path(knob, target)?.unwrap_or_default();
+                self.lock_path(knob, &path).map(drop)
+            }
+        }
+    }
+
+    fn lock_path(&mut self, knob: &KnobId, path: &std::path::Path) -> Result<PathBuf, KnobError> {
+        let key = self.root.lock_key(path);
+        self.locks.acquire(&knob.to_string(), &key)
+    }
+
+    /// Journal a process this run started (`what`: its command line), so that `recover` stops it when the
+    /// run dies without doing so; restoring it stops it if it still runs.
+    pub fn record_process(&mut self, pid: i32, what: &str) -> Result<(), KnobError> {
+        let stat = crate::ProcRoot::default()
+            .stat(pid)
+            .map_err(|e| KnobError::Journal {
+                path: self.journal.path().to_path_buf(),
+                reason: format!("cannot read the start time of process {pid}: {e}"),
+            })?;
+        self.journal_then(JournalEntry {
+            knob: "process".into(),
+            target: format!("pid:{pid}"),
+            applied: what.to_string(),
+            at: now_unix(),
+            start_ticks: Some(stat.starttime_ticks),
+            boot_id: boot_id(),
+            ..JournalEntry::default()
         })
     }
 
@@ -221,6 +302,7 @@ impl Applier {
                         applied: value.to_string(),
                         path: None,
                         at: now_unix(),
+                        ..JournalEntry::default()
                     })?;
                     self.threads.set(tid, *t, value)?;
                 }
@@ -231,6 +313,7 @@ impl Applier {
                     return Err(KnobError::Refused(super::Refusal::not_privileged(knob)));
                 }
                 let path = self.knob_path(knob, target)?.unwrap_or_default();
+                let lock = self.lock_path(knob, &path)?;
                 let current = read_trimmed(&path)?;
                 let is_features = matches!(knob, KnobId::Debugfs(n) if n == "features");
                 let original = if is_features {
@@ -265,6 +348,8 @@ impl Applier {
                     applied: value.to_string(),
                     path: Some(path.clone()),
                     at: now_unix(),
+                    lock: Some(lock),
+                    ..JournalEntry::default()
                 })?;
                 write_value(&path, value)
             }
@@ -302,13 +387,13 @@ impl Applier {
         }
         notes
     }
-}
 
-impl Applier {
-    /// What a crash leaves: the journal file as it is (entries kept) and its lock released, nothing restored.
-    #[cfg(test)]
-    fn crash(mut self) {
+    /// What a crash leaves: the journal file as it is (entries kept), its lock and the knob locks released
+    /// with this run's mark left on them, nothing restored.
+    #[doc(hidden)]
+    pub fn crash_for_tests(mut self) {
         self.active.clear();
+        self.locks.abandon();
     }
 }
 
@@ -321,20 +406,83 @@ impl Drop for Applier {
                 }
             }
         }
+        if self.active.is_empty() {
+            self.locks.release_all();
+            // Nothing is left to restore: an empty journal (a run refused before it changed anything)
+            // is not left behind.
+            if self.journal.entries().is_ok_and(|e| e.is_empty()) {
+                let _ = std::fs::remove_file(self.journal.path());
+            }
+        } else {
+            // The journal keeps what could not be restored; the mark tells the next run to recover first.
+            self.locks.abandon();
+        }
+    }
+}
+
+/// This boot's id (`/proc/sys/kernel/random/boot_id`).
+fn boot_id() -> Option<String> {
+    std::fs::read_to_string("/proc/sys/kernel/random/boot_id")
+        .ok()
+        .map(|s| s.trim().to_string())
+}
+
+/// Stop a process a run had started (journalled by [`Applier::record_process`]), when it is still that
+/// process: same boot, same start time. SIGTERM to its process group (targets run in their own), SIGKILL
+/// after 5 s.
+fn stop_process(e: &JournalEntry) -> RestoreNote {
+    let failed = |error: String| RestoreNote::failed_on(e, error);
+    let moot = |reason: String| RestoreNote::moot_on(e, reason);
+    let Some(pid) = e
+        .target
+        .strip_prefix("pid:")
+        .and_then(|p| p.parse::<i32>().ok())
+        .filter(|p| *p > 1)
+    else {
+        return failed(format!("bad target `{}`", e.target));
+    };
+    if crate::process::exited(pid) {
+        return moot(format!("process {pid} has exited"));
+    }
+    let same_boot = match (&e.boot_id, boot_id()) {
+        (Some(a), Some(b)) => *a == b,
+        _ => true,
+    };
+    let same = same_boot
+        && crate::ProcRoot::default()
+            .stat(pid)
+            .is_ok_and(|st| Some(st.starttime_ticks) == e.start_ticks);
+    if !same {
+        return moot(format!(
+            "pid {pid} is now another process (started later); it was not signalled"
+        ));
+    }
+    let limit = std::time::Duration::from_secs(5);
+    if crate::process::signal_group(pid, crate::process::SIGTERM).is_err() {
+        let _ = crate::process::signal(pid, crate::process::SIGTERM);
+    }
+    if !crate::process::exited_within(pid, limit) {
+        if crate::process::kill_group(pid).is_err() {
+            let _ = crate::process::signal(pid, crate::process::SIGKILL);
+        }
+        if !crate::process::exited_within(pid, limit) {
+            return failed(format!("process {pid} survived SIGKILL"));
+        }
+    }
+    // Children left in its group (they may have ignored SIGTERM).
+    let _ = crate::process::kill_group(pid);
+    RestoreNote::Stopped {
+        target: e.target.clone(),
+        what: e.applied.clone(),
     }
 }
 
 fn restore_entry(threads: &dyn ThreadOps, e: &JournalEntry) -> RestoreNote {
-    let failed = |error: String| RestoreNote::Failed {
-        knob: e.knob.clone(),
-        target: e.target.clone(),
-        error,
-    };
-    let moot = |reason: String| RestoreNote::Moot {
-        knob: e.knob.clone(),
-        target: e.target.clone(),
-        reason,
-    };
+    let failed = |error: String| RestoreNote::failed_on(e, error);
+    let moot = |reason: String| RestoreNote::moot_on(e, reason);
+    if e.knob == "process" {
+        return stop_process(e);
+    }
     if let Some(tid) = e.target.strip_prefix("tid:") {
         let Ok(tid) = tid.parse::<i32>() else {
             return failed(format!("bad target `{}`", e.target));
@@ -388,13 +536,29 @@ pub fn recover(
         Err(e) => return Err(KnobError::io(path, e)),
     };
     let entries = Journal::entries_at(path)?;
+    // Nor under another experiment that holds one of the knobs (it would have refused to start while this
+    // journal held them, but a journal recovered by hand may be stale).
+    let mut locks = Vec::new();
+    for e in &entries {
+        if let Some(lock) = &e.lock
+            && !locks.iter().any(|(p, _)| p == lock)
+            && let Some(f) = super::lock::lock_for_recover(lock, &e.knob)?
+        {
+            locks.push((lock.clone(), f));
+        }
+    }
     let notes: Vec<RestoreNote> = entries
         .iter()
         .rev()
         .map(|e| restore_entry(threads, e))
         .collect();
-    if notes.iter().all(|n| !n.failed()) && path.exists() {
-        std::fs::remove_file(path).map_err(|e| KnobError::io(path, e))?;
+    if notes.iter().all(|n| !n.failed()) {
+        for (_, f) in &locks {
+            super::lock::clear_marker(f);
+        }
+        if path.exists() {
+            std::fs::remove_file(path).map_err(|e| KnobError::io(path, e))?;
+        }
     }
     Ok(notes)
 }
@@ -510,7 +674,7 @@ mod tests {
             "700000",
         )
         .unwrap();
-        a.crash();
+        a.crash_for_tests();
         assert!(Applier::new(r.clone(), &jp, threads.clone()).is_err());
         // while a live applier holds the journal, recover is refused and changes nothing
         let live = Journal::open(&jp).unwrap();
@@ -524,6 +688,115 @@ mod tests {
         assert_eq!(read(&r, "sys/kernel/debug/sched/base_slice_ns"), "3000000");
         assert!(!jp.exists());
         assert!(recover(&jp, threads.as_ref()).unwrap().is_empty());
+    }
+
+    /// Issue 13 defect 1: two experiments with their own journals on one knob each journalled the
+    /// other's applied value as the original, and the knob stayed changed.
+    #[test]
+    fn a_second_experiment_on_the_same_knob_is_refused_and_recover_restores_the_first_original() {
+        let (d, r) = fake_root();
+        let threads: Arc<dyn ThreadOps> = Arc::new(FakeThreads::new());
+        let swappiness: KnobId = "sysctl:vm.swappiness".parse().unwrap();
+        let (ja, jb) = (d.path().join("a.journal"), d.path().join("b.journal"));
+        let mut a = Applier::new(r.clone(), &ja, threads.clone()).unwrap();
+        a.reserve(&swappiness, &Target::default(), false).unwrap();
+        a.apply(&swappiness, &Target::default(), "10").unwrap();
+        let mut b = Applier::new(r.clone(), &jb, threads.clone()).unwrap();
+        let e = b
+            .reserve(&swappiness, &Target::default(), false)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("sysctl:vm.swappiness"), "{e}");
+        assert!(e.contains(&format!("pid {}", std::process::id())), "{e}");
+        assert!(e.contains("a.journal"), "{e}");
+        assert!(b.apply(&swappiness, &Target::default(), "30").is_err());
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "10");
+        assert!(Journal::entries_at(&jb).unwrap().is_empty());
+        // Another knob is free for the second one.
+        b.apply(
+            &"debugfs:base_slice_ns".parse().unwrap(),
+            &Target::default(),
+            "700000",
+        )
+        .unwrap();
+        drop(b);
+
+        // The first dies with the knob changed: until its journal is recovered, nobody else takes it...
+        a.crash_for_tests();
+        let mut c = Applier::new(r.clone(), &jb, threads.clone()).unwrap();
+        let e = c
+            .apply(&swappiness, &Target::default(), "30")
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("left changed"), "{e}");
+        assert!(e.contains("ordo tune recover --journal"), "{e}");
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "10");
+        drop(c);
+        // ...and recover restores the value from before the first run.
+        let notes = recover(&ja, threads.as_ref()).unwrap();
+        assert!(notes.iter().all(|n| !n.failed()), "{notes:?}");
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "60");
+        let mut c = Applier::new(r.clone(), &jb, threads.clone()).unwrap();
+        c.apply(&swappiness, &Target::default(), "30").unwrap();
+        assert_eq!(Journal::entries_at(&jb).unwrap()[0].original, "60");
+        let _ = c.finish();
+        assert_eq!(read(&r, "proc/sys/vm/swappiness"), "60");
+    }
+
+    /// Issue 13 defect 3: a run killed with SIGKILL left its target running; recover stops it, but never
+    /// a process that merely reuses its PID.
+    #[test]
+    fn recover_stops_the_processes_a_dead_run_started_and_only_those() {
+        use std::os::unix::process::CommandExt;
+        let (d, r) = fake_root();
+        let threads: Arc<dyn ThreadOps> = Arc::new(FakeThreads::new());
+        let jp = d.path().join("j");
+        let spawn = || {
+            std::process::Command::new("sleep")
+                .arg("30")
+                .process_group(0)
+                .spawn()
+                .unwrap()
+        };
+        let mut started = spawn();
+        let mut other = spawn();
+        let mut a = Applier::new(r.clone(), &jp, threads.clone()).unwrap();
+        a.record_process(started.id() as i32, "sleep 30").unwrap();
+        a.record_process(other.id() as i32, "sleep 30").unwrap();
+        a.crash_for_tests();
+        // `other` stands for a process that got a recorded PID after the run's process exited.
+        let mut entries = Journal::entries_at(&jp).unwrap();
+        entries[1].start_ticks = entries[1].start_ticks.map(|t| t + 1);
+        std::fs::write(
+            &jp,
+            entries
+                .iter()
+                .map(|e| serde_json::to_string(e).unwrap() + "\n")
+                .collect::<String>(),
+        )
+        .unwrap();
+        let notes = recover(&jp, threads.as_ref()).unwrap();
+        let text: Vec<String> = notes.iter().map(|n| n.to_string()).collect();
+        assert!(
+            matches!(&notes[1], RestoreNote::Stopped { target, .. } if *target == format!("pid:{}", started.id())),
+            "{text:?}"
+        );
+        assert!(text[0].contains("another process"), "{text:?}");
+        assert!(started.wait().is_ok());
+        assert!(
+            other.try_wait().unwrap().is_none(),
+            "a reused PID is not signalled"
+        );
+        let _ = other.kill();
+        let _ = other.wait();
+        // Restoring a process that has exited is moot.
+        let mut a = Applier::new(r.clone(), &jp, threads.clone()).unwrap();
+        let mut gone = spawn();
+        a.record_process(gone.id() as i32, "sleep 30").unwrap();
+        let _ = gone.kill();
+        let _ = gone.wait();
+        let notes = a.restore();
+        assert!(matches!(&notes[0], RestoreNote::Moot { .. }), "{notes:?}");
     }
 
     #[test]
@@ -570,16 +843,20 @@ mod real_machine {
             eprintln!("skipped: needs root and a writable {KNOB}");
             return;
         }
-        let original = read_trimmed(path).unwrap();
-        let _guard = Guard(original.clone());
-        let other = if original == "2" { "3" } else { "2" };
         let knob: KnobId = "sysctl:vm.stat_interval".parse().unwrap();
         let d = tempfile::tempdir().unwrap();
         let jp = d.path().join("journal");
         let threads: Arc<dyn ThreadOps> = Arc::new(RealThreads);
+        // Another worktree's test run may hold the knob's machine-wide lock for a moment: wait for it
+        // (and read the original only once this test holds it).
+        let mut a = Applier::new(root.clone(), &jp, threads.clone()).unwrap();
+        a.set_lock_wait(std::time::Duration::from_secs(60));
+        a.reserve(&knob, &Target::default(), false).unwrap();
+        let original = read_trimmed(path).unwrap();
+        let _guard = Guard(original.clone());
+        let other = if original == "2" { "3" } else { "2" };
 
         // Normal path: apply, restore.
-        let mut a = Applier::new(root.clone(), &jp, threads.clone()).unwrap();
         a.apply(&knob, &Target::default(), other).unwrap();
         assert_eq!(read_trimmed(path).unwrap(), other);
         assert!(a.restore().iter().all(|n| !n.failed()));
@@ -592,8 +869,9 @@ mod real_machine {
 
         // Crash path: nothing restores but the journal.
         let mut a = Applier::new(root.clone(), &jp, threads.clone()).unwrap();
+        a.set_lock_wait(std::time::Duration::from_secs(60));
         a.apply(&knob, &Target::default(), other).unwrap();
-        a.crash();
+        a.crash_for_tests();
         assert_eq!(read_trimmed(path).unwrap(), other);
         let notes = recover(&jp, threads.as_ref()).unwrap();
         assert_eq!(notes.len(), 1, "{notes:?}");

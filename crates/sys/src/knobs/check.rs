@@ -1,6 +1,7 @@
 //! Checks made before anything runs: a knob exists, is writable, accepts every level, and can affect the
 //! target. Each refusal carries a kind and a reason so no knob is ever swept silently without effect.
 
+use std::collections::BTreeMap;
 use std::fmt;
 use std::path::Path;
 
@@ -114,6 +115,73 @@ pub(crate) fn removed_knob(knob: &KnobId) -> Option<&'static str> {
     }
 }
 
+/// The policies a real-time-only sysctl acts on, and their name for messages.
+pub fn rt_only(knob: &KnobId) -> Option<(&'static [i32], &'static str)> {
+    match knob {
+        KnobId::Sysctl(n) => match n.as_str() {
+            "kernel.sched_rr_timeslice_ms" => Some((&[libc::SCHED_RR], "SCHED_RR")),
+            "kernel.sched_rt_runtime_us" | "kernel.sched_rt_period_us" => {
+                Some((&[libc::SCHED_RR, libc::SCHED_FIFO], "SCHED_FIFO/SCHED_RR"))
+            }
+            _ => None,
+        },
+        _ => None,
+    }
+}
+
+/// The knobs one configuration sets that could not act in it, each with why: a real-time-only sysctl
+/// while no target thread is real-time there (the configuration's `policy`, else the policies the target's
+/// threads were found with — `found`, empty when unknown, which counts as SCHED_OTHER), or the per-task
+/// slice under a real-time policy. A check of knob levels alone missed these: in a one-factor-at-a-time or
+/// list design `sched_rr_timeslice_ms` ran in configurations whose threads were all SCHED_OTHER.
+pub fn no_effect_in(values: &BTreeMap<String, String>, found: &[String]) -> Vec<(String, String)> {
+    let policies: Vec<i32> = match values.get("policy") {
+        Some(p) => parse_policy(p).map(|(p, _)| vec![p]).unwrap_or_default(),
+        None => found
+            .iter()
+            .filter_map(|p| parse_policy(p).ok().map(|(p, _)| p))
+            .collect(),
+    };
+    let described = match values.get("policy") {
+        Some(p) => format!("policy {p}"),
+        None if found.is_empty() => "the target's own policy (SCHED_OTHER)".into(),
+        None => {
+            let mut f = found.to_vec();
+            f.sort();
+            f.dedup();
+            format!("the target's own policy ({})", f.join(", "))
+        }
+    };
+    let mut out = Vec::new();
+    for k in values.keys() {
+        let Ok(id) = k.parse::<KnobId>() else {
+            continue;
+        };
+        if let Some((needs, label)) = rt_only(&id)
+            && !policies.iter().any(|p| needs.contains(p))
+        {
+            out.push((
+                k.clone(),
+                format!(
+                    "only affects {label} tasks, and no target thread runs {label} with {described}"
+                ),
+            ));
+        }
+        if id == KnobId::Thread(ThreadKnob::Slice)
+            && !policies.is_empty()
+            && policies
+                .iter()
+                .all(|p| *p == libc::SCHED_FIFO || *p == libc::SCHED_RR)
+        {
+            out.push((
+                k.clone(),
+                format!("the per-task slice applies to fair (other/batch) tasks only, not with {described}"),
+            ));
+        }
+    }
+    out
+}
+
 /// Known ranges of common integer sysctls.
 fn sysctl_range(name: &str) -> Option<(i64, i64)> {
     Some(match name {
@@ -186,7 +254,7 @@ impl Checker<'_> {
                 } else {
                     self.same_format(knob, &current, levels)?;
                 }
-                self.rt_effect(knob, name, ctx)?;
+                self.rt_effect(knob, ctx)?;
                 Ok(current)
             }
             KnobId::Debugfs(name) => {
@@ -388,13 +456,9 @@ impl Checker<'_> {
     }
 
     /// Real-time-only sysctls must have real-time target threads.
-    fn rt_effect(&self, knob: &KnobId, name: &str, ctx: &CheckContext) -> Result<(), Refusal> {
-        let (needs, label): (&[i32], &str) = match name {
-            "kernel.sched_rr_timeslice_ms" => (&[libc::SCHED_RR], "SCHED_RR"),
-            "kernel.sched_rt_runtime_us" | "kernel.sched_rt_period_us" => {
-                (&[libc::SCHED_RR, libc::SCHED_FIFO], "SCHED_FIFO/SCHED_RR")
-            }
-            _ => return Ok(()),
+    fn rt_effect(&self, knob: &KnobId, ctx: &CheckContext) -> Result<(), Refusal> {
+        let Some((needs, label)) = rt_only(knob) else {
+            return Ok(());
         };
         let is_rt = |v: &str| parse_policy(v).is_ok_and(|(p, _)| needs.contains(&p));
         if !ctx.policy_levels.is_empty() {
@@ -636,6 +700,48 @@ mod tests {
         let e = check(&unpriv, &t, "sysctl:vm.swappiness", &["10"], &ctx).unwrap_err();
         assert!(e.is_skip());
         assert!(check(&unpriv, &t, "nice", &["-1"], &ctx).is_err());
+    }
+
+    /// Issue 13 defect 2: the level check passed `ofat`/`list` designs whose configurations set
+    /// `sched_rr_timeslice_ms` while every target thread was SCHED_OTHER.
+    #[test]
+    fn each_configuration_is_checked_for_knobs_without_effect() {
+        let cfg = |pairs: &[(&str, &str)]| -> BTreeMap<String, String> {
+            pairs
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect()
+        };
+        let rr = "sysctl:kernel.sched_rr_timeslice_ms";
+        // ofat with policy = ["rr:10"]: the rr_timeslice configurations keep the machine's policy.
+        let bad = no_effect_in(&cfg(&[(rr, "5")]), &lv(&["other", "other"]));
+        assert_eq!(bad.len(), 1, "{bad:?}");
+        assert!(bad[0].1.contains("SCHED_RR"), "{bad:?}");
+        assert!(bad[0].1.contains("other"), "{bad:?}");
+        assert_eq!(no_effect_in(&cfg(&[(rr, "5")]), &[]).len(), 1);
+        assert!(no_effect_in(&cfg(&[(rr, "5"), ("policy", "rr:10")]), &[]).is_empty());
+        assert!(no_effect_in(&cfg(&[(rr, "5")]), &lv(&["rr:3"])).is_empty());
+        assert_eq!(
+            no_effect_in(&cfg(&[(rr, "5"), ("policy", "batch")]), &lv(&["rr:3"])).len(),
+            1
+        );
+        // rt_runtime acts on FIFO too; slice only on fair tasks.
+        assert!(
+            no_effect_in(
+                &cfg(&[
+                    ("sysctl:kernel.sched_rt_runtime_us", "900000"),
+                    ("policy", "fifo:5")
+                ]),
+                &[]
+            )
+            .is_empty()
+        );
+        assert_eq!(
+            no_effect_in(&cfg(&[("slice", "1000000"), ("policy", "rr:5")]), &[]).len(),
+            1
+        );
+        assert!(no_effect_in(&cfg(&[("slice", "1000000")]), &[]).is_empty());
+        assert!(no_effect_in(&cfg(&[("sysctl:vm.swappiness", "10")]), &[]).is_empty());
     }
 
     #[test]

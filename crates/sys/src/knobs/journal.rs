@@ -9,8 +9,9 @@ use serde::{Deserialize, Serialize};
 
 use super::KnobError;
 
-/// One change: which knob, on what, the value found and the value written.
-#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+/// One change: which knob, on what, the value found and the value written. A `process` entry records a
+/// process the run started (target, load generator), so `recover` can stop it after a crash.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct JournalEntry {
     /// `sysctl:vm.swappiness`, `policy`, `cgroup:cpu.weight`, ...
     pub knob: String,
@@ -24,6 +25,17 @@ pub struct JournalEntry {
     /// Seconds since the Unix epoch.
     #[serde(default)]
     pub at: u64,
+    /// The knob's machine-wide lock file (see [`super::KnobLocks`]): `recover` takes it, so it never
+    /// restores under a running experiment, and clears the dead run's mark on it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub lock: Option<PathBuf>,
+    /// `process` entries: the process's start time in clock ticks after boot (`/proc/PID/stat` field 22),
+    /// so a reused PID is never signalled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub start_ticks: Option<u64>,
+    /// `process` entries: the boot the process was started in (`/proc/sys/kernel/random/boot_id`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub boot_id: Option<String>,
 }
 
 /// An append-only journal file.
@@ -147,6 +159,7 @@ mod tests {
             applied: v.into(),
             path: Some("/x".into()),
             at: 1,
+            ..JournalEntry::default()
         }
     }
 

@@ -10,17 +10,19 @@
 //! - [`Checker`] decides before anything runs whether a knob exists, is writable, accepts the levels and can
 //!   affect the target, and otherwise says why not ([`Refusal`]);
 //! - [`Applier`] writes values, journalling each original value (fsync) before the write, and restores them;
-//!   [`recover`] restores whatever a crashed run left in its journal.
+//!   [`recover`] restores whatever a crashed run left in its journal and stops the processes it started;
+//! - [`KnobLocks`] makes each knob one experiment's at a time, machine-wide.
 
 mod apply;
 mod check;
 mod id;
 mod journal;
+mod lock;
 mod root;
 mod threads;
 
 pub use apply::{Applier, RestoreNote, Target, recover};
-pub use check::{CheckContext, Checker, Refusal, RefusalKind};
+pub use check::{CheckContext, Checker, Refusal, RefusalKind, no_effect_in, rt_only};
 pub use id::{KnobId, Scope, ThreadKnob, parse_policy};
 pub use journal::{Journal, JournalEntry};
 pub use root::SysRoot;
@@ -66,6 +68,13 @@ pub enum KnobError {
     NoTarget { knob: String, what: &'static str },
     #[error("{0}")]
     Refused(Refusal),
+    /// Another experiment holds the knob (or left it changed); see [`KnobLocks`].
+    #[error("{knob} {reason} (lock {})", .lock.display())]
+    Locked {
+        knob: String,
+        reason: String,
+        lock: PathBuf,
+    },
 }
 
 impl KnobError {

@@ -54,6 +54,32 @@ impl SysRoot {
         self.root.join(rel.trim_start_matches('/'))
     }
 
+    /// Where the machine-wide knob locks live: `run/ordo/knobs` under the root (`/run/ordo/knobs` on the
+    /// machine). Not root on the machine itself, only cgroup knobs a user may write are changed, and `/run`
+    /// is not writable: the user's runtime directory (or the temp directory) holds them instead.
+    pub fn lock_dir(&self) -> PathBuf {
+        if self.is_real() && !self.privileged {
+            let base = std::env::var_os("XDG_RUNTIME_DIR")
+                .map(PathBuf::from)
+                .filter(|p| p.is_dir())
+                .unwrap_or_else(|| {
+                    // SAFETY: getuid has no preconditions and cannot fail.
+                    let uid = unsafe { libc::getuid() };
+                    std::env::temp_dir().join(format!("ordo-{uid}"))
+                });
+            return base.join("ordo/knobs");
+        }
+        self.join("run/ordo/knobs")
+    }
+
+    /// A key naming the file `path` for [`super::KnobLocks`]: its path relative to the root.
+    pub fn lock_key(&self, path: &Path) -> String {
+        path.strip_prefix(&self.root)
+            .unwrap_or(path)
+            .display()
+            .to_string()
+    }
+
     /// `/proc/sys/<name with dots as slashes>`.
     pub fn sysctl_path(&self, name: &str) -> PathBuf {
         self.join("proc/sys").join(name.replace('.', "/"))

@@ -2,8 +2,6 @@
 //! in-process `ordo serve`, driven by the built-in bench; stored, interrupted, resumed, summarised; the
 //! threads' settings are back to their originals afterwards.
 
-use std::sync::Arc;
-use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use ordo_sys::knobs::{RealThreads, SysRoot, ThreadKnob, ThreadOps};
@@ -92,17 +90,12 @@ warmup = 1
     let file = d.path().join("exp.toml");
     std::fs::write(&file, &text).unwrap();
     let spec = Spec::from_file(&file).unwrap();
-    let mut opts = RunOptions {
-        db: d.path().join("tune.db"),
-        journal: d.path().join("journal.jsonl"),
-        root: SysRoot::real(),
-        threads: Arc::new(RealThreads),
-        ordo: None,
-        stop: Arc::new(AtomicBool::new(false)),
-        progress: false,
-        run_limit: Some(4),
-        print: false,
-    };
+    let mut opts = RunOptions::new(
+        d.path().join("tune.db"),
+        d.path().join("journal.jsonl"),
+        SysRoot::real(),
+    );
+    opts.run_limit = Some(4);
 
     // The plan: baseline + 4 configurations, checked against the live threads.
     let plan = runner::plan(&spec, &opts, false).unwrap();
@@ -165,4 +158,106 @@ warmup = 1
         "took {:?}",
         start.elapsed()
     );
+}
+
+/// A search experiment file whose workload prints a score computed from two parameters (a smooth
+/// surface with its optimum at a = 4, b = 2 on a 6 x 6 grid).
+fn search_file(dir: &std::path::Path) -> std::path::PathBuf {
+    let text = r#"
+name = "search"
+seed = 3
+
+[target]
+command = "sleep 30"
+
+[workload]
+command = ["sh", "-c", "echo score $(( 1000 - 20 * ({a} - 4) * ({a} - 4) - 15 * ({b} - 2) * ({b} - 2) ))"]
+regex = 'score (?P<throughput>[0-9]+)'
+
+[knobs]
+"param:a" = [0, 1, 2, 3, 4, 5]
+"param:b" = [0, 1, 2, 3, 4, 5]
+
+[baseline]
+"param:a" = 0
+"param:b" = 0
+
+[design]
+kind = "search"
+budget = 10
+initial = 3
+
+[repeat]
+min = 3
+max = 4
+ci = 0.5
+"#;
+    let f = dir.join("search.toml");
+    std::fs::write(&f, text).unwrap();
+    f
+}
+
+fn opts_in(dir: &std::path::Path, db: &str) -> RunOptions {
+    RunOptions::new(
+        dir.join(db),
+        dir.join(format!("{db}.journal")),
+        SysRoot::at(dir.join("root")),
+    )
+}
+
+#[test]
+fn a_search_finds_the_optimum_with_a_fraction_of_the_grid_rechecks_it_and_resumes_the_same() {
+    let d = tempfile::tempdir().unwrap();
+    let spec = Spec::from_file(&search_file(d.path())).unwrap();
+
+    // Without interruption.
+    let whole = runner::run(&spec, &opts_in(d.path(), "whole.db")).unwrap();
+    assert!(!whole.interrupted);
+    let a = &whole.analysis;
+    let s = a.search.clone().expect("a search summary");
+    assert_eq!((s.trials, s.grid), (10, 36));
+    // 10 of 36 points found the optimum (a=4 b=2: 1000) or a neighbour of it (>= 980).
+    let best = s.best.clone().unwrap();
+    let best_score = a
+        .configs
+        .iter()
+        .find(|c| c.label == best)
+        .unwrap()
+        .score
+        .mean;
+    assert!(best_score >= 980.0, "{best}: {best_score}");
+    // The surface is noise-free, so the re-check keeps the whole gain.
+    let r = s.recheck.clone().expect("re-checked");
+    assert_eq!(r.runs, 3);
+    assert!((s.kept.unwrap() - 1.0).abs() < 1e-9, "{s:?}");
+    let text = ordo_tune::analysis::render(a);
+    assert!(
+        text.contains("100% of the reported gain survived the re-check"),
+        "{text}"
+    );
+
+    // Interrupted twice (mid-trial) and resumed: the same trials, in the same order, the same result.
+    let mut opts = opts_in(d.path(), "parts.db");
+    opts.run_limit = Some(7);
+    assert!(runner::run(&spec, &opts).unwrap().interrupted);
+    assert!(runner::run(&spec, &opts).unwrap().interrupted);
+    opts.run_limit = None;
+    let parts = runner::run(&spec, &opts).unwrap();
+    assert!(parts.resumed && !parts.interrupted);
+    let labels = |db: &str| -> Vec<String> {
+        let store = Store::open_read_only(&d.path().join(db)).unwrap();
+        let data = store.load(store.latest().unwrap()).unwrap();
+        assert_eq!(data.experiment.status, "finished");
+        data.configurations.into_iter().map(|c| c.label).collect()
+    };
+    assert_eq!(labels("whole.db"), labels("parts.db"));
+    assert_eq!(
+        labels("whole.db").len(),
+        12,
+        "10 trials + the re-check's two"
+    );
+    assert_eq!(parts.analysis.search, whole.analysis.search);
+    // Every process the runs started was stopped; nothing is left in a journal.
+    assert!(!d.path().join("whole.db.journal").exists());
+    assert!(!d.path().join("parts.db.journal").exists());
 }
