@@ -28,17 +28,12 @@ pub fn reason_str(r: RejectReason) -> &'static str {
         RejectReason::DeadlineUnreachable => "deadline_unreachable",
         RejectReason::QueueTimeout => "queue_timeout",
         RejectReason::Shutdown => "shutdown",
+        RejectReason::StandingQueue => "standing_queue",
     }
 }
 
 /// Every reject reason, for metrics and status.
-pub const REASONS: [RejectReason; 5] = [
-    RejectReason::ClassQueueFull,
-    RejectReason::GlobalQueueFull,
-    RejectReason::DeadlineUnreachable,
-    RejectReason::QueueTimeout,
-    RejectReason::Shutdown,
-];
+pub const REASONS: [RejectReason; 6] = RejectReason::ALL;
 
 type Grant = Result<Permit, RejectReason>;
 

@@ -44,7 +44,7 @@ pub struct ClassMetrics {
     pub arrivals: Counter,
     pub dispatched: Counter,
     pub completed: Counter,
-    rejected: [Counter; 5],
+    rejected: [Counter; REASONS.len()],
     pub queue_wait: Histogram,
     pub service: Histogram,
 }

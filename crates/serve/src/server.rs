@@ -89,6 +89,7 @@ pub fn sched_config(cfg: &ServeConfig) -> SchedConfig {
             deadline: c.deadline.map(nanos),
             queue_cap: c.queue_cap,
             queue_timeout: c.queue_timeout.filter(|d| !d.is_zero()).map(nanos),
+            codel: None,
         })
         .collect();
     SchedConfig {

@@ -1,0 +1,220 @@
+//! The measurement side of a limiter: windows of round-trip samples, and the baseline (the round trip
+//! without queueing) with its probe. A window counts only requests dispatched after it opened, so a limit
+//! change is judged by requests that ran under it, not by the queue the previous limit left behind.
+
+use crate::Nanos;
+
+/// One completed request, as the caller saw it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Sample {
+    /// Dispatch to completion (the time the request held its permit).
+    pub rtt: Nanos,
+    /// Requests of the same limiter in flight when this one was dispatched, itself included.
+    pub inflight: usize,
+    /// The backend failed it (an error or timeout answer): AIMD backs off.
+    pub dropped: bool,
+}
+
+impl Sample {
+    /// When the request was dispatched, given that it finished at `now`.
+    fn dispatched(&self, now: Nanos) -> Nanos {
+        now.saturating_sub(self.rtt)
+    }
+}
+
+/// A closed window's figures.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct WindowStats {
+    pub mean_rtt: Nanos,
+    pub max_inflight: usize,
+    pub dropped: bool,
+}
+
+/// Samples of requests dispatched since `start`.
+#[derive(Clone, Debug)]
+pub(super) struct Window {
+    start: Nanos,
+    sum: u128,
+    count: u32,
+    max_inflight: usize,
+    dropped: bool,
+    /// Finishing time of the latest sample (windows close on sample arrival).
+    last: Nanos,
+}
+
+impl Window {
+    pub fn new(start: Nanos) -> Self {
+        Window {
+            start,
+            sum: 0,
+            count: 0,
+            max_inflight: 0,
+            dropped: false,
+            last: start,
+        }
+    }
+
+    /// Add a sample that finished now (ignored if its request was dispatched before the window opened).
+    pub fn add_at(&mut self, now: Nanos, s: &Sample) {
+        self.last = self.last.max(now);
+        if s.dispatched(now) < self.start {
+            return;
+        }
+        self.sum += u128::from(s.rtt);
+        self.count += 1;
+        self.max_inflight = self.max_inflight.max(s.inflight);
+        self.dropped |= s.dropped;
+    }
+
+    /// The window's figures if it has lasted `span` and holds `min_samples` samples.
+    pub fn close(&self, now: Nanos, span: Nanos, min_samples: u32) -> Option<WindowStats> {
+        if self.count < min_samples.max(1) || now.saturating_sub(self.start) < span {
+            return None;
+        }
+        Some(WindowStats {
+            mean_rtt: (self.sum / u128::from(self.count)) as Nanos,
+            max_inflight: self.max_inflight,
+            dropped: self.dropped,
+        })
+    }
+}
+
+/// A baseline probe under way: the limit is pinned to `min` and requests dispatched at that concurrency
+/// since `start` are averaged.
+#[derive(Clone, Copy, Debug)]
+struct Probe {
+    start: Nanos,
+    sum: u128,
+    count: u32,
+}
+
+/// The round trip without queueing.
+#[derive(Clone, Debug)]
+pub(super) struct Baseline {
+    value: Option<Nanos>,
+    probe: Option<Probe>,
+    next_probe: Option<Nanos>,
+}
+
+impl Baseline {
+    /// With `probe_now`, the first probe starts at `now`.
+    pub fn new(probe_now: bool, now: Nanos) -> Self {
+        Baseline {
+            value: None,
+            probe: probe_now.then_some(Probe {
+                start: now,
+                sum: 0,
+                count: 0,
+            }),
+            next_probe: None,
+        }
+    }
+
+    pub fn value(&self) -> Option<Nanos> {
+        self.value
+    }
+
+    pub fn probing(&self) -> bool {
+        self.probe.is_some()
+    }
+
+    /// Feed a sample to the probe; true when the probe is complete (the baseline is then its mean).
+    pub fn on_probe_sample(&mut self, now: Nanos, s: &Sample, min: usize, needed: u32) -> bool {
+        let Some(p) = self.probe.as_mut() else {
+            return false;
+        };
+        if s.dispatched(now) < p.start || s.inflight > min {
+            return false;
+        }
+        p.sum += u128::from(s.rtt);
+        p.count += 1;
+        if p.count < needed.max(1) {
+            return false;
+        }
+        self.value = Some(((p.sum / u128::from(p.count)) as Nanos).max(1));
+        self.probe = None;
+        true
+    }
+
+    /// After a probe: the next one `interval` from now (never with 0; at least a few windows away).
+    pub fn schedule_next(&mut self, now: Nanos, interval: Nanos, window: Nanos) {
+        self.next_probe = (interval > 0).then(|| now.saturating_add(interval.max(4 * window)));
+    }
+
+    pub fn probe_due(&self, now: Nanos) -> bool {
+        self.probe.is_none() && self.next_probe.is_some_and(|t| now >= t)
+    }
+
+    pub fn start_probe(&mut self, now: Nanos) {
+        self.probe = Some(Probe {
+            start: now,
+            sum: 0,
+            count: 0,
+        });
+        self.next_probe = None;
+    }
+
+    /// A window was clearly faster than the baseline (by more than `tolerance`): move a quarter of the way
+    /// down to it, so a backend that got faster is followed within a few windows while the noise of window
+    /// means cannot walk the baseline down (only a probe raises it).
+    pub fn lower_to(&mut self, mean: Nanos, tolerance: f64) {
+        if let Some(b) = self.value {
+            if (mean as f64) < b as f64 * (1.0 - tolerance) {
+                self.value = Some((b - (b - mean) / 4).max(1));
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn s(rtt: Nanos, inflight: usize) -> Sample {
+        Sample {
+            rtt,
+            inflight,
+            dropped: false,
+        }
+    }
+
+    #[test]
+    fn window_counts_only_requests_dispatched_inside_it() {
+        let mut w = Window::new(100);
+        w.add_at(150, &s(80, 3)); // dispatched at 70: before the window
+        assert_eq!(w.close(1000, 10, 1), None);
+        w.add_at(150, &s(40, 5));
+        w.add_at(160, &s(20, 9));
+        assert_eq!(w.close(105, 10, 2), None, "too short");
+        assert_eq!(w.close(160, 10, 3), None, "too few");
+        assert_eq!(
+            w.close(160, 10, 2),
+            Some(WindowStats {
+                mean_rtt: 30,
+                max_inflight: 9,
+                dropped: false
+            })
+        );
+    }
+
+    #[test]
+    fn baseline_lowers_gradually_and_probes_on_schedule() {
+        let mut b = Baseline::new(false, 0);
+        assert!(!b.probing());
+        b.start_probe(10);
+        assert!(!b.on_probe_sample(20, &s(5, 1), 2, 2));
+        assert!(b.on_probe_sample(30, &s(15, 2), 2, 2));
+        assert_eq!(b.value(), Some(10));
+        b.lower_to(9, 0.2);
+        assert_eq!(b.value(), Some(10), "within tolerance: kept");
+        b.lower_to(2, 0.2);
+        assert_eq!(b.value(), Some(8));
+        b.lower_to(50, 0.2);
+        assert_eq!(b.value(), Some(8));
+        b.schedule_next(30, 100, 1);
+        assert!(!b.probe_due(129));
+        assert!(b.probe_due(130));
+        b.schedule_next(30, 0, 1);
+        assert!(!b.probe_due(u64::MAX));
+    }
+}
