@@ -28,8 +28,9 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Tokio worker threads; 0 means one per available CPU.
     pub threads: usize,
-    /// At most this many requests are served at once (the seed's MaxClients).
-    pub workers: usize,
+    /// At most this many requests are served at once (the seed's MaxClients), or `"auto"`: a concurrency
+    /// limit per route that follows the backend's latency (docs/overload.md).
+    pub workers: crate::overload::Workers,
     /// The dispatch policy.
     pub policy: PolicyName,
     /// Lua script defining `pick(heads)`; required by `policy = "lua"`.
@@ -60,6 +61,8 @@ pub struct ServeConfig {
     pub admin: AdminConfig,
     /// Optional response headers for experiments.
     pub headers: HeadersConfig,
+    /// `[limiter]`: the adaptive limits' settings for every route (with `workers = "auto"`).
+    pub limiter: Option<crate::overload::LimiterTable>,
     /// Where the config came from (file name, text, directory for relative paths); not a TOML key.
     #[serde(skip)]
     pub origin: Option<Arc<Origin>>,
@@ -73,7 +76,7 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: DEFAULT_LISTEN.parse().expect("constant address"),
             threads: 0,
-            workers: 64,
+            workers: crate::overload::Workers::default(),
             policy: PolicyName::Fcfs,
             policy_script: None,
             seed: 1,
@@ -88,6 +91,7 @@ impl Default for ServeConfig {
             classify: ClassifyConfig::default(),
             admin: AdminConfig::default(),
             headers: HeadersConfig::default(),
+            limiter: None,
             origin: None,
             overrides: Overrides::default(),
         }
@@ -173,6 +177,13 @@ pub struct ClassConfig {
     pub queue_timeout: Option<Duration>,
     /// Size hint of this class's requests when nothing more specific is known.
     pub size_hint: Option<u64>,
+    /// Workers (of each route's limit, with `workers = "auto"`) that only this class may use.
+    pub reserved_workers: usize,
+    /// CoDel-style standing-queue detector: 503 `standing_queue` for the oldest requests while the class's
+    /// queue stays above `target` (docs/overload.md).
+    pub codel: Option<crate::overload::CodelTable>,
+    /// Serve the newest request first while the class's queue is standing (needs `codel`).
+    pub lifo: bool,
 }
 
 impl Default for ClassConfig {
@@ -186,6 +197,9 @@ impl Default for ClassConfig {
             queue_cap: None,
             queue_timeout: None,
             size_hint: None,
+            reserved_workers: 0,
+            codel: None,
+            lifo: false,
         }
     }
 }
@@ -237,6 +251,8 @@ pub struct RouteConfig {
     pub static_files: Option<StaticConfig>,
     pub proxy: Option<ProxyConfig>,
     pub synthetic: Option<SyntheticConfig>,
+    /// This route's limit settings over `[limiter]` (with `workers = "auto"`); `group` shares one limit.
+    pub limiter: Option<crate::overload::LimiterTable>,
 }
 
 impl Default for RouteConfig {
@@ -248,6 +264,7 @@ impl Default for RouteConfig {
             static_files: None,
             proxy: None,
             synthetic: None,
+            limiter: None,
         }
     }
 }
@@ -292,7 +309,7 @@ pub struct HeadersConfig {
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
-    pub workers: Option<usize>,
+    pub workers: Option<crate::overload::Workers>,
     pub policy: Option<PolicyName>,
     /// `--policy-script PATH`; a relative path is taken as given (the binary makes it absolute against the
     /// current directory, not the file's).
@@ -773,7 +790,7 @@ impl ServeConfig {
 
     /// Checks of plain values (everything that needs no compilation).
     pub(crate) fn check_values(&self) -> Result<(), Invalid> {
-        if self.workers == 0 {
+        if self.workers == crate::overload::Workers::Fixed(0) {
             return Err(Invalid::new(keypath!["workers"], "must be ≥ 1, got 0"));
         }
         if self.threads > 1024 {

@@ -9,8 +9,10 @@ pub mod gate;
 pub mod http;
 pub mod lua;
 pub mod metrics;
+pub mod overload;
 pub mod server;
 
 pub use config::{ConfigError, Overrides, PolicyName, ServeConfig};
 pub use gate::Overloaded;
+pub use overload::Workers;
 pub use server::{Server, ServerHandle, StartError};
