@@ -50,6 +50,11 @@ struct Sim {
     completed: u64,
     /// (time, limit, probing) after every event
     trace: Vec<(Nanos, usize, bool)>,
+    /// (time, baseline, last window's round trip) after every event
+    rtts: Vec<(Nanos, Option<Nanos>, Option<Nanos>)>,
+    /// Every `.0`, the whole server stalls for `.1` (a descheduled thread): every request in flight
+    /// finishes that much later.
+    stalls: Option<(Nanos, Nanos)>,
 }
 
 impl Sim {
@@ -68,6 +73,8 @@ impl Sim {
             reqs: Vec::new(),
             completed: 0,
             trace: Vec::new(),
+            rtts: Vec::new(),
+            stalls: None,
         }
     }
 
@@ -110,11 +117,27 @@ impl Sim {
         self.dispatch();
         loop {
             let next_done = self.running.peek().map(|Reverse((t, _, _))| *t);
+            let next_stall = self.stalls.map(|(every, _)| (self.now / every + 1) * every);
             let next_change = self
                 .capacity
                 .iter()
                 .map(|(t, _)| *t)
                 .find(|t| *t > self.now);
+            if let (Some(ts), Some((_, len))) = (next_stall, self.stalls) {
+                if next_done.is_none_or(|d| ts < d)
+                    && next_change.is_none_or(|c| ts < c)
+                    && ts <= until
+                {
+                    self.now = ts;
+                    let delayed: Vec<_> = self
+                        .running
+                        .drain()
+                        .map(|Reverse((t, k, id))| Reverse((t + len, k, id)))
+                        .collect();
+                    self.running.extend(delayed);
+                    continue;
+                }
+            }
             let t = match (next_done, next_change) {
                 (Some(a), Some(b)) => a.min(b),
                 (Some(a), None) => a,
@@ -143,6 +166,7 @@ impl Sim {
             self.dispatch();
             let snap = self.limiter.snapshot();
             self.trace.push((t, snap.limit, snap.probing));
+            self.rtts.push((t, snap.baseline, snap.last_rtt));
         }
     }
 
@@ -162,10 +186,10 @@ impl Sim {
         i.checked_sub(1).map(|i| (self.trace[i].1, self.trace[i].2))
     }
 
-    /// Seconds from `from` until the limit is within ±10% of `knee` for good (up to `to`), probe samples
-    /// aside; `None` if it never settles.
-    fn settle_time(&self, from: Nanos, to: Nanos, knee: usize) -> Option<f64> {
-        let ok = |l: usize| (l as f64 - knee as f64).abs() <= 0.1 * knee as f64;
+    /// Seconds from `from` until the limit is within `band` (0.1: ±10%) of `knee` for good (up to `to`),
+    /// probe samples aside; `None` if it never settles.
+    fn settle_time(&self, from: Nanos, to: Nanos, knee: usize, band: f64) -> Option<f64> {
+        let ok = |l: usize| (l as f64 - knee as f64).abs() <= band * knee as f64;
         let mut settled: Option<Nanos> = None;
         let mut t = from;
         while t < to {
@@ -196,6 +220,12 @@ impl Sim {
                     l,
                     if p { "p" } else { "" }
                 ));
+                if std::env::var_os("ORDO_SIM_RTT").is_some() {
+                    let i = self.rtts.partition_point(|r| r.0 <= t).saturating_sub(1);
+                    let (_, b, r) = self.rtts[i];
+                    let ms = |n: Option<Nanos>| n.map_or(0.0, |n| n as f64 / 1e6);
+                    out.push_str(&format!("(b {:.2} r {:.2}) ", ms(b), ms(r)));
+                }
             }
             t += 250 * MS;
         }
@@ -210,36 +240,68 @@ fn cfg(algorithm: Algorithm) -> LimiterConfig {
     }
 }
 
-/// 64 servers, 16 from 20 s, 64 again from 40 s; 20 ms per request ± `jitter`. The run must complete at
-/// least `min_ratio` of what the backend could serve.
+/// 64 servers, 16 from 20 s, 64 again from 40 s; 20 ms per request ± `jitter`, and optionally a stall of
+/// the whole server now and then. The run must complete at least `min_ratio` of what a fixed limit of 64
+/// completes under the same conditions (the best fixed setting: it keeps the backend busy in every phase).
 fn drop_and_recover(algorithm: Algorithm, jitter: f64, min_ratio: f64) {
+    drop_and_recover_with(algorithm, jitter, None, min_ratio)
+}
+
+/// How close to the knee the limit must settle: ±10% for the gradient; AIMD's saw-tooth at a knee of 16
+/// spans 15..=18 (its +1 step is 6% there), so ±15%.
+fn band(algorithm: Algorithm) -> f64 {
+    if algorithm == Algorithm::Aimd {
+        0.15
+    } else {
+        0.1
+    }
+}
+
+fn drop_and_recover_with(
+    algorithm: Algorithm,
+    jitter: f64,
+    stalls: Option<(Nanos, Nanos)>,
+    min_ratio: f64,
+) {
     let cap = vec![(0, 64), (20 * S, 16), (40 * S, 64)];
     let mut sim = Sim::new(cfg(algorithm), cap, 20 * MS, jitter);
+    sim.stalls = stalls;
     sim.run(60 * S);
     let trace = sim.describe(0, 60 * S);
-    if std::env::var_os("ORDO_SIM_TRACE").is_some() {
-        let settle: Vec<_> = [(0, 20 * S, 64), (20 * S, 40 * S, 16), (40 * S, 60 * S, 64)]
-            .iter()
-            .map(|&(a, b, k)| sim.settle_time(a, b, k))
-            .collect();
-        eprintln!(
-            "{algorithm:?} jitter {jitter}: settle {settle:?} s, completed {:.3} of capacity\n{trace}",
-            sim.completed as f64 / sim.ideal(60 * S)
-        );
-    }
     for (from, to, knee) in [(0, 20 * S, 64), (20 * S, 40 * S, 16), (40 * S, 60 * S, 64)] {
-        let settle = sim.settle_time(from, to, knee);
+        let settle = sim.settle_time(from, to, knee, band(algorithm));
         assert!(
             settle.is_some_and(|s| s <= 10.0),
             "{algorithm:?} jitter {jitter}: knee {knee} from {}s: settled after {settle:?} s\n{trace}",
             from / S
         );
     }
-    let ratio = sim.completed as f64 / sim.ideal(60 * S);
+    // Against the best fixed limit (64 keeps the backend busy in every phase), with the same noise.
+    let mut fixed = Sim::new(
+        LimiterConfig {
+            initial: 64,
+            ..cfg(Algorithm::Fixed)
+        },
+        vec![(0, 64), (20 * S, 16), (40 * S, 64)],
+        20 * MS,
+        jitter,
+    );
+    fixed.stalls = stalls;
+    fixed.run(60 * S);
+    let ratio = sim.completed as f64 / fixed.completed as f64;
+    if std::env::var_os("ORDO_SIM_TRACE").is_some() {
+        let settle: Vec<_> = [(0, 20 * S, 64), (20 * S, 40 * S, 16), (40 * S, 60 * S, 64)]
+            .iter()
+            .map(|&(a, b, k)| sim.settle_time(a, b, k, band(algorithm)))
+            .collect();
+        eprintln!(
+            "{algorithm:?} jitter {jitter} stalls {stalls:?}: settle {settle:?} s, completed {:.3} of capacity, {ratio:.3} of fixed 64\n{trace}",
+            sim.completed as f64 / sim.ideal(60 * S)
+        );
+    }
     assert!(
         ratio >= min_ratio,
-        "{algorithm:?} jitter {jitter}: completed {:.3} of the capacity\n{trace}",
-        ratio
+        "{algorithm:?} jitter {jitter}: completed {ratio:.3} of what fixed 64 did\n{trace}"
     );
 }
 
@@ -247,6 +309,13 @@ fn drop_and_recover(algorithm: Algorithm, jitter: f64, min_ratio: f64) {
 fn gradient_follows_the_knee_down_and_up() {
     drop_and_recover(Algorithm::Gradient, 0.0, 0.95);
     drop_and_recover(Algorithm::Gradient, 0.1, 0.95);
+}
+
+/// A loaded host: the server stalls for 15 ms every 0.7 s (every request in flight finishes that much later,
+/// as when its thread is descheduled). The gradient still settles within ±10% of the knee and serves ≥ 95%.
+#[test]
+fn gradient_rides_out_server_stalls() {
+    drop_and_recover_with(Algorithm::Gradient, 0.1, Some((700 * MS, 15 * MS)), 0.95);
 }
 
 /// AIMD climbs back from 16 to 64 by one per window (about 5 s), so it serves less of the run than the
@@ -270,7 +339,8 @@ fn limits_hold_at_the_bounds() {
         let mut sim = Sim::new(c, vec![(0, 1)], 10 * MS, 0.05);
         sim.run(20 * S);
         let l = sim.limiter.limit();
-        assert!((2..=3).contains(&l), "{algorithm:?}: {l}");
+        // (the probe runs at `min` = 3, above this backend's knee: the baseline includes a queue)
+        assert!((3..=4).contains(&l), "{algorithm:?}: {l}");
     }
 }
 

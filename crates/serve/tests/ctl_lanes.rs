@@ -170,7 +170,7 @@ async fn an_adaptive_lane_follows_the_round_trips() {
         let probing = |g: &Gate| g.snapshot().lanes[0].limiter.unwrap().probing;
         assert_eq!(limit(&g), 2);
         assert!(probing(&g));
-        serve_batch(&g, 4, 2, Duration::from_millis(10)).await;
+        serve_batch(&g, 8, 2, Duration::from_millis(10)).await; // a probe: 2 × min_samples
         assert!(!probing(&g), "{algorithm:?}");
         assert_eq!(limit(&g), 8, "{algorithm:?}");
         let base = g.snapshot().lanes[0].limiter.unwrap().baseline;

@@ -1,6 +1,6 @@
 //! The AIMD control law (additive increase, multiplicative decrease, as TCP Reno and Netflix's AIMD
-//! limiter): a window whose mean round trip is over the target, or in which a request failed, multiplies
-//! the limit by `backoff`; any other window that used at least half the limit adds `increase`. Until the
+//! limiter): a window in which a request failed, or that is the second in a row with a mean round trip over
+//! the target, multiplies the limit by `backoff`; any other window that used at least half the limit adds `increase`. Until the
 //! first congested window the limit grows as in a slow start (× `1 + tolerance × 2^(n-1)` at the n-th
 //! window, at most × 1.5), so a start far below the knee costs a few windows, not one per request slot.
 //!
@@ -24,10 +24,11 @@ impl Control for Aimd {
         let target = cfg
             .latency_target
             .map_or(w.baseline as f64 * (1.0 + cfg.tolerance), |t| t as f64);
-        if w.dropped || w.rtt as f64 > target {
+        if w.dropped || w.sustained as f64 > target {
             self.congested_once = true;
             limit * cfg.backoff
-        } else if w.app_limited {
+        } else if w.app_limited || w.rtt as f64 > target {
+            // Over the target once (maybe a stall): hold until the next window says more.
             limit
         } else if !self.congested_once {
             self.streak = self.streak.saturating_add(1);

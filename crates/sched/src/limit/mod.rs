@@ -4,9 +4,10 @@
 //!
 //! A [`Limiter`] collects [`Sample`]s in windows and, at the end of each window, moves its limit by its
 //! algorithm ([`Algorithm::Gradient`], [`Algorithm::Aimd`], or [`Algorithm::Fixed`]). Both adaptive
-//! algorithms compare the window's mean round trip with a *baseline*: the backend's round trip without
-//! queueing, measured by a probe (the limit pinned to `min` until `min_samples` requests dispatched at that
-//! concurrency have come back) at start and every `probe_interval`, and lowered whenever a window is faster.
+//! algorithms compare the window's mean round trip with a *baseline*: the
+//! backend's round trip without queueing, measured by a probe (the limit pinned to `min` until
+//! `2 × min_samples` requests dispatched at that concurrency have come back) at start and every
+//! `probe_interval`, and lowered when a window is clearly faster.
 //! docs/overload.md describes the algorithms, their equilibria and when to choose which.
 
 mod aimd;
@@ -59,10 +60,13 @@ pub struct LimiterConfig {
     pub tolerance: f64,
     /// Shortest window; a window also lasts at least two baseline round trips.
     pub window: Nanos,
-    /// Samples a window (and a probe) needs before it counts.
+    /// Samples a window needs before it counts (a probe needs twice as many).
     pub min_samples: u32,
     /// Time between baseline probes; 0 probes only at start.
     pub probe_interval: Nanos,
+    /// Gradient: the fraction of a window's correction applied (1: all of it at once; lower values ride
+    /// out noisy windows at the cost of slower moves).
+    pub smoothing: f64,
     /// AIMD: limit added per window without congestion.
     pub increase: f64,
     /// AIMD: factor applied on congestion (0 < backoff < 1).
@@ -75,13 +79,14 @@ impl Default for LimiterConfig {
     fn default() -> Self {
         LimiterConfig {
             algorithm: Algorithm::Gradient,
-            min: 2,
+            min: 3,
             max: 1000,
             initial: 16,
             tolerance: 0.05,
             window: 100_000_000,
             min_samples: 16,
             probe_interval: 30_000_000_000,
+            smoothing: 0.5,
             increase: 1.0,
             backoff: 0.9,
             latency_target: None,
@@ -131,6 +136,12 @@ impl LimiterConfig {
         if self.min_samples == 0 {
             return bad("min_samples", "must be ≥ 1, got 0".into());
         }
+        if !(self.smoothing > 0.0 && self.smoothing <= 1.0) {
+            return bad(
+                "smoothing",
+                format!("must be > 0 and ≤ 1, got {}", self.smoothing),
+            );
+        }
         if !(self.increase.is_finite() && self.increase > 0.0) {
             return bad("increase", format!("must be > 0, got {}", self.increase));
         }
@@ -163,7 +174,7 @@ pub struct LimiterSnapshot {
     pub updates: u64,
 }
 
-/// One control law: the limit after a window with mean round trip `rtt`.
+/// One control law: the limit after a window with round trip `rtt`.
 trait Control: Send {
     fn next(&mut self, cfg: &LimiterConfig, w: &WindowResult, limit: f64) -> f64;
 }
@@ -171,8 +182,12 @@ trait Control: Send {
 /// What a closed window hands to the control law.
 #[derive(Clone, Copy, Debug)]
 struct WindowResult {
-    /// Mean round trip of the window's samples.
+    /// The window's mean round trip.
     rtt: Nanos,
+    /// The lower of this window's and the previous window's round trips: what a decrease goes by, so one
+    /// window spoiled by the host (a stall) does not cut the limit, while a lasting rise does one window
+    /// later.
+    sustained: Nanos,
     /// The baseline (always known once windows count).
     baseline: Nanos,
     /// Some request of the window failed (backend error or timeout).
@@ -231,7 +246,7 @@ impl Limiter {
         if self.baseline.probing() {
             return self.cfg.min;
         }
-        (self.limit.round() as usize).clamp(self.cfg.min, self.cfg.max)
+        (self.limit.floor() as usize).clamp(self.cfg.min, self.cfg.max)
     }
 
     /// Numbers for metrics and status.
@@ -255,10 +270,10 @@ impl Limiter {
         if self.baseline.probing() {
             if self
                 .baseline
-                .on_probe_sample(now, &s, self.cfg.min, self.cfg.min_samples)
+                .on_probe_sample(now, &s, self.cfg.min, 2 * self.cfg.min_samples)
             {
                 // Probe done: the limit in force before it returns, and a fresh window starts.
-                self.window = Window::new(now);
+                self.window.reset(now);
                 self.baseline
                     .schedule_next(now, self.cfg.probe_interval, self.cfg.window);
             }
@@ -270,21 +285,22 @@ impl Limiter {
         let Some(w) = self.window.close(now, span, self.cfg.min_samples) else {
             return false;
         };
-        self.baseline.lower_to(w.mean_rtt, self.cfg.tolerance);
+        self.baseline.lower_to(w.rtt, self.cfg.tolerance);
         let result = WindowResult {
-            rtt: w.mean_rtt.max(1),
-            baseline: self.baseline.value().unwrap_or(w.mean_rtt).max(1),
+            rtt: w.rtt.max(1),
+            sustained: self.last_rtt.map_or(w.rtt, |p| p.min(w.rtt)).max(1),
+            baseline: self.baseline.value().unwrap_or(w.rtt).max(1),
             dropped: w.dropped,
             app_limited: (w.max_inflight as f64) < self.limit / 2.0,
         };
-        self.last_rtt = Some(w.mean_rtt);
+        self.last_rtt = Some(w.rtt);
         let next = match self.control.as_mut() {
             Some(control) => control.next(&self.cfg, &result, self.limit),
             None => self.limit,
         };
         self.limit = next.clamp(self.cfg.min as f64, self.cfg.max as f64);
         self.updates += 1;
-        self.window = Window::new(now);
+        self.window.reset(now);
         if self.baseline.probe_due(now) {
             self.baseline.start_probe(now);
         }
@@ -340,10 +356,11 @@ mod tests {
     #[test]
     fn starts_with_a_probe_at_min_then_uses_initial() {
         let mut l = Limiter::new(cfg(Algorithm::Gradient), 0).unwrap();
-        assert_eq!(l.limit(), 2);
+        assert_eq!(l.limit(), 3);
         assert!(l.snapshot().probing);
         let mut now = 0;
-        for _ in 0..4 {
+        // a probe takes 2 × min_samples
+        for _ in 0..8 {
             now += 20 * MS;
             l.on_sample(now, sample(20 * MS, 2));
         }
@@ -358,10 +375,10 @@ mod tests {
         // dispatched before the probe began (now - rtt < start), or at a higher concurrency
         l.on_sample(110 * MS, sample(50 * MS, 1));
         l.on_sample(200 * MS, sample(20 * MS, 9));
-        for i in 0..3 {
+        for i in 0..7 {
             l.on_sample(300 * MS + i, sample(20 * MS, 1));
         }
-        assert!(l.snapshot().probing, "only 3 usable samples so far");
+        assert!(l.snapshot().probing, "only 7 usable samples so far");
         l.on_sample(400 * MS, sample(20 * MS, 2));
         assert!(!l.snapshot().probing);
     }

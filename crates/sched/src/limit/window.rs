@@ -1,6 +1,11 @@
 //! The measurement side of a limiter: windows of round-trip samples, and the baseline (the round trip
 //! without queueing) with its probe. A window counts only requests dispatched after it opened, so a limit
 //! change is judged by requests that ran under it, not by the queue the previous limit left behind.
+//!
+//! A window (and a probe) is summed up by the mean of its round trips: the mean is what queueing moves
+//! (Little's law: in-flight = throughput × round trip, however the waits are spread over the requests — in
+//! a backend that serves in waves, some requests wait a whole service time and others not at all, so a low
+//! quantile or a trimmed mean would miss the queue).
 
 use crate::Nanos;
 
@@ -25,7 +30,8 @@ impl Sample {
 /// A closed window's figures.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct WindowStats {
-    pub mean_rtt: Nanos,
+    /// The window's round trip: the mean of its samples.
+    pub rtt: Nanos,
     pub max_inflight: usize,
     pub dropped: bool,
 }
@@ -38,8 +44,6 @@ pub(super) struct Window {
     count: u32,
     max_inflight: usize,
     dropped: bool,
-    /// Finishing time of the latest sample (windows close on sample arrival).
-    last: Nanos,
 }
 
 impl Window {
@@ -50,13 +54,20 @@ impl Window {
             count: 0,
             max_inflight: 0,
             dropped: false,
-            last: start,
         }
+    }
+
+    /// Start over at `start`.
+    pub fn reset(&mut self, start: Nanos) {
+        self.start = start;
+        self.sum = 0;
+        self.count = 0;
+        self.max_inflight = 0;
+        self.dropped = false;
     }
 
     /// Add a sample that finished now (ignored if its request was dispatched before the window opened).
     pub fn add_at(&mut self, now: Nanos, s: &Sample) {
-        self.last = self.last.max(now);
         if s.dispatched(now) < self.start {
             return;
         }
@@ -72,20 +83,21 @@ impl Window {
             return None;
         }
         Some(WindowStats {
-            mean_rtt: (self.sum / u128::from(self.count)) as Nanos,
+            rtt: (self.sum / u128::from(self.count)) as Nanos,
             max_inflight: self.max_inflight,
             dropped: self.dropped,
         })
     }
 }
 
-/// A baseline probe under way: the limit is pinned to `min` and requests dispatched at that concurrency
-/// since `start` are averaged.
-#[derive(Clone, Copy, Debug)]
+/// A baseline probe under way: the limit is pinned to `min` and the round trips of requests dispatched at
+/// that concurrency since `start` are collected; the baseline is their median (nothing queues at `min`, so
+/// the spread is the host's noise, and a stall during the probe must not set the baseline for the next
+/// `probe_interval`).
+#[derive(Clone, Debug)]
 struct Probe {
     start: Nanos,
-    sum: u128,
-    count: u32,
+    rtts: Vec<Nanos>,
 }
 
 /// The round trip without queueing.
@@ -101,10 +113,9 @@ impl Baseline {
     pub fn new(probe_now: bool, now: Nanos) -> Self {
         Baseline {
             value: None,
-            probe: probe_now.then_some(Probe {
+            probe: probe_now.then(|| Probe {
                 start: now,
-                sum: 0,
-                count: 0,
+                rtts: Vec::new(),
             }),
             next_probe: None,
         }
@@ -118,7 +129,7 @@ impl Baseline {
         self.probe.is_some()
     }
 
-    /// Feed a sample to the probe; true when the probe is complete (the baseline is then its mean).
+    /// Feed a sample to the probe; true when the probe is complete (the baseline is then its median).
     pub fn on_probe_sample(&mut self, now: Nanos, s: &Sample, min: usize, needed: u32) -> bool {
         let Some(p) = self.probe.as_mut() else {
             return false;
@@ -126,12 +137,12 @@ impl Baseline {
         if s.dispatched(now) < p.start || s.inflight > min {
             return false;
         }
-        p.sum += u128::from(s.rtt);
-        p.count += 1;
-        if p.count < needed.max(1) {
+        p.rtts.push(s.rtt);
+        if p.rtts.len() < needed.max(1) as usize {
             return false;
         }
-        self.value = Some(((p.sum / u128::from(p.count)) as Nanos).max(1));
+        let mid = p.rtts.len() / 2;
+        self.value = Some((*p.rtts.select_nth_unstable(mid).1).max(1));
         self.probe = None;
         true
     }
@@ -148,19 +159,19 @@ impl Baseline {
     pub fn start_probe(&mut self, now: Nanos) {
         self.probe = Some(Probe {
             start: now,
-            sum: 0,
-            count: 0,
+            rtts: Vec::new(),
         });
         self.next_probe = None;
     }
 
-    /// A window was clearly faster than the baseline (by more than `tolerance`): move a quarter of the way
-    /// down to it, so a backend that got faster is followed within a few windows while the noise of window
-    /// means cannot walk the baseline down (only a probe raises it).
-    pub fn lower_to(&mut self, mean: Nanos, tolerance: f64) {
+    /// A window was clearly faster than the baseline (by more than half the `tolerance`): move half of the
+    /// way down to it, so a probe taken at a busy moment, or a backend that got faster, is followed within a
+    /// few windows, while the spread of ordinary windows cannot walk the baseline far down. Only a probe
+    /// raises it.
+    pub fn lower_to(&mut self, rtt: Nanos, tolerance: f64) {
         if let Some(b) = self.value {
-            if (mean as f64) < b as f64 * (1.0 - tolerance) {
-                self.value = Some((b - (b - mean) / 4).max(1));
+            if (rtt as f64) < b as f64 * (1.0 - tolerance / 2.0) {
+                self.value = Some((b - (b - rtt) / 2).max(1));
             }
         }
     }
@@ -190,11 +201,13 @@ mod tests {
         assert_eq!(
             w.close(160, 10, 2),
             Some(WindowStats {
-                mean_rtt: 30,
+                rtt: 30,
                 max_inflight: 9,
                 dropped: false
             })
         );
+        w.reset(1000);
+        assert_eq!(w.close(1200, 10, 1), None, "empty after a reset");
     }
 
     #[test]
@@ -202,15 +215,16 @@ mod tests {
         let mut b = Baseline::new(false, 0);
         assert!(!b.probing());
         b.start_probe(10);
-        assert!(!b.on_probe_sample(20, &s(5, 1), 2, 2));
-        assert!(b.on_probe_sample(30, &s(15, 2), 2, 2));
-        assert_eq!(b.value(), Some(10));
-        b.lower_to(9, 0.2);
-        assert_eq!(b.value(), Some(10), "within tolerance: kept");
-        b.lower_to(2, 0.2);
-        assert_eq!(b.value(), Some(8));
+        assert!(!b.on_probe_sample(20, &s(10, 1), 2, 3));
+        assert!(!b.on_probe_sample(100, &s(90, 1), 2, 3), "a stall");
+        assert!(b.on_probe_sample(30, &s(11, 2), 2, 3));
+        assert_eq!(b.value(), Some(11), "the median leaves the stall out");
+        b.lower_to(10, 0.2);
+        assert_eq!(b.value(), Some(11), "within half the tolerance: kept");
+        b.lower_to(3, 0.2);
+        assert_eq!(b.value(), Some(7));
         b.lower_to(50, 0.2);
-        assert_eq!(b.value(), Some(8));
+        assert_eq!(b.value(), Some(7));
         b.schedule_next(30, 100, 1);
         assert!(!b.probe_due(129));
         assert!(b.probe_due(130));
