@@ -8,7 +8,8 @@
 //! `smoothing` of the way to `(1 + tolerance) × C`: the equilibrium is the knee plus the allowed queueing,
 //! whatever the limit was before.
 //!
-//! Growth, when a window shows no queueing (round trip within half the tolerance of the baseline), is
+//! Growth, when a window shows no queueing (round trip within half the tolerance of the baseline, or no
+//! higher than the last window's although the limit grew by 4% or more), is
 //! shaped like TCP CUBIC's around the limit of the last congested window (`knee`): far below it (under 85%,
 //! or before any congestion) the limit grows as in a slow start (× `1 + tolerance × 2^n` at the n-th such
 //! window in a row, at most × 1.5), so a capacity that comes back is found within a few windows; close below
@@ -28,6 +29,8 @@ pub(super) struct Gradient {
     streak: u32,
     /// The limit at the last window over the target.
     knee: Option<f64>,
+    /// The previous window's (limit, round trip).
+    prev: Option<(f64, f64)>,
 }
 
 impl Control for Gradient {
@@ -35,12 +38,17 @@ impl Control for Gradient {
         let base = w.baseline as f64;
         let rtt = w.rtt as f64;
         let target = base * (1.0 + cfg.tolerance);
+        // The round trip stayed flat while the limit grew: below the knee, whatever the baseline's error.
+        let flat = self.prev.replace((limit, rtt)).is_some_and(|(l0, r0)| {
+            let grew = limit / l0 - 1.0;
+            grew >= 0.04 && rtt <= r0 * (1.0 + grew / 3.0)
+        });
         if w.app_limited && rtt <= target {
             // The window did not use the limit: its round trips say nothing about a higher one.
             self.streak = 0;
             return limit;
         }
-        if rtt <= base * (1.0 + cfg.tolerance / 2.0) {
+        if flat || rtt <= base * (1.0 + cfg.tolerance / 2.0) {
             let (far_below, above) = match self.knee {
                 None => (true, false),
                 Some(k) => (limit < NEAR * k, limit >= k),

@@ -82,7 +82,7 @@ impl Default for LimiterConfig {
             min: 3,
             max: 1000,
             initial: 16,
-            tolerance: 0.05,
+            tolerance: 0.03,
             window: 100_000_000,
             min_samples: 16,
             probe_interval: 30_000_000_000,
