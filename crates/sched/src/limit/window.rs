@@ -147,9 +147,13 @@ impl Baseline {
         true
     }
 
-    /// After a probe: the next one `interval` from now (never with 0; at least a few windows away).
+    /// After a probe: the next one `interval` ± 15% from now (never with 0; at least a few windows away).
+    /// The jitter, drawn from `now`, keeps probes of servers started together (and of a load whose phases
+    /// are multiples of the interval) from lining up.
     pub fn schedule_next(&mut self, now: Nanos, interval: Nanos, window: Nanos) {
-        self.next_probe = (interval > 0).then(|| now.saturating_add(interval.max(4 * window)));
+        let u = crate::rng::SplitMix64::new(now).next_u64() as f64 / u64::MAX as f64;
+        let jittered = (interval as f64 * (0.85 + 0.3 * u)) as Nanos;
+        self.next_probe = (interval > 0).then(|| now.saturating_add(jittered.max(4 * window)));
     }
 
     pub fn probe_due(&self, now: Nanos) -> bool {
@@ -226,8 +230,8 @@ mod tests {
         b.lower_to(50, 0.2);
         assert_eq!(b.value(), Some(7));
         b.schedule_next(30, 100, 1);
-        assert!(!b.probe_due(129));
-        assert!(b.probe_due(130));
+        assert!(!b.probe_due(30 + 84));
+        assert!(b.probe_due(30 + 116));
         b.schedule_next(30, 0, 1);
         assert!(!b.probe_due(u64::MAX));
     }
