@@ -141,6 +141,7 @@ pub struct LimiterTable {
     pub min_samples: Option<u32>,
     #[serde(deserialize_with = "crate::http::duration::deserialize_opt")]
     pub probe_interval: Option<Duration>,
+    pub smoothing: Option<f64>,
     pub increase: Option<f64>,
     pub backoff: Option<f64>,
     #[serde(deserialize_with = "crate::http::duration::deserialize_opt")]
@@ -165,6 +166,7 @@ impl LimiterTable {
             "window" => self.window.is_some(),
             "min_samples" => self.min_samples.is_some(),
             "probe_interval" => self.probe_interval.is_some(),
+            "smoothing" => self.smoothing.is_some(),
             "increase" => self.increase.is_some(),
             "backoff" => self.backoff.is_some(),
             "latency_target" => self.latency_target.is_some(),
@@ -222,6 +224,9 @@ impl LimiterTable {
         }
         if let Some(v) = self.probe_interval {
             c.probe_interval = nanos(v);
+        }
+        if let Some(v) = self.smoothing {
+            c.smoothing = v;
         }
         if let Some(v) = self.increase {
             c.increase = v;
