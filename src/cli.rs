@@ -33,6 +33,10 @@ pub enum Command {
     Report(cmd::report::Args),
     /// Reproduce the request-scheduling result of seed 003 on localhost.
     Demo(cmd::demo::Args),
+    /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
+    Completions(cmd::docs::CompletionsArgs),
+    /// Print the man page (or write one per subcommand with --dir).
+    Man(cmd::docs::ManArgs),
 }
 
 /// Log to stderr; `ORDO_LOG` (an `EnvFilter` directive) overrides the flags.

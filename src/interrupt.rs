@@ -2,10 +2,6 @@
 //! SIGTERM asks the run to stop at its next boundary and report what it has (exit 130); a second one quits
 //! at once. (`ordo tune` has its own flag, which its runner polls between knob changes.)
 
-use std::time::Duration;
-
-use anyhow::Context;
-
 /// Exit code of a run stopped by SIGINT or SIGTERM (128 + SIGINT): what it printed or saved is partial.
 pub const INTERRUPTED: u8 = 130;
 
@@ -20,58 +16,23 @@ pub fn stop_on_signals(
     stop: impl Fn() + Send + 'static,
     at_once: impl Fn() + Send + 'static,
 ) -> anyhow::Result<()> {
-    let (ready_tx, ready_rx) = std::sync::mpsc::channel::<Result<(), String>>();
-    std::thread::Builder::new()
-        .name(format!("{}-signal", tool.replace(' ', "-")))
-        .spawn(move || {
-            use tokio::signal::unix::{SignalKind, signal};
-            let rt = match tokio::runtime::Builder::new_current_thread()
-                .enable_all()
-                .build()
-            {
-                Ok(rt) => rt,
-                Err(e) => {
-                    let _ = ready_tx.send(Err(e.to_string()));
-                    return;
-                }
-            };
-            rt.block_on(async move {
-                let (mut int, mut term) = match (
-                    signal(SignalKind::interrupt()),
-                    signal(SignalKind::terminate()),
-                ) {
-                    (Ok(i), Ok(t)) => (i, t),
-                    (Err(e), _) | (_, Err(e)) => {
-                        let _ = ready_tx.send(Err(e.to_string()));
-                        return;
-                    }
-                };
-                let _ = ready_tx.send(Ok(()));
-                let mut seen = false;
-                loop {
-                    tokio::select! {
-                        _ = int.recv() => {}
-                        _ = term.recv() => {}
-                    }
-                    if seen {
-                        at_once();
-                        eprintln!("{tool}: stopped at once (second signal); no report");
-                        std::process::exit(INTERRUPTED.into());
-                    }
-                    seen = true;
-                    eprintln!("{first}");
-                    stop();
-                }
-            });
-        })
-        .context("starting the signal thread")?;
-    match ready_rx.recv_timeout(Duration::from_secs(5)) {
-        Ok(Ok(())) => {}
-        Ok(Err(e)) => eprintln!(
-            "{tool}: warning: cannot handle Ctrl-C ({e}); an interrupted run prints no report"
-        ),
-        Err(_) => eprintln!(
+    let watching =
+        ordo_sys::watch_interrupts(&format!("{}-signal", tool.replace(' ', "-")), move |n| {
+            if n > 1 {
+                at_once();
+                eprintln!("{tool}: stopped at once (second signal); no report");
+                std::process::exit(INTERRUPTED.into());
+            }
+            eprintln!("{first}");
+            stop();
+        });
+    match watching {
+        Ok(()) => {}
+        Err(e) if e.kind() == std::io::ErrorKind::TimedOut => eprintln!(
             "{tool}: warning: the Ctrl-C handler did not start; an interrupted run prints no report"
+        ),
+        Err(e) => eprintln!(
+            "{tool}: warning: cannot handle Ctrl-C ({e}); an interrupted run prints no report"
         ),
     }
     Ok(())

@@ -16,11 +16,12 @@ use crate::interrupt::{INTERRUPTED, stop_on_signals};
 #[command(
     after_help = "Examples:\n  ordo bench -c 100 -d 10s http://127.0.0.1:8080/\n  \
     ordo bench -c 100 -n 10000 --no-keepalive http://127.0.0.1:8080/\n  \
+    ordo bench -c 50 -d 10s --cacert ca.pem https://localhost:8443/\n  \
     ordo bench -c 32 --rate 5000 -d 30s http://127.0.0.1:8080/\n  \
     ordo bench -c 99 -d 30s --mix examples/bench/seed003-mix.toml http://127.0.0.1:8080/"
 )]
 pub struct Args {
-    /// Target URL (http:// only); paths in a mix file are resolved against it.
+    /// Target URL (http:// or https://); paths in a mix file are resolved against it.
     #[arg(value_name = "URL", value_parser = parse_url)]
     pub url: Target,
     /// Concurrent connections (closed loop: concurrent clients).
@@ -82,7 +83,7 @@ pub struct Args {
     /// Seed for random URL choice in a mix.
     #[arg(long, default_value_t = 0x5eed, value_name = "N")]
     pub seed: u64,
-    /// Print the report as JSON (schema: crates/bench/schema/bench-report.schema.json).
+    /// Print the report as JSON (schema: crates/results/schema/bench-report.schema.json).
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print the report as CSV (one row per class and latency kind).
@@ -94,6 +95,16 @@ pub struct Args {
     /// Never show the progress bar.
     #[arg(long)]
     pub no_progress: bool,
+    /// https: accept any server certificate (like curl -k), for test servers with self-signed ones.
+    #[arg(short = 'k', long)]
+    pub insecure: bool,
+    /// https: trust the CA certificates in FILE (PEM) instead of the system's.
+    #[arg(long, value_name = "FILE", conflicts_with = "insecure")]
+    pub cacert: Option<PathBuf>,
+    /// https: resume TLS sessions on new connections (as browsers do). Without it every connection makes
+    /// a full handshake (as ab and wrk do).
+    #[arg(long)]
+    pub tls_resume: bool,
 }
 
 fn parse_url(s: &str) -> Result<Target, String> {
@@ -167,6 +178,11 @@ fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
     cfg.strict_length = args.strict_length;
     cfg.drain = args.drain;
     cfg.seed = args.seed;
+    cfg.tls = ordo_bench::TlsOptions {
+        insecure: args.insecure,
+        cacert: args.cacert.clone(),
+        resume: args.tls_resume,
+    };
     cfg.validate().map_err(bench_err)?;
     Ok(cfg)
 }

@@ -1,4 +1,4 @@
-//! `ordo demo`: the flags of the seed-003 reproduction, resolved into an `ordo_lab::demo::DemoPlan`, run on a
+//! `ordo demo`: the flags of the seed-003 reproduction, resolved into an `ordo_demo::DemoPlan`, run on a
 //! runtime of its own with Ctrl-C handling, printed as a table, saved as JSON (and HTML when `ordo report`
 //! can render it).
 
@@ -8,10 +8,10 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use ordo_lab::demo::plan::{parse_duration, parse_steps};
-use ordo_lab::demo::result::{render_header, render_step, render_verdict};
-use ordo_lab::demo::run::{Event, run_demo};
-use ordo_lab::demo::{DemoPlan, DemoPolicy, PlanInput};
+use ordo_demo::plan::{parse_duration, parse_steps};
+use ordo_demo::result::{render_header, render_step, render_verdict};
+use ordo_demo::run::{Event, run_demo};
+use ordo_demo::{DemoPlan, DemoPolicy, PlanInput};
 
 use crate::cli::UsageError;
 use crate::interrupt::{INTERRUPTED, stop_on_signals};
@@ -141,9 +141,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 
     writeln!(table)?;
     writeln!(table, "{}", render_verdict(&result))?;
-    let json_path = result
-        .save(&args.out)
-        .context("cannot save the demo result")?;
+    let json_path =
+        ordo_demo::result::save(&result, &args.out).context("cannot save the demo result")?;
     writeln!(table, "saved: {}", json_path.display())?;
     let html = write_html(&json_path)?;
     writeln!(table, "report: {}", html.display())?;

@@ -3,6 +3,7 @@
 
 pub mod bench;
 pub mod demo;
+pub mod docs;
 pub mod probe;
 pub mod report;
 pub mod serve;
@@ -20,5 +21,7 @@ pub fn run(command: Command) -> anyhow::Result<ExitCode> {
         Command::Probe(a) => probe::run(a),
         Command::Report(a) => report::run(a),
         Command::Demo(a) => demo::run(a),
+        Command::Completions(a) => docs::completions(a),
+        Command::Man(a) => docs::man(a),
     }
 }

@@ -38,6 +38,11 @@ pub struct Args {
     /// Admin listener address, or `off` (overrides `[admin]`).
     #[arg(long, value_name = "ADDR|off", value_parser = parse_admin)]
     pub admin: Option<AdminArg>,
+    /// After SIGTERM/SIGINT, how long in-flight requests may take (e.g. 30s, 500ms) before the connections
+    /// still open are closed (overrides `shutdown_grace`). A second signal ends it at once; the exit status
+    /// is 0 either way.
+    #[arg(long, value_name = "DURATION", value_parser = ordo_sys::units::parse_duration)]
+    pub shutdown_grace: Option<std::time::Duration>,
 }
 
 /// `--admin ADDR` or `--admin off`.
@@ -98,6 +103,7 @@ fn resolve_file(args: &Args, file: Option<&std::path::Path>) -> anyhow::Result<S
             AdminArg::Off => None,
             AdminArg::On(addr) => Some(addr),
         }),
+        shutdown_grace: args.shutdown_grace,
     };
     let cfg = match file {
         Some(p) => ServeConfig::from_file_with(p, overrides).map_err(usage)?,
@@ -183,9 +189,16 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             }
         };
         handle
-            .run_until_signalled_with(|h| match h.admin_addr() {
-                Some(a) => eprintln!("listening on http://{} (admin http://{a})", h.local_addr()),
-                None => eprintln!("listening on http://{} (admin off)", h.local_addr()),
+            .run_until_signalled_with(|h| {
+                let main = match h.tls_addr() {
+                    Some(t) if t == h.local_addr() => format!("https://{t}"),
+                    Some(t) => format!("http://{} and https://{t}", h.local_addr()),
+                    None => format!("http://{}", h.local_addr()),
+                };
+                match h.admin_addr() {
+                    Some(a) => eprintln!("listening on {main} (admin http://{a})"),
+                    None => eprintln!("listening on {main} (admin off)"),
+                }
             })
             .await
             .context("serving failed")?;

@@ -1,5 +1,5 @@
 //! `ordo tune`: OS-scheduler experiments that always restore the machine — run (or plan with --dry-run),
-//! resume, show, export, list and recover. Glue between the command line and ordo-lab's runner and store.
+//! resume, show, export, list and recover. Glue between the command line and ordo-tune's runner and store.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -8,10 +8,10 @@ use std::sync::Arc;
 use std::sync::atomic::AtomicBool;
 
 use anyhow::Context;
-use ordo_lab::runner::{self, RunError, RunOptions};
-use ordo_lab::spec::Spec;
-use ordo_lab::store::{self, Store};
 use ordo_sys::knobs::{RealThreads, SysRoot};
+use ordo_tune::runner::{self, RunError, RunOptions};
+use ordo_tune::spec::Spec;
+use ordo_tune::store::{self, Store};
 
 use crate::cli::UsageError;
 
@@ -159,7 +159,7 @@ fn map_run_error(e: RunError) -> anyhow::Error {
 
 fn finish(outcome: runner::Outcome, how_to_resume: &str, db: &Path) -> anyhow::Result<ExitCode> {
     println!();
-    print!("{}", ordo_lab::analysis::render(&outcome.analysis));
+    print!("{}", ordo_tune::analysis::render(&outcome.analysis));
     write_report(db, outcome.analysis.experiment);
     if outcome.interrupted {
         eprintln!(
@@ -245,13 +245,13 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         )));
                     }
                     let obj = if a.minimize {
-                        ordo_lab::spec::Objective::Minimize
+                        ordo_tune::spec::Objective::Minimize
                     } else {
-                        ordo_lab::spec::Objective::Maximize
+                        ordo_tune::spec::Objective::Maximize
                     };
-                    ordo_lab::analysis::analyze_metric(&data, m, obj)
+                    ordo_tune::analysis::analyze_metric(&data, m, obj)
                 }
-                None => ordo_lab::analysis::analyze(&data),
+                None => ordo_tune::analysis::analyze(&data),
             };
             if a.json {
                 let v = serde_json::json!({"kind": "tune-analysis", "version": 1, "analysis": analysis, "fingerprint": data.fingerprint});
@@ -272,7 +272,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         fp.cpu_model
                     );
                 }
-                print!("{}", ordo_lab::analysis::render(&analysis));
+                print!("{}", ordo_tune::analysis::render(&analysis));
             }
             Ok(ExitCode::SUCCESS)
         }
@@ -297,7 +297,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                         "kind": "tune-experiment",
                         "version": 1,
                         "experiment": data,
-                        "analysis": ordo_lab::analysis::analyze(&data),
+                        "analysis": ordo_tune::analysis::analyze(&data),
                     });
                     serde_json::to_string_pretty(&v)? + "\n"
                 }

@@ -111,7 +111,8 @@ fn bench_text_and_csv() {
 
 #[test]
 fn bench_bad_url_exits_2_naming_it() {
-    for url in ["ftp://127.0.0.1/", "https://127.0.0.1/", "127.0.0.1:80"] {
+    // (https:// is spoken since issue 11: tests/e2e/operator.rs, crates/bench/tests/tls.rs)
+    for url in ["ftp://127.0.0.1/", "127.0.0.1:80"] {
         let mut cmd = ordo();
         cmd.args(["bench", "-n", "1", url]);
         let out = run_with_timeout(cmd, Duration::from_secs(10));

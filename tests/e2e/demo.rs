@@ -5,16 +5,9 @@ use std::time::Duration;
 
 use crate::util::{ordo, run_with_timeout};
 
-#[path = "../support/json_schema.rs"]
-mod json_schema;
-
 /// Errors validating a saved result against the committed schema (docs/demo.md, "The result file").
 fn schema_errors(doc: &serde_json::Value) -> Vec<String> {
-    let schema: serde_json::Value = serde_json::from_str(include_str!(
-        "../../crates/lab/schema/demo-result.schema.json"
-    ))
-    .expect("the schema is JSON");
-    json_schema::check(&schema, doc)
+    ordo_testkit::json_schema::check(&ordo_results::schema::demo(), doc)
 }
 
 fn ratio(step: &serde_json::Value, key: &str) -> f64 {

@@ -77,12 +77,12 @@ fn bad_override_is_a_usage_error() {
     );
 }
 
-fn http_get(addr: &str, path: &str) -> String {
+pub(crate) fn http_get(addr: &str, path: &str) -> String {
     let mut s = TcpStream::connect(addr).expect("connect");
     s.set_read_timeout(Some(Duration::from_secs(10))).unwrap();
     write!(
         s,
-        "GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n"
+        "GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n\r\n"
     )
     .unwrap();
     let mut out = String::new();
@@ -108,40 +108,8 @@ fn serve_reload_and_stop(threads: &str) {
         "listen = \"127.0.0.1:0\"\nworkers = 2\n[admin]\nlisten = \"127.0.0.1:0\"\n[headers]\nclass = true\n",
     )
     .unwrap();
-    let mut child = ordo()
-        .args(["serve", "--config"])
-        .arg(&p)
-        .args(["--policy", "stride", "--threads", threads])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn ordo serve");
-    let stderr = child.stderr.take().unwrap();
-    let (tx, rx) = std::sync::mpsc::channel();
-    std::thread::spawn(move || {
-        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
-            let _ = tx.send(line);
-        }
-    });
-    let mut addrs = None;
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
-    while addrs.is_none() && std::time::Instant::now() < deadline {
-        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
-            if let Some(rest) = line.split("listening on http://").nth(1) {
-                let main = rest.split_whitespace().next().unwrap().to_string();
-                let admin = rest
-                    .split("admin http://")
-                    .nth(1)
-                    .map(|a| a.trim_end_matches(')').to_string());
-                addrs = Some((main, admin));
-            }
-        }
-    }
-    let Some((addr, admin)) = addrs else {
-        let _ = child.kill();
-        panic!("no `listening on` line within 30 s");
-    };
+    let (mut child, addr, admin, _stderr) =
+        spawn_serve(&p, &["--policy", "stride", "--threads", threads]);
     let r = http_get(&addr, "/bytes?n=7");
     assert!(r.starts_with("HTTP/1.1 200"), "{r}");
     assert!(r.ends_with("xxxxxxx"), "{r}");
@@ -177,7 +145,127 @@ fn serve_reload_and_stop(threads: &str) {
     assert_eq!(st.code(), Some(0));
 }
 
-fn signal(child: &std::process::Child, sig: &str) {
+/// Starts `ordo serve --config FILE FLAGS...` and waits for its `listening on` line: the child, the HTTP and
+/// admin addresses, and the rest of its stderr line by line.
+fn spawn_serve(
+    config: &Path,
+    flags: &[&str],
+) -> (
+    std::process::Child,
+    String,
+    Option<String>,
+    std::sync::mpsc::Receiver<String>,
+) {
+    let mut child = ordo()
+        .args(["serve", "--config"])
+        .arg(config)
+        .args(flags)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("spawn ordo serve");
+    let stderr = child.stderr.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel();
+    std::thread::spawn(move || {
+        for line in BufReader::new(stderr).lines().map_while(Result::ok) {
+            let _ = tx.send(line);
+        }
+    });
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while std::time::Instant::now() < deadline {
+        if let Ok(line) = rx.recv_timeout(Duration::from_millis(100)) {
+            if let Some(rest) = line.split("listening on http://").nth(1) {
+                let main = rest.split_whitespace().next().unwrap().to_string();
+                let admin = rest
+                    .split("admin http://")
+                    .nth(1)
+                    .map(|a| a.trim_end_matches(')').to_string());
+                return (child, main, admin, rx);
+            }
+        }
+    }
+    let _ = child.kill();
+    let _ = child.wait();
+    panic!("no `listening on` line within 30 s");
+}
+
+/// A client that sends a request head announcing a 1000-byte body, then one byte every 50 ms for up to
+/// 30 s (each within head_timeout, so only shutdown ends it).
+fn slow_body_client(addr: &str) -> std::thread::JoinHandle<()> {
+    let mut s = TcpStream::connect(addr).expect("connect");
+    s.write_all(b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n")
+        .unwrap();
+    std::thread::spawn(move || {
+        for _ in 0..600 {
+            if s.write_all(b"x").is_err() {
+                return;
+            }
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    })
+}
+
+/// Issue 10 defect 7: after SIGTERM a slow request body kept `ordo serve` running for as long as the client
+/// went on. With `--shutdown-grace 1s` it exits (0) about a second after the signal.
+/// A config on port 0 with a 60 s shutdown grace.
+fn long_grace_config(dir: &Path) -> std::path::PathBuf {
+    let p = dir.join("serve.toml");
+    std::fs::write(
+        &p,
+        "listen = \"127.0.0.1:0\"\nshutdown_grace = \"60s\"\n[admin]\nlisten = \"127.0.0.1:0\"\n",
+    )
+    .unwrap();
+    p
+}
+
+#[test]
+fn issue10_sigterm_exits_after_the_shutdown_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = long_grace_config(dir.path());
+    // the flag wins over the file's 60 s
+    let (mut child, addr, _, _stderr) = spawn_serve(&p, &["--shutdown-grace", "1s"]);
+    let _client = slow_body_client(&addr);
+    std::thread::sleep(Duration::from_millis(200));
+    let t = std::time::Instant::now();
+    signal(&child, "-TERM");
+    let st = wait_with_timeout(&mut child, Duration::from_secs(20)).expect("exits after the grace");
+    let took = t.elapsed();
+    assert_eq!(st.code(), Some(0));
+    assert!(took >= Duration::from_millis(900), "{took:?}");
+    assert!(took < Duration::from_secs(5), "{took:?}");
+}
+
+/// A second SIGTERM ends the grace at once.
+#[test]
+fn issue10_a_second_sigterm_ends_the_grace() {
+    let dir = tempfile::tempdir().unwrap();
+    let p = long_grace_config(dir.path());
+    let (mut child, addr, _, stderr) = spawn_serve(&p, &[]);
+    let _client = slow_body_client(&addr);
+    std::thread::sleep(Duration::from_millis(200));
+    signal(&child, "-TERM");
+    // the first signal has been handled (stopped accepting) before the second is sent
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while TcpStream::connect(&addr).is_ok() {
+        assert!(std::time::Instant::now() < deadline, "still accepting");
+        std::thread::sleep(Duration::from_millis(20));
+    }
+    let t = std::time::Instant::now();
+    signal(&child, "-TERM");
+    let st = wait_with_timeout(&mut child, Duration::from_secs(20)).expect("exits");
+    assert_eq!(st.code(), Some(0));
+    assert!(t.elapsed() < Duration::from_secs(5), "{:?}", t.elapsed());
+    // the reader thread ends with the child's stderr
+    let log: Vec<String> = stderr.iter().collect();
+    assert!(
+        log.iter()
+            .any(|l| l.contains("closing the connections still open")),
+        "{log:?}"
+    );
+}
+
+pub(crate) fn signal(child: &std::process::Child, sig: &str) {
     let st = std::process::Command::new("kill")
         .args([sig, &child.id().to_string()])
         .status()

@@ -469,12 +469,12 @@ impl ResumeCase {
         run_with_timeout(self.resume_cmd(), Duration::from_secs(60))
     }
 
-    /// The stored experiment (read through ordo_lab's store, read-only), or None before it exists.
-    fn stored(&self) -> Option<ordo_lab::store::ExperimentData> {
+    /// The stored experiment (read through ordo_tune's store, read-only), or None before it exists.
+    fn stored(&self) -> Option<ordo_tune::store::ExperimentData> {
         if !self.db.exists() {
             return None;
         }
-        let store = ordo_lab::store::Store::open_read_only(&self.db).ok()?;
+        let store = ordo_tune::store::Store::open_read_only(&self.db).ok()?;
         let id = store.latest().ok()?;
         store.load(id).ok()
     }
@@ -507,7 +507,7 @@ impl ResumeCase {
 }
 
 /// (block, configuration, started) of every run, sorted: the identity of each stored run.
-fn run_keys(e: &ordo_lab::store::ExperimentData) -> Vec<(usize, usize, i64)> {
+fn run_keys(e: &ordo_tune::store::ExperimentData) -> Vec<(usize, usize, i64)> {
     let mut v: Vec<_> = e
         .runs
         .iter()
@@ -519,7 +519,7 @@ fn run_keys(e: &ordo_lab::store::ExperimentData) -> Vec<(usize, usize, i64)> {
 
 /// The finished experiment follows the plan: every configuration exactly PER_CONFIG measured runs, one per
 /// block, nothing repeated, every run before the interruption kept as it was.
-fn assert_complete(e: &ordo_lab::store::ExperimentData, before: &[(usize, usize, i64)]) {
+fn assert_complete(e: &ordo_tune::store::ExperimentData, before: &[(usize, usize, i64)]) {
     assert_eq!(e.experiment.status, "finished");
     let n = e.configurations.len();
     assert_eq!(n, 3, "{:?}", e.configurations);
@@ -743,7 +743,7 @@ fn resume_of_a_missing_or_foreign_file_names_it_exits_2_and_changes_nothing() {
 
     // A truncated store (header intact, pages lost) is refused the same way, and left as it was.
     let db = d.path().join("t.db");
-    drop(ordo_lab::store::Store::open(&db).unwrap());
+    drop(ordo_tune::store::Store::open(&db).unwrap());
     let mut bytes = std::fs::read(&db).unwrap();
     assert!(bytes.len() > 100);
     bytes.truncate(100);
@@ -824,6 +824,6 @@ fn a_second_tune_on_the_same_journal_is_refused_while_the_first_runs() {
     let e = c.stored().unwrap();
     assert!(e.runs.len() >= before);
     // the refused run stored no experiment of its own
-    let store = ordo_lab::store::Store::open_read_only(&c.db).unwrap();
+    let store = ordo_tune::store::Store::open_read_only(&c.db).unwrap();
     assert_eq!(store.latest().unwrap(), e.experiment.id);
 }

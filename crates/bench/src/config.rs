@@ -10,11 +10,13 @@ use bytes::Bytes;
 use crate::BenchError;
 use crate::mix::Mix;
 
-/// A parsed `http://host[:port]/path?query` target. Only plain HTTP/1.1 is spoken.
+/// A parsed `http[s]://host[:port]/path?query` target (HTTP/1.1, over TLS for `https`).
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct Target {
     /// The URL as given.
     pub url: String,
+    /// `https://`: the connection speaks TLS.
+    pub tls: bool,
     /// Host name or address as written (used in the `Host` header).
     pub host: String,
     pub port: u16,
@@ -23,24 +25,25 @@ pub struct Target {
 }
 
 impl Target {
-    /// Parse an `http://` URL; `https://` and anything else is refused with the reason.
+    /// Parse an `http://` or `https://` URL; anything else is refused with the reason.
     pub fn parse(url: &str) -> Result<Target, BenchError> {
         let bad = |reason: &str| BenchError::InvalidUrl {
             url: url.to_string(),
             reason: reason.to_string(),
         };
         let lower = url.to_ascii_lowercase();
-        let rest = if lower.starts_with("http://") {
-            &url[7..]
+        let (rest, tls) = if lower.starts_with("http://") {
+            (&url[7..], false)
         } else if lower.starts_with("https://") {
-            return Err(bad(
-                "https is not supported: ordo bench speaks plain HTTP/1.1 (use http://)",
-            ));
+            (&url[8..], true)
         } else if url.contains("://") {
-            return Err(bad("only http:// URLs are supported"));
+            return Err(bad("only http:// and https:// URLs are supported"));
         } else {
-            return Err(bad("expected an absolute URL starting with http://"));
+            return Err(bad(
+                "expected an absolute URL starting with http:// or https://",
+            ));
         };
+        let default_port = if tls { 443 } else { 80 };
         let (authority, path) = match rest.find(['/', '?', '#']) {
             Some(i) => (&rest[..i], &rest[i..]),
             None => (rest, "/"),
@@ -71,7 +74,7 @@ impl Target {
             let after = &stripped[end + 1..];
             let port = match after.strip_prefix(':') {
                 Some(p) => parse_port(p).ok_or_else(|| bad("the port is not a number 1-65535"))?,
-                None if after.is_empty() => 80,
+                None if after.is_empty() => default_port,
                 None => return Err(bad("junk after the IPv6 address")),
             };
             (format!("[{host}]"), port)
@@ -81,7 +84,7 @@ impl Target {
                     h.to_string(),
                     parse_port(p).ok_or_else(|| bad("the port is not a number 1-65535"))?,
                 ),
-                None => (authority.to_string(), 80),
+                None => (authority.to_string(), default_port),
             }
         };
         if host.is_empty() {
@@ -95,19 +98,41 @@ impl Target {
         }
         Ok(Target {
             url: url.to_string(),
+            tls,
             host,
             port,
             path,
         })
     }
 
-    /// `host:port` as sent in the `Host` header (port left out when it is 80).
+    /// `host:port` as sent in the `Host` header (port left out when it is the scheme's default).
     pub fn host_header(&self) -> String {
-        if self.port == 80 {
+        if self.port == self.default_port() {
             self.host.clone()
         } else {
             format!("{}:{}", self.host, self.port)
         }
+    }
+
+    fn default_port(&self) -> u16 {
+        if self.tls { 443 } else { 80 }
+    }
+
+    /// `http` or `https`.
+    pub fn scheme(&self) -> &'static str {
+        if self.tls { "https" } else { "http" }
+    }
+
+    /// The name the TLS client verifies the certificate against and sends as SNI (an IP address is
+    /// checked against the certificate's IP addresses and sends no SNI).
+    pub fn server_name(&self) -> Result<rustls::pki_types::ServerName<'static>, BenchError> {
+        let host = self.host.trim_start_matches('[').trim_end_matches(']');
+        rustls::pki_types::ServerName::try_from(host.to_string()).map_err(|e| {
+            BenchError::InvalidUrl {
+                url: self.url.clone(),
+                reason: format!("`{host}` is not a valid TLS server name: {e}"),
+            }
+        })
     }
 
     /// Resolve to every socket address the resolver returns (at least one).
@@ -134,17 +159,22 @@ impl Target {
     pub fn join(&self, url_or_path: &str) -> Result<Target, BenchError> {
         if url_or_path.starts_with('/') {
             return Target::parse(&format!(
-                "http://{}:{}{}",
-                self.host, self.port, url_or_path
+                "{}://{}:{}{}",
+                self.scheme(),
+                self.host,
+                self.port,
+                url_or_path
             ));
         }
         let t = Target::parse(url_or_path)?;
-        if !t.host.eq_ignore_ascii_case(&self.host) || t.port != self.port {
+        if !t.host.eq_ignore_ascii_case(&self.host) || t.port != self.port || t.tls != self.tls {
             return Err(BenchError::InvalidUrl {
                 url: url_or_path.to_string(),
                 reason: format!(
-                    "every URL of a run must use the target's host and port ({}:{})",
-                    self.host, self.port
+                    "every URL of a run must use the target's scheme, host and port ({}://{}:{})",
+                    self.scheme(),
+                    self.host,
+                    self.port
                 ),
             });
         }
@@ -265,6 +295,20 @@ pub struct BenchConfig {
     /// abandoned, as wrk does, which leaves out the longest requests and biases means low by about R/T
     /// (`ordo demo`).
     pub drain: bool,
+    /// https: verification of the server's certificate, trust roots and session resumption.
+    pub tls: TlsOptions,
+}
+
+/// How an `https://` target is connected to.
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct TlsOptions {
+    /// Accept any server certificate (curl's `-k`): for test servers with self-signed certificates.
+    pub insecure: bool,
+    /// Trust the CA certificates in this PEM file instead of the system's.
+    pub cacert: Option<PathBuf>,
+    /// Resume TLS sessions on new connections (as browsers do); off, every connection makes a full
+    /// handshake (as ab and wrk do), which is what a handshake rate measures.
+    pub resume: bool,
 }
 
 impl BenchConfig {
@@ -288,6 +332,7 @@ impl BenchConfig {
             server_pid: None,
             seed: 0x5eed,
             drain: false,
+            tls: TlsOptions::default(),
         })
     }
 
@@ -374,7 +419,6 @@ mod tests {
     #[test]
     fn refuses_bad_urls() {
         for u in [
-            "https://x/",
             "ftp://x/",
             "x/y",
             "http://",
@@ -386,8 +430,28 @@ mod tests {
             let e = Target::parse(u).unwrap_err();
             assert!(matches!(e, BenchError::InvalidUrl { .. }), "{u}: {e}");
         }
-        let e = Target::parse("https://x/").unwrap_err().to_string();
-        assert!(e.contains("https"), "{e}");
+        let e = Target::parse("ftp://x/").unwrap_err().to_string();
+        assert!(e.contains("https://"), "{e}");
+    }
+
+    #[test]
+    fn https_urls() {
+        let t = Target::parse("https://example.com/a").unwrap();
+        assert!(t.tls);
+        assert_eq!((t.port, t.host_header().as_str()), (443, "example.com"));
+        let t = Target::parse("HTTPS://[::1]:8443").unwrap();
+        assert_eq!((t.port, t.host_header().as_str()), (8443, "[::1]:8443"));
+        assert_eq!(
+            t.server_name().unwrap(),
+            rustls::pki_types::ServerName::try_from("::1").unwrap()
+        );
+        let j = t.join("/x").unwrap();
+        assert!(j.tls && j.port == 8443 && j.path == "/x", "{j:?}");
+        assert!(t.join("http://[::1]:8443/x").is_err(), "scheme must match");
+        assert_eq!(
+            Target::parse("http://h:443/").unwrap().host_header(),
+            "h:443"
+        );
     }
 
     #[test]

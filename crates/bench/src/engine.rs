@@ -11,7 +11,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::AsyncWriteExt;
+use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -19,40 +19,6 @@ use crate::config::Pacing;
 use crate::http::{ReadError, ResponseInfo, read_response};
 use crate::mix::UrlOrder;
 use crate::stats::{FailKind, Stats};
-
-/// Ends a run early from another thread (Ctrl-C, a caller's deadline). Cheap to clone.
-#[derive(Clone, Debug)]
-pub struct CancelToken {
-    tx: Arc<watch::Sender<bool>>,
-}
-
-impl Default for CancelToken {
-    fn default() -> Self {
-        CancelToken::new()
-    }
-}
-
-impl CancelToken {
-    pub fn new() -> CancelToken {
-        CancelToken {
-            tx: Arc::new(watch::channel(false).0),
-        }
-    }
-
-    /// Stop the run: no new requests start, requests in flight are abandoned, the report covers what
-    /// completed.
-    pub fn cancel(&self) {
-        self.tx.send_replace(true);
-    }
-
-    pub fn is_cancelled(&self) -> bool {
-        *self.tx.borrow()
-    }
-
-    pub(crate) fn subscribe(&self) -> watch::Receiver<bool> {
-        self.tx.subscribe()
-    }
-}
 
 /// One class as the engine sees it: its pre-serialised requests.
 #[derive(Debug)]
@@ -73,6 +39,8 @@ pub(crate) struct Live {
 #[derive(Debug)]
 pub(crate) struct Plan {
     pub addr: SocketAddr,
+    /// `https://`: what connections need to speak TLS.
+    pub tls: Option<crate::tls::Tls>,
     pub classes: Vec<ClassPlan>,
     /// Request slot → class (smooth weighted round robin), used when `assign_requests`.
     pub slot_table: Vec<usize>,
@@ -179,31 +147,105 @@ struct Ctx {
     live: usize,
 }
 
-/// A tiny xorshift generator for random URL choice (deterministic per connection).
-struct Rng(u64);
+fn us(d: Duration) -> u64 {
+    d.as_micros().min(u64::MAX as u128) as u64
+}
 
-impl Rng {
-    fn next(&mut self) -> u64 {
-        let mut x = self.0;
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        self.0 = x;
-        x
+/// A connection to the target: plain TCP, or TLS over it (`https://`).
+enum Conn {
+    Plain(TcpStream),
+    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
+}
+
+impl AsyncRead for Conn {
+    fn poll_read(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
+        }
     }
 }
 
-fn us(d: Duration) -> u64 {
-    d.as_micros().min(u64::MAX as u128) as u64
+impl AsyncWrite for Conn {
+    fn poll_write(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+        buf: &[u8],
+    ) -> std::task::Poll<std::io::Result<usize>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
+        }
+    }
+
+    fn poll_shutdown(
+        self: std::pin::Pin<&mut Self>,
+        cx: &mut std::task::Context<'_>,
+    ) -> std::task::Poll<std::io::Result<()>> {
+        match self.get_mut() {
+            Conn::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
+            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
+        }
+    }
+}
+
+impl Conn {
+    /// Sends one request. A TLS stream holds the records until flushed; a TCP socket has nothing to flush.
+    async fn send(&mut self, req: &[u8]) -> std::io::Result<()> {
+        match self {
+            Conn::Plain(s) => s.write_all(req).await,
+            Conn::Tls(s) => {
+                s.write_all(req).await?;
+                s.flush().await
+            }
+        }
+    }
+}
+
+/// Connects (and for `https://` makes the TLS handshake) within `limit`.
+async fn open(plan: &Plan, limit: Duration) -> Option<Conn> {
+    let connect = async {
+        let s = TcpStream::connect(plan.addr).await.ok()?;
+        if plan.keepalive {
+            // One write per request, so Nagle never delays a fresh connection's only request;
+            // skipping the setsockopt saves a syscall per request without keep-alive.
+            let _ = s.set_nodelay(true);
+        }
+        match &plan.tls {
+            None => Some(Conn::Plain(s)),
+            Some(tls) => {
+                // the handshake's own messages must not wait for Nagle either
+                let _ = s.set_nodelay(true);
+                tls.handshake(s).await.ok().map(|t| Conn::Tls(Box::new(t)))
+            }
+        }
+    };
+    tokio::time::timeout(limit, connect).await.ok().flatten()
 }
 
 /// One connection (one client): the loop every mode shares.
 async fn connection(ctx: Ctx, j: usize) {
     let plan = &*ctx.plan;
-    let mut stream: Option<TcpStream> = None;
+    let mut stream: Option<Conn> = None;
     let mut carry = 0usize;
     let mut buf = vec![0u8; 8 * 1024];
-    let mut rng = Rng(plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1);
+    let mut rng = ordo_util::SplitMix64::new(
+        plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+    );
     let mut turn = vec![0usize; plan.classes.len()];
     let mut k: u64 = 0;
     let open = matches!(plan.pacing, Pacing::Open { .. });
@@ -276,7 +318,7 @@ async fn connection(ctx: Ctx, j: usize) {
                     turn[class] = (u + 1) % cp.requests.len();
                     u
                 }
-                UrlOrder::Random => (rng.next() % cp.requests.len() as u64) as usize,
+                UrlOrder::Random => rng.index(cp.requests.len()),
             }
         };
         // 3. The exchange, bounded by the request timeout.
@@ -375,7 +417,7 @@ struct Exchanged {
 /// keep-alive connection the server closed before answering is retried once on a fresh connection (the
 /// server may close idle connections at any time), without counting a failure.
 async fn exchange(
-    stream: &mut Option<TcpStream>,
+    stream: &mut Option<Conn>,
     buf: &mut Vec<u8>,
     carry: &mut usize,
     opened: &mut u64,
@@ -389,18 +431,9 @@ async fn exchange(
             Some(s) => s,
             None => {
                 let t0 = Instant::now();
-                let s =
-                    match tokio::time::timeout(plan.connect_timeout, TcpStream::connect(plan.addr))
-                        .await
-                    {
-                        Ok(Ok(s)) => s,
-                        Ok(Err(_)) | Err(_) => return Err(FailKind::Connect),
-                    };
-                if plan.keepalive {
-                    // One write per request, so Nagle never delays a fresh connection's only request;
-                    // skipping the setsockopt saves a syscall per request without keep-alive.
-                    let _ = s.set_nodelay(true);
-                }
+                let Some(s) = open(plan, plan.connect_timeout).await else {
+                    return Err(FailKind::Connect);
+                };
                 *opened += 1;
                 *carry = 0;
                 connected = Some((t0, Instant::now()));
@@ -408,7 +441,7 @@ async fn exchange(
             }
         };
         let reused = connected.is_none();
-        if s.write_all(req).await.is_err() {
+        if s.send(req).await.is_err() {
             *stream = None;
             if reused && !retried {
                 retried = true;

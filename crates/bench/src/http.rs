@@ -11,7 +11,7 @@ use tokio::io::{AsyncRead, AsyncReadExt};
 use crate::config::{Header, Target};
 
 /// Serialise one request.
-pub fn build_request(
+pub(crate) fn build_request(
     method: &str,
     target: &Target,
     headers: &[Header],
@@ -76,7 +76,7 @@ pub fn build_request(
 
 /// What a complete response looked like.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct ResponseInfo {
+pub(crate) struct ResponseInfo {
     pub status: u16,
     /// Bytes of the status line and headers.
     pub head_bytes: u64,
@@ -88,9 +88,11 @@ pub struct ResponseInfo {
     pub close: bool,
 }
 
-/// Why reading a response failed, in ab's terms.
+/// Why reading a response failed, in ab's terms. The engine only counts the variant; the payloads are for
+/// `Debug` output when a test fails.
 #[derive(Debug)]
-pub enum ReadError {
+#[allow(dead_code)]
+pub(crate) enum ReadError {
     /// The connection ended or failed before the response head was complete. `received` bytes had arrived.
     Receive { received: usize, error: io::Error },
     /// The connection ended inside the body (shorter than declared).
@@ -108,7 +110,7 @@ const BIG_BUF: usize = 256 * 1024;
 /// number of bytes at the start of `buf` already received for this response (bytes that followed the
 /// previous response); on return it holds the bytes received beyond this one. Reset it to 0 for a new
 /// connection.
-pub async fn read_response<S: AsyncRead + Unpin>(
+pub(crate) async fn read_response<S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut Vec<u8>,
     carry: &mut usize,
@@ -322,7 +324,7 @@ enum Framing {
 
 /// Incremental chunked-body decoder that only counts: it never copies data.
 #[derive(Debug, Default)]
-pub struct ChunkedDecoder {
+pub(crate) struct ChunkedDecoder {
     state: ChunkState,
     size: u64,
     digits: u32,
@@ -347,7 +349,7 @@ enum ChunkState {
 
 impl ChunkedDecoder {
     /// Consume bytes; returns how many belonged to the body and whether the body ended.
-    pub fn feed(&mut self, input: &[u8]) -> Result<(usize, bool), &'static str> {
+    pub(crate) fn feed(&mut self, input: &[u8]) -> Result<(usize, bool), &'static str> {
         let mut i = 0;
         while i < input.len() {
             let b = input[i];

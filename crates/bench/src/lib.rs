@@ -28,28 +28,29 @@
 //! `run` blocks the calling thread (from async code call it inside `spawn_blocking`); it creates one
 //! OS thread per worker, each with its own single-threaded tokio runtime.
 
-pub mod config;
-pub mod engine;
-pub mod http;
-pub mod mix;
+mod config;
+mod engine;
+mod http;
+mod mix;
 pub mod print;
 pub mod progress;
-pub mod report;
-pub mod stats;
+mod report;
+mod stats;
+mod tls;
 
+use std::net::SocketAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use config::{BenchConfig, Header, Pacing, Stop, Target, parse_duration};
-pub use engine::CancelToken;
+pub use config::{BenchConfig, Header, Pacing, Stop, Target, TlsOptions, parse_duration};
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
-pub use report::{BenchReport, ClassReport, Latency, ServerReport, Summary};
+/// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
+pub use ordo_sys::CancelToken;
+pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
 
 use engine::{ClassPlan, Live, Plan};
 
-/// The JSON Schema of [`BenchReport`] (crates/bench/schema/bench-report.schema.json).
-pub const SCHEMA: &str = include_str!("../schema/bench-report.schema.json");
 use stats::Stats;
 
 /// Why a run could not start or finish.
@@ -123,11 +124,142 @@ pub fn run(config: BenchConfig, cancel: CancelToken) -> Result<BenchReport, Benc
 }
 
 /// [`run`], calling `on_progress` about every 100 ms from the calling thread.
+///
+/// The phases, in order: check the settings and that the target answers (`preflight`); pre-serialise
+/// every class's requests (`class_plans`); place the warm-up, the measured part and the end in time
+/// (`Schedule`); start the workers; watch them until they finish, sampling the server at the measured
+/// start and at the end (`watch`); merge their statistics and build the report.
 pub fn run_observed(
     config: BenchConfig,
     cancel: CancelToken,
-    mut on_progress: impl FnMut(&Progress),
+    on_progress: impl FnMut(&Progress),
 ) -> Result<BenchReport, BenchError> {
+    let (addr, mut sampler) = preflight(&config)?;
+    let tls = if config.target.tls {
+        Some(tls::prepare(
+            &config.target,
+            &config.tls,
+            addr,
+            config.connect_timeout,
+        )?)
+    } else {
+        None
+    };
+
+    // Classes: a mix, or one default class requesting the target.
+    let mix = config.mix.clone().unwrap_or_else(|| {
+        Mix::new(
+            Assign::Clients,
+            vec![MixClass::new("default", 1.0, &config.target.path)],
+        )
+    });
+    let shares = mix.normalised_shares();
+    let classes = class_plans(&config, &mix)?;
+    let open = matches!(config.pacing, Pacing::Open { .. });
+    let assign_requests = open || mix.assign == Assign::Requests;
+    let conn_class = mix::swrr_sequence(&shares, config.connections);
+    let slot_table = mix::swrr_sequence(&shares, slot_table_len(&mix));
+    let mut class_connections = vec![0u64; shares.len()];
+    if !assign_requests {
+        for &c in &conn_class {
+            class_connections[c] += 1;
+        }
+    }
+
+    let threads = config.effective_threads();
+    let start = Instant::now();
+    let sched = Schedule::new(&config, start)?;
+    let plan = Arc::new(Plan {
+        addr,
+        tls,
+        classes,
+        slot_table,
+        conn_class,
+        assign_requests,
+        keepalive: config.keepalive,
+        head_request: config.method.eq_ignore_ascii_case("HEAD"),
+        strict_length: config.strict_length,
+        timeout: config.timeout,
+        connect_timeout: config.connect_timeout,
+        pacing: config.pacing,
+        connections: config.connections,
+        limit: sched.limit,
+        warm_slots: sched.warm_slots,
+        start,
+        measure_start: sched.measure_start,
+        end: sched.end,
+        issued: AtomicU64::new(0),
+        warm_issued: AtomicU64::new(0),
+        live: (0..threads).map(|_| Live::default()).collect(),
+        seed: config.seed,
+        drain: config.drain,
+        measured_in_flight: AtomicU64::new(0),
+    });
+
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let plan = plan.clone();
+        let rx = cancel.subscribe();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("ordo-bench-{t}"))
+                .spawn(move || engine::run_thread(plan, t, threads, rx))?,
+        );
+    }
+    let watched = watch(&config, &plan, &handles, sampler.as_mut(), on_progress);
+
+    let mut stats = Stats::new(plan.classes.len(), open);
+    for h in handles {
+        match h.join() {
+            Ok(Ok(s)) => stats.merge(&s),
+            Ok(Err(e)) => return Err(BenchError::Io(e)),
+            Err(_) => {
+                return Err(BenchError::Io(std::io::Error::other(
+                    "a worker thread panicked",
+                )));
+            }
+        }
+    }
+    let interrupted = cancel.is_cancelled();
+    let elapsed = match (config.stop, interrupted) {
+        (Stop::Duration(d), false) => d,
+        (Stop::Requests(_), false) if stats.last_done_us > 0 => {
+            Duration::from_micros(stats.last_done_us)
+        }
+        _ => {
+            let until = sched
+                .end
+                .map_or(watched.finished, |e| e.min(watched.finished));
+            until.saturating_duration_since(sched.measure_start)
+        }
+    };
+    let complete: u64 = stats.classes.iter().map(|c| c.completed).sum();
+    let server = match (config.server_pid, watched.first_sample, watched.last_sample) {
+        (Some(pid), Some(a), Some(b)) => Some(server_report(pid, &b.delta(&a), complete)),
+        _ => None,
+    };
+    Ok(report::build(report::BuildInput {
+        config: run_config(&config, threads, open, assign_requests),
+        target: config.target.url.clone(),
+        started_unix_ms: watched.started_unix_ms.unwrap_or_else(unix_ms),
+        interrupted,
+        elapsed_s: elapsed.as_secs_f64(),
+        class_names: mix.classes.iter().map(|c| c.name.clone()).collect(),
+        shares,
+        class_connections,
+        connections: config.connections as u64,
+        stats: &stats,
+        server,
+    }))
+}
+
+/// Check what can be checked before any worker starts: the settings, the open-file limit, that the target
+/// answers (within the connect timeout; the first address that answers is used, as `localhost` may
+/// resolve to ::1 first while the server listens on 127.0.0.1 only) and that the server process can be
+/// sampled.
+fn preflight(
+    config: &BenchConfig,
+) -> Result<(SocketAddr, Option<ordo_sys::ProcessSampler>), BenchError> {
     config.validate()?;
     if let Some(limit) = open_file_limit() {
         // Each connection is a descriptor; leave room for the runtime's own.
@@ -141,8 +273,6 @@ pub fn run_observed(
             });
         }
     }
-    // Fail fast, within the connect timeout, when nothing listens; use the first address that answers
-    // (`localhost` may resolve to ::1 first while the server listens on 127.0.0.1 only).
     let mut addr = None;
     let mut errors = Vec::new();
     for a in config.target.resolve()? {
@@ -158,7 +288,7 @@ pub fn run_observed(
         target: config.target.url.clone(),
         reason: errors.join("; "),
     })?;
-    let mut sampler = match config.server_pid {
+    let sampler = match config.server_pid {
         Some(pid) => {
             Some(
                 ordo_sys::ProcessSampler::new(pid).map_err(|e| BenchError::ServerPid {
@@ -169,19 +299,13 @@ pub fn run_observed(
         }
         None => None,
     };
+    Ok((addr, sampler))
+}
 
-    // Classes: a mix, or one default class requesting the target.
-    let mix = config.mix.clone().unwrap_or_else(|| {
-        Mix::new(
-            Assign::Clients,
-            vec![MixClass::new("default", 1.0, &config.target.path)],
-        )
-    });
-    let shares = mix.normalised_shares();
-    let head_request = config.method.eq_ignore_ascii_case("HEAD");
+/// Every class's requests, pre-serialised; a class's header replaces a command-line header of the same name.
+fn class_plans(config: &BenchConfig, mix: &Mix) -> Result<Vec<ClassPlan>, BenchError> {
     let mut classes = Vec::with_capacity(mix.classes.len());
     for c in &mix.classes {
-        // A class's header replaces a command-line header of the same name.
         let mut headers: Vec<Header> = config
             .headers
             .iter()
@@ -211,95 +335,87 @@ pub fn run_observed(
             think: c.think,
         });
     }
-    let open = matches!(config.pacing, Pacing::Open { .. });
-    let assign_requests = open || mix.assign == Assign::Requests;
-    let conn_class = mix::swrr_sequence(&shares, config.connections);
-    let slot_table = mix::swrr_sequence(&shares, slot_table_len(&mix));
-    let mut class_connections = vec![0u64; shares.len()];
-    if !assign_requests {
-        for &c in &conn_class {
-            class_connections[c] += 1;
-        }
+    Ok(classes)
+}
+
+/// Where a run's parts fall in time.
+struct Schedule {
+    /// Open loop: the request slots of the warm-up (0 in a closed loop, whose warm-up is a duration).
+    warm_slots: u64,
+    /// The measured part begins.
+    measure_start: Instant,
+    /// The request count to stop at (warm-up slots included in an open loop), when the run has one.
+    limit: Option<u64>,
+    /// The measured part ends, when the run is a duration.
+    end: Option<Instant>,
+}
+
+impl Schedule {
+    fn new(config: &BenchConfig, start: Instant) -> Result<Schedule, BenchError> {
+        let (warm_slots, measure_start, limit) = match (config.pacing, config.stop) {
+            (Pacing::Open { rate }, stop) => {
+                let w = (config.warmup.as_secs_f64() * rate).ceil() as u64;
+                let ms = start
+                    .checked_add(Duration::from_secs_f64(w as f64 / rate))
+                    .ok_or_else(|| too_long("warmup"))?;
+                let limit = match stop {
+                    Stop::Requests(n) => Some(w + n),
+                    Stop::Duration(_) => None,
+                };
+                (w, ms, limit)
+            }
+            (Pacing::Closed, stop) => (
+                0,
+                start
+                    .checked_add(config.warmup)
+                    .ok_or_else(|| too_long("warmup"))?,
+                match stop {
+                    Stop::Requests(n) => Some(n),
+                    Stop::Duration(_) => None,
+                },
+            ),
+        };
+        let end = match config.stop {
+            Stop::Duration(d) => Some(
+                measure_start
+                    .checked_add(d)
+                    .ok_or_else(|| too_long("duration"))?,
+            ),
+            Stop::Requests(_) => None,
+        };
+        Ok(Schedule {
+            warm_slots,
+            measure_start,
+            limit,
+            end,
+        })
     }
+}
 
-    let threads = config.effective_threads();
-    let start = Instant::now();
-    let (warm_slots, measure_start, limit) = match (config.pacing, config.stop) {
-        (Pacing::Open { rate }, stop) => {
-            let w = (config.warmup.as_secs_f64() * rate).ceil() as u64;
-            let ms = start
-                .checked_add(Duration::from_secs_f64(w as f64 / rate))
-                .ok_or_else(|| too_long("warmup"))?;
-            let limit = match stop {
-                Stop::Requests(n) => Some(w + n),
-                Stop::Duration(_) => None,
-            };
-            (w, ms, limit)
-        }
-        (Pacing::Closed, stop) => (
-            0,
-            start
-                .checked_add(config.warmup)
-                .ok_or_else(|| too_long("warmup"))?,
-            match stop {
-                Stop::Requests(n) => Some(n),
-                Stop::Duration(_) => None,
-            },
-        ),
-    };
-    let end = match config.stop {
-        Stop::Duration(d) => Some(
-            measure_start
-                .checked_add(d)
-                .ok_or_else(|| too_long("duration"))?,
-        ),
-        Stop::Requests(_) => None,
-    };
-    let plan = Arc::new(Plan {
-        addr,
-        classes,
-        slot_table,
-        conn_class,
-        assign_requests,
-        keepalive: config.keepalive,
-        head_request,
-        strict_length: config.strict_length,
-        timeout: config.timeout,
-        connect_timeout: config.connect_timeout,
-        pacing: config.pacing,
-        connections: config.connections,
-        limit,
-        warm_slots,
-        start,
-        measure_start,
-        end,
-        issued: AtomicU64::new(0),
-        warm_issued: AtomicU64::new(0),
-        live: (0..threads).map(|_| Live::default()).collect(),
-        seed: config.seed,
-        drain: config.drain,
-        measured_in_flight: AtomicU64::new(0),
-    });
+/// What the coordinator saw while the workers ran.
+struct Watched {
+    started_unix_ms: Option<u64>,
+    first_sample: Option<ordo_sys::ProcessSnapshot>,
+    finished: Instant,
+    last_sample: Option<ordo_sys::ProcessSnapshot>,
+}
 
-    let mut handles = Vec::with_capacity(threads);
-    for t in 0..threads {
-        let plan = plan.clone();
-        let rx = cancel.subscribe();
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("ordo-bench-{t}"))
-                .spawn(move || engine::run_thread(plan, t, threads, rx))?,
-        );
-    }
-
-    // Coordinate: progress, the server sample at the measured start, wait for the workers.
+/// Coordinate until every worker has finished: report progress about every 100 ms, and sample the server
+/// at the measured start and at the end.
+fn watch<T>(
+    config: &BenchConfig,
+    plan: &Plan,
+    handles: &[std::thread::JoinHandle<T>],
+    mut sampler: Option<&mut ordo_sys::ProcessSampler>,
+    mut on_progress: impl FnMut(&Progress),
+) -> Watched {
     let mut first_sample = None;
     let mut started_unix_ms = None;
     loop {
         let now = Instant::now();
-        if now >= measure_start && started_unix_ms.is_none() {
+        if now >= plan.measure_start && started_unix_ms.is_none() {
             started_unix_ms = Some(unix_ms());
-            if let Some(s) = sampler.as_mut() {
+            if let Some(s) = sampler.as_deref_mut() {
                 first_sample = s.sample().ok();
             }
         }
@@ -310,8 +426,8 @@ pub fn run_observed(
             )
         });
         on_progress(&Progress {
-            elapsed: now.saturating_duration_since(measure_start),
-            warming_up: now < measure_start,
+            elapsed: now.saturating_duration_since(plan.measure_start),
+            warming_up: now < plan.measure_start,
             complete,
             failed,
             duration: match config.stop {
@@ -327,42 +443,29 @@ pub fn run_observed(
             break;
         }
         let mut wait = Duration::from_millis(100);
-        if now < measure_start {
-            wait = wait.min(measure_start - now);
+        if now < plan.measure_start {
+            wait = wait.min(plan.measure_start - now);
         }
         std::thread::sleep(wait.max(Duration::from_millis(1)));
     }
     let finished = Instant::now();
-    let last_sample = sampler.as_mut().and_then(|s| s.sample().ok());
-    let mut stats = Stats::new(plan.classes.len(), open);
-    for h in handles {
-        match h.join() {
-            Ok(Ok(s)) => stats.merge(&s),
-            Ok(Err(e)) => return Err(BenchError::Io(e)),
-            Err(_) => {
-                return Err(BenchError::Io(std::io::Error::other(
-                    "a worker thread panicked",
-                )));
-            }
-        }
+    let last_sample = sampler.and_then(|s| s.sample().ok());
+    Watched {
+        started_unix_ms,
+        first_sample,
+        finished,
+        last_sample,
     }
-    let interrupted = cancel.is_cancelled();
-    let elapsed = match (config.stop, interrupted) {
-        (Stop::Duration(d), false) => d,
-        (Stop::Requests(_), false) if stats.last_done_us > 0 => {
-            Duration::from_micros(stats.last_done_us)
-        }
-        _ => {
-            let until = end.map_or(finished, |e| e.min(finished));
-            until.saturating_duration_since(measure_start)
-        }
-    };
-    let complete: u64 = stats.classes.iter().map(|c| c.completed).sum();
-    let server = match (config.server_pid, first_sample, last_sample) {
-        (Some(pid), Some(a), Some(b)) => Some(server_report(pid, &b.delta(&a), complete)),
-        _ => None,
-    };
-    let run_config = report::RunConfig {
+}
+
+/// The settings that shaped the run, as the report records them.
+fn run_config(
+    config: &BenchConfig,
+    threads: usize,
+    open: bool,
+    assign_requests: bool,
+) -> report::RunConfig {
+    report::RunConfig {
         mode: if open { "open" } else { "closed" }.to_string(),
         connections: config.connections as u64,
         threads: threads as u64,
@@ -390,20 +493,7 @@ pub fn run_observed(
             "clients"
         }
         .to_string(),
-    };
-    Ok(report::build(report::BuildInput {
-        config: run_config,
-        target: config.target.url.clone(),
-        started_unix_ms: started_unix_ms.unwrap_or_else(unix_ms),
-        interrupted,
-        elapsed_s: elapsed.as_secs_f64(),
-        class_names: mix.classes.iter().map(|c| c.name.clone()).collect(),
-        shares,
-        class_connections,
-        connections: config.connections as u64,
-        stats: &stats,
-        server,
-    }))
+    }
 }
 
 /// Length of the request-slot table: the sum of the shares when they are small whole numbers (an exact

@@ -332,7 +332,7 @@ impl Mix {
 
 /// Smooth weighted round robin (nginx's): a deterministic sequence in which every prefix is as close to the
 /// weights as whole numbers allow. Returns `len` class indices.
-pub fn swrr_sequence(weights: &[f64], len: usize) -> Vec<usize> {
+pub(crate) fn swrr_sequence(weights: &[f64], len: usize) -> Vec<usize> {
     let total: f64 = weights.iter().sum();
     let mut current = vec![0.0f64; weights.len()];
     let mut out = Vec::with_capacity(len);

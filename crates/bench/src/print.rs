@@ -8,7 +8,22 @@ use crate::report::{BenchReport, Latency, PERCENTILES, TimeRow};
 /// The human report (ab's layout, then ordo's additions).
 pub fn text(r: &BenchReport) -> String {
     let mut o = String::new();
-    let s = &r.summary;
+    for part in [
+        header,
+        totals,
+        connection_times,
+        percentiles,
+        classes,
+        status_and_timeline,
+        server,
+    ] {
+        part(&mut o, r);
+    }
+    o
+}
+
+/// What was run: target, mode, mix, whether it was interrupted.
+fn header(o: &mut String, r: &BenchReport) {
     let c = &r.config;
     let _ = writeln!(o, "Target:                 {}", r.target);
     let mode = match c.rate {
@@ -32,6 +47,11 @@ pub fn text(r: &BenchReport) -> String {
             "Interrupted:            yes (figures cover what completed)"
         );
     }
+}
+
+/// ab's totals: time, requests (failed split as ab does), bytes, rates.
+fn totals(o: &mut String, r: &BenchReport) {
+    let s = &r.summary;
     let _ = writeln!(o);
     let _ = writeln!(o, "Time taken for tests:   {:.3} seconds", r.elapsed_s);
     let _ = writeln!(o, "Complete requests:      {}", s.complete);
@@ -74,6 +94,10 @@ pub fn text(r: &BenchReport) -> String {
         s.transfer_kbytes_per_s
     );
     let _ = writeln!(o, "Connections opened:     {}", s.connections_opened);
+}
+
+/// ab's Connection Times table.
+fn connection_times(o: &mut String, r: &BenchReport) {
     let _ = writeln!(o);
     let _ = writeln!(o, "Connection Times (ms)");
     let _ = writeln!(
@@ -89,10 +113,15 @@ pub fn text(r: &BenchReport) -> String {
         );
     };
     let ct = &r.connection_times;
-    row(&mut o, "Connect:", &ct.connect);
-    row(&mut o, "Processing:", &ct.processing);
-    row(&mut o, "Waiting:", &ct.waiting);
-    row(&mut o, "Total:", &ct.total);
+    row(o, "Connect:", &ct.connect);
+    row(o, "Processing:", &ct.processing);
+    row(o, "Waiting:", &ct.waiting);
+    row(o, "Total:", &ct.total);
+}
+
+/// Latency percentiles (corrected beside uncorrected in an open loop).
+fn percentiles(o: &mut String, r: &BenchReport) {
+    let s = &r.summary;
     let _ = writeln!(o);
     match &s.corrected {
         Some(cor) => {
@@ -139,6 +168,11 @@ pub fn text(r: &BenchReport) -> String {
             }
         }
     }
+}
+
+/// The per-class table, and a note when connections cannot split into the shares.
+fn classes(o: &mut String, r: &BenchReport) {
+    let c = &r.config;
     if r.classes.len() > 1 {
         let _ = writeln!(o);
         let _ = writeln!(o, "Per class (latency in ms{})", corrected_note(r));
@@ -199,6 +233,10 @@ pub fn text(r: &BenchReport) -> String {
             );
         }
     }
+}
+
+/// Responses per status and the throughput sparkline.
+fn status_and_timeline(o: &mut String, r: &BenchReport) {
     if !r.status_counts.is_empty() {
         let _ = writeln!(o);
         let list: Vec<String> = r
@@ -213,6 +251,10 @@ pub fn text(r: &BenchReport) -> String {
         let _ = writeln!(o, "Throughput over time (complete requests per second)");
         let _ = writeln!(o, "  {}", sparkline(r));
     }
+}
+
+/// The server process during the measured part (`--server-pid`).
+fn server(o: &mut String, r: &BenchReport) {
     if let Some(sv) = &r.server {
         let _ = writeln!(o);
         let _ = writeln!(
@@ -253,7 +295,6 @@ pub fn text(r: &BenchReport) -> String {
                 .unwrap_or_default()
         );
     }
-    o
 }
 
 fn corrected_note(r: &BenchReport) -> &'static str {
@@ -298,7 +339,7 @@ fn csv_latency(o: &mut String, l: &Latency) {
 }
 
 /// The CSV header row.
-pub fn csv_header() -> String {
+pub(crate) fn csv_header() -> String {
     let mut h = String::from(
         "class,latency,complete,failed,failed_connect,failed_receive,failed_length,failed_exceptions,non_2xx,rps,mean_ms,stdev_ms,min_ms",
     );

@@ -37,7 +37,7 @@ impl Failures {
 
 /// How one request ended.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum FailKind {
+pub(crate) enum FailKind {
     Connect,
     Receive,
     Length,
@@ -47,7 +47,7 @@ pub enum FailKind {
 
 /// Statistics of one class.
 #[derive(Clone, Debug)]
-pub struct ClassStats {
+pub(crate) struct ClassStats {
     /// Latency from the moment the request was sent (connect included when the request opened one).
     pub latency: Histogram<u64>,
     /// Open loop: latency from when the request was due.
@@ -84,7 +84,7 @@ impl ClassStats {
 
 /// One second of the measured run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
-pub struct Second {
+pub(crate) struct Second {
     pub completed: u64,
     pub failed: u64,
     pub bytes: u64,
@@ -92,7 +92,7 @@ pub struct Second {
 
 /// Everything one thread (or, after merging, the whole run) recorded.
 #[derive(Clone, Debug)]
-pub struct Stats {
+pub(crate) struct Stats {
     pub classes: Vec<ClassStats>,
     /// ab's Connection Times (µs): connect is recorded only for requests that opened a connection
     /// (0 for reused ones, as ab with keep-alive).
@@ -112,7 +112,7 @@ pub struct Stats {
 }
 
 impl Stats {
-    pub fn new(classes: usize, open: bool) -> Stats {
+    pub(crate) fn new(classes: usize, open: bool) -> Stats {
         Stats {
             classes: (0..classes).map(|_| ClassStats::new(open)).collect(),
             connect: new_hist(),
@@ -139,7 +139,7 @@ impl Stats {
 
     /// Record a complete response. Times are µs; `done_us` is relative to the measure start.
     #[allow(clippy::too_many_arguments)]
-    pub fn record_ok(
+    pub(crate) fn record_ok(
         &mut self,
         class: usize,
         status: u16,
@@ -179,7 +179,7 @@ impl Stats {
     }
 
     /// Record a failed request.
-    pub fn record_fail(&mut self, class: usize, kind: FailKind, done_us: u64) {
+    pub(crate) fn record_fail(&mut self, class: usize, kind: FailKind, done_us: u64) {
         let f = &mut self.classes[class].failures;
         match kind {
             FailKind::Connect => f.connect += 1,
@@ -196,7 +196,7 @@ impl Stats {
     }
 
     /// Add another thread's statistics.
-    pub fn merge(&mut self, o: &Stats) {
+    pub(crate) fn merge(&mut self, o: &Stats) {
         for (a, b) in self.classes.iter_mut().zip(&o.classes) {
             a.merge(b);
         }
@@ -223,7 +223,7 @@ impl Stats {
     }
 
     /// All classes' latency merged.
-    pub fn total_latency(&self) -> Histogram<u64> {
+    pub(crate) fn total_latency(&self) -> Histogram<u64> {
         let mut h = new_hist();
         for c in &self.classes {
             let _ = h.add(&c.latency);
@@ -232,7 +232,7 @@ impl Stats {
     }
 
     /// All classes' corrected latency merged (open loop only).
-    pub fn total_corrected(&self) -> Option<Histogram<u64>> {
+    pub(crate) fn total_corrected(&self) -> Option<Histogram<u64>> {
         let mut out: Option<Histogram<u64>> = None;
         for c in &self.classes {
             if let Some(h) = &c.corrected {

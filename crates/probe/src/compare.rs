@@ -2,108 +2,67 @@
 //! loaded, 1 MB vs 500 MB vs 900 MB) with one shared calibration, shown side by side like seed 004's
 //! development-vs-production and footprint tables.
 
-use ordo_sys::{Fingerprint, thread};
-use serde::{Deserialize, Serialize};
+use ordo_sys::thread;
 
-use crate::cancel::CancelToken;
 use crate::error::ProbeError;
-use crate::load::LoadSpec;
-use crate::looprobe::{LoopConfig, LoopReport, run_loop_until};
+use ordo_sys::CancelToken;
+
+use crate::looprobe::{run_loop_until, validate};
 use crate::work::Calibration;
+use ordo_results::probe::{
+    CompareConfig, CompareReport, CompareRow, LoadSpec, LoopConfig, LoopReport,
+};
 
-/// Which runs to compare.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareConfig {
-    /// Settings shared by every run (its `load` is the "loaded" condition when `quiet_vs_loaded`).
-    pub base: LoopConfig,
-    /// Run once without load and once with `base.load` (or one busy thread per CPU when that is none).
-    pub quiet_vs_loaded: bool,
-    /// One run (or one quiet/loaded pair) per footprint, MiB.
-    pub footprints: Option<Vec<usize>>,
-}
-
-/// One row of the side-by-side table.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareRow {
-    pub label: String,
-    /// One fraction (0..=1) per column.
-    pub fractions: Vec<f64>,
-}
-
-/// `ordo probe loop --compare --json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct CompareReport {
-    /// "probe-compare".
-    pub kind: String,
-    pub version: u32,
-    pub columns: Vec<String>,
-    pub nominal_ns: u64,
-    /// "relative" or "ms": which histogram the rows come from.
-    pub unit: String,
-    pub rows: Vec<CompareRow>,
-    pub runs: Vec<LoopReport>,
-    /// Stopped early (Ctrl-C / SIGTERM): the last of `runs` may be partial (its own `interrupted` says)
-    /// and the planned runs in `not_run` never started. With fewer than two runs nothing was compared.
-    #[serde(default)]
-    pub interrupted: bool,
-    /// Labels of planned runs that did not start because of the interruption.
-    #[serde(default)]
-    pub not_run: Vec<String>,
-    pub fingerprint: Option<Fingerprint>,
-}
-
-impl CompareConfig {
-    /// The runs, in order, with their column labels.
-    pub fn plan(&self) -> Result<Vec<LoopConfig>, ProbeError> {
-        let loaded = if self.base.load.is_none() {
-            LoadSpec::Threads(if self.base.cpu.is_some() {
-                2
-            } else {
-                thread::cpu_count()
-            })
+/// The runs of a comparison, in order, with their column labels.
+pub(crate) fn plan(cfg: &CompareConfig) -> Result<Vec<LoopConfig>, ProbeError> {
+    let loaded = if cfg.base.load.is_none() {
+        LoadSpec::Threads(if cfg.base.cpu.is_some() {
+            2
         } else {
-            self.base.load.clone()
-        };
-        let conditions: Vec<(String, LoadSpec)> = if self.quiet_vs_loaded {
-            vec![
-                ("quiet".to_string(), LoadSpec::None),
-                (format!("loaded ({})", loaded.describe()), loaded),
-            ]
-        } else {
-            vec![(String::new(), self.base.load.clone())]
-        };
-        let footprints: Vec<Option<usize>> = match &self.footprints {
-            Some(f) if f.is_empty() => {
-                return Err(ProbeError::Config(
-                    "--footprints needs at least one size".into(),
-                ));
-            }
-            Some(f) => f.iter().map(|&m| Some(m)).collect(),
-            None => vec![None],
-        };
-        if footprints.len() * conditions.len() < 2 {
+            thread::cpu_count()
+        })
+    } else {
+        cfg.base.load.clone()
+    };
+    let conditions: Vec<(String, LoadSpec)> = if cfg.quiet_vs_loaded {
+        vec![
+            ("quiet".to_string(), LoadSpec::None),
+            (format!("loaded ({})", loaded.describe()), loaded),
+        ]
+    } else {
+        vec![(String::new(), cfg.base.load.clone())]
+    };
+    let footprints: Vec<Option<usize>> = match &cfg.footprints {
+        Some(f) if f.is_empty() => {
             return Err(ProbeError::Config(
-                "nothing to compare: give --compare, or --footprints with two or more sizes".into(),
+                "--footprints needs at least one size".into(),
             ));
         }
-        let mut out = Vec::new();
-        for fp in &footprints {
-            for (cond, load) in &conditions {
-                let label = match (fp, cond.is_empty()) {
-                    (Some(m), true) => format!("{m} MB"),
-                    (Some(m), false) => format!("{m} MB {cond}"),
-                    (None, _) => cond.clone(),
-                };
-                out.push(LoopConfig {
-                    label,
-                    load: load.clone(),
-                    footprint_mb: fp.unwrap_or(self.base.footprint_mb),
-                    ..self.base.clone()
-                });
-            }
-        }
-        Ok(out)
+        Some(f) => f.iter().map(|&m| Some(m)).collect(),
+        None => vec![None],
+    };
+    if footprints.len() * conditions.len() < 2 {
+        return Err(ProbeError::Config(
+            "nothing to compare: give --compare, or --footprints with two or more sizes".into(),
+        ));
     }
+    let mut out = Vec::new();
+    for fp in &footprints {
+        for (cond, load) in &conditions {
+            let label = match (fp, cond.is_empty()) {
+                (Some(m), true) => format!("{m} MB"),
+                (Some(m), false) => format!("{m} MB {cond}"),
+                (None, _) => cond.clone(),
+            };
+            out.push(LoopConfig {
+                label,
+                load: load.clone(),
+                footprint_mb: fp.unwrap_or(cfg.base.footprint_mb),
+                ..cfg.base.clone()
+            });
+        }
+    }
+    Ok(out)
 }
 
 /// Run every planned configuration; `progress` hears each run's label before it starts.
@@ -122,9 +81,9 @@ pub fn run_compare_until(
     cancel: &CancelToken,
     mut progress: impl FnMut(&str),
 ) -> Result<CompareReport, ProbeError> {
-    let plan = cfg.plan()?;
+    let plan = plan(cfg)?;
     for c in &plan {
-        c.validate()?;
+        validate(c)?;
     }
     let ns_per_iteration = match cfg.base.ns_per_iteration {
         Some(n) => n,
@@ -190,7 +149,7 @@ mod tests {
             quiet_vs_loaded: true,
             footprints: None,
         };
-        let p = c.plan().unwrap();
+        let p = plan(&c).unwrap();
         assert_eq!(p.len(), 2);
         assert_eq!(p[0].label, "quiet");
         assert!(p[0].load.is_none());
@@ -201,7 +160,7 @@ mod tests {
             quiet_vs_loaded: false,
             footprints: Some(vec![1, 500, 900]),
         };
-        let p = c.plan().unwrap();
+        let p = plan(&c).unwrap();
         assert_eq!(
             p.iter().map(|c| c.label.as_str()).collect::<Vec<_>>(),
             vec!["1 MB", "500 MB", "900 MB"]
@@ -212,6 +171,6 @@ mod tests {
             quiet_vs_loaded: false,
             footprints: Some(vec![1]),
         };
-        assert!(c.plan().is_err());
+        assert!(plan(&c).is_err());
     }
 }

@@ -11,31 +11,7 @@ use ordo_sys::thread;
 
 use crate::error::ProbeError;
 use crate::work::spin;
-
-/// What to run beside the probe.
-#[derive(Clone, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LoadSpec {
-    None,
-    /// N threads spinning in this process.
-    Threads(usize),
-    /// A shell command (`sh -c`), killed with everything it started at the end.
-    Command(String),
-}
-
-impl LoadSpec {
-    pub fn is_none(&self) -> bool {
-        matches!(self, LoadSpec::None | LoadSpec::Threads(0))
-    }
-
-    pub fn describe(&self) -> String {
-        match self {
-            LoadSpec::None | LoadSpec::Threads(0) => "none".into(),
-            LoadSpec::Threads(n) => format!("{n} busy thread{}", if *n == 1 { "" } else { "s" }),
-            LoadSpec::Command(c) => format!("command `{c}`"),
-        }
-    }
-}
+use ordo_results::probe::LoadSpec;
 
 /// PIDs of the load commands running now, for `kill_running_commands`.
 static RUNNING_COMMANDS: Mutex<Vec<i32>> = Mutex::new(Vec::new());

@@ -8,240 +8,79 @@
 use std::sync::mpsc;
 
 use ordo_sys::procfs::{ProcRoot, ThreadSchedstat};
-use ordo_sys::{Fingerprint, SysError, clock, rusage, thread};
-use serde::{Deserialize, Serialize};
+use ordo_sys::{SysError, clock, rusage, thread};
 
-use crate::cancel::CancelToken;
 use crate::error::ProbeError;
-use crate::load::{BackgroundLoad, LoadSpec};
-use crate::stats::{Histogram, RELATIVE_EDGES, Summary, check_edges};
+use crate::load::BackgroundLoad;
+use crate::stats::{Distribution, Histogram, RELATIVE_EDGES, check_edges};
 use crate::work::{Calibration, Footprint, spin_cancellable};
+use ordo_results::probe::{
+    Applied, LoadSpec, LoopConfig, LoopReport, LoopSample, LoopSummary, Split, SwitchCost,
+    SwitchGroup, Work,
+};
+use ordo_sys::CancelToken;
 
 /// The most samples one run takes (they are all kept in the report).
-pub const MAX_SAMPLES: usize = 100_000;
+pub(crate) const MAX_SAMPLES: usize = 100_000;
 
-/// How much work one sample does.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Work {
-    /// Calibrate the loop to take this long on an idle CPU, ns.
-    #[serde(rename = "nominal_ns")]
-    Nominal(u64),
-    /// A fixed number of loop iterations.
-    Iterations(u64),
-}
-
-/// A loop run's settings, checked by `validate`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LoopConfig {
-    pub label: String,
-    pub work: Work,
-    pub samples: usize,
-    /// Samples run and discarded before measuring.
-    pub warmup: usize,
-    /// MiB held and touched before every sample.
-    pub footprint_mb: usize,
-    pub load: LoadSpec,
-    /// Pin the probe thread and the load to this CPU.
-    pub cpu: Option<usize>,
-    /// The probe thread's policy, nice value and slice (ns).
-    pub policy: Option<thread::Policy>,
-    pub nice: Option<i32>,
-    pub slice_ns: Option<u64>,
-    /// Custom histogram edges, ms.
-    pub buckets_ms: Option<Vec<f64>>,
-    /// A calibration to reuse (ns per iteration), so runs compared side by side share one nominal time.
-    pub ns_per_iteration: Option<f64>,
-}
-
-impl Default for LoopConfig {
-    fn default() -> Self {
-        LoopConfig {
-            label: "run".into(),
-            work: Work::Nominal(14_000_000),
-            samples: 1000,
-            warmup: 3,
-            footprint_mb: 0,
-            load: LoadSpec::None,
-            cpu: None,
-            policy: None,
-            nice: None,
-            slice_ns: None,
-            buckets_ms: None,
-            ns_per_iteration: None,
-        }
+/// Check every setting of a loop run before any work starts.
+pub(crate) fn validate(cfg: &LoopConfig) -> Result<(), ProbeError> {
+    let bad = |m: String| Err(ProbeError::Config(m));
+    if cfg.samples == 0 || cfg.samples > MAX_SAMPLES {
+        return bad(format!(
+            "--samples {}: must be 1..={MAX_SAMPLES}",
+            cfg.samples
+        ));
     }
-}
-
-impl LoopConfig {
-    /// Check every setting before any work starts.
-    pub fn validate(&self) -> Result<(), ProbeError> {
-        let bad = |m: String| Err(ProbeError::Config(m));
-        if self.samples == 0 || self.samples > MAX_SAMPLES {
+    match cfg.work {
+        Work::Nominal(ns) if !(10_000..=10_000_000_000).contains(&ns) => {
             return bad(format!(
-                "--samples {}: must be 1..={MAX_SAMPLES}",
-                self.samples
+                "--work {:.3} ms: must be between 0.01 ms and 10 s",
+                ns as f64 / 1e6
             ));
         }
-        match self.work {
-            Work::Nominal(ns) if !(10_000..=10_000_000_000).contains(&ns) => {
-                return bad(format!(
-                    "--work {:.3} ms: must be between 0.01 ms and 10 s",
-                    ns as f64 / 1e6
-                ));
-            }
-            Work::Iterations(0) => return bad("--iterations must be at least 1".into()),
-            _ => {}
-        }
-        if let Some(cpu) = self.cpu {
-            let allowed = thread::get_affinity(0)?;
-            if !allowed.contains(&cpu) {
-                return bad(format!(
-                    "--cpu {cpu}: this process may only run on CPUs {allowed:?}"
-                ));
-            }
-        }
-        if let Some(n) = self.nice {
-            if !(-20..=19).contains(&n) {
-                return bad(format!("--nice {n}: must be in -20..=19"));
-            }
-        }
-        if self.slice_ns.is_some() {
-            if let Some(p) = self.policy {
-                if !p.is_fair() {
-                    return bad(format!(
-                        "--slice applies to the other and batch policies, not {p}"
-                    ));
-                }
-            }
-            if !thread::per_task_slice_supported() {
-                return bad(
-                    "--slice needs Linux 6.12 or later (per-task slice via sched_setattr)".into(),
-                );
-            }
-        }
-        if let LoadSpec::Threads(n) = self.load {
-            if n > 256 {
-                return bad(format!("--load {n}: at most 256 threads"));
-            }
-        }
-        if let Some(b) = &self.buckets_ms {
-            check_edges(b).map_err(|m| ProbeError::Config(format!("--buckets: {m}")))?;
-        }
-        if self.footprint_mb > 1 << 20 {
-            return bad(format!("--footprint {} MB is too large", self.footprint_mb));
-        }
-        Ok(())
+        Work::Iterations(0) => return bad("--iterations must be at least 1".into()),
+        _ => {}
     }
-}
-
-/// One timed sample.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct LoopSample {
-    /// Wall time (CLOCK_MONOTONIC), ns.
-    pub elapsed_ns: u64,
-    /// The thread's CPU time (CLOCK_THREAD_CPUTIME_ID), ns: precise, unlike getrusage's split below.
-    pub cpu_ns: u64,
-    /// getrusage(RUSAGE_THREAD) user and system CPU, ns. The kernel folds a running thread's time into
-    /// these only at ticks and switches, so per sample they are quantised to the tick (4 ms at HZ=250).
-    pub user_ns: u64,
-    pub sys_ns: u64,
-    pub voluntary: u64,
-    pub involuntary: u64,
-    /// Run-queue wait from the thread's schedstat, ns (None without schedstat).
-    pub run_delay_ns: Option<u64>,
-    /// Times scheduled in during the sample (schedstat).
-    pub timeslices: Option<u64>,
-    pub minflt: u64,
-}
-
-/// Where the elapsed time went, summed over all samples.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Split {
-    pub elapsed_ms: f64,
-    pub cpu_ms: f64,
-    /// None without schedstat.
-    pub run_queue_wait_ms: Option<f64>,
-    /// Elapsed minus CPU minus run-queue wait (blocked, interrupts not charged to the thread, rounding).
-    pub other_ms: f64,
-    pub cpu_fraction: f64,
-    pub run_queue_wait_fraction: Option<f64>,
-    pub other_fraction: f64,
-}
-
-/// Samples grouped by their number of involuntary switches.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct SwitchGroup {
-    pub label: String,
-    pub min_switches: u64,
-    pub max_switches: Option<u64>,
-    pub samples: usize,
-    pub median_elapsed_ms: f64,
-    /// Median elapsed of the group / median elapsed of all samples.
-    pub ratio_to_median: f64,
-    pub mean_run_delay_ms: Option<f64>,
-}
-
-/// What involuntary switches cost.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct SwitchCost {
-    pub groups: Vec<SwitchGroup>,
-    /// Mean of (elapsed − CPU) / involuntary switches over samples with at least one.
-    pub mean_ms_per_involuntary_switch: Option<f64>,
-    /// One sentence: "samples with ≥5 involuntary switches took 3.1× the median".
-    pub headline: String,
-}
-
-/// The analysis of one run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LoopSummary {
-    pub samples: usize,
-    pub elapsed_ms: Summary,
-    pub cpu_ms: Summary,
-    pub run_delay_ms: Option<Summary>,
-    pub involuntary: Summary,
-    pub voluntary: Summary,
-    /// Elapsed / nominal, with edges 1.1, 1.5, 2, 4.
-    pub relative: Histogram,
-    /// Elapsed in ms on the custom edges, when given.
-    pub buckets: Option<Histogram>,
-    pub split: Split,
-    pub switch_cost: SwitchCost,
-    pub slowest: LoopSample,
-}
-
-/// What was actually applied to the probe thread (read back from the kernel).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Applied {
-    pub policy: String,
-    pub nice: i32,
-    pub slice_ns: Option<u64>,
-    pub cpus: Vec<usize>,
-}
-
-/// `ordo probe loop --json`.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct LoopReport {
-    /// "probe-loop".
-    pub kind: String,
-    pub version: u32,
-    pub label: String,
-    pub config: LoopConfig,
-    pub iterations: u64,
-    pub nominal_ns: u64,
-    pub ns_per_iteration: f64,
-    pub applied: Applied,
-    pub schedstat: bool,
-    /// Stopped early (Ctrl-C / SIGTERM, or a cancel token): the summary and `samples` cover the
-    /// `summary.samples` samples completed of the `config.samples` asked for.
-    #[serde(default)]
-    pub interrupted: bool,
-    pub summary: LoopSummary,
-    pub samples: Vec<LoopSample>,
-    pub warnings: Vec<String>,
-    /// Present on a top-level report; omitted inside a compare report.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fingerprint: Option<Fingerprint>,
+    if let Some(cpu) = cfg.cpu {
+        let allowed = thread::get_affinity(0)?;
+        if !allowed.contains(&cpu) {
+            return bad(format!(
+                "--cpu {cpu}: this process may only run on CPUs {allowed:?}"
+            ));
+        }
+    }
+    if let Some(n) = cfg.nice {
+        if !(-20..=19).contains(&n) {
+            return bad(format!("--nice {n}: must be in -20..=19"));
+        }
+    }
+    if cfg.slice_ns.is_some() {
+        if let Some(p) = cfg.policy {
+            if !p.is_fair() {
+                return bad(format!(
+                    "--slice applies to the other and batch policies, not {p}"
+                ));
+            }
+        }
+        if !thread::per_task_slice_supported() {
+            return bad(
+                "--slice needs Linux 6.12 or later (per-task slice via sched_setattr)".into(),
+            );
+        }
+    }
+    if let LoadSpec::Threads(n) = cfg.load {
+        if n > 256 {
+            return bad(format!("--load {n}: at most 256 threads"));
+        }
+    }
+    if let Some(b) = &cfg.buckets_ms {
+        check_edges(b).map_err(|m| ProbeError::Config(format!("--buckets: {m}")))?;
+    }
+    if cfg.footprint_mb > 1 << 20 {
+        return bad(format!("--footprint {} MB is too large", cfg.footprint_mb));
+    }
+    Ok(())
 }
 
 struct Raw {
@@ -411,7 +250,7 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
     let run_delay = have_rd.then(|| ms(&|s| s.run_delay_ns.unwrap_or(0)));
     let nominal_ms = (nominal_ns.max(1)) as f64 / MS;
     let rel: Vec<f64> = elapsed.iter().map(|e| e / nominal_ms).collect();
-    let elapsed_s = Summary::of(&elapsed);
+    let elapsed_s = Distribution::of(&elapsed);
 
     let total_el: f64 = elapsed.iter().sum();
     let total_cpu: f64 = cpu.iter().sum();
@@ -447,7 +286,7 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
             continue;
         }
         let el: Vec<f64> = idx.iter().map(|&i| elapsed[i]).collect();
-        let med = Summary::of(&el).p50;
+        let med = Distribution::of(&el).p50;
         groups.push(SwitchGroup {
             label: label.to_string(),
             min_switches: lo,
@@ -504,15 +343,15 @@ pub fn analyze(samples: &[LoopSample], nominal_ns: u64, buckets_ms: Option<&[f64
     LoopSummary {
         samples: samples.len(),
         elapsed_ms: elapsed_s,
-        cpu_ms: Summary::of(&cpu),
-        run_delay_ms: run_delay.as_ref().map(|v| Summary::of(v)),
-        involuntary: Summary::of(
+        cpu_ms: Distribution::of(&cpu),
+        run_delay_ms: run_delay.as_ref().map(|v| Distribution::of(v)),
+        involuntary: Distribution::of(
             &samples
                 .iter()
                 .map(|s| s.involuntary as f64)
                 .collect::<Vec<_>>(),
         ),
-        voluntary: Summary::of(
+        voluntary: Distribution::of(
             &samples
                 .iter()
                 .map(|s| s.voluntary as f64)
@@ -540,7 +379,7 @@ pub fn run_loop(cfg: &LoopConfig) -> Result<LoopReport, ProbeError> {
 /// report covers the samples completed, with `interrupted` set. The probe thread's policy, nice value,
 /// slice and pinning end with the thread; the calling thread's own settings are never changed.
 pub fn run_loop_until(cfg: &LoopConfig, cancel: &CancelToken) -> Result<LoopReport, ProbeError> {
-    cfg.validate()?;
+    validate(cfg)?;
     let (tx, rx) = mpsc::channel();
     let (go_tx, go_rx) = mpsc::channel();
     let c = cfg.clone();
@@ -688,7 +527,7 @@ mod tests {
 
     #[test]
     fn validation_names_the_option() {
-        let bad = |c: LoopConfig| c.validate().unwrap_err().to_string();
+        let bad = |c: LoopConfig| validate(&c).unwrap_err().to_string();
         assert!(
             bad(LoopConfig {
                 samples: 0,

@@ -7,11 +7,11 @@ use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use ordo_sys::procfs::{ProcRoot, Psi};
-use ordo_sys::{ProcessSampler, ProcessSnapshot, SysError, ThreadSnapshot};
-use serde::{Deserialize, Serialize};
+use ordo_sys::{ProcessSampler, SysError, ThreadSnapshot};
 
-use crate::cancel::CancelToken;
 use crate::error::ProbeError;
+use ordo_results::probe::{PidReport, PsiRates, Rates, ThreadRates};
+use ordo_sys::CancelToken;
 
 /// What to watch and for how long.
 #[derive(Clone, Debug)]
@@ -32,23 +32,6 @@ impl PidConfig {
             root: ProcRoot::default(),
         }
     }
-}
-
-/// Per-second figures over one interval.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Rates {
-    /// CPU time / wall time × 100 (can exceed 100 for several threads).
-    pub cpu_pct: f64,
-    /// User and system shares (tick resolution; None per thread when the interval saw no tick).
-    pub user_pct: f64,
-    pub sys_pct: f64,
-    pub voluntary_per_s: f64,
-    pub involuntary_per_s: f64,
-    /// Run-queue wait, ms per second of wall time (None without schedstat).
-    pub run_delay_ms_per_s: Option<f64>,
-    /// Run-queue wait per context switch, µs (None without schedstat or without switches).
-    pub run_delay_us_per_switch: Option<f64>,
-    pub migrations_per_s: Option<f64>,
 }
 
 #[allow(clippy::too_many_arguments)] // one call per figure set; a struct would only rename them
@@ -82,57 +65,6 @@ fn rates(
             .map(|r| r as f64 / 1e3 / switches as f64),
         migrations_per_s: migrations.map(|m| per_s(m as f64)),
     }
-}
-
-/// One thread's line.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ThreadRates {
-    pub tid: i32,
-    pub name: String,
-    pub state: char,
-    pub processor: Option<u32>,
-    pub policy: Option<String>,
-    pub nice: i64,
-    #[serde(flatten)]
-    pub rates: Rates,
-}
-
-/// The system's CPU pressure.
-#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct PsiRates {
-    /// The kernel's 10-second average, %.
-    pub some_avg10: f64,
-    /// Share of this interval in which some runnable task waited for a CPU, %.
-    pub some_pct: f64,
-    pub full_avg10: Option<f64>,
-    pub full_pct: Option<f64>,
-}
-
-/// `ordo probe pid --json`: one per interval (JSON lines).
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct PidReport {
-    /// "probe-pid".
-    pub kind: String,
-    pub version: u32,
-    pub pid: i32,
-    pub name: String,
-    /// 1, 2, ...
-    pub seq: u64,
-    /// Seconds since the first sample, at the end of this interval.
-    pub t_s: f64,
-    pub interval_s: f64,
-    pub threads: usize,
-    pub process: Rates,
-    /// Counters over the interval, for callers that want totals rather than rates.
-    pub delta: ProcessSnapshot,
-    pub per_thread: Vec<ThreadRates>,
-    pub psi: Option<PsiRates>,
-    /// Figures this kernel or these permissions do not allow, with the reason.
-    pub unavailable: Vec<String>,
-    /// The last report of a watch stopped by Ctrl-C / SIGTERM: its interval ends at the interruption, so
-    /// it is usually shorter than the others (`interval_s` says how long; the rates are per second).
-    #[serde(default)]
-    pub interrupted: bool,
 }
 
 /// Why watching ended.

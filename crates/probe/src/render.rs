@@ -3,12 +3,10 @@
 
 use std::fmt::Write;
 
-use crate::compare::CompareReport;
-use crate::looprobe::LoopReport;
-use crate::pid::{PidReport, Rates};
-use crate::stats::{Histogram, Summary};
+use crate::stats::{Distribution, Histogram};
+use crate::{CompareReport, LoopReport, PidReport, Rates};
 
-fn row(out: &mut String, name: &str, s: &Summary, unit: &str) {
+fn row(out: &mut String, name: &str, s: &Distribution, unit: &str) {
     let _ = writeln!(
         out,
         "  {name:<22} min {:>8.2}  mean {:>8.2}  p50 {:>8.2}  p90 {:>8.2}  p99 {:>8.2}  p99.9 {:>8.2}  max {:>8.2} {unit}",

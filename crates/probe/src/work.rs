@@ -19,12 +19,12 @@ pub fn spin(iterations: u64) -> u64 {
 /// Iterations `spin_cancellable` runs between two looks at the stop flag: about 0.8 ms of CPU at the
 /// 0.8 ns per iteration measured here, so a stop request waits at most that much CPU time (plus any
 /// run-queue wait), while the look itself (one relaxed load and a call) costs under 10 ns per chunk.
-pub const SPIN_CHECK_EVERY: u64 = 1 << 20;
+pub(crate) const SPIN_CHECK_EVERY: u64 = 1 << 20;
 
 /// `spin(iterations)` in chunks of `SPIN_CHECK_EVERY`, stopping early when `stop` is set: `None` then
 /// (the sample is incomplete and must be dropped). The chunks call the same `spin`, so the work per
 /// iteration is the one `Calibration` measured.
-pub fn spin_cancellable(iterations: u64, stop: &AtomicBool) -> Option<u64> {
+pub(crate) fn spin_cancellable(iterations: u64, stop: &AtomicBool) -> Option<u64> {
     let mut left = iterations;
     let mut acc = 0u64;
     while left > 0 {

@@ -10,7 +10,7 @@ use crate::svg::{BarChart, BarSeries, BarValue};
 use crate::svg::{RefLine, XyChart, XySeries};
 
 /// Labels for `inputs`, unique: "kernel @ host", with the file name added where two would be equal.
-pub fn labels(inputs: &[&Input]) -> Vec<String> {
+pub(crate) fn labels(inputs: &[&Input]) -> Vec<String> {
     let base: Vec<String> = inputs.iter().map(|i| i.label()).collect();
     base.iter()
         .zip(inputs)
@@ -25,7 +25,7 @@ pub fn labels(inputs: &[&Input]) -> Vec<String> {
 }
 
 /// The comparison sections for `inputs` (none when no kind appears twice).
-pub fn sections(inputs: &[Input]) -> Vec<Section> {
+pub(crate) fn sections(inputs: &[Input]) -> Vec<Section> {
     let mut out = Vec::new();
     let demos: Vec<&Input> = inputs
         .iter()

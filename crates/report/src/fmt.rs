@@ -1,7 +1,7 @@
 //! Number and date formatting shared by tables and captions (no clock or locale is read).
 
 /// `v` with at most `decimals` decimals and trailing zeros removed; "–" for non-finite values.
-pub fn num(v: f64, decimals: usize) -> String {
+pub(crate) fn num(v: f64, decimals: usize) -> String {
     if !v.is_finite() {
         return "–".into();
     }
@@ -21,7 +21,7 @@ pub fn num(v: f64, decimals: usize) -> String {
 }
 
 /// Seconds since the Unix epoch as "YYYY-MM-DD HH:MM UTC".
-pub fn civil_utc(unix_s: u64) -> String {
+pub(crate) fn civil_utc(unix_s: u64) -> String {
     let days = (unix_s / 86_400) as i64;
     let rem = unix_s % 86_400;
     // Howard Hinnant's civil_from_days.

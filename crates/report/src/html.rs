@@ -9,7 +9,7 @@ use crate::svg::escape;
 
 /// What the header says about one input.
 #[derive(Clone, Debug)]
-pub struct InputLine {
+pub(crate) struct InputLine {
     pub file: String,
     pub kind: String,
     pub label: String,
@@ -73,7 +73,7 @@ footer { padding: 16px 40px 30px; color: var(--muted); font-size: 12px; }
 "#;
 
 /// Render a table as HTML.
-pub fn table(t: &Table) -> String {
+pub(crate) fn table(t: &Table) -> String {
     let mut out = String::from("<table class=\"summary\">");
     if !t.title.is_empty() {
         let _ = write!(out, "<caption>{}</caption>", escape(&t.title));
@@ -99,7 +99,12 @@ pub fn table(t: &Table) -> String {
 }
 
 /// Render the whole page.
-pub fn page(title: &str, generated: &str, inputs: &[InputLine], sections: &[Section]) -> String {
+pub(crate) fn page(
+    title: &str,
+    generated: &str,
+    inputs: &[InputLine],
+    sections: &[Section],
+) -> String {
     let mut out = String::with_capacity(64 * 1024);
     out.push_str("<!DOCTYPE html>\n<html xmlns=\"http://www.w3.org/1999/xhtml\" lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<meta name=\"viewport\" content=\"width=device-width, initial-scale=1\"/>\n<meta name=\"generator\" content=\"ordo report\"/>\n");
     let _ = writeln!(out, "<title>{}</title>", escape(title));

@@ -6,14 +6,14 @@
 //! print!("{}", ordo_report::render_text(&inputs));
 //! ```
 
-pub mod compare;
-pub mod doc;
-pub mod fmt;
-pub mod html;
-pub mod inputs;
-pub mod machine;
-pub mod svg;
-pub mod text;
+mod compare;
+mod doc;
+mod fmt;
+mod html;
+mod inputs;
+mod machine;
+mod svg;
+mod text;
 
 use std::path::Path;
 

@@ -6,7 +6,7 @@ use std::fmt::Write as _;
 use crate::doc::{Align, Block, Section, Table};
 
 /// Render a table with columns padded to their widest cell.
-pub fn table(t: &Table) -> String {
+pub(crate) fn table(t: &Table) -> String {
     let cols = t
         .headers
         .len()
@@ -52,7 +52,7 @@ pub fn table(t: &Table) -> String {
 }
 
 /// Render all sections: title, subtitle, tables and notes (charts are listed by caption).
-pub fn render(sections: &[Section]) -> String {
+pub(crate) fn render(sections: &[Section]) -> String {
     let mut out = String::new();
     for s in sections {
         let _ = writeln!(out, "== {} ==", s.title);

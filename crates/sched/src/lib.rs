@@ -17,7 +17,6 @@ pub mod limit;
 mod overload;
 mod policy;
 mod queue;
-mod rng;
 mod scheduler;
 
 pub use config::{ClassId, ClassSpec, ConfigError, Nanos, PolicyKind, SchedConfig, UnknownPolicy};

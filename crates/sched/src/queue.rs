@@ -23,12 +23,12 @@ pub(crate) struct Handle {
 
 impl Handle {
     /// The slot index (dense: below the largest number of requests queued at once).
-    pub fn index(self) -> usize {
+    pub(crate) fn index(self) -> usize {
         self.idx as usize
     }
 
     /// The slot's generation when this handle was issued.
-    pub fn generation(self) -> u32 {
+    pub(crate) fn generation(self) -> u32 {
         self.generation
     }
 }
@@ -44,7 +44,7 @@ pub(crate) struct QEntry {
 
 impl QEntry {
     /// How long this request has waited at `now`.
-    pub fn waited(&self, now: Nanos) -> Nanos {
+    pub(crate) fn waited(&self, now: Nanos) -> Nanos {
         now.saturating_sub(self.meta.arrival)
     }
 }
@@ -69,7 +69,7 @@ pub(crate) struct Slab<T> {
 }
 
 impl<T> Slab<T> {
-    pub fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Slab {
             slots: Vec::new(),
             free: Vec::new(),
@@ -77,7 +77,7 @@ impl<T> Slab<T> {
     }
 
     /// Store a request; `make` receives the handle it will have.
-    pub fn insert(&mut self, item: T, make: impl FnOnce(Handle) -> QEntry) -> QEntry {
+    pub(crate) fn insert(&mut self, item: T, make: impl FnOnce(Handle) -> QEntry) -> QEntry {
         let idx = match self.free.pop() {
             Some(i) => i,
             None => {
@@ -99,22 +99,22 @@ impl<T> Slab<T> {
     }
 
     /// The full generation of `h`'s slot (for a ticket).
-    pub fn full_generation(&self, h: Handle) -> u64 {
+    pub(crate) fn full_generation(&self, h: Handle) -> u64 {
         self.slots.get(h.idx as usize).map_or(0, |s| s.generation)
     }
 
     /// Whether `h`'s slot holds a request and has the full generation `generation`.
-    pub fn matches(&self, h: Handle, generation: u64) -> bool {
+    pub(crate) fn matches(&self, h: Handle, generation: u64) -> bool {
         self.slots
             .get(h.idx as usize)
             .is_some_and(|s| s.generation == generation && s.val.is_some())
     }
 
-    pub fn is_live(&self, h: Handle) -> bool {
+    pub(crate) fn is_live(&self, h: Handle) -> bool {
         self.get(h).is_some()
     }
 
-    pub fn get(&self, h: Handle) -> Option<&QEntry> {
+    pub(crate) fn get(&self, h: Handle) -> Option<&QEntry> {
         let slot = self.slots.get(h.idx as usize)?;
         if slot.generation as u32 != h.generation {
             return None;
@@ -122,7 +122,7 @@ impl<T> Slab<T> {
         slot.val.as_ref().map(|s| &s.entry)
     }
 
-    pub fn get_mut(&mut self, h: Handle) -> Option<&mut QEntry> {
+    pub(crate) fn get_mut(&mut self, h: Handle) -> Option<&mut QEntry> {
         let slot = self.slots.get_mut(h.idx as usize)?;
         if slot.generation as u32 != h.generation {
             return None;
@@ -130,7 +130,7 @@ impl<T> Slab<T> {
         slot.val.as_mut().map(|s| &mut s.entry)
     }
 
-    pub fn remove(&mut self, h: Handle) -> Option<(T, QEntry)> {
+    pub(crate) fn remove(&mut self, h: Handle) -> Option<(T, QEntry)> {
         let slot = self.slots.get_mut(h.idx as usize)?;
         if slot.generation as u32 != h.generation {
             return None;
@@ -142,7 +142,7 @@ impl<T> Slab<T> {
     }
 
     /// Remove everything, in slot order.
-    pub fn drain(&mut self) -> impl Iterator<Item = (T, QEntry)> + '_ {
+    pub(crate) fn drain(&mut self) -> impl Iterator<Item = (T, QEntry)> + '_ {
         self.free.clear();
         self.slots
             .drain(..)
@@ -165,7 +165,7 @@ pub(crate) struct ClassQueue {
 
 impl ClassQueue {
     /// The oldest live request of the class.
-    pub fn head(&self) -> Option<&QEntry> {
+    pub(crate) fn head(&self) -> Option<&QEntry> {
         if self.len == 0 {
             None
         } else {
@@ -177,7 +177,7 @@ impl ClassQueue {
     /// roughly even pace (classes interleave at random), so a few interpolation probes land next to it in
     /// far fewer cache misses than a binary search; after four probes it continues as a binary search, so
     /// the worst case stays O(log n).
-    pub fn position_of(&self, seq: u64) -> Option<usize> {
+    pub(crate) fn position_of(&self, seq: u64) -> Option<usize> {
         let fifo = &self.fifo;
         let (mut lo, mut hi) = (0, fifo.len());
         let mut probes = 0;
@@ -204,7 +204,7 @@ impl ClassQueue {
 
     /// Live requests among the first `p` FIFO positions (exact when tombstone positions are tracked;
     /// otherwise tombstones count as live, an over-estimate by at most `dead`).
-    pub fn live_before(&self, p: usize) -> usize {
+    pub(crate) fn live_before(&self, p: usize) -> usize {
         if self.dead == 0 {
             return p.min(self.len);
         }
@@ -258,7 +258,7 @@ impl Tombs {
     }
 
     /// Tombstones among FIFO positions `0..p` (`p` at most the FIFO's length).
-    pub fn count_before(&self, p: usize) -> usize {
+    pub(crate) fn count_before(&self, p: usize) -> usize {
         let cap = self.cap();
         if cap == 0 || p == 0 {
             return 0;
@@ -272,7 +272,7 @@ impl Tombs {
     }
 
     /// The FIFO's front entry was popped; `tomb` says whether it was a tombstone.
-    pub fn pop_front(&mut self, tomb: bool) {
+    pub(crate) fn pop_front(&mut self, tomb: bool) {
         if tomb && self.cap() > 0 {
             let s = self.slot(0);
             self.add(s, false);
@@ -282,7 +282,7 @@ impl Tombs {
 
     /// The entry at FIFO position `pos` became a tombstone. `fifo_len` is the FIFO's length and `is_tomb`
     /// tells the tombstones apart (used when the ring grows and is rebuilt, which includes `pos`).
-    pub fn mark(&mut self, pos: usize, fifo_len: usize, is_tomb: impl Fn(usize) -> bool) {
+    pub(crate) fn mark(&mut self, pos: usize, fifo_len: usize, is_tomb: impl Fn(usize) -> bool) {
         if self.cap() < fifo_len {
             let cap = fifo_len.next_power_of_two().max(64);
             self.tree.clear();
@@ -298,7 +298,7 @@ impl Tombs {
     }
 
     /// The FIFO may have grown past the ring while it holds tombstones: rebuild before positions collide.
-    pub fn grow(&mut self, fifo_len: usize, is_tomb: impl Fn(usize) -> bool) {
+    pub(crate) fn grow(&mut self, fifo_len: usize, is_tomb: impl Fn(usize) -> bool) {
         if self.cap() < fifo_len {
             self.mark(0, fifo_len, is_tomb);
         }
@@ -306,7 +306,7 @@ impl Tombs {
 
     /// Every tombstone was dropped (compaction) and the FIFO now holds `fifo_len` entries: all counts are
     /// zero again. A ring much larger than the FIFO is freed (the next `mark` sizes a new one).
-    pub fn clear(&mut self, fifo_len: usize) {
+    pub(crate) fn clear(&mut self, fifo_len: usize) {
         if self.cap() > 4 * fifo_len.max(64) {
             self.tree = Vec::new();
         } else {
@@ -322,22 +322,22 @@ pub(crate) struct Queues {
 }
 
 impl Queues {
-    pub fn new(n: usize) -> Self {
+    pub(crate) fn new(n: usize) -> Self {
         Queues {
             classes: (0..n).map(|_| ClassQueue::default()).collect(),
         }
     }
 
-    pub fn head(&self, c: ClassId) -> Option<&QEntry> {
+    pub(crate) fn head(&self, c: ClassId) -> Option<&QEntry> {
         self.classes.get(c).and_then(ClassQueue::head)
     }
 
-    pub fn len(&self, c: ClassId) -> usize {
+    pub(crate) fn len(&self, c: ClassId) -> usize {
         self.classes.get(c).map_or(0, |q| q.len)
     }
 
     /// Non-empty classes with their heads.
-    pub fn heads(&self) -> impl Iterator<Item = (ClassId, &QEntry)> + '_ {
+    pub(crate) fn heads(&self) -> impl Iterator<Item = (ClassId, &QEntry)> + '_ {
         self.classes
             .iter()
             .enumerate()
@@ -345,7 +345,7 @@ impl Queues {
     }
 
     /// The class whose head was enqueued first (FCFS over heads).
-    pub fn oldest_head(&self) -> Option<ClassId> {
+    pub(crate) fn oldest_head(&self) -> Option<ClassId> {
         self.heads().min_by_key(|(_, e)| e.seq).map(|(c, _)| c)
     }
 }

@@ -764,7 +764,7 @@ mod tests {
             c.deadline = Some(1_000 + 500 * i as u64);
         }
         let mut s: Scheduler<u64> = Scheduler::new(SchedConfig::new(cs, PolicyKind::Edf)).unwrap();
-        let mut rng = crate::rng::SplitMix64::new(17);
+        let mut rng = ordo_util::SplitMix64::new(17);
         let mut tickets = Vec::new();
         let mut now = 0;
         for step in 0..20_000u64 {
@@ -836,7 +836,7 @@ mod tests {
 
     #[test]
     fn position_of_finds_every_seq_and_nothing_else() {
-        let mut rng = crate::rng::SplitMix64::new(5);
+        let mut rng = ordo_util::SplitMix64::new(5);
         for n in [0usize, 1, 2, 3, 10, 1000] {
             let mut cq = ClassQueue::default();
             let mut slab = Slab::new();

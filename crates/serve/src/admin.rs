@@ -1,15 +1,244 @@
 //! The admin listener: Prometheus `/metrics`, `/status` as JSON and `POST /reload`, served on its own address
-//! through the same HTTP layer as the main listener.
+//! through the same HTTP layer as the main listener — and only to whom may use it: requests naming another
+//! host (DNS rebinding), coming from another web origin (cross-site forms and fetches) or without the
+//! configured token are refused before any endpoint runs.
 
+use std::net::{IpAddr, SocketAddr};
 use std::sync::Arc;
 
 use bytes::Bytes;
+use serde::Deserialize;
 use serde_json::json;
 
+use crate::config::{Invalid, ServeConfig};
 use crate::gate::REASONS;
 use crate::gate::reason_str;
 use crate::http::{Handler, Request, Response};
+use crate::keypath;
+use crate::metrics::Format;
 use crate::server::Shared;
+
+/// A secret from the configuration (`[admin] token`): never printed, compared in constant time.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+/// Whether `given` equals `want`, in a time that depends on `given`'s length only (not on where they
+/// differ), so the token cannot be guessed byte by byte from response times.
+fn same_secret(given: &[u8], want: &[u8]) -> bool {
+    let mut diff = (given.len() != want.len()) as u8;
+    for (i, g) in given.iter().enumerate() {
+        let w = if want.is_empty() {
+            0
+        } else {
+            want[i % want.len()]
+        };
+        diff |= g ^ w;
+    }
+    std::hint::black_box(diff) == 0
+}
+
+/// Who may use the admin endpoints: compiled from `[admin]` with the rest of the configuration, so a bad
+/// token file is refused at start-up and on reload like any other key.
+#[derive(Clone, Debug, Default)]
+pub(crate) struct AdminGuard {
+    token: Option<Secret>,
+    /// lower-case, without a trailing dot
+    allowed_hosts: Vec<String>,
+}
+
+impl AdminGuard {
+    pub(crate) fn build(cfg: &ServeConfig) -> Result<Self, Invalid> {
+        let a = &cfg.admin;
+        let token = match (&a.token, &a.token_file) {
+            (Some(_), Some(_)) => {
+                return Err(Invalid::new(
+                    keypath!["admin", "token_file"],
+                    "give `token` or `token_file`, not both",
+                ));
+            }
+            (Some(t), None) => {
+                Some(check_token(&t.0).map_err(|e| Invalid::new(keypath!["admin", "token"], e))?)
+            }
+            (None, Some(p)) => {
+                let path = cfg.resolve(p);
+                let text = std::fs::read_to_string(&path).map_err(|e| {
+                    Invalid::new(
+                        keypath!["admin", "token_file"],
+                        format!("cannot read {}: {e}", path.display()),
+                    )
+                })?;
+                let first = text.lines().next().unwrap_or("").trim();
+                Some(check_token(first).map_err(|e| {
+                    Invalid::new(
+                        keypath!["admin", "token_file"],
+                        format!("{}: {e}", path.display()),
+                    )
+                })?)
+            }
+            (None, None) => None,
+        };
+        let mut allowed_hosts = Vec::new();
+        for (i, h) in a.allowed_hosts.iter().enumerate() {
+            let name = h.trim_end_matches('.').to_ascii_lowercase();
+            if name.is_empty()
+                || !name
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'.' || b == b'_')
+            {
+                return Err(Invalid::new(
+                    keypath!["admin", "allowed_hosts", i],
+                    format!(
+                        "{h:?} is not a host name (give the name alone: no scheme, port or path)"
+                    ),
+                ));
+            }
+            allowed_hosts.push(name);
+        }
+        Ok(AdminGuard {
+            token,
+            allowed_hosts,
+        })
+    }
+}
+
+fn check_token(t: &str) -> Result<Secret, String> {
+    if t.is_empty() {
+        return Err("the token is empty".into());
+    }
+    if !t.bytes().all(|b| b.is_ascii_graphic()) {
+        return Err(
+            "the token must be printable ASCII without spaces (it is sent in a header)".into(),
+        );
+    }
+    Ok(Secret(t.to_string()))
+}
+
+/// `host[:port]` or `[v6]:port` → (host in lower case without a trailing dot, port); None when malformed.
+fn split_authority(a: &str) -> Option<(String, Option<u16>)> {
+    let (host, port) = if let Some(rest) = a.strip_prefix('[') {
+        let (h, after) = rest.split_once(']')?;
+        h.parse::<std::net::Ipv6Addr>().ok()?;
+        match after {
+            "" => (h, None),
+            p => (h, Some(p.strip_prefix(':')?)),
+        }
+    } else {
+        match a.rsplit_once(':') {
+            Some((h, p)) => (h, Some(p)),
+            None => (a, None),
+        }
+    };
+    let port = match port {
+        Some(p) => Some(p.parse::<u16>().ok()?),
+        None => None,
+    };
+    // an unbracketed IPv6 address is no authority
+    if host.is_empty() || (!a.starts_with('[') && host.contains(':')) {
+        return None;
+    }
+    Some((host.trim_end_matches('.').to_ascii_lowercase(), port))
+}
+
+/// Whether a request's Host names this admin listener: its IP address (any address when it listens on all
+/// of them), `localhost` when it listens on loopback (or on all addresses), or a configured name. A DNS
+/// name that is none of these is what a rebinding attack sends. The port is not compared: tunnels and port
+/// forwards (`ssh -L`, `kubectl port-forward`) change it, and rebinding is about the name.
+fn host_allowed(host: &str, listen: SocketAddr, allowed: &[String]) -> bool {
+    if let Ok(ip) = host.parse::<IpAddr>() {
+        return listen.ip().is_unspecified() || ip.to_canonical() == listen.ip().to_canonical();
+    }
+    if host == "localhost" {
+        return listen.ip().is_loopback() || listen.ip().is_unspecified();
+    }
+    allowed.iter().any(|a| a == host)
+}
+
+/// The refusal for a request that may not use the admin endpoints, if it may not.
+fn refuse(guard: &AdminGuard, listen: Option<SocketAddr>, req: &Request) -> Option<Response> {
+    let host = req.header("host");
+    if let (Some(h), Some(listen)) = (host, listen) {
+        let ok = split_authority(h)
+            .is_some_and(|(name, _)| host_allowed(&name, listen, &guard.allowed_hosts));
+        if !ok {
+            return Some(Response::text(
+                403,
+                &format!(
+                    "Host {h:?} is not an address of this admin listener (add the name to [admin] allowed_hosts)"
+                ),
+            ));
+        }
+    }
+    // The admin serves no pages, so a browser request from any other origin is some web page reaching in
+    // (a cross-site form or fetch to 127.0.0.1): refused. Browsers send Origin with every POST.
+    if let Some(origin) = req.header("origin") {
+        let same = origin.split_once("://").and_then(|(scheme, auth)| {
+            let default = if scheme.eq_ignore_ascii_case("https") {
+                443
+            } else {
+                80
+            };
+            let (oh, op) = split_authority(auth)?;
+            let (hh, hp) = split_authority(host?)?;
+            Some(oh == hh && op.unwrap_or(default) == hp.unwrap_or(default))
+        });
+        if same != Some(true) {
+            return Some(Response::text(403, "cross-origin requests are refused"));
+        }
+    }
+    let get = req.method == "GET" || req.method == "HEAD";
+    if !get
+        && req.header("sec-fetch-site").is_some_and(|s| {
+            s.eq_ignore_ascii_case("cross-site") || s.eq_ignore_ascii_case("same-site")
+        })
+    {
+        return Some(Response::text(403, "cross-site requests are refused"));
+    }
+    if let Some(token) = &guard.token {
+        let given = req
+            .header("authorization")
+            .and_then(|v| v.trim().split_once(' '))
+            .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
+            .map(|(_, t)| t.trim());
+        if !given.is_some_and(|t| same_secret(t.as_bytes(), token.0.as_bytes())) {
+            return Some(
+                Response::text(
+                    401,
+                    "this admin listener needs `Authorization: Bearer <token>`",
+                )
+                .with_header("WWW-Authenticate", "Bearer realm=\"ordo admin\""),
+            );
+        }
+    }
+    None
+}
+
+/// Content types a browser may send cross-origin without asking first (a CORS "simple" request): `POST
+/// /reload` carrying one is refused, so no form anywhere can trigger a reload.
+fn cors_simple_body(req: &Request) -> bool {
+    req.header("content-type").is_some_and(|ct| {
+        let media = ct.split(';').next().unwrap_or("").trim();
+        [
+            "application/x-www-form-urlencoded",
+            "multipart/form-data",
+            "text/plain",
+        ]
+        .iter()
+        .any(|m| media.eq_ignore_ascii_case(m))
+    })
+}
 
 /// The admin handler.
 pub(crate) struct AdminApp(Arc<Shared>);
@@ -23,7 +252,13 @@ impl AdminApp {
 impl Handler for AdminApp {
     fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
         let shared = self.0.clone();
-        async move { route(&shared, &req) }
+        async move {
+            let active = shared.active();
+            match refuse(&active.admin, shared.admin_addr, &req) {
+                Some(resp) => resp,
+                None => route(&shared, &req),
+            }
+        }
     }
 }
 
@@ -31,17 +266,19 @@ fn route(shared: &Shared, req: &Request) -> Response {
     let get = req.method == "GET" || req.method == "HEAD";
     match (req.path.as_str(), get, req.method == "POST") {
         ("/metrics", true, _) => {
-            let text = shared.metrics.encode(&shared.gate.snapshot());
-            Response::bytes(
-                200,
-                "application/openmetrics-text; version=1.0.0; charset=utf-8",
-                Bytes::from(text),
-            )
+            let format = Format::from_accept(req.header("accept"));
+            let text = shared.metrics.encode_as(&shared.gate.snapshot(), format);
+            Response::bytes(200, format.content_type(), Bytes::from(text))
+                .with_header("Vary", "Accept")
         }
         ("/status", true, _) => {
             let body = serde_json::to_vec_pretty(&status(shared)).unwrap_or_default();
             Response::bytes(200, "application/json", Bytes::from(body))
         }
+        ("/reload", _, true) if cors_simple_body(req) => Response::text(
+            415,
+            "reload takes no form or text body (send a bare POST: curl -X POST .../reload)",
+        ),
         ("/reload", _, true) => match shared.reload_from_file() {
             Ok(()) => Response::text(200, "reloaded\n"),
             Err(e) => Response::text(400, &format!("reload refused: {e}\n")),
@@ -149,4 +386,65 @@ fn lanes(snap: &crate::gate::GateSnapshot) -> Vec<serde_json::Value> {
             })
         })
         .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn authorities_split_into_name_and_port() {
+        let s = |a: &str| split_authority(a);
+        assert_eq!(s("127.0.0.1:9090"), Some(("127.0.0.1".into(), Some(9090))));
+        assert_eq!(s("LocalHost."), Some(("localhost".into(), None)));
+        assert_eq!(s("[::1]:80"), Some(("::1".into(), Some(80))));
+        assert_eq!(s("[::1]"), Some(("::1".into(), None)));
+        assert_eq!(s("[::1]80"), None);
+        assert_eq!(s("[nope]:80"), None);
+        assert_eq!(s("::1"), None, "IPv6 needs brackets");
+        assert_eq!(s("h:99999"), None);
+        assert_eq!(s(":80"), None);
+        assert_eq!(s(""), None);
+    }
+
+    #[test]
+    fn hosts_allowed_by_listen_address() {
+        let lo: SocketAddr = "127.0.0.1:9090".parse().unwrap();
+        let any: SocketAddr = "0.0.0.0:9090".parse().unwrap();
+        let lan: SocketAddr = "10.0.0.5:9090".parse().unwrap();
+        let v6: SocketAddr = "[::1]:9090".parse().unwrap();
+        let names = vec!["admin.internal".to_string()];
+        assert!(host_allowed("127.0.0.1", lo, &[]));
+        assert!(host_allowed("localhost", lo, &[]));
+        assert!(!host_allowed("127.0.0.2", lo, &[]));
+        assert!(!host_allowed("evil.example", lo, &[]));
+        assert!(
+            host_allowed("10.9.9.9", any, &[]),
+            "listening on every address"
+        );
+        assert!(host_allowed("localhost", any, &[]));
+        assert!(host_allowed("10.0.0.5", lan, &[]));
+        assert!(
+            !host_allowed("localhost", lan, &[]),
+            "not listening on loopback"
+        );
+        assert!(host_allowed("admin.internal", lan, &names));
+        assert!(host_allowed("::1", v6, &[]));
+        assert!(host_allowed("localhost", v6, &[]));
+        assert!(!host_allowed("127.0.0.1", v6, &[]));
+    }
+
+    #[test]
+    fn secrets_compare_whole() {
+        assert!(same_secret(b"abc", b"abc"));
+        assert!(!same_secret(b"abd", b"abc"));
+        assert!(!same_secret(b"ab", b"abc"));
+        assert!(
+            !same_secret(b"abcabc", b"abc"),
+            "a repeat of the token is not the token"
+        );
+        assert!(!same_secret(b"", b"abc"));
+        assert!(!same_secret(b"x", b""));
+        assert_eq!(format!("{:?}", Secret::new("hunter2")), "Secret(..)");
+    }
 }

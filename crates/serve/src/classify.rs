@@ -13,7 +13,12 @@ use crate::backend::Backend;
 use crate::config::{Invalid, KvMatch, RuleConfig, ServeConfig};
 use crate::http::Request;
 use crate::keypath;
-use crate::lua::LuaClassifier;
+use crate::lua::{LuaClassifier, LuaCounters, LuaVerdict};
+
+/// How long a Lua `classify` call may run on an I/O thread before it is moved off it.
+pub const INLINE_SLICE: Duration = Duration::from_millis(2);
+/// Lua calls moved off the I/O threads that may run at once (per configuration).
+pub const OFFLOAD_MAX: usize = 4;
 
 /// An address range: network address and prefix length.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -305,12 +310,18 @@ pub struct Classifier {
     rules: Vec<CompiledRule>,
     default_class: usize,
     classes: Vec<ClassInfo>,
-    lua: Option<LuaClassifier>,
+    lua: Option<Arc<LuaClassifier>>,
+    offload: Arc<tokio::sync::Semaphore>,
 }
 
 impl Classifier {
     /// Compile the rules of `cfg`; Lua is loaded from `[classify] script` when given.
     pub fn build(cfg: &ServeConfig) -> Result<Self, Invalid> {
+        Self::build_with(cfg, LuaCounters::default())
+    }
+
+    /// [`Classifier::build`] with the counters the Lua script's limit overruns go to.
+    pub fn build_with(cfg: &ServeConfig, lua_counters: LuaCounters) -> Result<Self, Invalid> {
         let classes: Vec<ClassInfo> = cfg
             .effective_classes()
             .iter()
@@ -338,10 +349,10 @@ impl Classifier {
             rules.push(CompiledRule::compile(i, r, class)?);
         }
         let lua = match &cfg.classify.script {
-            Some(p) => Some(
-                LuaClassifier::load(&cfg.resolve(p))
+            Some(p) => Some(Arc::new(
+                LuaClassifier::load_with(&cfg.resolve(p), &cfg.lua, lua_counters)
                     .map_err(|e| Invalid::new(keypath!["classify", "script"], e))?,
-            ),
+            )),
             None => None,
         };
         Ok(Classifier {
@@ -349,6 +360,7 @@ impl Classifier {
             default_class,
             classes,
             lua,
+            offload: Arc::new(tokio::sync::Semaphore::new(OFFLOAD_MAX)),
         })
     }
 
@@ -359,13 +371,52 @@ impl Classifier {
 
     /// Classify one request: the Lua hook first (when configured and it names a class), then the rules in
     /// order, then the default class.
+    /// The Lua call runs here, on the calling thread, for as long as its limit allows (see
+    /// [`Classifier::classify_async`] for the request path).
     pub fn classify(&self, req: &Request) -> Classification {
+        let lua = self.lua.as_ref().map(|l| l.classify(req));
+        self.decide(req, lua)
+    }
+
+    /// [`Classifier::classify`] for the request path: the Lua call runs inline for at most
+    /// [`INLINE_SLICE`]; one that needs longer is stopped and run again from the start on tokio's blocking
+    /// pool for the rest of its limit, so a slow script holds no I/O thread (a blocked runtime thread stops
+    /// the others from noticing new connections, too). At most [`OFFLOAD_MAX`] such calls run at once;
+    /// beyond that the rules decide at once.
+    pub async fn classify_async(&self, req: &Request) -> Classification {
+        let Some(lua) = &self.lua else {
+            return self.decide(req, None);
+        };
+        let slice = INLINE_SLICE < lua.time_limit();
+        let outcome = match lua.classify_within(req, INLINE_SLICE.min(lua.time_limit()), slice) {
+            Some(done) => done,
+            None => match self.offload.clone().try_acquire_owned() {
+                Ok(permit) => {
+                    let (lua, owned) = (lua.clone(), req.clone());
+                    let rest = lua.time_limit().saturating_sub(INLINE_SLICE);
+                    tokio::task::spawn_blocking(move || {
+                        let r =
+                            lua.classify_within(&owned, rest.max(Duration::from_millis(1)), false);
+                        drop(permit);
+                        r.unwrap_or_else(|| Err("script exceeded its time limit".into()))
+                    })
+                    .await
+                    .unwrap_or_else(|e| Err(format!("lua classify task failed: {e}")))
+                }
+                Err(_) => Err(lua.skip("too many slow Lua calls at once")),
+            },
+        };
+        self.decide(req, Some(outcome))
+    }
+
+    /// The class from Lua's verdict (when there is a script) and the rules.
+    fn decide(&self, req: &Request, lua: Option<Result<LuaVerdict, String>>) -> Classification {
         let mut lua_error = false;
         let mut lua_size = None;
         let mut lua_deadline = None;
         let mut lua_class = None;
-        if let Some(lua) = &self.lua {
-            match lua.classify(req) {
+        if let Some(outcome) = lua {
+            match outcome {
                 Ok(v) => {
                     lua_size = v.size;
                     lua_deadline = v.deadline;
@@ -373,7 +424,7 @@ impl Classifier {
                         match self.classes.iter().position(|c| *c.name == *name) {
                             Some(i) => lua_class = Some(i),
                             None => {
-                                tracing::warn!(class = %name, "lua classify returned an unknown class; using the rules");
+                                tracing::warn!(class = ?name, "lua classify returned an unknown class; using the rules");
                                 lua_error = true;
                             }
                         }

@@ -45,6 +45,10 @@ pub struct ServeConfig {
     /// Value of the Retry-After header on 503 answers (rounded up to whole seconds, at least 1).
     #[serde(deserialize_with = "crate::http::duration::deserialize")]
     pub retry_after: Duration,
+    /// After SIGTERM/SIGINT (or `ServerHandle::shutdown`), how long in-flight requests and their
+    /// connections may take to finish; then the ones still open are closed and the server stops.
+    #[serde(deserialize_with = "crate::http::duration::deserialize")]
+    pub shutdown_grace: Duration,
     /// HTTP limits (head size, timeouts, body size, connections).
     pub limits: Limits,
     /// Request classes; none configured means one class named "default".
@@ -57,12 +61,18 @@ pub struct ServeConfig {
     pub routes: Vec<RouteConfig>,
     /// Optional Lua classification hook.
     pub classify: ClassifyConfig,
+    /// Limits of the Lua scripts (classify and pick).
+    pub lua: crate::lua::LuaLimits,
     /// The admin listener (metrics, status, reload).
     pub admin: AdminConfig,
     /// Optional response headers for experiments.
     pub headers: HeadersConfig,
     /// `[limiter]`: the adaptive limits' settings for every route (with `workers = "auto"`).
     pub limiter: Option<crate::overload::LimiterTable>,
+    /// TLS: certificates, and optionally an HTTPS listener of its own (see `crate::tls`).
+    pub tls: Option<crate::tls::TlsConfig>,
+    /// The access log (off unless `path` is set).
+    pub access_log: crate::access_log::AccessLogConfig,
     /// Where the config came from (file name, text, directory for relative paths); not a TOML key.
     #[serde(skip)]
     pub origin: Option<Arc<Origin>>,
@@ -83,15 +93,19 @@ impl Default for ServeConfig {
             queue_cap: Some(10_000),
             queue_timeout: Duration::from_secs(30),
             retry_after: Duration::from_secs(1),
+            shutdown_grace: Duration::from_secs(30),
             limits: Limits::default(),
             classes: Vec::new(),
             default_class: None,
             rules: Vec::new(),
             routes: Vec::new(),
             classify: ClassifyConfig::default(),
+            lua: crate::lua::LuaLimits::default(),
             admin: AdminConfig::default(),
             headers: HeadersConfig::default(),
             limiter: None,
+            tls: None,
+            access_log: crate::access_log::AccessLogConfig::default(),
             origin: None,
             overrides: Overrides::default(),
         }
@@ -283,6 +297,12 @@ pub struct ClassifyConfig {
 pub struct AdminConfig {
     pub enabled: bool,
     pub listen: SocketAddr,
+    /// Bearer token every admin request must carry (`Authorization: Bearer <token>`).
+    pub token: Option<crate::admin::Secret>,
+    /// File whose first line is the token (instead of `token`); relative to the config file.
+    pub token_file: Option<PathBuf>,
+    /// Host names the admin answers to besides its own address (and `localhost` on loopback).
+    pub allowed_hosts: Vec<String>,
 }
 
 impl Default for AdminConfig {
@@ -290,6 +310,9 @@ impl Default for AdminConfig {
         AdminConfig {
             enabled: true,
             listen: DEFAULT_ADMIN.parse().expect("constant address"),
+            token: None,
+            token_file: None,
+            allowed_hosts: Vec::new(),
         }
     }
 }
@@ -317,6 +340,8 @@ pub struct Overrides {
     pub threads: Option<usize>,
     /// `Some(None)`: admin disabled; `Some(Some(addr))`: admin on addr.
     pub admin: Option<Option<SocketAddr>>,
+    /// `--shutdown-grace DURATION`.
+    pub shutdown_grace: Option<Duration>,
 }
 
 impl Overrides {
@@ -335,13 +360,15 @@ impl Overrides {
                 Some(addr) => format!("--admin {addr}"),
                 None => "--admin off".to_string(),
             }),
+            "shutdown_grace" => self
+                .shutdown_grace
+                .map(|d| format!("--shutdown-grace {}", crate::http::duration::format(d))),
             _ => None,
         }
     }
 }
 
 /// Where a config came from.
-#[derive(Debug)]
 pub struct Origin {
     /// Name used in error messages (the path as given).
     pub name: String,
@@ -351,6 +378,18 @@ pub struct Origin {
     pub text: String,
     /// Directory relative paths in the file are resolved against.
     pub dir: PathBuf,
+}
+
+// By hand, without the text: it may hold `[admin] token`.
+impl fmt::Debug for Origin {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Origin")
+            .field("name", &self.name)
+            .field("path", &self.path)
+            .field("text", &format_args!("<{} bytes>", self.text.len()))
+            .field("dir", &self.dir)
+            .finish()
+    }
 }
 
 /// A refused configuration: which file, which line, which key, and why.
@@ -547,6 +586,9 @@ impl ServeConfig {
         if let Some(p) = &o.policy_script {
             self.policy_script = Some(p.clone());
         }
+        if let Some(g) = o.shutdown_grace {
+            self.shutdown_grace = g;
+        }
         match o.admin {
             Some(Some(a)) => {
                 self.admin.enabled = true;
@@ -715,6 +757,29 @@ impl ServeConfig {
         ))
     }
 
+    /// `tls.listen` must differ from the other listeners' addresses.
+    fn check_tls_address(&self) -> Result<(), Invalid> {
+        let Some(l) = self.tls.as_ref().and_then(|t| t.listen) else {
+            return Ok(());
+        };
+        if l.port() == 0 {
+            return Ok(());
+        }
+        let clash = if l == self.listen {
+            "`listen`"
+        } else if self.admin.enabled && l == self.admin.listen {
+            "`admin.listen`"
+        } else {
+            return Ok(());
+        };
+        Err(Invalid::new(
+            keypath!["tls", "listen"],
+            format!(
+                "same address as {clash} ({l}); leave `tls.listen` out to make the main listener speak TLS"
+            ),
+        ))
+    }
+
     /// A proxy upstream that is this server's own listen address would send every request back to the
     /// server until it times out; refused (with `--listen` named when the flag made it so). Loops through
     /// other hops are caught at run time by the proxy's Via check.
@@ -761,6 +826,12 @@ impl ServeConfig {
                 "must be ≥ 1, got 0 (every request would be refused with 431)",
             ));
         }
+        if l.max_uri_bytes == 0 {
+            return Err(Invalid::new(
+                keypath!["limits", "max_uri_bytes"],
+                "must be ≥ 1, got 0 (every request would be refused with 414)",
+            ));
+        }
         if l.max_connections == 0 {
             return Err(Invalid::new(
                 keypath!["limits", "max_connections"],
@@ -803,6 +874,7 @@ impl ServeConfig {
             return Err(Invalid::new(keypath!["queue_cap"], "must be ≥ 1, got 0"));
         }
         self.check_limits()?;
+        self.lua.check()?;
         self.check_policy_script()?;
         let mut seen = std::collections::HashSet::new();
         for (i, c) in self.classes.iter().enumerate() {
@@ -810,6 +882,16 @@ impl ServeConfig {
                 return Err(Invalid::new(
                     keypath!["classes", i, "name"],
                     "every class needs a non-empty name",
+                ));
+            }
+            // names go into log lines and the X-Ordo-Class header, where a line break would split them
+            if c.name.chars().any(char::is_control) {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "name"],
+                    format!(
+                        "{:?} contains a control character (line break, tab, ...)",
+                        c.name
+                    ),
                 ));
             }
             if !seen.insert(c.name.as_str()) {
@@ -891,6 +973,7 @@ impl ServeConfig {
             }
         }
         self.check_admin_address()?;
+        self.check_tls_address()?;
         self.check_proxy_loops()
     }
 

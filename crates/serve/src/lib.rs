@@ -1,6 +1,7 @@
 //! ordo-serve: the HTTP front end that classifies each request, queues it per class and hands it to a bounded
 //! pool of workers by the configured policy.
 
+pub mod access_log;
 pub mod admin;
 pub mod backend;
 pub mod classify;
@@ -10,7 +11,9 @@ pub mod http;
 pub mod lua;
 pub mod metrics;
 pub mod overload;
+pub mod sd_notify;
 pub mod server;
+pub mod tls;
 
 pub use config::{ConfigError, Overrides, PolicyName, ServeConfig};
 pub use gate::Overloaded;

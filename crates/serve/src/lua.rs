@@ -1,59 +1,205 @@
 //! Lua hooks (vendored Lua 5.4 through mlua): `classify(request)` for rules the config cannot express, and
-//! `pick(heads)` as a scheduling policy. Each state sits behind a lock (a Lua state is not shared between
-//! threads) and every call runs under an instruction budget so a runaway script cannot stall a worker.
+//! `pick(heads)` as a scheduling policy. Scripts run in a sandbox (safe libraries, a memory limit per state, a
+//! wall-time limit per call: see [`sandbox`]); a call that fails or hits a limit falls back (the rules, the
+//! oldest head) and is counted, and a script that keeps hitting limits is disabled for a while (a circuit
+//! breaker). Classification takes a state from a pool, one per thread calling at once, so requests are not
+//! serialised behind one lock; `pick` runs under the scheduler's lock with its own, shorter limit.
+
+mod pattern;
+mod sandbox;
 
 use std::collections::HashMap;
-use std::path::Path;
-use std::sync::atomic::{AtomicU32, Ordering};
-use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
 
-use mlua::{Function, HookTriggers, Lua, String as LuaString, Value, VmState};
+use mlua::{Function, Lua, String as LuaString, Value};
 use ordo_sched::{ClassId, Head, HeadPicker, Nanos};
 use prometheus_client::metrics::counter::Counter;
+use serde::Deserialize;
 
+use crate::config::Invalid;
 use crate::http::Request;
+use crate::http::duration;
+use crate::keypath;
+use sandbox::{Failure, Script, one_line};
 
-/// Instructions between two budget checks.
-const HOOK_EVERY: u32 = 10_000;
-/// Checks allowed per call: 1000 × 10 000 = 10 million Lua instructions.
-const MAX_CHECKS: u32 = 1_000;
-
-/// A fresh Lua state with the script loaded and an instruction budget armed; the counter is reset before
-/// every call.
-fn load_state(path: &Path) -> Result<(Lua, Arc<AtomicU32>), String> {
-    let code = std::fs::read_to_string(path)
-        .map_err(|e| format!("cannot read Lua script {}: {e}", path.display()))?;
-    let lua = Lua::new();
-    let budget = Arc::new(AtomicU32::new(0));
-    let b = budget.clone();
-    lua.set_hook(
-        HookTriggers::new().every_nth_instruction(HOOK_EVERY),
-        move |_lua, _debug| {
-            if b.fetch_add(1, Ordering::Relaxed) >= MAX_CHECKS {
-                Err(mlua::Error::runtime(
-                    "script exceeded its instruction budget (10 million instructions per call)",
-                ))
-            } else {
-                Ok(VmState::Continue)
-            }
-        },
-    );
-    lua.load(code.as_str())
-        .set_name(format!("@{}", path.display()))
-        .exec()
-        .map_err(|e| {
-            format!(
-                "Lua script {}: {}",
-                path.display(),
-                one_line(&e.to_string())
-            )
-        })?;
-    Ok((lua, budget))
+/// `[lua]`: the limits every script runs under.
+#[derive(Clone, Debug, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct LuaLimits {
+    /// Bytes one Lua state may use, the script's own data included (each thread classifying at once has a
+    /// state of its own).
+    pub memory_limit: usize,
+    /// Wall time one `classify` call may take.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub classify_time_limit: Duration,
+    /// Wall time one `pick` call may take (it holds the scheduler's lock meanwhile).
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub pick_time_limit: Duration,
+    /// Limit overruns within `breaker_window` that disable a script for `breaker_cooldown`; 0: never.
+    pub breaker_overruns: u32,
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub breaker_window: Duration,
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub breaker_cooldown: Duration,
 }
 
-fn one_line(s: &str) -> String {
-    s.lines().next().unwrap_or("").trim().to_string()
+impl Default for LuaLimits {
+    fn default() -> Self {
+        LuaLimits {
+            memory_limit: 16 << 20,
+            classify_time_limit: Duration::from_millis(50),
+            pick_time_limit: Duration::from_millis(5),
+            breaker_overruns: 5,
+            breaker_window: Duration::from_secs(10),
+            breaker_cooldown: Duration::from_secs(30),
+        }
+    }
+}
+
+impl LuaLimits {
+    /// Smallest `memory_limit` accepted: a state with the libraries loaded needs about 100 KiB.
+    pub const MIN_MEMORY: usize = 1 << 20;
+
+    /// Refuses values that would make every call fail or never stop one.
+    pub fn check(&self) -> Result<(), Invalid> {
+        if self.memory_limit < Self::MIN_MEMORY {
+            return Err(Invalid::new(
+                keypath!["lua", "memory_limit"],
+                format!(
+                    "must be ≥ {} (1 MiB), got {}",
+                    Self::MIN_MEMORY,
+                    self.memory_limit
+                ),
+            ));
+        }
+        for (key, d) in [
+            ("classify_time_limit", self.classify_time_limit),
+            ("pick_time_limit", self.pick_time_limit),
+        ] {
+            if d.is_zero() {
+                return Err(Invalid::new(keypath!["lua", key], "must be > 0"));
+            }
+            if d > Duration::from_secs(10) {
+                return Err(Invalid::new(
+                    keypath!["lua", key],
+                    format!("must be ≤ 10s, got {}", duration::format(d)),
+                ));
+            }
+        }
+        for (key, d) in [
+            ("breaker_window", self.breaker_window),
+            ("breaker_cooldown", self.breaker_cooldown),
+        ] {
+            if d.is_zero() {
+                return Err(Invalid::new(keypath!["lua", key], "must be > 0"));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Counters of one hook's limits (the metrics own them; `Default` gives throwaway ones).
+#[derive(Clone, Debug, Default)]
+pub struct LuaCounters {
+    /// Failed `pick` calls, limits included (`classify` failures are counted by the request path).
+    pub errors: Counter,
+    /// Calls stopped by the time limit.
+    pub time: Counter,
+    /// Calls stopped by the memory limit.
+    pub memory: Counter,
+    /// Calls not made because the script was disabled.
+    pub skipped: Counter,
+    /// Times the script was disabled after repeated overruns.
+    pub disabled: Counter,
+}
+
+/// Disables a script after `max` limit overruns within `window`, for `cooldown`; once back, one more
+/// overrun within `window` disables it again.
+struct Breaker {
+    hook: &'static str,
+    max: u32,
+    window: Duration,
+    cooldown: Duration,
+    epoch: Instant,
+    /// Nanoseconds since `epoch` until which the script is disabled (0: enabled).
+    open_until: AtomicU64,
+    state: Mutex<(Instant, u32)>,
+}
+
+impl Breaker {
+    fn new(hook: &'static str, limits: &LuaLimits) -> Self {
+        let now = Instant::now();
+        Breaker {
+            hook,
+            max: limits.breaker_overruns,
+            window: limits.breaker_window,
+            cooldown: limits.breaker_cooldown,
+            epoch: now,
+            open_until: AtomicU64::new(0),
+            state: Mutex::new((now, 0)),
+        }
+    }
+
+    fn now_ns(&self) -> u64 {
+        self.epoch.elapsed().as_nanos().min(u64::MAX as u128) as u64
+    }
+
+    /// Whether the script may be called now.
+    fn allows(&self) -> bool {
+        let until = self.open_until.load(Ordering::Relaxed);
+        until == 0 || self.now_ns() >= until
+    }
+
+    /// Records an overrun; true when it disabled the script.
+    fn overrun(&self, counters: &LuaCounters) -> bool {
+        if self.max == 0 {
+            return false;
+        }
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let now = Instant::now();
+        let until = self.open_until.load(Ordering::Relaxed);
+        if until != 0 {
+            // back from a cooldown: on probation for one window
+            self.open_until.store(0, Ordering::Relaxed);
+            *st = (
+                self.epoch + Duration::from_nanos(until),
+                self.max.saturating_sub(1),
+            );
+        }
+        if now.duration_since(st.0) > self.window {
+            *st = (now, 0);
+        }
+        st.1 += 1;
+        if st.1 < self.max {
+            return false;
+        }
+        *st = (now, 0);
+        let until = (now + self.cooldown).duration_since(self.epoch).as_nanos();
+        self.open_until
+            .store(until.min(u64::MAX as u128) as u64, Ordering::Relaxed);
+        counters.disabled.inc();
+        tracing::warn!(
+            hook = self.hook,
+            overruns = self.max,
+            window = %duration::format(self.window),
+            "lua script disabled for {} after repeated limit overruns; the fallback decides meanwhile",
+            duration::format(self.cooldown)
+        );
+        true
+    }
+}
+
+/// Counts a failed call by its cause and feeds the breaker.
+fn record(failure: &Failure, breaker: &Breaker, counters: &LuaCounters) {
+    match failure {
+        Failure::Time => counters.time.inc(),
+        Failure::Memory => counters.memory.inc(),
+        Failure::Error(_) => return,
+    };
+    breaker.overrun(counters);
 }
 
 fn require_function(lua: &Lua, name: &str, path: &Path) -> Result<(), String> {
@@ -66,6 +212,11 @@ fn require_function(lua: &Lua, name: &str, path: &Path) -> Result<(), String> {
     }
 }
 
+fn read_script(path: &Path) -> Result<String, String> {
+    std::fs::read_to_string(path)
+        .map_err(|e| format!("cannot read Lua script {}: {e}", path.display()))
+}
+
 /// What `classify` returned.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct LuaVerdict {
@@ -74,10 +225,10 @@ pub struct LuaVerdict {
     pub deadline: Option<Duration>,
 }
 
-/// Builds the request table inside Lua from flat arguments and flattens the hints, so a classification is a
-/// single call from Rust.
+/// Builds the request table inside Lua from flat arguments and returns the hints' fields, so a
+/// classification is a single call from Rust.
 const CLASSIFY_WRAPPER: &str = r#"
-local select, type, tonumber = select, type, tonumber
+local select, type = select, type
 return function(method, path, query, peer, nh, nc, ...)
   local headers, cookies = {}, {}
   local i = 1
@@ -94,45 +245,101 @@ return function(method, path, query, peer, nh, nc, ...)
   local class, hints = classify({ method = method, path = path, query = query, headers = headers,
                                   cookies = cookies, peer = peer })
   if type(hints) == "table" then
-    return class, tonumber(hints.size), tonumber(hints.deadline_ms)
+    return class, hints.size, hints.deadline_ms
   end
   return class
 end
 "#;
 
-/// The `[classify] script` hook.
-pub struct LuaClassifier {
-    state: Mutex<ClassifyState>,
+/// One sandboxed state with the script and the wrapper loaded.
+struct ClassifyState {
+    script: Script,
+    wrapper: Function,
 }
 
-struct ClassifyState {
-    budget: Arc<AtomicU32>,
-    wrapper: Function,
-    // Keeps the state alive (the wrapper holds a reference into it).
-    _lua: Lua,
+/// Idle states kept at most (more exist only while that many threads classify at once).
+const POOL_MAX: usize = 64;
+
+/// The `[classify] script` hook.
+pub struct LuaClassifier {
+    path: PathBuf,
+    code: String,
+    limits: LuaLimits,
+    idle: Mutex<Vec<ClassifyState>>,
+    breaker: Breaker,
+    counters: LuaCounters,
 }
 
 impl LuaClassifier {
-    /// Load a script that defines `classify(request)`.
+    /// Load a script that defines `classify(request)`, with the default limits.
     pub fn load(path: &Path) -> Result<Self, String> {
-        let (lua, budget) = load_state(path)?;
-        require_function(&lua, "classify", path)?;
-        let wrapper: Function = lua
+        Self::load_with(path, &LuaLimits::default(), LuaCounters::default())
+    }
+
+    /// Load a script that defines `classify(request)`; `counters` count its overruns.
+    pub fn load_with(
+        path: &Path,
+        limits: &LuaLimits,
+        counters: LuaCounters,
+    ) -> Result<Self, String> {
+        let code = read_script(path)?;
+        let c = LuaClassifier {
+            path: path.to_path_buf(),
+            code,
+            limits: limits.clone(),
+            idle: Mutex::new(Vec::new()),
+            breaker: Breaker::new("classify", limits),
+            counters,
+        };
+        // the first state checks the script now, not on the first request
+        let first = c.new_state()?;
+        c.idle.lock().unwrap_or_else(|p| p.into_inner()).push(first);
+        Ok(c)
+    }
+
+    fn new_state(&self) -> Result<ClassifyState, String> {
+        let script = Script::load(&self.path, &self.code, self.limits.memory_limit)?;
+        require_function(script.lua(), "classify", &self.path)?;
+        let wrapper: Function = script
+            .lua()
             .load(CLASSIFY_WRAPPER)
             .set_name("=ordo-classify-wrapper")
             .eval()
             .map_err(|e| one_line(&e.to_string()))?;
-        Ok(LuaClassifier {
-            state: Mutex::new(ClassifyState {
-                budget,
-                wrapper,
-                _lua: lua,
-            }),
-        })
+        Ok(ClassifyState { script, wrapper })
     }
 
     /// Call `classify(request)`; the request is a table {method, path, query, headers, cookies, peer}.
+    /// Runs on the calling thread for up to `classify_time_limit`.
     pub fn classify(&self, req: &Request) -> Result<LuaVerdict, String> {
+        self.classify_within(req, self.limits.classify_time_limit, false)
+            .unwrap_or_else(|| Err(Failure::Time.to_string()))
+    }
+
+    /// `classify_time_limit`.
+    pub fn time_limit(&self) -> Duration {
+        self.limits.classify_time_limit
+    }
+
+    /// Counts a call not made (`why` is the error to report).
+    pub fn skip(&self, why: &str) -> String {
+        self.counters.skipped.inc();
+        why.to_string()
+    }
+
+    /// Like [`LuaClassifier::classify`] within `limit`. With `slice`, a call that runs past `limit` gives
+    /// None and is not counted (the caller runs it again elsewhere, for the rest of its limit).
+    pub fn classify_within(
+        &self,
+        req: &Request,
+        limit: Duration,
+        slice: bool,
+    ) -> Option<Result<LuaVerdict, String>> {
+        if !self.breaker.allows() {
+            return Some(Err(
+                self.skip("script disabled after repeated limit overruns")
+            ));
+        }
         let mut flat: Vec<&str> = Vec::with_capacity(2 * req.headers.len() + 8);
         for (k, v) in &req.headers {
             flat.push(k);
@@ -151,11 +358,17 @@ impl LuaClassifier {
         }
         let nc = (flat.len() - 2 * nh) / 2;
         let peer = req.peer.ip().to_string();
-        let guard = self.state.lock().unwrap_or_else(|p| p.into_inner());
-        guard.budget.store(0, Ordering::Relaxed);
-        let (class, size, deadline_ms) = guard
-            .wrapper
-            .call::<(Option<String>, Option<f64>, Option<f64>)>((
+        let popped = self.idle.lock().unwrap_or_else(|p| p.into_inner()).pop();
+        let state = match popped {
+            Some(s) => Ok(s),
+            None => self.new_state(),
+        };
+        let state = match state {
+            Ok(s) => s,
+            Err(e) => return Some(Err(e)),
+        };
+        let r = state.script.call(limit, |_| {
+            state.wrapper.call::<(Option<String>, Value, Value)>((
                 req.method.as_str(),
                 req.path.as_str(),
                 req.query.as_deref().unwrap_or(""),
@@ -164,17 +377,85 @@ impl LuaClassifier {
                 nc,
                 mlua::Variadic::from_iter(flat),
             ))
-            .map_err(|e| one_line(&e.to_string()))?;
-        drop(guard);
-        Ok(LuaVerdict {
-            class,
-            size: size
-                .filter(|s| s.is_finite() && *s >= 0.0)
-                .map(|s| s as u64),
-            deadline: deadline_ms
-                .filter(|ms| ms.is_finite() && *ms > 0.0)
-                .map(|ms| Duration::from_secs_f64(ms / 1e3)),
+        });
+        let mut idle = self.idle.lock().unwrap_or_else(|p| p.into_inner());
+        if idle.len() < POOL_MAX {
+            idle.push(state);
+        }
+        drop(idle);
+        Some(match r {
+            Ok((class, size, deadline_ms)) => (|| {
+                Ok(LuaVerdict {
+                    class,
+                    size: hint_size(&size)?,
+                    deadline: hint_deadline(&deadline_ms)?,
+                })
+            })(),
+            Err(Failure::Time) if slice => return None,
+            Err(f) => {
+                record(&f, &self.breaker, &self.counters);
+                Err(f.to_string())
+            }
         })
+    }
+}
+
+/// Longest `deadline_ms` a script may give: a day. (Longer is no deadline an HTTP request could have, and an
+/// unchecked 1e300 made `Duration::from_secs_f64` panic.)
+pub const MAX_DEADLINE_MS: f64 = 86_400_000.0;
+
+/// A Lua number as f64 (integers included); None for anything else (a numeric string is not a number).
+fn lua_number(v: &Value) -> Option<f64> {
+    match v {
+        Value::Integer(i) => Some(*i as f64),
+        Value::Number(n) => Some(*n),
+        _ => None,
+    }
+}
+
+/// `hints.size`: nil, or a finite number ≥ 0 (fractions are rounded down).
+fn hint_size(v: &Value) -> Result<Option<u64>, String> {
+    if v.is_nil() {
+        return Ok(None);
+    }
+    match lua_number(v) {
+        // 2^63: beyond it `as u64` would only saturate
+        Some(n) if n.is_finite() && (0.0..9.223_372_036_854_776e18).contains(&n) => {
+            Ok(Some(n as u64))
+        }
+        _ => Err(format!(
+            "classify returned hints.size = {}: must be a number ≥ 0",
+            describe(v)
+        )),
+    }
+}
+
+/// `hints.deadline_ms`: nil, or a finite number of milliseconds in (0, MAX_DEADLINE_MS].
+fn hint_deadline(v: &Value) -> Result<Option<Duration>, String> {
+    if v.is_nil() {
+        return Ok(None);
+    }
+    match lua_number(v) {
+        Some(ms) if ms > 0.0 && ms <= MAX_DEADLINE_MS => {
+            Ok(Some(Duration::from_secs_f64(ms / 1e3)))
+        }
+        _ => Err(format!(
+            "classify returned hints.deadline_ms = {}: must be a number of milliseconds in (0, {MAX_DEADLINE_MS}]",
+            describe(v)
+        )),
+    }
+}
+
+/// A returned value for an error message (numbers as Lua prints them, other types by name).
+fn describe(v: &Value) -> String {
+    match v {
+        Value::Integer(i) => i.to_string(),
+        Value::Number(n) if n.is_nan() => "nan".into(),
+        Value::Number(n) if n.is_infinite() => if *n > 0.0 { "inf" } else { "-inf" }.into(),
+        Value::Number(n) if (1e-4..1e15).contains(&n.abs()) => n.to_string(),
+        Value::Number(n) => format!("{n:e}"),
+        Value::String(s) => format!("{:?} (a string)", s.to_string_lossy()),
+        other => format!("a {}", other.type_name()),
     }
 }
 
@@ -201,46 +482,63 @@ end
 /// `policy = "lua"`: the script's `pick(heads)` chooses which class's head is served next.
 ///
 /// Dispatch is on the hot path: the heads tables live in Lua and are reused between calls (scripts must copy
-/// what they keep), class names are interned once, and each dispatch is a single call into Lua.
+/// what they keep), class names are interned once, and each dispatch is a single call into Lua. It runs
+/// under the scheduler's lock, bounded by `pick_time_limit`.
 pub struct LuaPicker {
-    lua: Lua,
-    budget: Arc<AtomicU32>,
-    errors: Counter,
+    script: Script,
+    limit: Duration,
+    breaker: Breaker,
+    counters: LuaCounters,
     wrapper: Function,
     names: HashMap<String, LuaString>,
     args: Vec<Value>,
 }
 
 impl LuaPicker {
-    /// Load a script that defines `pick(heads)`. `errors` counts failed calls (the metrics read it).
-    pub fn load(path: &Path, errors: Counter) -> Result<Self, String> {
-        let (lua, budget) = load_state(path)?;
-        require_function(&lua, "pick", path)?;
-        let wrapper: Function = lua
+    /// Load a script that defines `pick(heads)` with the default limits; `counters.errors` counts failed
+    /// calls (the metrics read it).
+    pub fn load(path: &Path, counters: LuaCounters) -> Result<Self, String> {
+        Self::load_with(path, &LuaLimits::default(), counters)
+    }
+
+    /// Load a script that defines `pick(heads)` under `limits`.
+    pub fn load_with(
+        path: &Path,
+        limits: &LuaLimits,
+        counters: LuaCounters,
+    ) -> Result<Self, String> {
+        let code = read_script(path)?;
+        let script = Script::load(path, &code, limits.memory_limit)?;
+        require_function(script.lua(), "pick", path)?;
+        let wrapper: Function = script
+            .lua()
             .load(PICK_WRAPPER)
             .set_name("=ordo-pick-wrapper")
             .eval()
             .map_err(|e| one_line(&e.to_string()))?;
         Ok(LuaPicker {
-            lua,
-            budget,
-            errors,
+            script,
+            limit: limits.pick_time_limit,
+            breaker: Breaker::new("pick", limits),
+            counters,
             wrapper,
             names: HashMap::new(),
             args: Vec::new(),
         })
     }
 
-    fn call(&mut self, heads: &[Head<'_>], now: Nanos) -> mlua::Result<Option<LuaString>> {
-        self.budget.store(0, Ordering::Relaxed);
+    fn call(&mut self, heads: &[Head<'_>], now: Nanos) -> Result<Option<LuaString>, Failure> {
         let mut args = std::mem::take(&mut self.args);
         args.clear();
         args.push(Value::Integer(heads.len() as i64));
+        let lua = self.script.lua();
         for h in heads {
             let name = match self.names.get(h.class_name) {
                 Some(n) => n.clone(),
                 None => {
-                    let n = self.lua.create_string(h.class_name)?;
+                    let n = lua
+                        .create_string(h.class_name)
+                        .map_err(|e| Failure::Error(one_line(&e.to_string())))?;
                     self.names.insert(h.class_name.to_string(), n.clone());
                     n
                 }
@@ -256,9 +554,10 @@ impl LuaPicker {
                 None => Value::Nil,
             });
         }
-        let r = self
-            .wrapper
-            .call::<Option<LuaString>>(mlua::Variadic::from_iter(args.drain(..)));
+        let wrapper = &self.wrapper;
+        let r = self.script.call(self.limit, |_| {
+            wrapper.call::<Option<LuaString>>(mlua::Variadic::from_iter(args.drain(..)))
+        });
         self.args = args;
         r
     }
@@ -273,6 +572,10 @@ impl HeadPicker for LuaPicker {
             // The head that waited longest: FCFS across classes.
             heads.iter().max_by_key(|h| h.waited).map(|h| h.class)
         };
+        if !self.breaker.allows() {
+            self.counters.skipped.inc();
+            return fallback();
+        }
         match self.call(heads, now) {
             Ok(Some(name)) => match heads
                 .iter()
@@ -280,15 +583,16 @@ impl HeadPicker for LuaPicker {
             {
                 Some(h) => Some(h.class),
                 None => {
-                    self.errors.inc();
-                    tracing::warn!(class = %name.to_string_lossy(), "lua pick returned a class with nothing queued; serving the oldest head");
+                    self.counters.errors.inc();
+                    tracing::warn!(class = ?name.to_string_lossy(), "lua pick returned a class with nothing queued; serving the oldest head");
                     fallback()
                 }
             },
             Ok(None) => fallback(),
-            Err(e) => {
-                self.errors.inc();
-                tracing::warn!(error = %one_line(&e.to_string()), "lua pick failed; serving the oldest head");
+            Err(f) => {
+                self.counters.errors.inc();
+                record(&f, &self.breaker, &self.counters);
+                tracing::warn!(error = %f, "lua pick failed; serving the oldest head");
                 fallback()
             }
         }
@@ -335,6 +639,55 @@ end
         );
     }
 
+    /// Issue 10 defect 8a: `deadline_ms = 1e300` panicked in `Duration::from_secs_f64`; NaN, infinities,
+    /// negative and non-numeric hints were dropped silently or turned into nonsense. Each is now a script
+    /// error (the rules decide).
+    #[test]
+    fn issue10_hints_out_of_range_are_script_errors() {
+        let dir = tempfile::tempdir().unwrap();
+        for (hint, what) in [
+            ("deadline_ms = 1e300", "deadline_ms = 1e300"),
+            ("deadline_ms = math.huge", "deadline_ms = inf"),
+            ("deadline_ms = -math.huge", "deadline_ms = -inf"),
+            ("deadline_ms = 0/0", "deadline_ms = nan"),
+            ("deadline_ms = -5", "deadline_ms = -5"),
+            ("deadline_ms = 0", "deadline_ms = 0"),
+            ("deadline_ms = 86400001", "deadline_ms = 86400001"),
+            ("deadline_ms = '250'", "deadline_ms = \"250\" (a string)"),
+            ("deadline_ms = {}", "deadline_ms = a table"),
+            ("size = -1", "size = -1"),
+            ("size = 0/0", "size = nan"),
+            ("size = math.huge", "size = inf"),
+            ("size = 1e19", "size = 1e19"),
+            ("size = true", "size = a boolean"),
+        ] {
+            let p = script(
+                &dir,
+                &format!("function classify(r) return \"gold\", {{ {hint} }} end"),
+            );
+            let c = LuaClassifier::load(&p).unwrap();
+            let e = c.classify(&Request::get("/")).unwrap_err();
+            assert!(e.contains(&format!("hints.{what}")), "{hint}: {e}");
+        }
+        // the edges of what is accepted
+        let accepted = |hints: &str| {
+            let code = format!("function classify(r) return \"gold\", {{ {hints} }} end");
+            let v = LuaClassifier::load(&script(&dir, &code))
+                .unwrap()
+                .classify(&Request::get("/"))
+                .unwrap();
+            (v.size, v.deadline)
+        };
+        assert_eq!(
+            accepted("size = 2.9, deadline_ms = 86400000"),
+            (Some(2), Some(Duration::from_secs(86_400)))
+        );
+        assert_eq!(
+            accepted("size = 0, deadline_ms = 0.5"),
+            (Some(0), Some(Duration::from_micros(500)))
+        );
+    }
+
     #[test]
     fn classify_errors_are_reported() {
         let dir = tempfile::tempdir().unwrap();
@@ -345,7 +698,7 @@ end
         let c = LuaClassifier::load(&script(&dir, "function classify(r) while true do end end"))
             .unwrap();
         let e = c.classify(&Request::get("/")).unwrap_err();
-        assert!(e.contains("instruction budget"), "{e}");
+        assert!(e.contains("time limit"), "{e}");
     }
 
     #[test]
@@ -364,8 +717,9 @@ function pick(heads)
 end
 "#,
         );
-        let errors = Counter::default();
-        let mut picker = LuaPicker::load(&p, errors.clone()).unwrap();
+        let counters = LuaCounters::default();
+        let errors = counters.errors.clone();
+        let mut picker = LuaPicker::load(&p, counters.clone()).unwrap();
         let heads = [
             Head {
                 class: 0,
@@ -395,9 +749,221 @@ end
         // Fewer heads on the next call: the reused array must not show stale entries (a stale `b` would be
         // an unknown class here and count as an error).
         let p = script(&dir, "function pick(heads) return heads[#heads].class end");
-        let mut picker = LuaPicker::load(&p, errors.clone()).unwrap();
+        let mut picker = LuaPicker::load(&p, counters.clone()).unwrap();
         assert_eq!(picker.pick(&heads, 0), Some(1));
         assert_eq!(picker.pick(&heads[..1], 0), Some(0));
         assert_eq!(errors.get(), 0);
+    }
+
+    fn limits(time: Duration) -> LuaLimits {
+        LuaLimits {
+            classify_time_limit: time,
+            pick_time_limit: time,
+            ..LuaLimits::default()
+        }
+    }
+
+    /// Issue 10 defect 8d: every classification waited on one Lua lock, so one slow call held up all the
+    /// others. While one call runs for a second on one thread, another thread's calls answer at once.
+    #[test]
+    fn issue10_classify_does_not_serialise_behind_one_state() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(
+            &dir,
+            r#"
+function classify(r)
+  if r.path == "/slow" then
+    local t = os.clock() + 1.0
+    while os.clock() < t do end
+  end
+  return "gold"
+end
+"#,
+        );
+        let c = std::sync::Arc::new(
+            LuaClassifier::load_with(&p, &limits(Duration::from_secs(5)), LuaCounters::default())
+                .unwrap(),
+        );
+        let slow = {
+            let c = c.clone();
+            std::thread::spawn(move || {
+                let t = Instant::now();
+                let v = c.classify(&Request::get("/slow")).unwrap();
+                (v, t.elapsed())
+            })
+        };
+        // wait until the slow call holds its state (it took the only one loaded so far)
+        let start = Instant::now();
+        while !c.idle.lock().unwrap().is_empty() {
+            assert!(start.elapsed() < Duration::from_secs(5));
+            std::thread::sleep(Duration::from_millis(1));
+        }
+        for _ in 0..5 {
+            let t = Instant::now();
+            assert_eq!(
+                c.classify(&Request::get("/fast")).unwrap().class.as_deref(),
+                Some("gold")
+            );
+            assert!(
+                t.elapsed() < Duration::from_millis(700),
+                "{:?}",
+                t.elapsed()
+            );
+        }
+        assert!(
+            !slow.is_finished(),
+            "the fast calls were answered while the slow one ran"
+        );
+        let (v, took) = slow.join().unwrap();
+        assert_eq!(v.class.as_deref(), Some("gold"));
+        assert!(took >= Duration::from_millis(900));
+        // two states now: one per thread that classified at once
+        assert_eq!(c.idle.lock().unwrap().len(), 2);
+    }
+
+    /// A script that keeps hitting its limits is disabled for `breaker_cooldown` (its calls answered by the
+    /// fallback at once and counted), then tried again; one more overrun disables it again.
+    #[test]
+    fn repeated_overruns_disable_a_script_for_a_while() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(
+            &dir,
+            "function classify(r) if r.path == '/loop' then while true do end end return 'gold' end",
+        );
+        let l = LuaLimits {
+            breaker_overruns: 3,
+            breaker_cooldown: Duration::from_millis(400),
+            ..limits(Duration::from_millis(30))
+        };
+        let counters = LuaCounters::default();
+        let c = LuaClassifier::load_with(&p, &l, counters.clone()).unwrap();
+        for _ in 0..3 {
+            let e = c.classify(&Request::get("/loop")).unwrap_err();
+            assert!(e.contains("time limit"), "{e}");
+        }
+        assert_eq!((counters.time.get(), counters.disabled.get()), (3, 1));
+        // disabled: even a harmless request is not run
+        let t = Instant::now();
+        let e = c.classify(&Request::get("/ok")).unwrap_err();
+        assert!(e.contains("disabled"), "{e}");
+        assert!(t.elapsed() < Duration::from_millis(20));
+        assert_eq!(counters.skipped.get(), 1);
+        std::thread::sleep(Duration::from_millis(450));
+        assert_eq!(
+            c.classify(&Request::get("/ok")).unwrap().class.as_deref(),
+            Some("gold")
+        );
+        // on probation: one overrun is enough
+        assert!(c.classify(&Request::get("/loop")).is_err());
+        assert_eq!(counters.disabled.get(), 2);
+        assert!(
+            c.classify(&Request::get("/ok"))
+                .unwrap_err()
+                .contains("disabled")
+        );
+    }
+
+    fn heads() -> [Head<'static>; 2] {
+        [
+            Head {
+                class: 0,
+                class_name: "a",
+                queued: 1,
+                size_hint: 0,
+                waited: 9_000,
+                deadline: None,
+                weight: 1,
+                priority: 0,
+            },
+            Head {
+                class: 1,
+                class_name: "b",
+                queued: 1,
+                size_hint: 0,
+                waited: 5_000,
+                deadline: None,
+                weight: 1,
+                priority: 0,
+            },
+        ]
+    }
+
+    /// Issue 10 defect 8: `pick` runs under the scheduler's lock: its loops, patterns and allocations are
+    /// bounded by `pick_time_limit` and the memory limit, and the oldest head is served instead.
+    #[test]
+    fn issue10_pick_is_bounded_too() {
+        let dir = tempfile::tempdir().unwrap();
+        for (body, time) in [
+            ("while true do end", Some(true)),
+            (
+                "return string.find(string.rep('a', 40), string.rep('a*', 30) .. 'b')",
+                Some(true),
+            ),
+            ("return string.rep('x', 1e9)", Some(false)),
+            // whichever limit comes first
+            ("local t = {} for i = 1, 1e9 do t[i] = i end", None),
+        ] {
+            let p = script(&dir, &format!("function pick(heads) {body} end"));
+            let counters = LuaCounters::default();
+            let mut picker =
+                LuaPicker::load_with(&p, &limits(Duration::from_millis(20)), counters.clone())
+                    .unwrap();
+            let t = Instant::now();
+            assert_eq!(picker.pick(&heads(), 0), Some(0), "{body}: the oldest head");
+            assert!(
+                t.elapsed() < Duration::from_secs(2),
+                "{body}: {:?}",
+                t.elapsed()
+            );
+            assert_eq!(counters.errors.get(), 1, "{body}");
+            let (tc, mc) = (counters.time.get(), counters.memory.get());
+            match time {
+                Some(true) => assert_eq!((tc, mc), (1, 0), "{body}"),
+                Some(false) => assert_eq!((tc, mc), (0, 1), "{body}"),
+                None => assert_eq!(tc + mc, 1, "{body}"),
+            }
+        }
+        let p = script(&dir, "function pick(heads) os.exit(1) end");
+        let mut picker = LuaPicker::load(&p, LuaCounters::default()).unwrap();
+        assert_eq!(picker.pick(&heads(), 0), Some(0));
+    }
+
+    #[test]
+    fn limits_are_checked() {
+        let ok = LuaLimits::default();
+        assert!(ok.check().is_ok());
+        let e = LuaLimits {
+            memory_limit: 1000,
+            ..ok.clone()
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(e.message, "must be ≥ 1048576 (1 MiB), got 1000");
+        let e = LuaLimits {
+            pick_time_limit: Duration::ZERO,
+            ..ok.clone()
+        }
+        .check()
+        .unwrap_err();
+        assert_eq!(
+            crate::config::path_to_string(&e.path),
+            "lua.pick_time_limit"
+        );
+        assert!(
+            LuaLimits {
+                classify_time_limit: Duration::from_secs(11),
+                ..ok.clone()
+            }
+            .check()
+            .is_err()
+        );
+        assert!(
+            LuaLimits {
+                breaker_window: Duration::ZERO,
+                ..ok
+            }
+            .check()
+            .is_err()
+        );
     }
 }

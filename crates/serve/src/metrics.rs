@@ -6,7 +6,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use ordo_sched::RejectReason;
-use prometheus_client::encoding::EncodeLabelSet;
+use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
@@ -15,15 +15,56 @@ use prometheus_client::registry::Registry;
 
 use crate::gate::{GateSnapshot, REASONS, reason_str};
 
+/// A label value written escaped (`\\`, `\"`, `\n`), as both exposition formats require: prometheus-client
+/// writes `String` values as they are, so a class named `a"b` broke every line it appeared on.
+#[derive(Clone, Debug, Hash, PartialEq, Eq)]
+struct Escaped(String);
+
+impl EncodeLabelValue for Escaped {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        use std::fmt::Write;
+        let mut rest = self.0.as_str();
+        while let Some(i) = rest.find(['\\', '"', '\n']) {
+            encoder.write_str(&rest[..i])?;
+            encoder.write_str(match rest.as_bytes()[i] {
+                b'\\' => "\\\\",
+                b'"' => "\\\"",
+                _ => "\\n",
+            })?;
+            rest = &rest[i + 1..];
+        }
+        encoder.write_str(rest)
+    }
+}
+
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
-    class: String,
+    class: Escaped,
+}
+
+impl ClassLabel {
+    fn new(name: &str) -> Self {
+        ClassLabel {
+            class: Escaped(name.to_string()),
+        }
+    }
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RejectLabel {
-    class: String,
+    class: Escaped,
     reason: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct LuaLimitLabel {
+    hook: String,
+    limit: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct HookLabel {
+    hook: String,
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
@@ -34,7 +75,7 @@ struct ResultLabel {
 /// A gate lane: a route prefix, a group of routes, or `*` (the one pool of a fixed `workers`).
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabel {
-    route: String,
+    route: Escaped,
 }
 
 type HistFamily = Family<ClassLabel, Histogram, fn() -> Histogram>;
@@ -87,6 +128,9 @@ pub struct Metrics {
     reloads: Family<ResultLabel, Counter>,
     not_found: Counter,
     cache: RwLock<HashMap<Arc<str>, Arc<ClassMetrics>>>,
+    lua_limits: Family<LuaLimitLabel, Counter>,
+    lua_skipped: Family<HookLabel, Counter>,
+    lua_disabled: Family<HookLabel, Counter>,
     concurrency: ConcurrencyMetrics,
 }
 
@@ -141,7 +185,7 @@ impl ConcurrencyMetrics {
 
     fn refresh(&self, snap: &GateSnapshot) {
         let label = |k: &str| RouteLabel {
-            route: k.to_string(),
+            route: Escaped(k.to_string()),
         };
         let mut seen = self.seen.write().unwrap_or_else(|p| p.into_inner());
         for gone in seen
@@ -169,7 +213,7 @@ impl ConcurrencyMetrics {
         for (name, standing) in snap.class_names.iter().zip(&snap.class_standing) {
             self.standing
                 .get_or_create(&ClassLabel {
-                    class: name.to_string(),
+                    class: Escaped(name.to_string()),
                 })
                 .set(i64::from(*standing));
         }
@@ -263,8 +307,26 @@ impl Metrics {
             "Requests no route matched (404)",
             not_found.clone(),
         );
+        let lua_limits = Family::<LuaLimitLabel, Counter>::default();
+        let lua_skipped = Family::<HookLabel, Counter>::default();
+        let lua_disabled = Family::<HookLabel, Counter>::default();
+        registry.register(
+            "lua_limit",
+            "Lua calls stopped by a limit (time or memory), by hook",
+            lua_limits.clone(),
+        );
+        registry.register(
+            "lua_skipped",
+            "Lua calls not made because the script was disabled after repeated limit overruns",
+            lua_skipped.clone(),
+        );
+        registry.register(
+            "lua_disabled",
+            "Times a Lua script was disabled after repeated limit overruns",
+            lua_disabled.clone(),
+        );
         let concurrency = ConcurrencyMetrics::register(&mut registry);
-        Metrics {
+        let m = Metrics {
             registry,
             arrivals,
             dispatched,
@@ -282,6 +344,36 @@ impl Metrics {
             not_found,
             cache: RwLock::new(HashMap::new()),
             concurrency,
+            lua_limits,
+            lua_skipped,
+            lua_disabled,
+        };
+        // every series exists from the start (a scrape shows 0, not nothing)
+        for hook in ["classify", "pick"] {
+            m.lua_counters(hook);
+        }
+        m
+    }
+
+    /// The counters of a Lua hook (`classify` or `pick`); `errors` is `lua_errors`.
+    pub fn lua_counters(&self, hook: &str) -> crate::lua::LuaCounters {
+        let limit = |limit: &str| {
+            self.lua_limits
+                .get_or_create(&LuaLimitLabel {
+                    hook: hook.to_string(),
+                    limit: limit.to_string(),
+                })
+                .clone()
+        };
+        let label = HookLabel {
+            hook: hook.to_string(),
+        };
+        crate::lua::LuaCounters {
+            errors: self.lua_errors.clone(),
+            time: limit("time"),
+            memory: limit("memory"),
+            skipped: self.lua_skipped.get_or_create(&label).clone(),
+            disabled: self.lua_disabled.get_or_create(&label).clone(),
         }
     }
 
@@ -295,13 +387,11 @@ impl Metrics {
         {
             return m.clone();
         }
-        let l = ClassLabel {
-            class: name.to_string(),
-        };
+        let l = ClassLabel::new(name);
         let rejected = REASONS.map(|r| {
             self.rejected
                 .get_or_create(&RejectLabel {
-                    class: name.to_string(),
+                    class: Escaped(name.to_string()),
                     reason: reason_str(r).to_string(),
                 })
                 .clone()
@@ -345,7 +435,16 @@ impl Metrics {
         self.not_found.inc();
     }
 
-    /// The Prometheus text exposition, with gauges refreshed from `snap`.
+    /// The exposition in `format`, with gauges refreshed from `snap`.
+    pub fn encode_as(&self, snap: &GateSnapshot, format: Format) -> String {
+        let om = self.encode(snap);
+        match format {
+            Format::OpenMetrics => om,
+            Format::Prometheus => openmetrics_to_prometheus(&om),
+        }
+    }
+
+    /// The OpenMetrics text exposition, with gauges refreshed from `snap`.
     pub fn encode(&self, snap: &GateSnapshot) -> String {
         // Classes removed by a reload keep their counters but no longer queue anything.
         let known: Vec<Arc<str>> = self
@@ -357,17 +456,13 @@ impl Metrics {
             .collect();
         for name in known.iter().filter(|n| !snap.class_names.contains(n)) {
             self.queue_depth
-                .get_or_create(&ClassLabel {
-                    class: name.to_string(),
-                })
+                .get_or_create(&ClassLabel::new(name))
                 .set(0);
         }
         for (name, q) in snap.class_names.iter().zip(&snap.class_queued) {
             self.class(name);
             self.queue_depth
-                .get_or_create(&ClassLabel {
-                    class: name.to_string(),
-                })
+                .get_or_create(&ClassLabel::new(name))
                 .set(*q as i64);
         }
         self.workers_busy.set(snap.busy as i64);
@@ -380,5 +475,152 @@ impl Metrics {
             out.clear();
         }
         out
+    }
+}
+
+/// The two text formats `/metrics` serves.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Format {
+    /// OpenMetrics 1.0 (`application/openmetrics-text`): what prometheus-client writes, and what Prometheus
+    /// asks for first.
+    OpenMetrics,
+    /// The classic Prometheus text format 0.0.4 (`text/plain`): what older scrapers and agents read.
+    Prometheus,
+}
+
+impl Format {
+    /// The format an `Accept` header asks for: OpenMetrics when `application/openmetrics-text` is accepted
+    /// at least as much as `text/plain` (Prometheus sends
+    /// `application/openmetrics-text;version=1.0.0;q=0.5,...,text/plain;version=0.0.4;q=0.3,*/*;q=0.2`);
+    /// the classic format otherwise, also without an `Accept` header or when neither is named.
+    pub fn from_accept(accept: Option<&str>) -> Format {
+        let (mut om, mut text) = (0.0f32, 0.0f32);
+        for range in accept.unwrap_or("").split(',') {
+            let mut parts = range.split(';');
+            let media = parts.next().unwrap_or("").trim().to_ascii_lowercase();
+            let q = parts
+                .filter_map(|p| p.split_once('='))
+                .find(|(k, _)| k.trim().eq_ignore_ascii_case("q"))
+                .map_or(Some(1.0), |(_, v)| v.trim().parse::<f32>().ok())
+                .filter(|q| q.is_finite())
+                .unwrap_or(0.0);
+            match media.as_str() {
+                "application/openmetrics-text" => om = om.max(q),
+                "text/plain" | "text/*" | "*/*" => text = text.max(q),
+                _ => {}
+            }
+        }
+        if om > 0.0 && om >= text {
+            Format::OpenMetrics
+        } else {
+            Format::Prometheus
+        }
+    }
+
+    /// The response's Content-Type.
+    pub fn content_type(self) -> &'static str {
+        match self {
+            Format::OpenMetrics => "application/openmetrics-text; version=1.0.0; charset=utf-8",
+            Format::Prometheus => "text/plain; version=0.0.4; charset=utf-8",
+        }
+    }
+}
+
+/// Rewrites prometheus-client's OpenMetrics text as the classic format: a counter family is named after its
+/// samples (`# TYPE x_total counter`, where OpenMetrics says `# TYPE x counter`), `unknown` is `untyped`,
+/// and the `# EOF` and `# UNIT` lines go. Samples (histograms' `_bucket`/`_sum`/`_count` included) are the
+/// same in both formats; label values are escaped the same way.
+fn openmetrics_to_prometheus(om: &str) -> String {
+    let mut out = String::with_capacity(om.len());
+    // HELP comes before TYPE; it is held until TYPE says whether the name takes `_total`
+    let mut help: Option<&str> = None;
+    for line in om.lines() {
+        if line == "# EOF" || line.starts_with("# UNIT ") {
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# HELP ") {
+            help = Some(rest);
+            continue;
+        }
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let (name, kind) = rest.split_once(' ').unwrap_or((rest, "untyped"));
+            let (name, kind) = match kind {
+                "counter" => (format!("{name}_total"), "counter"),
+                "gauge" | "histogram" | "summary" => (name.to_string(), kind),
+                _ => (name.to_string(), "untyped"),
+            };
+            if let Some(h) = help.take() {
+                let text = h.split_once(' ').map_or("", |(_, t)| t);
+                out.push_str(&format!("# HELP {name} {text}\n"));
+            }
+            out.push_str(&format!("# TYPE {name} {kind}\n"));
+            continue;
+        }
+        out.push_str(line);
+        out.push('\n');
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn accept_picks_the_format() {
+        use Format::*;
+        for (accept, want) in [
+            (None, Prometheus),
+            (Some(""), Prometheus),
+            (Some("*/*"), Prometheus),
+            (Some("text/plain; version=0.0.4"), Prometheus),
+            (Some("application/openmetrics-text"), OpenMetrics),
+            (
+                Some("Application/OpenMetrics-Text; Version=1.0.0"),
+                OpenMetrics,
+            ),
+            (
+                Some("application/openmetrics-text;q=0.5,text/plain;q=0.3"),
+                OpenMetrics,
+            ),
+            (
+                Some("text/plain;q=0.9, application/openmetrics-text;q=0.5"),
+                Prometheus,
+            ),
+            (Some("application/openmetrics-text;q=0"), Prometheus),
+            (Some("application/openmetrics-text;q=nonsense"), Prometheus),
+            (
+                Some("application/openmetrics-text, text/plain"),
+                OpenMetrics,
+            ),
+        ] {
+            assert_eq!(Format::from_accept(accept), want, "{accept:?}");
+        }
+    }
+
+    #[test]
+    fn classic_format_names_counters_by_their_samples() {
+        let om = "# HELP ordo_x Things.\n# TYPE ordo_x counter\nordo_x_total{class=\"a\"} 3\n\
+                  # HELP ordo_h Times.\n# TYPE ordo_h histogram\nordo_h_sum 0.5\nordo_h_count 1\n\
+                  ordo_h_bucket{le=\"+Inf\"} 1\n# TYPE ordo_u unknown\nordo_u 1\n# UNIT ordo_h seconds\n# EOF\n";
+        assert_eq!(
+            openmetrics_to_prometheus(om),
+            "# HELP ordo_x_total Things.\n# TYPE ordo_x_total counter\nordo_x_total{class=\"a\"} 3\n\
+             # HELP ordo_h Times.\n# TYPE ordo_h histogram\nordo_h_sum 0.5\nordo_h_count 1\n\
+             ordo_h_bucket{le=\"+Inf\"} 1\n# TYPE ordo_u untyped\nordo_u 1\n"
+        );
+    }
+
+    #[test]
+    fn label_values_are_escaped() {
+        let m = Metrics::new();
+        m.class(&Arc::from("a\"b\\c\nd")).arrivals.inc();
+        let cfg = crate::server::sched_config(&crate::ServeConfig::default());
+        let gate = crate::gate::Gate::new(cfg, None, 1).unwrap();
+        let text = m.encode(&gate.snapshot());
+        assert!(
+            text.contains("ordo_serve_arrivals_total{class=\"a\\\"b\\\\c\\nd\"} 1\n"),
+            "{text}"
+        );
     }
 }

@@ -10,6 +10,7 @@ use tokio::net::TcpListener;
 use tokio::sync::watch;
 use tokio::task::JoinHandle;
 
+use crate::access_log::{RequestLine, Served};
 use crate::backend::Backend;
 use crate::classify::{Classifier, Route, Router, size_hint};
 use crate::config::{ConfigError, HeadersConfig, Invalid, PolicyName, ServeConfig};
@@ -46,6 +47,8 @@ pub(crate) struct Compiled {
     pub(crate) pickers: Vec<Box<dyn HeadPicker>>,
     /// The lanes of workers and the reservations (crate::overload).
     pub(crate) plan: crate::gate::PoolPlan,
+    /// The TLS server configuration (certificates loaded and checked), when `[tls]` is present.
+    pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
 
 /// The part of the configuration the request path reads (swapped whole on reload).
@@ -58,6 +61,8 @@ pub(crate) struct Active {
     pub(crate) needs_size: bool,
     /// The gate lane of each route prefix (all the same with a fixed number of workers).
     pub(crate) lanes: Vec<(String, Arc<str>)>,
+    /// Who may use the admin endpoints (`[admin]` token and allowed host names).
+    pub(crate) admin: crate::admin::AdminGuard,
 }
 
 impl Active {
@@ -121,7 +126,7 @@ fn build_backend(
     i: usize,
     r: &crate::config::RouteConfig,
 ) -> Result<Backend, Invalid> {
-    use crate::backend::{proxy, static_files, synthetic};
+    use crate::backend::{BackendError, proxy, static_files, synthetic};
     if let Some(s) = &r.static_files {
         let mut s = s.clone();
         s.root = cfg.resolve(&s.root);
@@ -130,8 +135,14 @@ fn build_backend(
         return Ok(Backend::Static(b));
     }
     if let Some(p) = &r.proxy {
-        let b = proxy::ProxyBackend::new(p)
-            .map_err(|e| Invalid::new(keypath!["routes", i, "proxy"], e.to_string()))?;
+        let mut p = p.clone();
+        p.ca_file = p.ca_file.map(|f| cfg.resolve(&f));
+        let b = proxy::ProxyBackend::new(&p).map_err(|e| match e {
+            BackendError::Invalid { field, msg } => {
+                Invalid::new(keypath!["routes", i, "proxy", field], msg)
+            }
+            e => Invalid::new(keypath!["routes", i, "proxy"], e.to_string()),
+        })?;
         return Ok(Backend::Proxy(b));
     }
     if let Some(s) = &r.synthetic {
@@ -153,7 +164,13 @@ impl Compiled {
     ) -> Result<Compiled, ConfigError> {
         let loc = |i: Invalid| cfg.locate(i);
         cfg.check_values().map_err(loc)?;
-        let classifier = Classifier::build(cfg).map_err(loc)?;
+        let classifier = Classifier::build_with(
+            cfg,
+            metrics
+                .map(|m| m.lua_counters("classify"))
+                .unwrap_or_default(),
+        )
+        .map_err(loc)?;
         let mut routes = Vec::new();
         for (i, r) in cfg.effective_routes().iter().enumerate() {
             let backend = build_backend(cfg, i, r).map_err(loc)?;
@@ -164,6 +181,7 @@ impl Compiled {
                 backend,
             ));
         }
+        let admin = crate::admin::AdminGuard::build(cfg).map_err(loc)?;
         let sched = sched_config(cfg);
         let plan = crate::overload::plan(cfg).map_err(loc)?;
         let mut pickers: Vec<Box<dyn HeadPicker>> = Vec::new();
@@ -172,10 +190,10 @@ impl Compiled {
                 .policy_script
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""));
-            let errors = metrics.map(|m| m.lua_errors.clone()).unwrap_or_default();
+            let counters = metrics.map(|m| m.lua_counters("pick")).unwrap_or_default();
             // Each lane has its own scheduler, so its own Lua state.
             for _ in 0..plan.lanes.len() {
-                let p = LuaPicker::load(&cfg.resolve(path), errors.clone())
+                let p = LuaPicker::load_with(&cfg.resolve(path), &cfg.lua, counters.clone())
                     .map_err(|e| loc(Invalid::new(keypath!["policy_script"], e)))?;
                 pickers.push(Box::new(p));
             }
@@ -186,6 +204,20 @@ impl Compiled {
             Scheduler::<()>::new(sched.clone()).map(|_| ())
         };
         check.map_err(|e| loc(Invalid::new(keypath!["classes"], e.to_string())))?;
+        let tls = match &cfg.tls {
+            Some(t) => Some(crate::tls::server_config(t, &|p| cfg.resolve(p)).map_err(loc)?),
+            None => None,
+        };
+        if let Some(p) = &cfg.access_log.path {
+            let p = cfg.resolve(p);
+            let dir = p.parent().filter(|d| !d.as_os_str().is_empty());
+            if dir.is_some_and(|d| !d.is_dir()) {
+                return Err(loc(Invalid::new(
+                    keypath!["access_log", "path"],
+                    format!("{}: its directory does not exist", p.display()),
+                )));
+            }
+        }
         Ok(Compiled {
             active: Active {
                 classifier,
@@ -201,10 +233,12 @@ impl Compiled {
                     .iter()
                     .map(|r| (r.prefix.clone(), crate::overload::lane_key(cfg, r)))
                     .collect(),
+                admin,
             },
             sched,
             pickers,
             plan,
+            tls,
         })
     }
 }
@@ -218,10 +252,15 @@ pub(crate) struct Shared {
     pub(crate) started: Instant,
     pub(crate) local_addr: SocketAddr,
     pub(crate) admin_addr: Option<SocketAddr>,
+    /// The TLS listener's certificates (swapped on reload), when `[tls]` is configured.
+    tls: Option<Arc<crate::tls::TlsAcceptor>>,
+    /// The address that speaks TLS (the main listener's or `tls.listen`'s).
+    tls_addr: Option<SocketAddr>,
+    access_log: Option<crate::access_log::AccessLog>,
 }
 
 impl Shared {
-    fn active(&self) -> Arc<Active> {
+    pub(crate) fn active(&self) -> Arc<Active> {
         self.active
             .read()
             .unwrap_or_else(|p| p.into_inner())
@@ -256,7 +295,18 @@ impl Shared {
             }
             if new.admin.enabled != cur.admin.enabled || new.admin.listen != cur.admin.listen {
                 restart.push("admin");
-                new.admin = cur.admin.clone();
+                // the token and allowed host names compiled above do apply
+                new.admin.enabled = cur.admin.enabled;
+                new.admin.listen = cur.admin.listen;
+            }
+            // certificates are re-read (below); whether and where TLS is spoken needs a restart
+            if new.tls.as_ref().map(|t| t.listen) != cur.tls.as_ref().map(|t| t.listen) {
+                restart.push("tls.listen");
+                new.tls = cur.tls.clone();
+            }
+            if new.access_log != cur.access_log {
+                restart.push("access_log");
+                new.access_log = cur.access_log.clone();
             }
             if !restart.is_empty() {
                 tracing::warn!(
@@ -268,6 +318,11 @@ impl Shared {
                 .reconfigure_plan(compiled.sched, compiled.pickers, compiled.plan)
                 .map_err(|e| new.locate(Invalid::new(keypath!["classes"], e.0)))?;
             *self.active.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(compiled.active);
+            if let (Some(acceptor), Some(tls)) = (&self.tls, compiled.tls) {
+                if new.tls.is_some() {
+                    acceptor.swap(tls);
+                }
+            }
             Ok(())
         })();
         match result {
@@ -312,10 +367,10 @@ impl Shared {
         self.reload(new)
     }
 
-    /// The request path.
-    async fn serve(&self, mut req: Request) -> Response {
+    /// The request path. `served` (when the access log is on) learns the class, queue wait and service time.
+    async fn serve(&self, mut req: Request, served: Option<&mut Served>) -> Response {
         let active = self.active();
-        let c = active.classifier.classify(&req);
+        let c = active.classifier.classify_async(&req).await;
         if c.lua_error {
             self.metrics.lua_errors.inc();
         }
@@ -378,6 +433,11 @@ impl Shared {
         let waited = permit.waited();
         let class = permit.class_name().clone();
         drop(permit);
+        if let Some(s) = served {
+            s.class = Some(class.clone());
+            s.queue_wait = Some(waited);
+            s.service = Some(service);
+        }
         if active.headers.class {
             resp = resp.with_header("X-Ordo-Class", class.to_string());
         }
@@ -388,7 +448,9 @@ impl Shared {
     }
 }
 
-/// Remove a route prefix from the path and the raw target.
+/// Remove a route prefix from the (normalised) path, the one routing matched, and rebuild the target from
+/// what is left and the query, so every spelling of the prefix (`//p`, `%70`, `/x/../p`, absolute-form) is
+/// stripped alike.
 fn strip(req: &mut Request, prefix: &str) {
     if let Some(rest) = req.path.strip_prefix(prefix) {
         req.path = if rest.starts_with('/') {
@@ -396,13 +458,9 @@ fn strip(req: &mut Request, prefix: &str) {
         } else {
             format!("/{rest}")
         };
-    }
-    if let Some(rest) = req.target.strip_prefix(prefix) {
-        req.target = if rest.starts_with('/') {
-            rest.to_string()
-        } else {
-            format!("/{rest}")
-        };
+        let mut target = bytes::BytesMut::new();
+        crate::http::parse::origin_form(&req.path, req.query.as_deref(), &mut target);
+        req.target = String::from_utf8_lossy(&target).into_owned();
     }
 }
 
@@ -412,7 +470,17 @@ struct App(Arc<Shared>);
 impl Handler for App {
     fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
         let shared = self.0.clone();
-        async move { shared.serve(req).await }
+        async move {
+            let Some(log) = &shared.access_log else {
+                return shared.serve(req, None).await;
+            };
+            let start = Instant::now();
+            let line = RequestLine::of(&req);
+            let mut served = Served::default();
+            let resp = shared.serve(req, Some(&mut served)).await;
+            log.log(&line, &resp, &served, start.elapsed());
+            resp
+        }
     }
 }
 
@@ -453,6 +521,35 @@ impl Server {
             None
         };
         let admin_addr = admin_listener.as_ref().and_then(|l| l.local_addr().ok());
+        let tls = compiled
+            .tls
+            .map(|c| Arc::new(crate::tls::TlsAcceptor::new(c)));
+        // `tls.listen`: an HTTPS listener beside the plain one; without it the main listener speaks TLS
+        let tls_listener = match cfg.tls.as_ref().and_then(|t| t.listen) {
+            Some(addr) => {
+                Some(
+                    TcpListener::bind(addr)
+                        .await
+                        .map_err(|error| StartError::Bind {
+                            key: "tls.listen",
+                            addr,
+                            error,
+                        })?,
+                )
+            }
+            None => None,
+        };
+        let tls_addr = match &tls_listener {
+            Some(l) => l.local_addr().ok(),
+            None => tls.as_ref().map(|_| local_addr),
+        };
+        let access_log = match &cfg.access_log.path {
+            Some(p) => Some(
+                crate::access_log::AccessLog::start(&cfg.access_log, &cfg.resolve(p))
+                    .map_err(|m| cfg.locate(Invalid::new(keypath!["access_log", "path"], m)))?,
+            ),
+            None => None,
+        };
         let limits = Arc::new(cfg.limits.clone());
         let shared = Arc::new(Shared {
             gate: gate.clone(),
@@ -462,15 +559,33 @@ impl Server {
             started: Instant::now(),
             local_addr,
             admin_addr,
+            tls: tls.clone(),
+            tls_addr,
+            access_log,
         });
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timer = tokio::spawn(gate.clone().run_timer());
-        let main = tokio::spawn(crate::http::run_listener(
+        let app = Arc::new(App(shared.clone()));
+        let (main_tls, extra_tls) = match tls_listener {
+            Some(l) => (None, Some((l, tls.clone()))),
+            None => (tls, None),
+        };
+        let main = tokio::spawn(crate::http::run_listener_with(
             listener,
-            Arc::new(App(shared.clone())),
-            limits,
+            app.clone(),
+            limits.clone(),
             shutdown_rx.clone(),
+            main_tls,
         ));
+        let https = extra_tls.map(|(l, tls)| {
+            tokio::spawn(crate::http::run_listener_with(
+                l,
+                app,
+                limits,
+                shutdown_rx.clone(),
+                tls,
+            ))
+        });
         let admin = admin_listener.map(|l| {
             tokio::spawn(crate::http::run_listener(
                 l,
@@ -483,6 +598,7 @@ impl Server {
             shared,
             shutdown_tx,
             main,
+            https,
             admin,
             timer,
         })
@@ -494,6 +610,8 @@ pub struct ServerHandle {
     shared: Arc<Shared>,
     shutdown_tx: watch::Sender<bool>,
     main: JoinHandle<std::io::Result<()>>,
+    /// The `tls.listen` listener, when there is one.
+    https: Option<JoinHandle<std::io::Result<()>>>,
     admin: Option<JoinHandle<std::io::Result<()>>>,
     timer: JoinHandle<()>,
 }
@@ -502,6 +620,19 @@ impl ServerHandle {
     /// The address the HTTP listener is bound to.
     pub fn local_addr(&self) -> SocketAddr {
         self.shared.local_addr
+    }
+
+    /// The address that speaks TLS: `tls.listen`'s, or the main listener's when `[tls]` has no `listen`
+    /// (None without `[tls]`).
+    pub fn tls_addr(&self) -> Option<SocketAddr> {
+        self.shared.tls_addr
+    }
+
+    /// Reopen the access log file (what SIGUSR1 does).
+    pub fn reopen_access_log(&self) {
+        if let Some(log) = &self.shared.access_log {
+            log.reopen();
+        }
     }
 
     /// The admin listener's address (None when disabled).
@@ -537,22 +668,64 @@ impl ServerHandle {
     }
 
     /// Graceful shutdown: stop accepting, answer everything still queued with 503, let in-flight requests
-    /// finish, then return.
+    /// finish within `shutdown_grace`, then close the connections still open (a body still arriving, a
+    /// response still streaming) and return. Returns `Ok` either way; the log says which.
     pub async fn shutdown(self) -> std::io::Result<()> {
+        self.shutdown_or(std::future::pending()).await
+    }
+
+    /// [`ServerHandle::shutdown`] that also gives up waiting when `cut` resolves (a second signal).
+    async fn shutdown_or(
+        mut self,
+        cut: impl std::future::Future<Output = ()>,
+    ) -> std::io::Result<()> {
+        let grace = self.shared.config().shutdown_grace;
         let _ = self.shutdown_tx.send(true);
         self.shared.gate.close();
-        let r = match self.main.await {
-            Ok(r) => r,
-            Err(e) => Err(std::io::Error::other(e)),
+        let give_up = async {
+            tokio::select! {
+                _ = tokio::time::sleep(grace) => tracing::warn!(
+                    grace = %crate::http::duration::format(grace),
+                    "shutdown grace over: closing the connections still open"
+                ),
+                _ = cut => tracing::warn!("closing the connections still open"),
+            }
         };
-        if let Some(a) = self.admin {
-            let _ = a.await;
+        let mut give_up = std::pin::pin!(give_up);
+        let mut cut_short = false;
+        let r = tokio::select! {
+            r = &mut self.main => match r {
+                Ok(r) => r,
+                Err(e) => Err(std::io::Error::other(e)),
+            },
+            _ = &mut give_up => {
+                cut_short = true;
+                // dropping the listener task ends every connection task it spawned
+                self.main.abort();
+                let _ = (&mut self.main).await;
+                Ok(())
+            }
+        };
+        // the `tls.listen` listener (when there is one), then the admin listener, likewise
+        for mut a in [self.https.take(), self.admin.take()].into_iter().flatten() {
+            if !cut_short {
+                tokio::select! {
+                    _ = &mut a => {}
+                    _ = &mut give_up => cut_short = true,
+                }
+            }
+            if cut_short {
+                a.abort();
+                let _ = a.await;
+            }
         }
         let _ = self.timer.await;
         r
     }
 
-    /// Serve until SIGTERM or SIGINT (then shut down gracefully); SIGHUP re-reads the configuration file.
+    /// Serve until SIGTERM or SIGINT (then shut down gracefully); SIGHUP re-reads the configuration file,
+    /// SIGUSR1 reopens the access log. Under systemd (`$NOTIFY_SOCKET`) readiness, reloads and the stop are
+    /// announced with sd_notify.
     pub async fn run_until_signalled(self) -> std::io::Result<()> {
         self.run_until_signalled_with(|_| {}).await
     }
@@ -567,17 +740,33 @@ impl ServerHandle {
         let mut term = signal(SignalKind::terminate())?;
         let mut int = signal(SignalKind::interrupt())?;
         let mut hup = signal(SignalKind::hangup())?;
+        let mut usr1 = signal(SignalKind::user_defined1())?;
         ready(&self);
+        crate::sd_notify::notify("READY=1");
         loop {
             tokio::select! {
                 _ = term.recv() => { tracing::info!("SIGTERM: shutting down"); break; }
                 _ = int.recv() => { tracing::info!("SIGINT: shutting down"); break; }
                 _ = hup.recv() => {
                     tracing::info!("SIGHUP: reloading configuration");
+                    crate::sd_notify::notify(&crate::sd_notify::reloading());
                     let _ = self.reload_from_file();
+                    crate::sd_notify::notify("READY=1");
+                }
+                _ = usr1.recv() => {
+                    tracing::info!("SIGUSR1: reopening the access log");
+                    self.reopen_access_log();
                 }
             }
         }
-        self.shutdown().await
+        crate::sd_notify::notify("STOPPING=1");
+        // a second SIGTERM or SIGINT ends the grace at once
+        let second = async move {
+            tokio::select! {
+                _ = term.recv() => tracing::info!("second SIGTERM"),
+                _ = int.recv() => tracing::info!("second SIGINT"),
+            }
+        };
+        self.shutdown_or(second).await
     }
 }

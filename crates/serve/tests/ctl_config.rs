@@ -45,6 +45,10 @@ fn limits_that_would_make_the_server_unusable_are_refused() {
         "bad.toml:2: limits.max_head_bytes: must be ≥ 1, got 0 (every request would be refused with 431)"
     );
     assert_eq!(
+        err("[limits]\nmax_uri_bytes = 0\n"),
+        "bad.toml:2: limits.max_uri_bytes: must be ≥ 1, got 0 (every request would be refused with 414)"
+    );
+    assert_eq!(
         err("[limits]\nhead_timeout = \"0s\"\n"),
         "bad.toml:2: limits.head_timeout: must be > 0"
     );
@@ -333,4 +337,132 @@ fn a_file_completed_by_its_flags_is_accepted() {
     )
     .unwrap();
     assert_eq!(cfg.workers, 3);
+}
+
+/// Issue 10 (smaller items): a class name with a line break would split log lines and the `X-Ordo-Class`
+/// header; it is refused where it is written. `"` and `\` are fine (metrics escape them).
+#[test]
+fn issue10_class_names_with_control_characters_are_refused() {
+    assert_eq!(
+        err("[[classes]]\nname = \"a\"\n[[classes]]\nname = \"b\\nc\"\n"),
+        "bad.toml:4: classes[1].name: \"b\\nc\" contains a control character (line break, tab, ...)"
+    );
+    assert!(
+        err("[[classes]]\nname = \"tab\\there\"\n").starts_with("bad.toml:2: classes[0].name: ")
+    );
+    ServeConfig::from_toml_str("[[classes]]\nname = 'we\"ird\\ one'\n", "ok.toml").unwrap();
+}
+
+/// Issue 10 defect 9: the admin token's keys are checked like the others.
+#[test]
+fn issue10_admin_token_errors_name_the_key() {
+    assert_eq!(
+        err("[admin]\ntoken = \"a\"\ntoken_file = \"t\"\n"),
+        "bad.toml:3: admin.token_file: give `token` or `token_file`, not both"
+    );
+    assert_eq!(
+        err("[admin]\ntoken = \"\"\n"),
+        "bad.toml:2: admin.token: the token is empty"
+    );
+    assert!(
+        err("[admin]\ntoken = \"two words\"\n")
+            .starts_with("bad.toml:2: admin.token: the token must be printable")
+    );
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.token");
+    let e = err(&format!(
+        "[admin]\ntoken_file = \"{}\"\n",
+        missing.display()
+    ));
+    assert!(
+        e.starts_with(&format!(
+            "bad.toml:2: admin.token_file: cannot read {}",
+            missing.display()
+        )),
+        "{e}"
+    );
+    let empty = dir.path().join("empty.token");
+    std::fs::write(&empty, "\n").unwrap();
+    let e = err(&format!("[admin]\ntoken_file = \"{}\"\n", empty.display()));
+    assert_eq!(
+        e,
+        format!(
+            "bad.toml:2: admin.token_file: {}: the token is empty",
+            empty.display()
+        )
+    );
+    assert_eq!(
+        err("[admin]\nallowed_hosts = [\"ok.example\", \"http://x:1/\"]\n"),
+        "bad.toml:2: admin.allowed_hosts[1]: \"http://x:1/\" is not a host name (give the name alone: no scheme, port or path)"
+    );
+    // the token never shows in a printed configuration
+    let c = ServeConfig::from_toml_str("[admin]\ntoken = \"hunter2\"\n", "ok.toml").unwrap();
+    assert!(!format!("{c:?}").contains("hunter2"));
+}
+
+/// Issue 10 defect 8: the Lua limits are checked like every other key.
+#[test]
+fn issue10_lua_limit_errors_name_the_key() {
+    assert_eq!(
+        err("[lua]\nmemory_limit = 10\n"),
+        "bad.toml:2: lua.memory_limit: must be ≥ 1048576 (1 MiB), got 10"
+    );
+    assert_eq!(
+        err("[lua]\nclassify_time_limit = \"0s\"\n"),
+        "bad.toml:2: lua.classify_time_limit: must be > 0"
+    );
+    assert_eq!(
+        err("[lua]\npick_time_limit = \"1m\"\n"),
+        "bad.toml:2: lua.pick_time_limit: must be ≤ 10s, got 1m"
+    );
+    assert!(err("[lua]\nmemroy_limit = 1\n").contains("unknown field `memroy_limit`"));
+}
+
+#[test]
+fn proxy_keys_are_checked_with_file_line_and_key() {
+    let route = |extra: &str| {
+        format!(
+            "workers = 2\n\n[[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"127.0.0.1:9\"]\n{extra}\n"
+        )
+    };
+    assert_eq!(
+        err(&route("response_head_timeout = \"0s\"")),
+        "bad.toml:7: routes[0].proxy.response_head_timeout: must be > 0"
+    );
+    assert_eq!(
+        err(&route("read_timeout = \"0ms\"")),
+        "bad.toml:7: routes[0].proxy.read_timeout: must be > 0"
+    );
+    assert_eq!(
+        err(&route("max_response_head_bytes = 0")),
+        "bad.toml:7: routes[0].proxy.max_response_head_bytes: must be ≥ 1, got 0"
+    );
+    let e = err(&route("forward_underscore_headers = \"yes\""));
+    assert!(
+        e.starts_with("bad.toml:7: ") && e.contains("proxy.forward_underscore_headers: "),
+        "{e}"
+    );
+    let e = err(&route("response_head_timeout = 5"));
+    assert!(
+        e.starts_with("bad.toml:7: ") && e.contains("proxy.response_head_timeout: "),
+        "{e}"
+    );
+    assert_eq!(
+        err("[[routes]]\nprefix = \"/\"\nproxy = { upstreams = [] }\n"),
+        "bad.toml:3: routes[0].proxy.upstreams: at least one upstream is needed"
+    );
+    // https upstreams (issue 11): a CA file that cannot be read is named with its key
+    let e = err(
+        "[[routes]]\nprefix = \"/\"\nproxy = { upstreams = [\"https://x:1\"], ca_file = \"/nonexistent/ca.pem\" }\n",
+    );
+    assert!(
+        e.starts_with("bad.toml:3: routes[0].proxy.ca_file: /nonexistent/ca.pem: cannot read"),
+        "{e}"
+    );
+    // the new keys with sensible values are accepted
+    ServeConfig::from_toml_str(
+        &route("response_head_timeout = \"10s\"\nforward_underscore_headers = true"),
+        "ok.toml",
+    )
+    .unwrap();
 }

@@ -47,6 +47,7 @@ impl Handler for Echo {
 fn limits() -> Limits {
     Limits {
         max_head_bytes: 1024,
+        max_uri_bytes: 512,
         head_timeout: Duration::from_secs(1),
         max_body_bytes: 1000,
         idle_timeout: Duration::from_millis(400),
@@ -392,7 +393,7 @@ async fn bad_request_lines() {
     let s = start(echo(), limits()).await;
     for (raw, status) in [
         (&b"GET / HTTP/2.0\r\nHost: t\r\n\r\n"[..], 505),
-        (b"GET / HTTP/1.7\r\nHost: t\r\n\r\n", 505),
+        (b"GET / HTTP/3.0\r\nHost: t\r\n\r\n", 505), // HTTP/1.x with x > 1 is read as 1.1: http_proxy_hostile
         (b"GET / HTTX/1.1\r\nHost: t\r\n\r\n", 400),
         (b"GET /\r\n\r\n", 400),
         (b"GET\r\n\r\n", 400),

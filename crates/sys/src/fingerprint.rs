@@ -30,7 +30,7 @@ impl Default for Sources {
 }
 
 /// A description of the machine and kernel.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 #[serde(default)]
 pub struct Fingerprint {
     pub hostname: String,
@@ -76,7 +76,7 @@ fn read_trim(p: &Path) -> Option<String> {
 }
 
 /// Find `CONFIG_<key>=value` in kernel config text.
-pub fn config_value<'a>(config: &'a str, key: &str) -> Option<&'a str> {
+pub(crate) fn config_value<'a>(config: &'a str, key: &str) -> Option<&'a str> {
     config.lines().find_map(|l| {
         l.strip_prefix(key)
             .and_then(|r| r.strip_prefix('='))
@@ -85,7 +85,7 @@ pub fn config_value<'a>(config: &'a str, key: &str) -> Option<&'a str> {
 }
 
 /// The preemption model a kernel config selects: (model, dynamic).
-pub fn config_preemption(config: &str) -> (Option<String>, bool) {
+pub(crate) fn config_preemption(config: &str) -> (Option<String>, bool) {
     let y = |k: &str| config_value(config, k) == Some("y");
     let dynamic = y("CONFIG_PREEMPT_DYNAMIC");
     let model = if y("CONFIG_PREEMPT_RT") {
@@ -105,14 +105,14 @@ pub fn config_preemption(config: &str) -> (Option<String>, bool) {
 }
 
 /// The mode in /sys/kernel/debug/sched/preempt: "none voluntary (full) lazy" → "full".
-pub fn parse_debugfs_preempt(text: &str) -> Option<String> {
+pub(crate) fn parse_debugfs_preempt(text: &str) -> Option<String> {
     let open = text.find('(')?;
     let close = text[open..].find(')')? + open;
     Some(text[open + 1..close].trim().to_string()).filter(|s| !s.is_empty())
 }
 
 /// The preemption model from `uname -v`: PREEMPT_RT → "rt", PREEMPT_DYNAMIC → "dynamic", PREEMPT → "full".
-pub fn uname_preemption(version: &str) -> Option<String> {
+pub(crate) fn uname_preemption(version: &str) -> Option<String> {
     let words: Vec<&str> = version.split_whitespace().collect();
     if words.contains(&"PREEMPT_RT") {
         Some("rt".into())

@@ -1,21 +1,25 @@
 //! ordo-sys: everything Linux — knobs behind one interface with a configurable root and a journal, /proc
 //! readers, getrusage and the machine fingerprint. The only crate allowed `unsafe`.
 
+mod cancel;
 pub mod clock;
-pub mod error;
+mod error;
 pub mod fingerprint;
 pub mod knobs;
 pub mod net;
 pub mod process;
 pub mod procfs;
 pub mod rusage;
-pub mod sampler;
+mod sampler;
+mod signal;
 pub mod thread;
 pub mod units;
 
+pub use cancel::CancelToken;
 pub use error::SysError;
 pub use fingerprint::Fingerprint;
 pub use procfs::ProcRoot;
 pub use rusage::Rusage;
 pub use sampler::{DetailedSnapshot, ProcessSampler, ProcessSnapshot, ThreadSnapshot};
+pub use signal::watch_interrupts;
 pub use thread::Policy;

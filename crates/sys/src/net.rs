@@ -48,7 +48,7 @@ impl AsyncListener {
 
 /// Accepts one connection from `listener` (which should be non-blocking: `WouldBlock` then means none is
 /// pending). The returned stream is non-blocking and close-on-exec.
-pub fn accept_nonblocking(listener: &TcpListener) -> io::Result<(TcpStream, SocketAddr)> {
+pub(crate) fn accept_nonblocking(listener: &TcpListener) -> io::Result<(TcpStream, SocketAddr)> {
     let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
     let mut len = size_of::<libc::sockaddr_storage>() as libc::socklen_t;
     // SAFETY: `storage` is a writable sockaddr_storage of `len` bytes that outlives the call, and `len`

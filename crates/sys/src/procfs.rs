@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::SysError;
 
 /// Clock ticks per second for the time fields of /proc/PID/stat (`sysconf(_SC_CLK_TCK)`, 100 almost everywhere).
-pub fn clk_tck() -> u64 {
+pub(crate) fn clk_tck() -> u64 {
     static TCK: OnceLock<u64> = OnceLock::new();
     *TCK.get_or_init(|| {
         // SAFETY: sysconf only reads a configuration value; it has no memory-safety preconditions.
@@ -23,7 +23,7 @@ pub fn clk_tck() -> u64 {
 }
 
 /// Convert clock ticks to nanoseconds with the given tick rate.
-pub fn ticks_to_ns(ticks: u64, tck: u64) -> u64 {
+pub(crate) fn ticks_to_ns(ticks: u64, tck: u64) -> u64 {
     let tck = tck.max(1);
     ticks.saturating_mul(1_000_000_000) / tck
 }
@@ -61,7 +61,7 @@ pub struct TaskStat {
 }
 
 /// Parse /proc/PID/stat text using this machine's `clk_tck()`.
-pub fn parse_stat(text: &str) -> Result<TaskStat, SysError> {
+pub(crate) fn parse_stat(text: &str) -> Result<TaskStat, SysError> {
     parse_stat_with_tck(text, clk_tck())
 }
 
@@ -149,7 +149,7 @@ pub struct TaskStatus {
 }
 
 /// Parse /proc/PID/status text. Only `Name` is required; every other field may be absent.
-pub fn parse_status(text: &str) -> Result<TaskStatus, SysError> {
+pub(crate) fn parse_status(text: &str) -> Result<TaskStatus, SysError> {
     const FILE: &str = "status";
     let mut st = TaskStatus::default();
     let mut have_name = false;
@@ -197,7 +197,7 @@ pub fn parse_status(text: &str) -> Result<TaskStatus, SysError> {
 }
 
 /// Expand a kernel CPU list ("0-3,6,8-9") into CPU numbers.
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub(crate) fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         match part.split_once('-') {
@@ -230,7 +230,7 @@ pub struct SchedStat {
 }
 
 /// Parse /proc/PID/schedstat text ("cpu_ns run_delay_ns timeslices").
-pub fn parse_schedstat(text: &str) -> Result<SchedStat, SysError> {
+pub(crate) fn parse_schedstat(text: &str) -> Result<SchedStat, SysError> {
     let mut it = text.split_whitespace();
     let mut next = |field: &str| -> Result<u64, SysError> {
         let s = it
@@ -295,7 +295,7 @@ impl SchedDebug {
 
 /// Parse /proc/PID/sched text. Lines that are not `key : number` are skipped (their layout changes between
 /// kernels); an empty file is an error.
-pub fn parse_sched(text: &str) -> Result<SchedDebug, SysError> {
+pub(crate) fn parse_sched(text: &str) -> Result<SchedDebug, SysError> {
     let mut out = SchedDebug::default();
     let mut lines = text.lines();
     let first = lines
@@ -348,7 +348,7 @@ pub struct Psi {
 }
 
 /// Parse a PSI file (`some avg10=... avg60=... avg300=... total=...` and optionally `full ...`).
-pub fn parse_psi(text: &str) -> Result<Psi, SysError> {
+pub(crate) fn parse_psi(text: &str) -> Result<Psi, SysError> {
     const FILE: &str = "pressure";
     let mut some = None;
     let mut full = None;

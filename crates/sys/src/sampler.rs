@@ -69,7 +69,7 @@ impl ThreadSnapshot {
 }
 
 /// A process's counters at one moment (or, after `delta`, over an interval).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
 pub struct ProcessSnapshot {
     /// CLOCK_MONOTONIC when the sample was taken, ns; after `delta`, the interval's length.
     pub at_ns: u64,

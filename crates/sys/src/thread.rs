@@ -135,6 +135,20 @@ impl Serialize for Policy {
     }
 }
 
+/// Written as its [`Display`](fmt::Display) text: other, batch, idle, fifo:P, rr:P, deadline, ext or policyN.
+impl schemars::JsonSchema for Policy {
+    fn schema_name() -> std::borrow::Cow<'static, str> {
+        "Policy".into()
+    }
+
+    fn json_schema(_: &mut schemars::SchemaGenerator) -> schemars::Schema {
+        schemars::json_schema!({
+            "type": "string",
+            "description": "A scheduling policy: other, batch, idle, fifo:P, rr:P (P in 1..=99), deadline, ext or policyN."
+        })
+    }
+}
+
 impl<'de> Deserialize<'de> for Policy {
     fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
         let s = String::deserialize(d)?;
@@ -249,7 +263,7 @@ pub fn get_sched(tid: i32) -> Result<TaskSched, SysError> {
 }
 
 /// The scheduling policy of task `tid` (0 = the calling thread).
-pub fn get_policy(tid: i32) -> Result<Policy, SysError> {
+pub(crate) fn get_policy(tid: i32) -> Result<Policy, SysError> {
     Ok(get_sched(tid)?.policy)
 }
 
@@ -310,7 +324,7 @@ pub fn kernel_version() -> Option<(u32, u32)> {
 }
 
 /// "6.12.3-foo" → (6, 12).
-pub fn parse_release(rel: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_release(rel: &str) -> Option<(u32, u32)> {
     let mut it = rel.trim().split(|c: char| !c.is_ascii_digit());
     let major = it.next()?.parse().ok()?;
     let minor = it.next()?.parse().ok()?;
@@ -349,7 +363,7 @@ pub fn set_slice(tid: i32, slice_ns: u64) -> Result<u64, SysError> {
 }
 
 /// The task's current slice, ns (None before 6.12 or for non-fair policies).
-pub fn get_slice(tid: i32) -> Result<Option<u64>, SysError> {
+pub(crate) fn get_slice(tid: i32) -> Result<Option<u64>, SysError> {
     Ok(get_sched(tid)?.slice_ns)
 }
 

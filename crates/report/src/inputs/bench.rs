@@ -1,9 +1,8 @@
-//! `ordo bench --json` results (`ordo_bench::BenchReport`, `"kind": "bench"`): latency percentile curves on
+//! `ordo bench --json` results (`ordo_results::bench::BenchReport`, `"kind": "bench"`): latency percentile curves on
 //! log axes (per class for mixes; coordinated-omission corrected and uncorrected for open-loop runs),
 //! throughput over time, and the ab-style summary, percentile, class, connection-time and server tables.
 
-use ordo_bench::BenchReport;
-use ordo_bench::report::Latency;
+use ordo_results::bench::{BenchReport, Latency};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};
@@ -11,7 +10,7 @@ use crate::machine::Machine;
 use crate::svg::{Point, ScaleKind, XyChart, XySeries};
 
 /// "closed loop, 100 connections, keep-alive, GET http://…".
-pub fn summary(r: &BenchReport) -> String {
+pub(crate) fn summary(r: &BenchReport) -> String {
     let c = &r.config;
     let mut s = match c.rate {
         Some(rate) if c.mode == "open" => format!("open loop at {} req/s", num(rate, 1)),
@@ -31,7 +30,7 @@ pub fn summary(r: &BenchReport) -> String {
 }
 
 /// Plottable percentile points of a latency summary (100 is left to the tables: it is the maximum).
-pub fn percentile_points(l: &Latency) -> Vec<Point> {
+pub(crate) fn percentile_points(l: &Latency) -> Vec<Point> {
     l.percentiles
         .iter()
         .filter(|p| p.p < 100.0)
@@ -40,7 +39,7 @@ pub fn percentile_points(l: &Latency) -> Vec<Point> {
 }
 
 /// Latency-percentile series for one report, names prefixed by `prefix` (used by comparisons).
-pub fn percentile_series(r: &BenchReport, prefix: &str) -> Vec<XySeries> {
+pub(crate) fn percentile_series(r: &BenchReport, prefix: &str) -> Vec<XySeries> {
     let join = |a: &str, b: &str| -> String {
         match (a.is_empty(), b.is_empty()) {
             (true, _) => b.to_string(),
@@ -101,7 +100,7 @@ pub fn percentile_series(r: &BenchReport, prefix: &str) -> Vec<XySeries> {
 }
 
 /// The percentile chart for one report.
-pub fn percentile_chart(id: &str, r: &BenchReport) -> XyChart {
+pub(crate) fn percentile_chart(id: &str, r: &BenchReport) -> XyChart {
     let open = r.summary.corrected.is_some();
     let what = match (r.classes.len() > 1, open) {
         (true, true) => {
@@ -126,7 +125,7 @@ pub fn percentile_chart(id: &str, r: &BenchReport) -> XyChart {
 }
 
 /// Completed (and failed) requests per second of the run.
-pub fn throughput_chart(id: &str, r: &BenchReport) -> XyChart {
+pub(crate) fn throughput_chart(id: &str, r: &BenchReport) -> XyChart {
     let mut c = XyChart::new(
         id,
         "Throughput over time: completed requests in each second of the measured run (warm-up excluded).",
@@ -290,7 +289,7 @@ fn server_table(r: &BenchReport) -> Option<Table> {
 }
 
 /// The bench result's section.
-pub fn section(r: &BenchReport, id: &str, name: &str, m: &Machine) -> Section {
+pub(crate) fn section(r: &BenchReport, id: &str, name: &str, m: &Machine) -> Section {
     let mut sub = summary(r);
     if r.started_unix_ms > 0 {
         sub.push_str(&format!(

@@ -2,21 +2,18 @@
 //! the number of clients — plus the light/heavy and medium/heavy ratio lines with their targets 4 and 2, a
 //! per-step table and the verdict.
 //!
-//! The input type is `ordo_lab::demo::DemoResult` itself, so the report reads exactly what `ordo demo` writes.
+//! The input type is `ordo_results::demo::DemoResult`, the type `ordo demo` writes, so the report reads
+//! exactly that.
 
-pub use ordo_lab::demo::{ClassStats, DemoResult, DemoStep, Outcome, Verdict};
+pub(crate) use ordo_results::demo::{DemoResult, Outcome, TARGET_LIGHT_HEAVY, TARGET_MEDIUM_HEAVY};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};
 use crate::machine::Machine;
 use crate::svg::{Point, RefLine, XyChart, XySeries};
 
-/// The seed's targets for weights 1:2:4.
-pub const TARGET_LIGHT_HEAVY: f64 = 4.0;
-pub const TARGET_MEDIUM_HEAVY: f64 = 2.0;
-
 /// Class names in the result's order (from the set-up, else from the first step).
-pub fn class_names(d: &DemoResult) -> Vec<String> {
+pub(crate) fn class_names(d: &DemoResult) -> Vec<String> {
     if !d.classes.is_empty() {
         return d.classes.iter().map(|c| c.name.clone()).collect();
     }
@@ -32,7 +29,7 @@ pub fn class_names(d: &DemoResult) -> Vec<String> {
 }
 
 /// "ordo demo, lottery policy, weights light 1 : medium 2 : heavy 4, 100 workers, 10 ms service".
-pub fn summary(d: &DemoResult) -> String {
+pub(crate) fn summary(d: &DemoResult) -> String {
     let weights: Vec<String> = d
         .classes
         .iter()
@@ -55,7 +52,7 @@ pub fn summary(d: &DemoResult) -> String {
 }
 
 /// Series of (clients, mean ms) per class.
-pub fn response_series(d: &DemoResult) -> Vec<(String, Vec<Point>)> {
+pub(crate) fn response_series(d: &DemoResult) -> Vec<(String, Vec<Point>)> {
     class_names(d)
         .into_iter()
         .map(|name| {
@@ -79,7 +76,7 @@ pub fn response_series(d: &DemoResult) -> Vec<(String, Vec<Point>)> {
 }
 
 /// (light/heavy, medium/heavy) ratio series against clients.
-pub fn ratio_series(d: &DemoResult) -> (Vec<Point>, Vec<Point>) {
+pub(crate) fn ratio_series(d: &DemoResult) -> (Vec<Point>, Vec<Point>) {
     let lh = d
         .steps
         .iter()
@@ -97,7 +94,7 @@ pub fn ratio_series(d: &DemoResult) -> (Vec<Point>, Vec<Point>) {
 }
 
 /// The response-time chart (seed 003, Figure 3).
-pub fn response_chart(id: &str, d: &DemoResult) -> XyChart {
+pub(crate) fn response_chart(id: &str, d: &DemoResult) -> XyChart {
     let mut c = XyChart::new(
         id,
         format!(
@@ -115,7 +112,7 @@ pub fn response_chart(id: &str, d: &DemoResult) -> XyChart {
 }
 
 /// The ratio chart with the targets marked.
-pub fn ratio_chart(id: &str, d: &DemoResult) -> XyChart {
+pub(crate) fn ratio_chart(id: &str, d: &DemoResult) -> XyChart {
     let (lh, mh) = ratio_series(d);
     let mut c = XyChart::new(
         id,
@@ -141,7 +138,7 @@ pub fn ratio_chart(id: &str, d: &DemoResult) -> XyChart {
 }
 
 /// The per-step table.
-pub fn step_table(d: &DemoResult) -> Table {
+pub(crate) fn step_table(d: &DemoResult) -> Table {
     let names = class_names(d);
     let mut headers: Vec<String> = vec!["clients".into()];
     headers.extend(names.iter().map(|n| format!("{n} mean ms")));
@@ -178,7 +175,7 @@ pub fn step_table(d: &DemoResult) -> Table {
 }
 
 /// The verdict in one sentence.
-pub fn verdict_note(d: &DemoResult) -> Option<String> {
+pub(crate) fn verdict_note(d: &DemoResult) -> Option<String> {
     let v = &d.verdict;
     let pct = |e: Option<f64>| e.map_or("–".to_string(), |e| format!("{}%", num(e * 100.0, 1)));
     Some(match v.outcome {
@@ -204,7 +201,7 @@ pub fn verdict_note(d: &DemoResult) -> Option<String> {
 }
 
 /// The demo's section.
-pub fn section(d: &DemoResult, id: &str, name: &str, m: &Machine) -> Section {
+pub(crate) fn section(d: &DemoResult, id: &str, name: &str, m: &Machine) -> Section {
     let mut sub = summary(d);
     if d.started_unix_s > 0 {
         sub.push_str(&format!("; started {}", civil_utc(d.started_unix_s)));

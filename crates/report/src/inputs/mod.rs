@@ -2,11 +2,11 @@
 //! `probe-pid` intervals, or an `ordo tune` SQLite store by its file magic), check its version, and parse it
 //! into the kind's type. Anything else is refused with the file's name and what was expected.
 
-pub mod bench;
-pub mod demo;
-pub mod probe;
-pub mod series;
-pub mod tune;
+pub(crate) mod bench;
+pub(crate) mod demo;
+pub(crate) mod probe;
+pub(crate) mod series;
+pub(crate) mod tune;
 
 use std::path::Path;
 
@@ -19,7 +19,7 @@ use crate::machine::Machine;
 pub const EXPECTED: &str = "a JSON result with \"kind\" one of demo, bench, probe-loop, probe-compare, probe-pid, series (as written by ordo demo / ordo bench --json / ordo probe --json / bench/ scripts) or an ordo tune SQLite store";
 
 /// The first 16 bytes of every SQLite 3 database.
-pub const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
+pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
 
 /// Why an input could not be read.
 #[derive(Debug, thiserror::Error)]
@@ -47,57 +47,21 @@ pub enum InputError {
     },
 }
 
-/// The kinds of result the report knows.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Kind {
-    Demo,
-    Bench,
-    ProbeLoop,
-    ProbeCompare,
-    ProbePid,
-    Tune,
-    Series,
-}
-
-impl Kind {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Kind::Demo => "demo",
-            Kind::Bench => "bench",
-            Kind::ProbeLoop => "probe-loop",
-            Kind::ProbeCompare => "probe-compare",
-            Kind::ProbePid => "probe-pid",
-            Kind::Tune => "tune",
-            Kind::Series => "series",
-        }
-    }
-
-    fn from_kind_field(s: &str) -> Option<Kind> {
-        match s {
-            "demo" => Some(Kind::Demo),
-            "bench" => Some(Kind::Bench),
-            "probe-loop" => Some(Kind::ProbeLoop),
-            "probe-compare" => Some(Kind::ProbeCompare),
-            "probe-pid" => Some(Kind::ProbePid),
-            "series" => Some(Kind::Series),
-            _ => None,
-        }
-    }
-}
+pub use ordo_results::Kind;
 
 /// A parsed input of one kind.
 #[derive(Clone, Debug)]
 pub enum InputData {
     Demo(Box<demo::DemoResult>),
-    Bench(Box<ordo_bench::BenchReport>),
-    ProbeLoop(Box<ordo_probe::LoopReport>),
-    ProbeCompare(Box<ordo_probe::CompareReport>),
+    Bench(Box<ordo_results::bench::BenchReport>),
+    ProbeLoop(Box<ordo_results::probe::LoopReport>),
+    ProbeCompare(Box<ordo_results::probe::CompareReport>),
     /// One report per interval, in order (`ordo probe pid --json` writes one JSON object per line).
-    ProbePid(Vec<ordo_probe::PidReport>),
+    ProbePid(Vec<ordo_results::probe::PidReport>),
     /// Every experiment of an `ordo tune` store, analysed.
     Tune(Box<tune::TuneStore>),
     /// Generic charts and tables from a bench/ script.
-    Series(Box<series::SeriesResult>),
+    Series(Box<ordo_results::series::SeriesResult>),
 }
 
 /// One input: where it came from and what it holds.
@@ -127,7 +91,7 @@ impl Input {
     }
 
     /// Wrap an in-memory bench report.
-    pub fn bench(name: impl Into<String>, report: ordo_bench::BenchReport) -> Input {
+    pub fn bench(name: impl Into<String>, report: ordo_results::bench::BenchReport) -> Input {
         Input {
             name: name.into(),
             machine: Machine::default(),
@@ -282,7 +246,7 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
         });
     }
     for d in &docs {
-        check_version(name, kind, d.get("version"))?;
+        check_version(name, kind, d)?;
     }
     let corrupt = |e: serde_json::Error| InputError::Corrupt {
         path: name.to_string(),
@@ -345,20 +309,16 @@ fn is_sqlite(path: &Path) -> bool {
 }
 
 fn kind_of(v: &Value) -> Option<&str> {
-    v.get("kind").and_then(Value::as_str)
+    ordo_results::kind_of(v)
 }
 
-fn check_version(name: &str, kind: Kind, v: Option<&Value>) -> Result<(), InputError> {
-    const SUPPORTED: u64 = 1;
-    match v.and_then(Value::as_u64) {
-        Some(SUPPORTED) => Ok(()),
-        _ => Err(InputError::Version {
-            path: name.to_string(),
-            kind: kind.as_str().to_string(),
-            found: v.map_or_else(|| "(missing)".to_string(), Value::to_string),
-            expected: SUPPORTED,
-        }),
-    }
+fn check_version(name: &str, kind: Kind, doc: &Value) -> Result<(), InputError> {
+    ordo_results::check_version(doc).map_err(|found| InputError::Version {
+        path: name.to_string(),
+        kind: kind.as_str().to_string(),
+        found,
+        expected: ordo_results::VERSION,
+    })
 }
 
 #[cfg(test)]

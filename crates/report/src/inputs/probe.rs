@@ -1,11 +1,10 @@
-//! `ordo probe --json` results: the timed loop (`ordo_probe::LoopReport`, seed 004's histogram relative to
+//! `ordo probe --json` results: the timed loop (`ordo_results::probe::LoopReport`, seed 004's histogram relative to
 //! the nominal time and elapsed against involuntary switches), the side-by-side comparison
-//! (`ordo_probe::CompareReport`: quiet vs loaded, footprints) and the live process view
-//! (`ordo_probe::PidReport`, one JSON object per interval: switches/s and run-queue wait over time).
+//! (`ordo_results::probe::CompareReport`: quiet vs loaded, footprints) and the live process view
+//! (`ordo_results::probe::PidReport`, one JSON object per interval: switches/s and run-queue wait over time).
 
-use ordo_probe::looprobe::LoopSummary;
-use ordo_probe::stats::{Histogram, Summary};
-use ordo_probe::{CompareReport, LoopReport, PidReport};
+use ordo_results::probe::stats::{Distribution, Histogram};
+use ordo_results::probe::{CompareReport, LoopReport, LoopSummary, PidReport};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::num;
@@ -13,14 +12,14 @@ use crate::machine::Machine;
 use crate::svg::{BarChart, BarSeries, BarValue, Point, XyChart, XySeries};
 
 /// Points drawn per scatter series at most; larger runs are thinned evenly (the caption says so).
-pub const MAX_SCATTER_POINTS: usize = 2000;
+pub(crate) const MAX_SCATTER_POINTS: usize = 2000;
 
 fn nominal_ms(nominal_ns: u64) -> f64 {
     nominal_ns as f64 / 1e6
 }
 
 /// "probe loop 'quiet': 1000 samples of 14 ms nominal".
-pub fn loop_summary(r: &LoopReport) -> String {
+pub(crate) fn loop_summary(r: &LoopReport) -> String {
     format!(
         "ordo probe loop{}: {} samples of a {} ms loop, footprint {} MB, policy {} nice {}",
         if r.label.is_empty() {
@@ -36,7 +35,7 @@ pub fn loop_summary(r: &LoopReport) -> String {
     )
 }
 
-pub fn compare_summary(r: &CompareReport) -> String {
+pub(crate) fn compare_summary(r: &CompareReport) -> String {
     format!(
         "ordo probe loop --compare: {} runs ({}) of a {} ms loop",
         r.runs.len(),
@@ -45,7 +44,7 @@ pub fn compare_summary(r: &CompareReport) -> String {
     )
 }
 
-pub fn pid_summary(r: &[PidReport]) -> String {
+pub(crate) fn pid_summary(r: &[PidReport]) -> String {
     match (r.first(), r.last()) {
         (Some(a), Some(b)) => format!(
             "ordo probe pid {} ({}): {} intervals over {} s",
@@ -59,7 +58,7 @@ pub fn pid_summary(r: &[PidReport]) -> String {
 }
 
 /// Every `step`-th sample so a scatter has at most [`MAX_SCATTER_POINTS`] points; (points, thinned?).
-pub fn scatter_points(r: &LoopReport) -> (Vec<Point>, bool) {
+pub(crate) fn scatter_points(r: &LoopReport) -> (Vec<Point>, bool) {
     let n = r.samples.len();
     let step = n.div_ceil(MAX_SCATTER_POINTS).max(1);
     let pts = r
@@ -132,7 +131,7 @@ fn scatter_chart(id: &str, runs: &[(String, &LoopReport)]) -> XyChart {
     c
 }
 
-fn summary_rows(t: &mut Table, name: &str, s: &Summary, d: usize) {
+fn summary_rows(t: &mut Table, name: &str, s: &Distribution, d: usize) {
     t.row(vec![
         name.to_string(),
         num(s.min, d),
@@ -205,7 +204,7 @@ fn loop_tables(s: &LoopSummary) -> Vec<Block> {
 }
 
 /// A `probe-loop` section.
-pub fn loop_section(r: &LoopReport, id: &str, name: &str, m: &Machine) -> Section {
+pub(crate) fn loop_section(r: &LoopReport, id: &str, name: &str, m: &Machine) -> Section {
     let mut blocks: Vec<Block> = r.warnings.iter().map(|w| Block::Note(w.clone())).collect();
     if r.interrupted {
         blocks.push(Block::Note(format!(
@@ -272,7 +271,7 @@ fn with_machine(mut s: String, m: &Machine) -> String {
 }
 
 /// A `probe-compare` section: the histograms side by side (seed 004's development vs production table).
-pub fn compare_section(r: &CompareReport, id: &str, name: &str, m: &Machine) -> Section {
+pub(crate) fn compare_section(r: &CompareReport, id: &str, name: &str, m: &Machine) -> Section {
     let mut blocks: Vec<Block> = Vec::new();
     if r.interrupted {
         let mut note = "The comparison was interrupted; its last run is partial".to_string();
@@ -391,7 +390,7 @@ pub fn compare_section(r: &CompareReport, id: &str, name: &str, m: &Machine) -> 
 }
 
 /// A `probe-pid` section from its intervals.
-pub fn pid_section(r: &[PidReport], id: &str, name: &str) -> Section {
+pub(crate) fn pid_section(r: &[PidReport], id: &str, name: &str) -> Section {
     let mut sw = XyChart::new(
         format!("{id}-switches"),
         "Context switches per second of the process (all threads), voluntary and involuntary, per interval.",

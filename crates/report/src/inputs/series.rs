@@ -1,60 +1,12 @@
-//! `"kind": "series"`: a generic result for measurements no other kind describes — titled charts of
-//! named (x, y) series, plus tables and notes — so a bench/ script can put its curves (an adaptive limit
-//! over time against the backend's knee, class shares per second) in `ordo report` without a kind of its
-//! own. The producer says what the axes are; the report draws lines with markers on linear axes.
+//! `"kind": "series"` (`ordo_results::series`): a generic result for measurements no other kind describes
+//! — titled charts of named (x, y) series, plus tables and notes — so a bench/ script can put its curves (an
+//! adaptive limit over time against the backend's knee, class shares per second) in `ordo report` without a
+//! kind of its own. The producer says what the axes are; the report draws lines with markers on linear axes.
 
-use serde::Deserialize;
+use ordo_results::series::SeriesResult;
 
 use crate::doc::{Block, Section, Table};
 use crate::svg::{Point, XyChart, XySeries};
-
-/// The whole document.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SeriesResult {
-    pub kind: String,
-    pub version: u32,
-    pub title: String,
-    /// What was run (one line).
-    #[serde(default)]
-    pub subtitle: String,
-    #[serde(default)]
-    pub charts: Vec<SeriesChart>,
-    #[serde(default)]
-    pub tables: Vec<SeriesTable>,
-    #[serde(default)]
-    pub notes: Vec<String>,
-}
-
-/// One chart.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SeriesChart {
-    /// One sentence saying what the chart shows.
-    pub caption: String,
-    pub x_label: String,
-    pub y_label: String,
-    pub series: Vec<NamedSeries>,
-}
-
-/// One line: `points` are `[x, y]` pairs.
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct NamedSeries {
-    pub name: String,
-    pub points: Vec<[f64; 2]>,
-    #[serde(default)]
-    pub dashed: bool,
-}
-
-/// One table (all cells as text).
-#[derive(Clone, Debug, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct SeriesTable {
-    pub title: String,
-    pub headers: Vec<String>,
-    pub rows: Vec<Vec<String>>,
-}
 
 pub fn summary(r: &SeriesResult) -> String {
     if r.subtitle.is_empty() {
@@ -120,7 +72,7 @@ mod tests {
         let sections = input.sections("s0");
         assert_eq!(sections[0].chart_count(), 1);
         assert_eq!(sections[0].blocks.len(), 3);
-        let page = crate::render_html(&[input.clone()]);
+        let page = crate::render_html(std::slice::from_ref(&input));
         assert!(page.contains("Limit over time.") && page.contains("data-y=\"64\""));
         assert!(crate::render_text(&[input]).contains("settle"));
         let e = parse(

@@ -1,13 +1,13 @@
-//! `ordo tune` SQLite stores, read through `ordo_lab::store::Store` (opened read-only) and analysed with
-//! `ordo_lab::analysis`: one bar per configuration with its 95% confidence interval, the baseline marked and
+//! `ordo tune` SQLite stores, read through `ordo_tune::store::Store` (opened read-only) and analysed with
+//! `ordo_tune::analysis`: one bar per configuration with its 95% confidence interval, the baseline marked and
 //! significant differences flagged (seed 000, Figures 1–3); a main-effect plot per knob; latency percentile
 //! curves per configuration; the scalability chart over a thread-count knob (seed 001); and the tables
 //! `ordo tune show` prints.
 
 use std::path::Path;
 
-use ordo_lab::analysis::{Analysis, ConfigStats, analyze};
-use ordo_lab::store::{ExperimentData, Store};
+use ordo_tune::analysis::{Analysis, ConfigStats, analyze};
+use ordo_tune::store::{ExperimentData, Store};
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};
@@ -16,7 +16,7 @@ use crate::machine::Machine;
 use crate::svg::{BarChart, BarSeries, BarValue, Point, RefLine, ScaleKind, XyChart, XySeries};
 
 /// Configurations drawn as separate percentile curves at most; beyond, the baseline, best and worst.
-pub const MAX_CURVES: usize = 8;
+pub(crate) const MAX_CURVES: usize = 8;
 
 /// One stored experiment with its analysis.
 #[derive(Clone, Debug)]
@@ -33,7 +33,7 @@ pub struct TuneStore {
 }
 
 /// Open a store read-only and load and analyse every experiment in it (or only experiment `only`).
-pub fn load(name: &str, path: &Path, only: Option<i64>) -> Result<TuneStore, InputError> {
+pub(crate) fn load(name: &str, path: &Path, only: Option<i64>) -> Result<TuneStore, InputError> {
     let not_store = |reason: String| InputError::Unknown {
         path: name.to_string(),
         reason: format!("an SQLite database but not an ordo tune store: {reason}"),
@@ -86,7 +86,7 @@ fn marked(c: &ConfigStats) -> String {
 }
 
 /// The y-axis name of the score: the metric itself when the score is one metric with weight 1.
-pub fn score_label(a: &Analysis) -> String {
+pub(crate) fn score_label(a: &Analysis) -> String {
     match a.score_terms.as_slice() {
         [(m, w)] if *w == 1.0 => m.clone(),
         [] => "score".into(),
@@ -107,7 +107,7 @@ pub fn score_label(a: &Analysis) -> String {
 
 /// The score as a y-axis label, with its unit where the metric's name does not carry one
 /// (`web.throughput` → `web.throughput (per s)`; `web.p99_ms` already says ms).
-pub fn score_axis(a: &Analysis) -> String {
+pub(crate) fn score_axis(a: &Analysis) -> String {
     let label = score_label(a);
     match a.score_terms.as_slice() {
         [(m, w)] if *w == 1.0 && m.ends_with("throughput") => format!("{label} (per s)"),
@@ -116,7 +116,7 @@ pub fn score_axis(a: &Analysis) -> String {
     }
 }
 
-pub fn summary(s: &TuneStore) -> String {
+pub(crate) fn summary(s: &TuneStore) -> String {
     let names: Vec<String> = s
         .experiments
         .iter()
@@ -134,7 +134,7 @@ pub fn summary(s: &TuneStore) -> String {
 }
 
 /// The bar chart of every configuration's mean score with CI, baseline and significance.
-pub fn config_chart(id: &str, a: &Analysis) -> BarChart {
+pub(crate) fn config_chart(id: &str, a: &Analysis) -> BarChart {
     let y = score_label(a);
     let mut c = BarChart::new(
         id,
@@ -190,7 +190,7 @@ fn signed(v: f64, d: usize) -> String {
 }
 
 /// One main-effect chart per knob: mean score at each level.
-pub fn main_effect_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
+pub(crate) fn main_effect_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
     let grand = {
         let m: Vec<f64> = a
             .configs
@@ -259,7 +259,7 @@ fn latency_workload(a: &Analysis) -> Option<String> {
 }
 
 /// Percentile points (mean over runs) of one configuration for workload `w`.
-pub fn config_percentiles(c: &ConfigStats, w: &str) -> Vec<Point> {
+pub(crate) fn config_percentiles(c: &ConfigStats, w: &str) -> Vec<Point> {
     CURVE_PERCENTILES
         .iter()
         .filter_map(|(p, m)| {
@@ -271,7 +271,7 @@ pub fn config_percentiles(c: &ConfigStats, w: &str) -> Vec<Point> {
 }
 
 /// Latency percentile curves per configuration (or baseline, best and worst when there are many).
-pub fn percentile_chart(id: &str, a: &Analysis) -> Option<XyChart> {
+pub(crate) fn percentile_chart(id: &str, a: &Analysis) -> Option<XyChart> {
     let w = latency_workload(a)?;
     let measured: Vec<&ConfigStats> = a
         .configs
@@ -323,7 +323,7 @@ pub fn percentile_chart(id: &str, a: &Analysis) -> Option<XyChart> {
 }
 
 /// Seed 001's charts: runtime against the scale knob per group, and the scalability ratio.
-pub fn scalability_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
+pub(crate) fn scalability_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
     let Some(sc) = &a.scalability else {
         return Vec::new();
     };
@@ -525,7 +525,7 @@ fn best_note(a: &Analysis) -> Option<String> {
 }
 
 /// One section per experiment in the store.
-pub fn sections(s: &TuneStore, id: &str, name: &str) -> Vec<Section> {
+pub(crate) fn sections(s: &TuneStore, id: &str, name: &str) -> Vec<Section> {
     s.experiments
         .iter()
         .map(|e| experiment_section(e, &format!("{id}-e{}", e.data.experiment.id), name))

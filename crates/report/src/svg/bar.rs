@@ -5,9 +5,7 @@
 
 use std::fmt::Write as _;
 
-use super::{
-    Key, Scale, ScaleKind, color, data_num, escape, figure, legend, plot_frame, px, text_width,
-};
+use super::{Frame, Key, Scale, ScaleKind, color, data_num, escape, px, text_width};
 
 /// One bar: its value, optional interval, and marks.
 #[derive(Clone, Debug, PartialEq)]
@@ -108,15 +106,8 @@ impl BarChart {
         } else {
             Vec::new()
         };
-        let ytick_w = yscale
-            .ticks()
-            .map(|(_, l)| text_width(l, 11.0))
-            .fold(0.0, f64::max);
-        let left = 30.0 + ytick_w + 10.0;
-        let right = 24.0;
-        let pw = self.width - left - right;
-        let (legend_svg, legend_h) = legend(&entries, left, 6.0, pw);
-        let top = 20.0 + legend_h;
+        let mut frame = Frame::new(self.width, &yscale, &entries);
+        let (left, pw) = (frame.left, frame.pw);
         let n = self.categories.len().max(1);
         let slot = pw / n as f64;
         // Category labels: horizontal when they fit, rotated otherwise (truncated, full text in a tooltip).
@@ -141,23 +132,20 @@ impl BarChart {
         } else {
             18.0
         };
-        let bottom = 36.0 + label_h;
-        let height = self.height + legend_h + if rotate { label_h - 18.0 } else { 0.0 };
-        let ph = height - top - bottom;
-        let ypos = |y: f64| top + ph * (1.0 - yscale.unit(y));
+        frame.place(
+            20.0,
+            self.height + if rotate { label_h - 18.0 } else { 0.0 },
+            36.0 + label_h,
+        );
+        let (top, ph) = (frame.top, frame.ph);
+        let ypos = |y: f64| frame.y(&yscale, y);
 
         let mut out = String::new();
-        let _ = write!(
-            out,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"bars\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"{cap}\">",
-            w = px(self.width),
-            h = px(height),
-            cap = escape(&self.caption)
-        );
+        frame.open(&mut out, "bars", &self.caption);
         out.push_str("<defs><pattern id=\"hatch-");
         out.push_str(&escape(&self.id));
         out.push_str("\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#555555\" stroke-width=\"3\"/></pattern></defs>");
-        plot_frame(&mut out, (left, top, pw, ph), &yscale, &self.y_label);
+        frame.plot(&mut out, &yscale, &self.y_label);
         out.push_str("<g class=\"axis x-axis\">");
         for (i, (full, label)) in self.categories.iter().zip(&short).enumerate() {
             let x = left + slot * (i as f64 + 0.5);
@@ -181,13 +169,7 @@ impl BarChart {
                 );
             }
         }
-        let _ = write!(
-            out,
-            "<text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
-            px(left + pw / 2.0),
-            px(height - 10.0),
-            escape(&self.x_label)
-        );
+        frame.x_label(&mut out, &self.x_label);
         // Bars.
         let ns = self.series.len().max(1);
         let group_w = slot * if ns == 1 { 0.7 } else { 0.84 };
@@ -330,17 +312,8 @@ impl BarChart {
                 y = px(y)
             );
         }
-        let _ = write!(
-            out,
-            "<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            px(left),
-            px(top),
-            px(pw),
-            px(ph)
-        );
-        out.push_str(&legend_svg);
-        out.push_str("</svg>");
-        figure(&self.id, &out, &self.caption)
+        frame.border(&mut out);
+        frame.finish(out, &self.id, &self.caption)
     }
 }
 

@@ -8,23 +8,23 @@
 mod bar;
 mod xy;
 
-pub use bar::{BarChart, BarSeries, BarValue};
-pub use xy::{Point, RefLine, XyChart, XySeries};
+pub(crate) use bar::{BarChart, BarSeries, BarValue};
+pub(crate) use xy::{Point, RefLine, XyChart, XySeries};
 
 use std::fmt::Write as _;
 
 /// Okabe–Ito palette, reordered so the first colours have the most contrast on white.
-pub const PALETTE: [&str; 8] = [
+pub(crate) const PALETTE: [&str; 8] = [
     "#0072B2", "#D55E00", "#009E73", "#CC79A7", "#E69F00", "#56B4E9", "#000000", "#B8A600",
 ];
 
 /// The colour of series `i`.
-pub fn color(i: usize) -> &'static str {
+pub(crate) fn color(i: usize) -> &'static str {
     PALETTE[i % PALETTE.len()]
 }
 
 /// Escape text for XML/HTML text content and attribute values.
-pub fn escape(s: &str) -> String {
+pub(crate) fn escape(s: &str) -> String {
     let mut out = String::with_capacity(s.len());
     for c in s.chars() {
         match c {
@@ -42,7 +42,7 @@ pub fn escape(s: &str) -> String {
 }
 
 /// A value as written into `data-*` attributes: Rust's shortest representation that parses back exactly.
-pub fn data_num(v: f64) -> String {
+pub(crate) fn data_num(v: f64) -> String {
     format!("{v}")
 }
 
@@ -57,7 +57,7 @@ fn px(v: f64) -> String {
 }
 
 /// A number for people: up to `decimals` decimals, large values with k/M/G suffixes.
-pub fn human(v: f64, decimals: usize) -> String {
+pub(crate) fn human(v: f64, decimals: usize) -> String {
     if !v.is_finite() {
         return "–".to_string();
     }
@@ -89,7 +89,7 @@ pub fn human(v: f64, decimals: usize) -> String {
 }
 
 /// The 1-2-5 step that splits `range` into about `target` intervals.
-pub fn nice_step(range: f64, target: usize) -> f64 {
+pub(crate) fn nice_step(range: f64, target: usize) -> f64 {
     let target = target.max(1) as f64;
     if !(range.is_finite() && range > 0.0) {
         return 1.0;
@@ -110,7 +110,7 @@ pub fn nice_step(range: f64, target: usize) -> f64 {
 }
 
 /// Ticks on 1-2-5 steps covering `[lo, hi]`; the domain is widened to the outer ticks.
-pub fn nice_ticks(lo: f64, hi: f64, target: usize) -> (f64, f64, Vec<f64>) {
+pub(crate) fn nice_ticks(lo: f64, hi: f64, target: usize) -> (f64, f64, Vec<f64>) {
     let (mut lo, mut hi) = if lo <= hi { (lo, hi) } else { (hi, lo) };
     if !lo.is_finite() || !hi.is_finite() {
         lo = 0.0;
@@ -182,7 +182,7 @@ impl ScaleKind {
 
 /// A resolved axis: the domain in transformed units, the ticks and their labels.
 #[derive(Clone, Debug)]
-pub struct Scale {
+pub(crate) struct Scale {
     kind: ScaleKind,
     lo: f64,
     hi: f64,
@@ -191,7 +191,7 @@ pub struct Scale {
 
 impl Scale {
     /// Fit a scale to the values (already filtered by `accepts`). `zero` forces 0 into a linear domain.
-    pub fn fit(kind: ScaleKind, values: &[f64], zero: bool) -> Scale {
+    pub(crate) fn fit(kind: ScaleKind, values: &[f64], zero: bool) -> Scale {
         let mut min = values.iter().copied().fold(f64::INFINITY, f64::min);
         let mut max = values.iter().copied().fold(f64::NEG_INFINITY, f64::max);
         if !min.is_finite() || !max.is_finite() {
@@ -314,13 +314,8 @@ impl Scale {
         }
     }
 
-    /// The kind of scale.
-    pub fn kind(&self) -> ScaleKind {
-        self.kind
-    }
-
     /// Position of `v` in 0..=1 along the axis.
-    pub fn unit(&self, v: f64) -> f64 {
+    pub(crate) fn unit(&self, v: f64) -> f64 {
         let t = self.kind.forward(v);
         if self.hi == self.lo {
             0.5
@@ -330,7 +325,7 @@ impl Scale {
     }
 
     /// Tick positions (0..=1) and labels.
-    pub fn ticks(&self) -> impl Iterator<Item = (f64, &str)> {
+    pub(crate) fn ticks(&self) -> impl Iterator<Item = (f64, &str)> {
         self.ticks.iter().filter_map(move |(t, l)| {
             let u = if self.hi == self.lo {
                 0.5
@@ -343,7 +338,7 @@ impl Scale {
 }
 
 /// Approximate rendered width of `s` at `size` px in the sans-serif stack (good enough for layout).
-pub fn text_width(s: &str, size: f64) -> f64 {
+pub(crate) fn text_width(s: &str, size: f64) -> f64 {
     s.chars().count() as f64 * size * 0.56
 }
 
@@ -479,6 +474,110 @@ fn legend(entries: &[(String, usize, Key)], x0: f64, y0: f64, width: f64) -> (St
     }
     out.push_str("</g>");
     (out, y + 12.0 - y0)
+}
+
+/// The layout and the parts every chart kind draws the same way: the y-tick labels set the left margin,
+/// the legend sits on top, the plot area fills the rest; the `<svg>` element, the plot frame, the x-axis
+/// label, the border and the closing legend and `<figure>`. Each chart places what lies between.
+struct Frame {
+    width: f64,
+    /// The plot area: left edge, width; top edge and height once `place` has run.
+    left: f64,
+    pw: f64,
+    top: f64,
+    ph: f64,
+    /// The whole picture's height.
+    height: f64,
+    legend_svg: String,
+    legend_h: f64,
+}
+
+impl Frame {
+    /// The horizontal layout for a chart `width` wide whose y axis is `yscale`, with the legend `entries`.
+    fn new(width: f64, yscale: &Scale, entries: &[(String, usize, Key)]) -> Frame {
+        let ytick_w = yscale
+            .ticks()
+            .map(|(_, l)| text_width(l, 11.0))
+            .fold(0.0, f64::max);
+        let left = 30.0 + ytick_w + 10.0;
+        let right = 24.0;
+        let pw = width - left - right;
+        let (legend_svg, legend_h) = legend(entries, left, 6.0, pw);
+        Frame {
+            width,
+            left,
+            pw,
+            top: 0.0,
+            ph: 0.0,
+            height: 0.0,
+            legend_svg,
+            legend_h,
+        }
+    }
+
+    /// The vertical layout: `top_pad` above the plot (below the legend), the picture `height` plus the
+    /// legend's, `bottom` below the plot for the x axis.
+    fn place(&mut self, top_pad: f64, height: f64, bottom: f64) {
+        self.top = top_pad + self.legend_h;
+        self.height = height + self.legend_h;
+        self.ph = self.height - self.top - bottom;
+    }
+
+    /// The y pixel of value `y`.
+    fn y(&self, yscale: &Scale, y: f64) -> f64 {
+        self.top + self.ph * (1.0 - yscale.unit(y))
+    }
+
+    /// The opening `<svg>` element.
+    fn open(&self, out: &mut String, class: &str, caption: &str) {
+        let _ = write!(
+            out,
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"{class}\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"{cap}\">",
+            w = px(self.width),
+            h = px(self.height),
+            cap = escape(caption)
+        );
+    }
+
+    /// The plot's background, grid, y ticks and y-axis label.
+    fn plot(&self, out: &mut String, yscale: &Scale, y_label: &str) {
+        plot_frame(
+            out,
+            (self.left, self.top, self.pw, self.ph),
+            yscale,
+            y_label,
+        );
+    }
+
+    /// The x-axis label, closing the x-axis group.
+    fn x_label(&self, out: &mut String, label: &str) {
+        let _ = write!(
+            out,
+            "<text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
+            px(self.left + self.pw / 2.0),
+            px(self.height - 10.0),
+            escape(label)
+        );
+    }
+
+    /// The border around the plot area.
+    fn border(&self, out: &mut String) {
+        let _ = write!(
+            out,
+            "<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
+            px(self.left),
+            px(self.top),
+            px(self.pw),
+            px(self.ph)
+        );
+    }
+
+    /// The legend, the closing `</svg>` and the `<figure>` around it all.
+    fn finish(&self, mut out: String, id: &str, caption: &str) -> String {
+        out.push_str(&self.legend_svg);
+        out.push_str("</svg>");
+        figure(id, &out, caption)
+    }
 }
 
 /// Wrap a finished `<svg>` and its caption into the chart's `<figure>`.

@@ -5,8 +5,7 @@
 use std::fmt::Write as _;
 
 use super::{
-    Key, Scale, ScaleKind, color, data_num, escape, figure, legend, marker_is_stroke, marker_path,
-    plot_frame, px, text_width,
+    Frame, Key, Scale, ScaleKind, color, data_num, escape, marker_is_stroke, marker_path, px,
 };
 
 /// One plotted point; `note` is added to its tooltip (e.g. the request count behind a mean).
@@ -174,35 +173,20 @@ impl XyChart {
         } else {
             Vec::new()
         };
-        let ytick_w = yscale
-            .ticks()
-            .map(|(_, l)| text_width(l, 11.0))
-            .fold(0.0, f64::max);
-        let left = 30.0 + ytick_w + 10.0;
-        let right = 24.0;
-        let (legend_svg, legend_h) = legend(&entries, left, 6.0, self.width - left - right);
-        let top = 14.0 + legend_h;
-        let bottom = 52.0;
-        let height = self.height + legend_h;
-        let pw = self.width - left - right;
-        let ph = height - top - bottom;
+        let mut frame = Frame::new(self.width, &yscale, &entries);
+        frame.place(14.0, self.height, 52.0);
+        let (left, top, pw, ph) = (frame.left, frame.top, frame.pw, frame.ph);
         let xpos = |x: f64| -> f64 {
             match &xscale {
                 CatOrScale::Cat(n) => left + pw * (x + 0.5) / (*n).max(1) as f64,
                 CatOrScale::Scale(s) => left + pw * s.unit(x),
             }
         };
-        let ypos = |y: f64| top + ph * (1.0 - yscale.unit(y));
+        let ypos = |y: f64| frame.y(&yscale, y);
 
         let mut out = String::new();
-        let _ = write!(
-            out,
-            "<svg xmlns=\"http://www.w3.org/2000/svg\" class=\"xy\" viewBox=\"0 0 {w} {h}\" width=\"{w}\" height=\"{h}\" role=\"img\" aria-label=\"{cap}\">",
-            w = px(self.width),
-            h = px(height),
-            cap = escape(&self.caption)
-        );
-        plot_frame(&mut out, (left, top, pw, ph), &yscale, &self.y_label);
+        frame.open(&mut out, "xy", &self.caption);
+        frame.plot(&mut out, &yscale, &self.y_label);
         // x ticks.
         out.push_str("<g class=\"axis x-axis\">");
         let xticks: Vec<(f64, String)> = match (&xscale, &self.x_categories) {
@@ -228,21 +212,8 @@ impl XyChart {
                 x = px(*x)
             );
         }
-        let _ = write!(
-            out,
-            "<text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
-            px(left + pw / 2.0),
-            px(height - 10.0),
-            escape(&self.x_label)
-        );
-        let _ = write!(
-            out,
-            "<rect class=\"frame\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-            px(left),
-            px(top),
-            px(pw),
-            px(ph)
-        );
+        frame.x_label(&mut out, &self.x_label);
+        frame.border(&mut out);
         // Reference lines.
         for r in &self.ref_lines {
             if !self.y_scale.accepts(r.y) {
@@ -335,9 +306,7 @@ impl XyChart {
             }
             out.push_str("</g>");
         }
-        out.push_str(&legend_svg);
-        out.push_str("</svg>");
-        figure(&self.id, &out, &self.caption)
+        frame.finish(out, &self.id, &self.caption)
     }
 }
 

@@ -151,7 +151,7 @@ impl Baseline {
     /// The jitter, drawn from `now`, keeps probes of servers started together (and of a load whose phases
     /// are multiples of the interval) from lining up.
     pub fn schedule_next(&mut self, now: Nanos, interval: Nanos, window: Nanos) {
-        let u = crate::rng::SplitMix64::new(now).next_u64() as f64 / u64::MAX as f64;
+        let u = ordo_util::SplitMix64::new(now).next_u64() as f64 / u64::MAX as f64;
         let jittered = (interval as f64 * (0.85 + 0.3 * u)) as Nanos;
         self.next_probe = (interval > 0).then(|| now.saturating_add(jittered.max(4 * window)));
     }

@@ -42,7 +42,7 @@ pub(crate) struct Custom {
 }
 
 impl Custom {
-    pub fn new(cfg: &SchedConfig, picker: Box<dyn HeadPicker>) -> Self {
+    pub(super) fn new(cfg: &SchedConfig, picker: Box<dyn HeadPicker>) -> Self {
         Custom {
             names: cfg.classes.iter().map(|c| c.name.clone()).collect(),
             weight: cfg.classes.iter().map(|c| c.weight).collect(),

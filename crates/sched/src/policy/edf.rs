@@ -38,7 +38,7 @@ fn key_deadline(meta: &Meta) -> Nanos {
 }
 
 impl Edf {
-    pub fn new(classes: usize) -> Self {
+    pub(super) fn new(classes: usize) -> Self {
         Edf {
             sorted: vec![true; classes],
             tail: vec![0; classes],
@@ -209,7 +209,7 @@ impl Policy for Edf {
 mod tests {
     use super::*;
     use crate::queue::Slab;
-    use crate::rng::SplitMix64;
+    use ordo_util::SplitMix64;
 
     fn fifo(deadlines: &[Nanos]) -> VecDeque<QEntry> {
         let mut slab = Slab::new();

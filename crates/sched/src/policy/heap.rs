@@ -22,7 +22,7 @@ pub(crate) struct LazyMinHeap<K: Ord + Copy> {
 }
 
 impl<K: Ord + Copy> LazyMinHeap<K> {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         LazyMinHeap {
             heap: BinaryHeap::new(),
             alive: Vec::new(),
@@ -35,7 +35,7 @@ impl<K: Ord + Copy> LazyMinHeap<K> {
         self.alive.get(h.index()) == Some(&(LIVE | u64::from(h.generation())))
     }
 
-    pub fn push(&mut self, key: K, h: Handle) {
+    pub(super) fn push(&mut self, key: K, h: Handle) {
         if self.alive.len() <= h.index() {
             self.alive.resize(h.index() + 1, 0);
         }
@@ -45,20 +45,20 @@ impl<K: Ord + Copy> LazyMinHeap<K> {
     }
 
     /// The smallest live entry.
-    pub fn peek(&self) -> Option<(K, Handle)> {
+    pub(super) fn peek(&self) -> Option<(K, Handle)> {
         self.heap.peek().map(|Reverse(x)| *x)
     }
 
     /// Remove and return the smallest live entry.
     #[cfg(test)]
-    pub fn pop(&mut self) -> Option<(K, Handle)> {
+    pub(super) fn pop(&mut self) -> Option<(K, Handle)> {
         let (k, h) = self.peek()?;
         self.remove(h);
         Some((k, h))
     }
 
     /// Remove `h` wherever it is (a no-op if it is not in the heap).
-    pub fn remove(&mut self, h: Handle) {
+    pub(super) fn remove(&mut self, h: Handle) {
         if !self.is_live(h) {
             return;
         }
@@ -83,7 +83,7 @@ impl<K: Ord + Copy> LazyMinHeap<K> {
     }
 
     #[cfg(test)]
-    pub fn stored(&self) -> usize {
+    pub(super) fn stored(&self) -> usize {
         self.heap.len()
     }
 }
@@ -93,7 +93,7 @@ mod tests {
     use super::*;
     use crate::Meta;
     use crate::queue::{QEntry, Slab};
-    use crate::rng::SplitMix64;
+    use ordo_util::SplitMix64;
     use std::collections::BTreeMap;
 
     #[test]

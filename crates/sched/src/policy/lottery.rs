@@ -4,8 +4,8 @@
 
 use super::{Choice, Policy};
 use crate::queue::{Handle, QEntry, Queues};
-use crate::rng::SplitMix64;
 use crate::{Nanos, SchedConfig};
+use ordo_util::SplitMix64;
 
 pub(crate) struct Lottery {
     weight: Vec<u64>,
@@ -13,7 +13,7 @@ pub(crate) struct Lottery {
 }
 
 impl Lottery {
-    pub fn new(cfg: &SchedConfig) -> Self {
+    pub(super) fn new(cfg: &SchedConfig) -> Self {
         Lottery {
             weight: cfg.classes.iter().map(|c| u64::from(c.weight)).collect(),
             rng: SplitMix64::new(cfg.seed),

@@ -39,7 +39,7 @@ pub(crate) struct Estimates {
 }
 
 impl Estimates {
-    pub fn new(classes: usize) -> Self {
+    pub(crate) fn new(classes: usize) -> Self {
         Estimates {
             per_class: vec![None; classes],
             global: None,
@@ -48,7 +48,7 @@ impl Estimates {
     }
 
     /// Expected service time of a request of `class` (0 when nothing has been observed yet).
-    pub fn service(&self, class: ClassId) -> Nanos {
+    pub(crate) fn service(&self, class: ClassId) -> Nanos {
         self.per_class
             .get(class)
             .copied()
@@ -58,7 +58,7 @@ impl Estimates {
     }
 
     /// Exponentially weighted moving average with weight 1/8 for the new sample.
-    pub fn observe(&mut self, class: ClassId, service: Nanos) {
+    pub(crate) fn observe(&mut self, class: ClassId, service: Nanos) {
         fn ewma(old: Option<Nanos>, new: Nanos) -> Option<Nanos> {
             Some(match old {
                 None => new,

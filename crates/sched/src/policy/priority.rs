@@ -16,7 +16,7 @@ pub(crate) struct Priority {
 }
 
 impl Priority {
-    pub fn new(cfg: &SchedConfig) -> Self {
+    pub(super) fn new(cfg: &SchedConfig) -> Self {
         Priority {
             prio: cfg.classes.iter().map(|c| c.priority).collect(),
             age_after: cfg.classes.iter().map(|c| c.age_after).collect(),

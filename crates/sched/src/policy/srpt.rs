@@ -18,7 +18,7 @@ pub(crate) struct Srpt {
 }
 
 impl Srpt {
-    pub fn new(cfg: &SchedConfig) -> Self {
+    pub(super) fn new(cfg: &SchedConfig) -> Self {
         Srpt {
             age_after: cfg.classes.iter().map(|c| c.age_after).collect(),
             by_size: LazyMinHeap::new(),

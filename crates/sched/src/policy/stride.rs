@@ -38,7 +38,7 @@ pub(crate) struct Stride {
 }
 
 impl Stride {
-    pub fn new(cfg: &SchedConfig) -> Self {
+    pub(super) fn new(cfg: &SchedConfig) -> Self {
         let weight: Vec<u128> = cfg
             .classes
             .iter()

@@ -24,7 +24,7 @@ pub(crate) struct Wfq {
 }
 
 impl Wfq {
-    pub fn new(cfg: &SchedConfig) -> Self {
+    pub(super) fn new(cfg: &SchedConfig) -> Self {
         Wfq {
             weight: cfg
                 .classes

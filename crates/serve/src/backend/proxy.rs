@@ -1,12 +1,24 @@
 //! The proxy backend: forwards requests to HTTP/1.1 upstreams (round-robin over the list) over a keep-alive
 //! connection pool, and maps upstream failures to gateway statuses:
 //! - connect refused or unreachable → 502; connect not done within `connect_timeout` → 504;
-//! - no (complete) response head within `read_timeout` → 504 (the timeout applies to each read);
+//! - a read or write stalled for `read_timeout`, or the whole response head (1xx included) not received
+//!   within `response_head_timeout` of sending the request → 504;
 //! - a malformed response (bad head, bare LF, conflicting lengths, bad chunking, early close) → 502;
-//! - a pooled connection found closed by the upstream before any response byte → retried once on a new one.
+//! - a pooled connection that fails before the first response byte → the request is sent again on a new
+//!   connection only when that cannot make the upstream act on it twice: an idempotent method, or none of
+//!   the request written.
 //!
-//! Hop-by-hop headers (Connection and those it names, Keep-Alive, Proxy-Connection, TE, Trailer,
-//! Transfer-Encoding, Upgrade) are dropped both ways; the client's address is appended to X-Forwarded-For.
+//! The error bodies say what kind of failure it was, never the upstream's address (that goes to the log).
+//!
+//! Pool hygiene: a connection goes back to the pool only when its response ended exactly at the end of what
+//! was read, and is checked again when taken out (anything readable, or closed → discarded), so bytes an
+//! upstream sends unasked are never read as another request's response.
+//!
+//! What is forwarded: the normalised path ordo routed on (after `strip_prefix`) re-encoded, the query as
+//! sent; the client's headers with names as spelled and values byte for byte, minus hop-by-hop headers
+//! (Connection and those it names — never Host —, Keep-Alive, Proxy-Connection, TE, Trailer,
+//! Transfer-Encoding, Upgrade) and names with `_` unless `forward_underscore_headers`; the client's
+//! address is appended to X-Forwarded-For. Responses come back the same way (names and bytes as sent).
 //!
 //! Loops: every proxied request carries `Via: <version> ordo-<random hex>` (RFC 9110 §7.6.3), a pseudonym
 //! drawn when the backend is built; a request that arrives already naming it has been here before (a chain
@@ -27,8 +39,9 @@ use tokio::sync::mpsc;
 
 use super::BackendError;
 use crate::http::duration;
-use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf};
+use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf, origin_form, trim_ows_both};
 use crate::http::{Body, Request, Response, Version};
+use crate::tls::{UpstreamStream, UpstreamTls};
 
 /// Status of a request that came back to the proxy it already passed through (RFC 5842 §7.2): a status
 /// of its own, so a loop is told apart from an upstream that is down (502) in logs and metrics, and it
@@ -56,6 +69,19 @@ pub struct ProxyConfig {
     pub buffer_max_bytes: u64,
     /// Largest upstream response head.
     pub max_response_head_bytes: usize,
+    /// `https://` upstreams: trust the CA certificates in this PEM file instead of the system's.
+    pub ca_file: Option<std::path::PathBuf>,
+    /// `https://` upstreams: accept any certificate. For tests against self-signed servers only: anyone
+    /// between the proxy and the upstream can read and change the traffic.
+    pub danger_accept_invalid_certs: bool,
+    /// Time allowed for the whole response head (interim `1xx` heads included), counted from the moment
+    /// the request has been sent; exceeded → 504. `read_timeout` still bounds each read.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub response_head_timeout: Duration,
+    /// Forward request headers whose names contain `_` (nginx's `underscores_in_headers`). Off by default:
+    /// `X-Forwarded_For` or `Content_Length` would reach an application that maps `-` and `_` to the same
+    /// variable (CGI, WSGI, Rack, PHP) as the header ordo itself controls.
+    pub forward_underscore_headers: bool,
 }
 
 impl Default for ProxyConfig {
@@ -68,19 +94,44 @@ impl Default for ProxyConfig {
             pool_idle_timeout: Duration::from_secs(60),
             buffer_max_bytes: 256 * 1024,
             max_response_head_bytes: 16 * 1024,
+            ca_file: None,
+            danger_accept_invalid_certs: false,
+            response_head_timeout: Duration::from_secs(30),
+            forward_underscore_headers: false,
         }
+    }
+}
+
+impl ProxyConfig {
+    /// Values that would make every proxied request fail are refused: `Err((key, why))`.
+    pub(crate) fn check(&self) -> Result<(), (&'static str, String)> {
+        for (key, d) in [
+            ("connect_timeout", self.connect_timeout),
+            ("read_timeout", self.read_timeout),
+            ("response_head_timeout", self.response_head_timeout),
+        ] {
+            if d.is_zero() {
+                return Err((key, "must be > 0".into()));
+            }
+        }
+        if self.max_response_head_bytes == 0 {
+            return Err(("max_response_head_bytes", "must be ≥ 1, got 0".into()));
+        }
+        Ok(())
     }
 }
 
 #[derive(Debug)]
 struct UpConn {
-    stream: TcpStream,
+    stream: UpstreamStream,
     buf: BytesMut,
 }
 
 #[derive(Debug)]
 struct Upstream {
     addr: String,
+    /// Set for an `https://` upstream.
+    tls: Option<UpstreamTls>,
     idle: Mutex<Vec<(UpConn, Instant)>>,
     max_idle: usize,
     idle_timeout: Duration,
@@ -97,15 +148,33 @@ impl Upstream {
         }
     }
 
+    /// The most recently returned idle connection that is still usable: younger than `idle_timeout`, and
+    /// with nothing to read and not closed (see [`idle_and_open`]). Others are closed.
     fn checkout_idle(&self) -> Option<UpConn> {
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
-        while let Some((c, since)) = idle.pop() {
-            if since.elapsed() < self.idle_timeout {
-                return Some(c);
+        loop {
+            let (c, since) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            if since.elapsed() >= self.idle_timeout {
+                continue;
             }
+            if !idle_and_open(&c.stream) {
+                tracing::debug!(upstream = %self.addr, "idle upstream connection was closed or sent unrequested bytes; discarded");
+                continue;
+            }
+            return Some(c);
         }
-        None
     }
+}
+
+/// Whether an idle upstream connection may carry a new request: nothing to read and not closed. Bytes that
+/// arrived while it sat in the pool (a body after a HEAD answer, a second response nobody asked for) would
+/// otherwise be taken for the next request's response — another client's — and an end of input (the
+/// upstream closed it) would cost that request a failed attempt. One non-blocking read attempt, which the
+/// runtime answers without a system call when the socket has not become readable since it last drained it.
+fn idle_and_open(stream: &UpstreamStream) -> bool {
+    // (TLS: the socket under it — any byte there, even a TLS record, means the connection is not idle)
+    let stream = stream.tcp();
+    let mut probe = [0u8; 1];
+    matches!(stream.try_read(&mut probe), Err(e) if e.kind() == std::io::ErrorKind::WouldBlock)
 }
 
 /// See the module documentation.
@@ -181,8 +250,17 @@ pub(crate) fn points_at_listener(upstream: &str, listen: std::net::SocketAddr) -
 }
 
 enum ExchangeError {
-    /// The connection was closed before any response byte (a stale pooled connection).
-    Stale(String),
+    /// Connecting failed (refused, unreachable); the detail is for the log.
+    Connect(String),
+    ConnectTimeout,
+    /// The TLS handshake with an `https://` upstream failed (untrusted certificate, wrong name, ...).
+    Tls(String),
+    /// The connection failed before any response byte (a pooled connection the upstream had closed):
+    /// `sent_any` says whether any of the request had been accepted by the socket.
+    Stale {
+        sent_any: bool,
+        msg: String,
+    },
     Timeout(String),
     Bad(String),
 }
@@ -202,19 +280,25 @@ fn hop_by_hop(name: &str) -> bool {
 }
 
 pub(crate) fn parse_upstream(s: &str) -> Result<String, String> {
+    parse_upstream_url(s).map(|(hostport, _tls)| hostport)
+}
+
+/// `host:port` of an upstream and whether it is `https://` (port 443 then when omitted, else 80).
+pub(crate) fn parse_upstream_url(s: &str) -> Result<(String, bool), String> {
     let t = s.trim();
     let lower = t.to_ascii_lowercase();
-    if lower.starts_with("https://") {
-        return Err(format!("{s:?}: https upstreams are not supported"));
-    }
-    let hostport = if lower.starts_with("http://") {
-        &t[7..]
+    let (hostport, tls) = if lower.starts_with("https://") {
+        (&t[8..], true)
+    } else if lower.starts_with("http://") {
+        (&t[7..], false)
     } else {
-        t
-    }
-    .trim_end_matches('/');
+        (t, false)
+    };
+    let hostport = hostport.trim_end_matches('/');
     if hostport.is_empty() || hostport.contains(['/', '?', '#', ' ', '@']) {
-        return Err(format!("{s:?}: expected host:port or http://host:port"));
+        return Err(format!(
+            "{s:?}: expected host:port, http://host:port or https://host:port"
+        ));
     }
     let has_port = if let Some(rest) = hostport.strip_prefix('[') {
         rest.contains("]:")
@@ -226,9 +310,11 @@ pub(crate) fn parse_upstream(s: &str) -> Result<String, String> {
         if port.parse::<u16>().is_err() {
             return Err(format!("{s:?}: bad port {port:?}"));
         }
-        Ok(hostport.to_string())
+        Ok((hostport.to_string(), tls))
+    } else if tls {
+        Ok((format!("{hostport}:443"), tls))
     } else {
-        Ok(format!("{hostport}:80"))
+        Ok((format!("{hostport}:80"), tls))
     }
 }
 
@@ -240,14 +326,33 @@ impl ProxyBackend {
                 msg: "at least one upstream is needed".into(),
             });
         }
+        cfg.check()
+            .map_err(|(field, msg)| BackendError::Invalid { field, msg })?;
         let mut upstreams = Vec::new();
+        let mut client_tls = None;
         for u in &cfg.upstreams {
-            let addr = parse_upstream(u).map_err(|msg| BackendError::Invalid {
+            let (addr, tls) = parse_upstream_url(u).map_err(|msg| BackendError::Invalid {
                 field: "upstreams",
                 msg,
             })?;
+            let tls = if tls {
+                let config = match &client_tls {
+                    Some(c) => Arc::clone(c),
+                    None => client_tls.insert(upstream_client_config(cfg)?).clone(),
+                };
+                let host = addr.rsplit_once(':').map_or(addr.as_str(), |(h, _)| h);
+                Some(
+                    UpstreamTls::new(config, host).map_err(|msg| BackendError::Invalid {
+                        field: "upstreams",
+                        msg: format!("{u:?}: {msg}"),
+                    })?,
+                )
+            } else {
+                None
+            };
             upstreams.push(Arc::new(Upstream {
                 addr,
+                tls,
                 idle: Mutex::new(Vec::new()),
                 max_idle: cfg.pool_max_idle,
                 idle_timeout: cfg.pool_idle_timeout,
@@ -303,44 +408,37 @@ impl ProxyBackend {
                 Some(c) => (c, true),
                 None => match self.connect(up).await {
                     Ok(c) => (c, false),
-                    Err(resp) => return resp,
+                    Err(e) => return gateway_error(up, e),
                 },
             };
             match self.exchange(conn, req, up).await {
                 Ok(resp) => return resp,
-                Err(ExchangeError::Stale(_)) if reused && !retried => retried = true,
-                Err(ExchangeError::Stale(m)) | Err(ExchangeError::Bad(m)) => {
-                    tracing::debug!(upstream = %up.addr, "{m}");
-                    return Response::text(502, &format!("bad gateway: {m}"));
+                Err(ExchangeError::Stale { sent_any, msg })
+                    if reused && !retried && (!sent_any || idempotent(&req.method)) =>
+                {
+                    tracing::debug!(upstream = %up.addr, method = %req.method, "{msg}; retrying on a new connection");
+                    retried = true;
                 }
-                Err(ExchangeError::Timeout(m)) => {
-                    tracing::debug!(upstream = %up.addr, "{m}");
-                    return Response::text(504, &format!("gateway timeout: {m}"));
-                }
+                Err(e) => return gateway_error(up, e),
             }
         }
     }
 
-    async fn connect(&self, up: &Upstream) -> Result<UpConn, Response> {
+    async fn connect(&self, up: &Upstream) -> Result<UpConn, ExchangeError> {
         match tokio::time::timeout(
             self.cfg.connect_timeout,
             TcpStream::connect(up.addr.as_str()),
         )
         .await
         {
-            Err(_) => Err(Response::text(
-                504,
-                &format!(
-                    "gateway timeout: connecting to upstream {} timed out",
-                    up.addr
-                ),
-            )),
-            Ok(Err(e)) => Err(Response::text(
-                502,
-                &format!("bad gateway: cannot connect to upstream {}: {e}", up.addr),
-            )),
+            Err(_) => Err(ExchangeError::ConnectTimeout),
+            Ok(Err(e)) => Err(ExchangeError::Connect(e.to_string())),
             Ok(Ok(stream)) => {
                 let _ = stream.set_nodelay(true);
+                let stream = match &up.tls {
+                    None => UpstreamStream::Plain(stream),
+                    Some(tls) => self.handshake(tls, stream).await?,
+                };
                 Ok(UpConn {
                     stream,
                     buf: BytesMut::with_capacity(8 * 1024),
@@ -349,22 +447,45 @@ impl ProxyBackend {
         }
     }
 
+    /// The TLS handshake with an `https://` upstream (within `connect_timeout`): a failure (an untrusted
+    /// or wrong-name certificate, say) is 502, a timeout 504.
+    async fn handshake(
+        &self,
+        tls: &UpstreamTls,
+        tcp: TcpStream,
+    ) -> Result<UpstreamStream, ExchangeError> {
+        match tokio::time::timeout(self.cfg.connect_timeout, tls.connect(tcp)).await {
+            Ok(Ok(s)) => Ok(s),
+            Ok(Err(e)) => Err(ExchangeError::Tls(format!("TLS handshake failed: {e}"))),
+            Err(_) => Err(ExchangeError::ConnectTimeout),
+        }
+    }
+
+    /// The request head as forwarded: the method; the path ordo routed on (normalised, after a route's
+    /// `strip_prefix`) with the query as sent; HTTP/1.1; the client's headers with their names as the client
+    /// spelled them and their values byte for byte, minus hop-by-hop ones, `Expect`, `Content-Length` (ours
+    /// replaces it) and, unless `forward_underscore_headers`, names containing `_`; then the headers ordo
+    /// writes itself, in canonical case: `Host` (when the client sent none), `X-Forwarded-For`, `Via`,
+    /// `Content-Length`.
     fn render_request(&self, req: &Request, up: &Upstream) -> BytesMut {
         let mut out = BytesMut::with_capacity(512);
         out.put_slice(req.method.as_bytes());
         out.put_u8(b' ');
-        out.put_slice(origin_form(&req.target).as_bytes());
+        origin_form(&req.path, req.query.as_deref(), &mut out);
         out.put_slice(b" HTTP/1.1\r\n");
+        // Connection may name hop-by-hop headers to drop, but not Host: the request's target host is not
+        // the sender's to take away (it would be replaced by the upstream's address).
         let named: Vec<String> = req
             .headers
             .iter()
             .filter(|(k, _)| k == "connection")
             .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
+            .filter(|t| t != "host")
             .collect();
-        let mut xff: Option<String> = None;
-        let mut via: Option<String> = None;
+        let mut xff: Option<Vec<u8>> = None;
+        let mut via: Option<Vec<u8>> = None;
         let mut host = false;
-        for (k, v) in &req.headers {
+        for (name, k, v) in req.headers_as_sent() {
             if hop_by_hop(k)
                 || named.iter().any(|n| n == k)
                 || k == "content-length"
@@ -372,50 +493,59 @@ impl ProxyBackend {
             {
                 continue;
             }
-            if k == "x-forwarded-for" {
-                match &mut xff {
-                    Some(x) => {
-                        x.push_str(", ");
-                        x.push_str(v);
-                    }
-                    None => xff = Some(v.clone()),
-                }
+            if !self.cfg.forward_underscore_headers && k.contains('_') {
                 continue;
             }
-            if k == "via" {
-                match &mut via {
-                    Some(x) => {
-                        x.push_str(", ");
-                        x.push_str(v);
-                    }
-                    None => via = Some(v.clone()),
+            let joined = match k {
+                "x-forwarded-for" => &mut xff,
+                "via" => &mut via,
+                _ => {
+                    host |= k == "host";
+                    put_header(&mut out, name.as_bytes(), v);
+                    continue;
                 }
-                continue;
+            };
+            match joined {
+                Some(x) => {
+                    x.extend_from_slice(b", ");
+                    x.extend_from_slice(v);
+                }
+                None => *joined = Some(v.to_vec()),
             }
-            host |= k == "host";
-            put_header(&mut out, k, v);
         }
         if !host {
-            put_header(&mut out, "host", &up.addr);
+            put_header(&mut out, b"Host", up.addr.as_bytes());
         }
         let ip = req.peer.ip().to_string();
         let xff = match xff {
-            Some(x) if !x.is_empty() => format!("{x}, {ip}"),
-            _ => ip,
+            Some(mut x) if !x.is_empty() => {
+                x.extend_from_slice(b", ");
+                x.extend_from_slice(ip.as_bytes());
+                x
+            }
+            _ => ip.into_bytes(),
         };
-        put_header(&mut out, "x-forwarded-for", &xff);
+        put_header(&mut out, b"X-Forwarded-For", &xff);
         // RFC 9110 §7.6.3: append our entry (the protocol version we received, our pseudonym) to the list.
         let ours = match req.version {
             Version::Http10 => format!("1.0 {}", self.via_token),
             Version::Http11 => format!("1.1 {}", self.via_token),
         };
         let via = match via {
-            Some(v) if !v.is_empty() => format!("{v}, {ours}"),
-            _ => ours,
+            Some(mut v) if !v.is_empty() => {
+                v.extend_from_slice(b", ");
+                v.extend_from_slice(ours.as_bytes());
+                v
+            }
+            _ => ours.into_bytes(),
         };
-        put_header(&mut out, "via", &via);
+        put_header(&mut out, b"Via", &via);
         if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
-            put_header(&mut out, "content-length", &req.body.len().to_string());
+            put_header(
+                &mut out,
+                b"Content-Length",
+                req.body.len().to_string().as_bytes(),
+            );
         }
         out.put_slice(b"\r\n");
         out
@@ -429,26 +559,42 @@ impl ProxyBackend {
     ) -> Result<Response, ExchangeError> {
         let t = self.cfg.read_timeout;
         let head = self.render_request(req, up);
+        // what the socket accepted of the request: none of it means the upstream cannot have acted on it
+        let mut sent: usize = 0;
         let write = async {
-            conn.stream.write_all(&head).await?;
-            if !req.body.is_empty() {
-                conn.stream.write_all(&req.body).await?;
+            for mut part in [&head[..], &req.body[..]] {
+                while !part.is_empty() {
+                    let n = conn.stream.write(part).await?;
+                    if n == 0 {
+                        return Err(std::io::ErrorKind::WriteZero.into());
+                    }
+                    sent += n;
+                    part = &part[n..];
+                }
             }
+            // a TLS stream sends its records when flushed (nothing to do on TCP)
+            conn.stream.flush().await?;
             Ok::<(), std::io::Error>(())
         };
-        match tokio::time::timeout(t, write).await {
+        let written = tokio::time::timeout(t, write).await;
+        match written {
             Err(_) => {
                 return Err(ExchangeError::Timeout(
                     "writing to upstream timed out".into(),
                 ));
             }
             Ok(Err(e)) => {
-                return Err(ExchangeError::Stale(format!(
-                    "writing to upstream failed: {e}"
-                )));
+                return Err(ExchangeError::Stale {
+                    sent_any: sent > 0,
+                    msg: format!("writing to upstream failed: {e}"),
+                });
             }
             Ok(Ok(())) => {}
         }
+        // The whole head (interim 1xx heads included) must arrive by this deadline, whatever the pace of
+        // the single reads (each bounded by read_timeout).
+        let head_deadline = tokio::time::Instant::now() + self.cfg.response_head_timeout;
+        let mut got_any = false;
         conn.buf.clear();
         let parsed = loop {
             match self.parse_response_head(&conn.buf)? {
@@ -463,30 +609,50 @@ impl ProxyBackend {
                 None => {}
             }
             conn.buf.reserve(8 * 1024);
-            match tokio::time::timeout(t, conn.stream.read_buf(&mut conn.buf)).await {
+            let until = head_deadline.min(tokio::time::Instant::now() + t);
+            match tokio::time::timeout_at(until, conn.stream.read_buf(&mut conn.buf)).await {
+                Err(_) if until == head_deadline => {
+                    return Err(ExchangeError::Timeout(format!(
+                        "upstream response head not complete within response_head_timeout ({:?})",
+                        self.cfg.response_head_timeout
+                    )));
+                }
                 Err(_) => {
                     return Err(ExchangeError::Timeout(
                         "upstream did not answer in time".into(),
                     ));
                 }
-                Ok(Ok(0)) | Ok(Err(_)) if conn.buf.is_empty() => {
-                    return Err(ExchangeError::Stale(
-                        "upstream closed the connection".into(),
-                    ));
+                Ok(Ok(0)) | Ok(Err(_)) if !got_any => {
+                    return Err(ExchangeError::Stale {
+                        sent_any: true,
+                        msg: "upstream closed the connection before answering".into(),
+                    });
                 }
                 Ok(Ok(0)) => return Err(ExchangeError::Bad("upstream closed mid-head".into())),
                 Ok(Err(e)) => {
                     return Err(ExchangeError::Bad(format!("reading from upstream: {e}")));
                 }
-                Ok(Ok(_)) => {}
+                Ok(Ok(_)) => got_any = true,
             }
         };
         let _ = conn.buf.split_to(parsed.head_len);
         let no_body = req.method == "HEAD" || parsed.status == 204 || parsed.status == 304;
         let mut headers = parsed.headers;
+        let extra = parsed.extra;
+        // header lines with values that are not UTF-8 travel rendered, byte for byte, ahead of the body
+        let with_extra = |body: Bytes| {
+            if extra.is_empty() {
+                Body::Bytes(body)
+            } else {
+                Body::Prerendered {
+                    head: extra.clone(),
+                    body,
+                }
+            }
+        };
         if no_body {
             if let Some(n) = parsed.content_length {
-                headers.push(("content-length".into(), n.to_string()));
+                headers.push(("Content-Length".into(), n.to_string()));
             }
             if parsed.reusable {
                 up.checkin(conn);
@@ -494,7 +660,11 @@ impl ProxyBackend {
             return Ok(Response {
                 status: parsed.status,
                 headers,
-                body: Body::Empty,
+                body: if extra.is_empty() {
+                    Body::Empty
+                } else {
+                    with_extra(Bytes::new())
+                },
             });
         }
         let status = parsed.status;
@@ -520,7 +690,7 @@ impl ProxyBackend {
                 Ok(Response {
                     status,
                     headers,
-                    body: Body::Bytes(body),
+                    body: with_extra(body),
                 })
             }
             (len, chunked) => {
@@ -531,13 +701,35 @@ impl ProxyBackend {
                 Ok(Response {
                     status,
                     headers,
-                    body: Body::Stream { rx, len },
+                    body: if extra.is_empty() {
+                        Body::Stream { rx, len }
+                    } else {
+                        Body::PrerenderedStream {
+                            head: extra,
+                            rx,
+                            len,
+                        }
+                    },
                 })
             }
         }
     }
 
     fn parse_response_head(&self, buf: &[u8]) -> Result<Option<ParsedHead>, ExchangeError> {
+        // HTTP/1.2 … 1.9 is read as the highest minor version we implement (RFC 9110 §6.2), on a copy
+        if buf.len() > 9
+            && buf.starts_with(b"HTTP/1.")
+            && (b'2'..=b'9').contains(&buf[7])
+            && buf[8] == b' '
+        {
+            let mut copy = buf.to_vec();
+            copy[7] = b'1';
+            return self.parse_response_head_as_sent(&copy);
+        }
+        self.parse_response_head_as_sent(buf)
+    }
+
+    fn parse_response_head_as_sent(&self, buf: &[u8]) -> Result<Option<ParsedHead>, ExchangeError> {
         let mut storage = [httparse::EMPTY_HEADER; 100];
         let mut resp = httparse::Response::new(&mut storage);
         let head_len = match resp.parse(buf) {
@@ -581,14 +773,15 @@ impl ProxyBackend {
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
         let mut headers = Vec::with_capacity(resp.headers.len());
+        let mut extra = BytesMut::new();
         for h in resp.headers.iter() {
-            let name = h.name.to_ascii_lowercase();
-            let value = String::from_utf8_lossy(h.value).trim().to_string();
-            if name == "content-length" {
-                let n: u64 = value
-                    .parse()
+            let lower = h.name.to_ascii_lowercase();
+            let raw = trim_ows_both(h.value);
+            if lower == "content-length" {
+                let n: u64 = std::str::from_utf8(raw)
                     .ok()
-                    .filter(|_| value.bytes().all(|b| b.is_ascii_digit()))
+                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
+                    .and_then(|v| v.parse().ok())
                     .ok_or_else(|| ExchangeError::Bad("bad upstream Content-Length".into()))?;
                 if content_length.is_some_and(|c| c != n) {
                     return Err(ExchangeError::Bad(
@@ -598,19 +791,24 @@ impl ProxyBackend {
                 content_length = Some(n);
                 continue;
             }
-            if name == "transfer-encoding" {
-                if !value.eq_ignore_ascii_case("chunked") || chunked {
+            if lower == "transfer-encoding" {
+                if !raw.eq_ignore_ascii_case(b"chunked") || chunked {
                     return Err(ExchangeError::Bad(format!(
-                        "unsupported upstream Transfer-Encoding {value:?}"
+                        "unsupported upstream Transfer-Encoding {:?}",
+                        String::from_utf8_lossy(raw)
                     )));
                 }
                 chunked = true;
                 continue;
             }
-            if hop_by_hop(&name) || named.contains(&name) {
+            if hop_by_hop(&lower) || named.contains(&lower) {
                 continue;
             }
-            headers.push((name, value));
+            // forwarded as the upstream spelled it; a value that is not UTF-8 goes out rendered, byte for byte
+            match std::str::from_utf8(raw) {
+                Ok(v) => headers.push((h.name.to_string(), v.to_string())),
+                Err(_) => put_header(&mut extra, h.name.as_bytes(), raw),
+            }
         }
         if chunked && content_length.is_some() {
             return Err(ExchangeError::Bad(
@@ -625,6 +823,7 @@ impl ProxyBackend {
         Ok(Some(ParsedHead {
             status,
             headers,
+            extra: extra.freeze(),
             content_length: if chunked { None } else { content_length },
             chunked,
             reusable,
@@ -636,36 +835,52 @@ impl ProxyBackend {
 struct ParsedHead {
     status: u16,
     headers: Vec<(String, String)>,
+    /// Header lines whose values are not UTF-8, rendered.
+    extra: Bytes,
     content_length: Option<u64>,
     chunked: bool,
     reusable: bool,
     head_len: usize,
 }
 
-fn put_header(out: &mut BytesMut, k: &str, v: &str) {
-    out.put_slice(k.as_bytes());
+fn put_header(out: &mut BytesMut, k: &[u8], v: &[u8]) {
+    out.put_slice(k);
     out.put_slice(b": ");
-    out.put_slice(v.as_bytes());
+    out.put_slice(v);
     out.put_slice(b"\r\n");
 }
 
-/// The origin-form of a request-target (absolute-form loses its scheme and authority).
-fn origin_form(target: &str) -> &str {
-    if target.starts_with('/') {
-        return target;
-    }
-    let lower = target.get(..8).unwrap_or(target).to_ascii_lowercase();
-    let rest = if lower.starts_with("http://") {
-        &target[7..]
-    } else if lower.starts_with("https://") {
-        &target[8..]
-    } else {
-        return "/";
+/// Methods whose effect does not change when a request is repeated (RFC 9110 §9.2.2): a proxy may resend
+/// them after a connection failed before the response; others it must not (RFC 9112 §9.3.1).
+fn idempotent(method: &str) -> bool {
+    matches!(
+        method,
+        "GET" | "HEAD" | "OPTIONS" | "TRACE" | "PUT" | "DELETE"
+    )
+}
+
+/// The answer to a failed exchange: 502 or 504 with a body that says what kind of failure it was and
+/// nothing about the upstream (no address, no system error); those go to the log.
+fn gateway_error(up: &Upstream, e: ExchangeError) -> Response {
+    let (status, public, detail) = match e {
+        ExchangeError::Connect(d) => (502, "the upstream could not be reached", d),
+        ExchangeError::ConnectTimeout => (
+            504,
+            "connecting to the upstream timed out",
+            "connect timed out".to_string(),
+        ),
+        ExchangeError::Tls(d) => (502, "the TLS handshake with the upstream failed", d),
+        ExchangeError::Stale { msg, .. } => (502, "the upstream closed the connection", msg),
+        ExchangeError::Bad(d) => (502, "the upstream sent an invalid response", d),
+        ExchangeError::Timeout(d) => (504, "the upstream did not answer in time", d),
     };
-    match rest.find(['/', '?']) {
-        Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
-        _ => "/",
-    }
+    tracing::warn!(upstream = %up.addr, status, "proxy: {detail}");
+    let what = if status == 504 {
+        "gateway timeout"
+    } else {
+        "bad gateway"
+    };
+    Response::text(status, &format!("{what}: {public}\n"))
 }
 
 /// Streams the rest of a response body to the client's connection task; returns the upstream connection
@@ -748,6 +963,30 @@ async fn stream_body(
     }
 }
 
+/// The TLS client configuration of a backend's `https://` upstreams: the system's CA certificates, or
+/// `ca_file`'s, or none checked at all (`danger_accept_invalid_certs`).
+fn upstream_client_config(cfg: &ProxyConfig) -> Result<Arc<rustls::ClientConfig>, BackendError> {
+    if cfg.danger_accept_invalid_certs {
+        tracing::warn!(
+            "proxy: danger_accept_invalid_certs is set: https upstream certificates are NOT verified"
+        );
+        return Ok(crate::tls::client_config(None, &[crate::tls::ALPN_HTTP1]));
+    }
+    let roots =
+        crate::tls::root_store(cfg.ca_file.as_deref()).map_err(|msg| BackendError::Invalid {
+            field: if cfg.ca_file.is_some() {
+                "ca_file"
+            } else {
+                "upstreams"
+            },
+            msg,
+        })?;
+    Ok(crate::tls::client_config(
+        Some(roots),
+        &[crate::tls::ALPN_HTTP1],
+    ))
+}
+
 impl ProxyBackend {
     /// The upstream addresses in use (`host:port`).
     pub fn upstreams(&self) -> Vec<String> {
@@ -771,7 +1010,9 @@ mod tests {
         );
         assert_eq!(parse_upstream("backend"), Ok("backend:80".into()));
         assert_eq!(parse_upstream("[::1]:9000"), Ok("[::1]:9000".into()));
-        assert!(parse_upstream("https://x:1").is_err());
+        assert_eq!(parse_upstream_url("https://x:1"), Ok(("x:1".into(), true)));
+        assert_eq!(parse_upstream_url("HTTPS://x/"), Ok(("x:443".into(), true)));
+        assert_eq!(parse_upstream_url("http://x"), Ok(("x:80".into(), false)));
         assert!(parse_upstream("x:notaport").is_err());
         assert!(parse_upstream("x:1/path").is_err());
         assert!(parse_upstream("").is_err());
@@ -822,14 +1063,6 @@ mod tests {
         assert!(!at("backend:8080", "0.0.0.0:8080"));
         assert!(!at("localhost:8080", "10.1.2.3:8080"));
         assert!(!at("127.0.0.1:0", "127.0.0.1:0"));
-        assert!(!at("https://127.0.0.1:8080", "127.0.0.1:8080"));
-    }
-
-    #[test]
-    fn origin_forms() {
-        assert_eq!(origin_form("/a?b"), "/a?b");
-        assert_eq!(origin_form("http://h:1/x?y"), "/x?y");
-        assert_eq!(origin_form("http://h:1"), "/");
-        assert_eq!(origin_form("http://h?q"), "/");
+        assert!(at("https://127.0.0.1:8080", "127.0.0.1:8080"));
     }
 }

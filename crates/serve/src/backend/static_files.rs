@@ -163,7 +163,7 @@ impl StaticBackend {
     pub async fn call(&self, req: &Request) -> Response {
         let get = req.method == "GET";
         if !get && req.method != "HEAD" {
-            return Response::text(405, "method not allowed").with_header("allow", "GET, HEAD");
+            return Response::text(405, "method not allowed").with_header("Allow", "GET, HEAD");
         }
         let entry = match self.lookup(&req.path) {
             Ok(e) => e,
@@ -171,8 +171,8 @@ impl StaticBackend {
         };
         if not_modified(req, &entry) {
             return Response::new(304)
-                .with_header("etag", entry.etag.clone())
-                .with_header("last-modified", entry.last_modified.clone());
+                .with_header("ETag", entry.etag.clone())
+                .with_header("Last-Modified", entry.last_modified.clone());
         }
         let range = match req.header("range") {
             Some(r) if get && if_range_ok(req, &entry) => parse_range(r, entry.len),
@@ -183,7 +183,7 @@ impl StaticBackend {
             Range::Part(a, b) => (206, a, b - a + 1),
             Range::Unsatisfiable => {
                 return Response::text(416, "range not satisfiable")
-                    .with_header("content-range", format!("bytes */{}", entry.len));
+                    .with_header("Content-Range", format!("bytes */{}", entry.len));
             }
         };
         let mut resp = match &entry.data {
@@ -203,10 +203,10 @@ impl StaticBackend {
                 Some(file) => Response {
                     status,
                     headers: vec![
-                        ("content-type".to_string(), entry.content_type.to_string()),
-                        ("etag".to_string(), entry.etag.clone()),
-                        ("last-modified".to_string(), entry.last_modified.clone()),
-                        ("accept-ranges".to_string(), "bytes".to_string()),
+                        ("Content-Type".to_string(), entry.content_type.to_string()),
+                        ("ETag".to_string(), entry.etag.clone()),
+                        ("Last-Modified".to_string(), entry.last_modified.clone()),
+                        ("Accept-Ranges".to_string(), "bytes".to_string()),
                     ],
                     body: Body::File {
                         file,
@@ -219,7 +219,7 @@ impl StaticBackend {
         };
         if status == 206 {
             resp.headers.push((
-                "content-range".to_string(),
+                "Content-Range".to_string(),
                 format!("bytes {}-{}/{}", start, start + len - 1, entry.len),
             ));
         }
@@ -316,7 +316,7 @@ impl StaticBackend {
                 // relative ("name/"), so it stays right when a route prefix was stripped before we saw the path
                 let last = req_path.rsplit('/').next().unwrap_or("");
                 let loc = format!("{}/", encode_segment(last));
-                return Err(Response::text(301, "moved").with_header("location", loc));
+                return Err(Response::text(301, "moved").with_header("Location", loc));
             }
             let Some(ix) = self.cfg.index.as_deref().filter(|i| !i.is_empty()) else {
                 return Err(Response::text(404, "not found"));

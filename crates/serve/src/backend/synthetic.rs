@@ -301,7 +301,7 @@ impl SyntheticBackend {
                 });
                 Response {
                     status: 200,
-                    headers: vec![("content-type".into(), "application/octet-stream".into())],
+                    headers: vec![("Content-Type".into(), "application/octet-stream".into())],
                     body: Body::Stream { rx, len: Some(n) },
                 }
             }

@@ -12,7 +12,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use bytes::{Buf, BufMut, Bytes, BytesMut};
-use tokio::io::{AsyncReadExt, AsyncWriteExt, Interest};
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout, timeout_at};
@@ -29,6 +29,33 @@ const KEEP_CAPACITY: usize = 64 * 1024;
 /// reset that could destroy the answer before the client reads it.
 const LINGER_TIME: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 256 * 1024;
+
+/// The byte stream a connection is served over: a plain TCP socket or a TLS stream. Besides reading and
+/// writing, the loop needs two things whose best form depends on the transport.
+pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
+    /// Sets TCP_NODELAY on the underlying socket.
+    fn nodelay(&self) -> std::io::Result<()>;
+    /// Writes the last bytes of a connection that is closed right after (within `limit`).
+    fn write_last(
+        &mut self,
+        buf: &[u8],
+        limit: Duration,
+    ) -> impl Future<Output = std::io::Result<()>> + Send;
+}
+
+impl Transport for TcpStream {
+    fn nodelay(&self) -> std::io::Result<()> {
+        self.set_nodelay(true)
+    }
+
+    fn write_last(
+        &mut self,
+        buf: &[u8],
+        limit: Duration,
+    ) -> impl Future<Output = std::io::Result<()>> + Send {
+        write_all_then_close(self, buf, limit)
+    }
+}
 
 /// A handler's response still to come, boxed so it can move from the accept loop into a task.
 pub(crate) type PendingResponse = Pin<Box<dyn Future<Output = Response> + Send>>;
@@ -106,7 +133,11 @@ fn reserve(buf: &mut BytesMut) {
     }
 }
 
-async fn read_until(stream: &mut TcpStream, buf: &mut BytesMut, deadline: Instant) -> ReadOutcome {
+async fn read_until<S: Transport>(
+    stream: &mut S,
+    buf: &mut BytesMut,
+    deadline: Instant,
+) -> ReadOutcome {
     reserve(buf);
     match timeout_at(deadline, stream.read_buf(buf)).await {
         Err(_) => ReadOutcome::TimedOut,
@@ -124,8 +155,8 @@ enum Stop {
 }
 
 /// Reads more of a body into `rbuf`, allowing `head_timeout` between reads.
-async fn read_more(
-    stream: &mut TcpStream,
+async fn read_more<S: Transport>(
+    stream: &mut S,
     rbuf: &mut BytesMut,
     limits: &Limits,
 ) -> Result<(), Stop> {
@@ -137,8 +168,8 @@ async fn read_more(
 }
 
 /// Reads the body a head announced (`Content-Length` bytes, or chunks decoded within the body limit).
-async fn read_body(
-    stream: &mut TcpStream,
+async fn read_body<S: Transport>(
+    stream: &mut S,
     rbuf: &mut BytesMut,
     framing: Framing,
     limits: &Limits,
@@ -187,12 +218,13 @@ pub(crate) fn request_from(head: Head, body: Bytes, peer: SocketAddr) -> (Reques
         body,
         peer,
         keep_alive: info.keep_alive,
+        sent: head.sent,
     };
     (req, info)
 }
 
-pub(crate) async fn serve<H: Handler>(
-    mut stream: TcpStream,
+pub(crate) async fn serve<H: Handler, S: Transport>(
+    mut stream: S,
     peer: SocketAddr,
     handler: Arc<H>,
     limits: Arc<Limits>,
@@ -266,7 +298,7 @@ pub(crate) async fn serve<H: Handler>(
                 };
 
                 let head = loop {
-                    match parse_head(&rbuf, limits.max_head_bytes) {
+                    match parse_head(&rbuf, limits.max_head_bytes, limits.max_uri_bytes) {
                         Ok(h) => break h,
                         Err(HeadError::Status(status, msg)) => {
                             return fail(stream, &mut wbuf, status, msg, &limits).await;
@@ -301,10 +333,13 @@ pub(crate) async fn serve<H: Handler>(
                 if head.expect_continue
                     && !matches!(head.framing, Framing::None)
                     && rbuf.is_empty()
-                    && stream
-                        .write_all(b"HTTP/1.1 100 Continue\r\n\r\n")
-                        .await
-                        .is_err()
+                    && write_all_timeout(
+                        &mut stream,
+                        b"HTTP/1.1 100 Continue\r\n\r\n",
+                        limits.idle_timeout,
+                    )
+                    .await
+                    .is_err()
                 {
                     return;
                 }
@@ -328,13 +363,13 @@ pub(crate) async fn serve<H: Handler>(
         served += 1;
         let mut ctx = info.write_ctx(served, *shutdown.borrow(), &limits);
         if !nodelay && needs_nodelay(served, ctx.keep_alive, &resp.body) {
-            let _ = stream.set_nodelay(true);
+            let _ = stream.nodelay();
             nodelay = true;
         }
         let written = match encode_whole(&mut wbuf, resp, &mut ctx) {
             // the last bytes before a close (and no input left to drain): the FIN shares their segment
             Ok(()) if !ctx.keep_alive && rbuf.is_empty() => {
-                write_all_then_close(&stream, &wbuf, ctx.write_timeout).await
+                stream.write_last(&wbuf, ctx.write_timeout).await
             }
             Ok(()) => write_all_timeout(&mut stream, &wbuf, ctx.write_timeout).await,
             Err(resp) => write_response(&mut stream, &mut wbuf, resp, &mut ctx).await,
@@ -402,7 +437,7 @@ pub(crate) fn needs_nodelay(served: u64, keep_alive: bool, body: &Body) -> bool 
         Body::Empty | Body::Bytes(_) | Body::Prerendered { .. } => {
             body.len().is_some_and(|n| n <= NAGLE_FREE_BODY)
         }
-        Body::File { .. } | Body::Stream { .. } => false,
+        Body::File { .. } | Body::Stream { .. } | Body::PrerenderedStream { .. } => false,
     };
     served > 1 || keep_alive || !one_small_write
 }
@@ -413,8 +448,8 @@ pub(crate) fn needs_nodelay(served: u64, keep_alive: bool, body: &Body) -> bool 
 /// `max_head_bytes` of them, after which only the handler is awaited; end of input or a connection error
 /// returns `None`, and the caller's dropping the handler future releases whatever it holds (a queued
 /// waiter, a permit, a backend call).
-async fn handle_watching<F: Future<Output = Response> + ?Sized>(
-    stream: &mut TcpStream,
+async fn handle_watching<S: Transport, F: Future<Output = Response> + ?Sized>(
+    stream: &mut S,
     rbuf: &mut BytesMut,
     mut fut: Pin<&mut F>,
     limits: &Limits,
@@ -444,7 +479,13 @@ async fn handle_watching<F: Future<Output = Response> + ?Sized>(
 }
 
 /// Answers a request the connection cannot go on from, then closes.
-async fn fail(mut stream: TcpStream, wbuf: &mut BytesMut, status: u16, msg: &str, limits: &Limits) {
+async fn fail<S: Transport>(
+    mut stream: S,
+    wbuf: &mut BytesMut,
+    status: u16,
+    msg: &str,
+    limits: &Limits,
+) {
     tracing::debug!(status, msg, "closing connection after a bad request");
     let mut ctx = WriteCtx {
         version: super::Version::Http11,
@@ -462,7 +503,7 @@ async fn fail(mut stream: TcpStream, wbuf: &mut BytesMut, status: u16, msg: &str
 
 /// Half-closes, then drains (bounded) what the client still sends, so the kernel does not answer unread
 /// input with a reset that would discard our last response.
-async fn linger_close(mut stream: TcpStream) {
+async fn linger_close<S: Transport>(mut stream: S) {
     if stream.shutdown().await.is_err() {
         return;
     }

@@ -78,7 +78,7 @@ pub(crate) fn try_serve<H: Handler>(
     };
     let input = &scratch.read[..n];
     // Anything but a whole head without a body (or an error to answer) goes to the task, which reads on.
-    let head = match parse_head(input, limits.max_head_bytes) {
+    let head = match parse_head(input, limits.max_head_bytes, limits.max_uri_bytes) {
         Ok(h) if h.framing == Framing::None => h,
         _ => return task_from(input, 0, false, Resume::Read),
     };

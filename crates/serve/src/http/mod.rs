@@ -16,6 +16,7 @@ pub mod date;
 pub mod duration;
 mod inline;
 pub(crate) mod parse;
+mod tls_conn;
 mod write;
 
 use std::future::Future;
@@ -51,7 +52,8 @@ impl Version {
 pub struct Request {
     /// The method as sent (a validated token, case preserved).
     pub method: String,
-    /// The raw request-target.
+    /// The request-target as sent; after a route's `strip_prefix`, rebuilt from the stripped path and the
+    /// query (what a proxy route forwards, see `parse::origin_form`).
     pub target: String,
     /// Percent-decoded, normalised path without the query (`.` and `..` segments resolved; a `..` that would
     /// climb above `/` is refused with 400 before a handler sees it).
@@ -59,12 +61,27 @@ pub struct Request {
     /// The raw query string (without `?`), if any.
     pub query: Option<String>,
     pub version: Version,
-    /// Header names lower-cased, values trimmed, in the order received.
+    /// Header names lower-cased, values trimmed, in the order received; a value that is not UTF-8 has `�` in
+    /// place of its bad bytes (the exact bytes and the names as spelled: [`Request::headers_as_sent`]). With an
+    /// absolute-form target, `host` is the target's authority (RFC 9112 §3.2.2).
     pub headers: Vec<(String, String)>,
     pub body: Bytes,
     pub peer: SocketAddr,
     /// Whether the client asked to keep the connection open after this request.
     pub keep_alive: bool,
+    /// The header names as the client spelled them and the values that are not UTF-8, byte for byte (see
+    /// [`Request::headers_as_sent`]).
+    pub(crate) sent: SentHead,
+}
+
+/// What the parser keeps of a request's header section as sent, beside the normalised `headers` (lower-cased
+/// names, UTF-8 values) the rest of ordo reads: what a proxy needs to forward the headers unchanged.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct SentHead {
+    /// Every header name as sent, concatenated in order (each as long as its lower-cased twin).
+    pub(crate) names: String,
+    /// `(index into headers, value)` for the values that are not UTF-8 (OWS trimmed, otherwise as sent).
+    pub(crate) opaque: Vec<(usize, Bytes)>,
 }
 
 impl Request {
@@ -84,7 +101,39 @@ impl Request {
             body: Bytes::new(),
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
             keep_alive: true,
+            sent: SentHead::default(),
         }
+    }
+
+    /// The headers as the client sent them, in order: `(name as spelled, lower-cased name, value bytes)`.
+    /// Names keep the client's case and values that are not UTF-8 come byte for byte; for headers added or
+    /// changed after parsing (the vector is public) the lower-cased name and the UTF-8 value are given.
+    pub fn headers_as_sent(&self) -> impl Iterator<Item = (&str, &str, &[u8])> {
+        let names = &self.sent.names;
+        let aligned = names.len() == self.headers.iter().map(|(k, _)| k.len()).sum::<usize>();
+        let mut at = 0;
+        let mut opaque = self.sent.opaque.iter().peekable();
+        self.headers.iter().enumerate().map(move |(i, (k, v))| {
+            let mut name = k.as_str();
+            if aligned {
+                if let Some(n) = names.get(at..at + k.len()) {
+                    if n.eq_ignore_ascii_case(k) {
+                        name = n;
+                    }
+                }
+                at += k.len();
+            }
+            let mut value = v.as_bytes();
+            while opaque.peek().is_some_and(|(j, _)| *j < i) {
+                opaque.next();
+            }
+            if let Some((_, raw)) = opaque.next_if(|(j, _)| *j == i) {
+                if String::from_utf8_lossy(raw) == v.as_str() {
+                    value = raw;
+                }
+            }
+            (name, k.as_str(), value)
+        })
     }
 
     /// The first header with this name (case-insensitive).
@@ -145,6 +194,13 @@ pub enum Body {
         rx: mpsc::Receiver<std::io::Result<Bytes>>,
         len: Option<u64>,
     },
+    /// A `Stream` with header lines rendered ahead of time, as for `Prerendered`: a proxied response whose
+    /// upstream sent header values that are not UTF-8, forwarded byte for byte.
+    PrerenderedStream {
+        head: Bytes,
+        rx: mpsc::Receiver<std::io::Result<Bytes>>,
+        len: Option<u64>,
+    },
 }
 
 impl Body {
@@ -155,7 +211,7 @@ impl Body {
             Body::Bytes(b) => Some(b.len() as u64),
             Body::File { len, .. } => Some(*len),
             Body::Prerendered { body, .. } => Some(body.len() as u64),
-            Body::Stream { len, .. } => *len,
+            Body::Stream { len, .. } | Body::PrerenderedStream { len, .. } => *len,
         }
     }
 
@@ -195,7 +251,7 @@ impl Response {
         Response {
             status,
             headers: vec![(
-                "content-type".to_string(),
+                "Content-Type".to_string(),
                 "text/plain; charset=utf-8".to_string(),
             )],
             body: Body::Bytes(Bytes::from(s)),
@@ -206,7 +262,7 @@ impl Response {
     pub fn bytes(status: u16, content_type: &str, body: Bytes) -> Self {
         Response {
             status,
-            headers: vec![("content-type".to_string(), content_type.to_string())],
+            headers: vec![("Content-Type".to_string(), content_type.to_string())],
             body: Body::Bytes(body),
         }
     }
@@ -239,6 +295,8 @@ pub trait Handler: Send + Sync + 'static {
 pub struct Limits {
     /// Largest request head (request line + headers); larger → 431 and close.
     pub max_head_bytes: usize,
+    /// Longest request-target (the URI in the request line); longer → 414 and close.
+    pub max_uri_bytes: usize,
     /// Time allowed to receive a whole head (from accept for the first request, from its first byte for
     /// later ones), and between two reads of a body; exceeded → 408 and close.
     #[serde(deserialize_with = "duration::deserialize")]
@@ -265,6 +323,7 @@ impl Default for Limits {
     fn default() -> Self {
         Limits {
             max_head_bytes: 16 * 1024,
+            max_uri_bytes: 8 * 1024,
             head_timeout: Duration::from_secs(10),
             max_body_bytes: 1024 * 1024,
             idle_timeout: Duration::from_secs(60),
@@ -294,11 +353,28 @@ pub(crate) async fn shutdown_signalled(shutdown: &mut watch::Receiver<bool>) {
 /// backlog), serves a connection's first request inline when it can (single-threaded runtime only; see
 /// `inline`) and otherwise spawns a connection task, stops accepting when `shutdown` becomes true, then
 /// waits for the open connections to finish their in-flight request (idle ones close at once).
+///
+/// Dropping this future (the server's shutdown grace ran out and it aborted the task running it) closes
+/// every connection it spawned at once, whatever each was doing: a body still arriving, a response still
+/// streaming.
 pub async fn run_listener<H: Handler>(
     listener: TcpListener,
     handler: Arc<H>,
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
+) -> std::io::Result<()> {
+    run_listener_with(listener, handler, limits, shutdown, None).await
+}
+
+/// [`run_listener`] for a listener that speaks TLS when `tls` is given: each connection's task runs the
+/// handshake first (there is no inline path: the handshake needs round trips), then serves the protocol
+/// ALPN chose.
+pub async fn run_listener_with<H: Handler>(
+    listener: TcpListener,
+    handler: Arc<H>,
+    limits: Arc<Limits>,
+    shutdown: watch::Receiver<bool>,
+    tls: Option<Arc<crate::tls::TlsAcceptor>>,
 ) -> std::io::Result<()> {
     // Accepted sockets are registered with the runtime only when they need to wait for something.
     let listener = listener.into_std()?;
@@ -308,8 +384,9 @@ pub async fn run_listener<H: Handler>(
     let listener = ordo_sys::net::AsyncListener::new(listener)?;
     // With several runtime threads, serving in the accept loop would put every connection's first request
     // on the one thread that accepts; there the tasks spread over all of them instead.
-    let mut scratch = (tokio::runtime::Handle::current().runtime_flavor()
-        == tokio::runtime::RuntimeFlavor::CurrentThread)
+    let mut scratch = (tls.is_none()
+        && tokio::runtime::Handle::current().runtime_flavor()
+            == tokio::runtime::RuntimeFlavor::CurrentThread)
         .then(inline::Scratch::new);
     let max = limits
         .max_connections
@@ -320,6 +397,8 @@ pub async fn run_listener<H: Handler>(
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
     // failed accepts in a row (out of file descriptors, say), so the warning is given once per episode
     let mut accept_errors: u64 = 0;
+    // Never sent on: its sender is dropped with this future, which ends every connection task at once.
+    let (_abandon_tx, abandoned) = watch::channel(());
     loop {
         let permit = tokio::select! {
             biased;
@@ -369,8 +448,25 @@ pub async fn run_listener<H: Handler>(
                 let handler = handler.clone();
                 let limits = limits.clone();
                 let shutdown = shutdown.clone();
+                let mut abandoned = abandoned.clone();
+                let tls = tls.clone();
                 tokio::spawn(async move {
-                    conn::serve(stream, peer, handler, limits, shutdown, start).await;
+                    let served = async {
+                        match tls {
+                            None => {
+                                conn::serve(stream, peer, handler, limits, shutdown, start).await
+                            }
+                            Some(tls) => {
+                                tls_conn::serve(stream, peer, tls, handler, limits, shutdown).await
+                            }
+                        }
+                    };
+                    tokio::select! {
+                        biased;
+                        _ = served => {}
+                        // the listener was given up on (shutdown grace over): drop the connection
+                        _ = abandoned.changed() => {}
+                    }
                     drop(permit);
                 });
             }

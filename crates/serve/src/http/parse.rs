@@ -3,9 +3,9 @@
 //! Content-Length, Transfer-Encoding ending in exactly one `chunked`, Host) and the chunked decoder shared
 //! with the proxy backend. The Transfer-Encoding decision table is in docs/serve-http.md.
 
-use bytes::{Buf, BytesMut};
+use bytes::{Buf, Bytes, BytesMut};
 
-use super::Version;
+use super::{SentHead, Version};
 
 /// Most headers a request may carry; more → 431.
 pub(crate) const MAX_HEADERS: usize = 100;
@@ -30,6 +30,8 @@ pub(crate) struct Head {
     pub query: Option<String>,
     pub version: Version,
     pub headers: Vec<(String, String)>,
+    /// Header names as sent and values that are not UTF-8 (what a proxy forwards byte for byte).
+    pub sent: SentHead,
     pub framing: Framing,
     pub keep_alive: bool,
     pub expect_continue: bool,
@@ -49,13 +51,53 @@ fn bad(msg: &'static str) -> HeadError {
     HeadError::Status(400, msg)
 }
 
-/// Parses a request head from the start of `buf`.
-pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError> {
+/// Parses a request head from the start of `buf`: a head over `max_head` bytes is 431, a request-target
+/// over `max_uri` bytes 414 (also while the request line is still arriving).
+pub(crate) fn parse_head(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Head, HeadError> {
+    match parse_head_as_sent(buf, max_head, max_uri) {
+        // HTTP/1.2 … HTTP/1.9: a minor version above ours is processed as the highest we implement
+        // (RFC 9112 §2.5, RFC 9110 §6.2), on a copy with the minor digit replaced (same length).
+        Err(HeadError::Status(505, _)) if http1_minor_at(buf).is_some() => {
+            let at = http1_minor_at(buf).unwrap_or(0);
+            let mut copy = buf.to_vec();
+            copy[at] = b'1';
+            parse_head_as_sent(&copy, max_head, max_uri)
+        }
+        r => r,
+    }
+}
+
+/// The offset of the minor digit when the request line ends in `HTTP/1.<digit>` with a digit above 1.
+fn http1_minor_at(buf: &[u8]) -> Option<usize> {
+    let line_end = buf
+        .iter()
+        .position(|&b| b == b'\r' || b == b'\n')
+        .unwrap_or(buf.len());
+    let line = &buf[..line_end];
+    let v = line.get(line.len().checked_sub(9)?..)?;
+    (v.starts_with(b" HTTP/1.") && (b'2'..=b'9').contains(&v[8])).then_some(line_end - 1)
+}
+
+/// The length of the request-target in a request line that may not have ended yet (`None`: no target begun).
+fn target_len_so_far(buf: &[u8]) -> Option<usize> {
+    let start = buf.iter().position(|&b| b == b' ')? + 1;
+    let rest = &buf[start..];
+    Some(
+        rest.iter()
+            .position(|&b| b == b' ' || b == b'\r' || b == b'\n')
+            .unwrap_or(rest.len()),
+    )
+}
+
+fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Head, HeadError> {
     let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
     let mut req = httparse::Request::new(&mut storage);
     let len = match req.parse(buf) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
+            if buf.len() > max_uri && target_len_so_far(buf).is_some_and(|n| n > max_uri) {
+                return Err(HeadError::Status(414, "request target too long"));
+            }
             return Err(if buf.len() > max_head {
                 HeadError::Status(431, "request head too large")
             } else {
@@ -77,6 +119,11 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         }
         Err(_) => return Err(bad("malformed header")),
     };
+    let method = req.method.unwrap_or("");
+    let target = req.path.unwrap_or("");
+    if target.len() > max_uri {
+        return Err(HeadError::Status(414, "request target too long"));
+    }
     if len > max_head {
         return Err(HeadError::Status(431, "request head too large"));
     }
@@ -90,14 +137,20 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         Some(1) => Version::Http11,
         _ => return Err(HeadError::Status(505, "HTTP version not supported")),
     };
-    let method = req.method.unwrap_or("");
-    let target = req.path.unwrap_or("");
-    let (path, query) = split_target(method, target)?;
+    let Target {
+        path,
+        query,
+        authority,
+    } = split_target(method, target)?;
 
     let mut headers = Vec::with_capacity(req.headers.len());
+    let mut sent = SentHead {
+        names: String::with_capacity(req.headers.iter().map(|h| h.name.len()).sum()),
+        opaque: Vec::new(),
+    };
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding: Option<String> = None;
-    let mut host_seen = false;
+    let mut host_at: Option<usize> = None;
     let mut conn_close = false;
     let mut conn_keep_alive = false;
     let mut expect_continue = false;
@@ -105,8 +158,15 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         let name = h.name.to_ascii_lowercase();
         let value = match std::str::from_utf8(h.value) {
             Ok(v) => v.trim_matches(|c| c == ' ' || c == '\t').to_string(),
-            Err(_) => String::from_utf8_lossy(h.value).trim().to_string(),
+            Err(_) => {
+                // kept byte for byte for forwarding; the rest of ordo sees the lossy UTF-8 form
+                let raw = trim_ows_both(h.value);
+                sent.opaque
+                    .push((headers.len(), Bytes::copy_from_slice(raw)));
+                String::from_utf8_lossy(raw).into_owned()
+            }
         };
+        sent.names.push_str(h.name);
         match name.as_str() {
             "content-length" => {
                 if content_length.is_some() {
@@ -122,10 +182,13 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
                 transfer_encoding = Some(value.clone());
             }
             "host" => {
-                if host_seen {
+                if host_at.is_some() {
                     return Err(bad("more than one Host"));
                 }
-                host_seen = true;
+                if !valid_host(value.as_bytes(), false) {
+                    return Err(bad("invalid Host"));
+                }
+                host_at = Some(headers.len());
             }
             "connection" => {
                 for tok in value.split(',') {
@@ -148,8 +211,21 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         }
         headers.push((name, value));
     }
-    if version == Version::Http11 && !host_seen {
+    if version == Version::Http11 && host_at.is_none() {
         return Err(bad("missing Host header"));
+    }
+    // absolute-form: the target's authority is the request's host, whatever Host says (RFC 9112 §3.2.2)
+    if let Some(authority) = authority {
+        match host_at {
+            Some(i) => {
+                headers[i].1 = authority.to_string();
+                sent.opaque.retain(|(j, _)| *j != i);
+            }
+            None => {
+                headers.push(("host".to_string(), authority.to_string()));
+                sent.names.push_str("Host");
+            }
+        }
     }
     // The framing checks come before the coding check, so a smuggling shape is always 400 (never 501).
     let chunked = transfer_encoding.is_some();
@@ -176,11 +252,93 @@ pub(crate) fn parse_head(buf: &[u8], max_head: usize) -> Result<Head, HeadError>
         query,
         version,
         headers,
+        sent,
         framing,
         keep_alive,
         expect_continue: expect_continue && framing != Framing::None,
         len,
     })
+}
+
+/// `host [ ":" port ]` as RFC 3986 §3.2.2–3.2.3 defines them: a bracketed IPv6 address or IPvFuture, or a
+/// reg-name (unreserved characters, sub-delims, percent escapes: an IPv4 address is one), then optional
+/// digits after a colon. The empty value is allowed in a Host header (a target without an authority,
+/// RFC 9112 §3.2) unless `nonempty` (an absolute-form authority: an http URI must have a host, RFC 9110
+/// §4.2.1); an empty host with a port never is. No userinfo, slash, space or anything else.
+pub(crate) fn valid_host(v: &[u8], nonempty: bool) -> bool {
+    if v.is_empty() {
+        return !nonempty;
+    }
+    let (host, port) = if v[0] == b'[' {
+        let Some(close) = v.iter().position(|&b| b == b']') else {
+            return false;
+        };
+        let (lit, rest) = v.split_at(close + 1);
+        if !valid_ip_literal(&lit[1..lit.len() - 1]) {
+            return false;
+        }
+        match rest.split_first() {
+            None => return true,
+            Some((b':', port)) => (lit, port),
+            Some(_) => return false,
+        }
+    } else {
+        match v.iter().position(|&b| b == b':') {
+            Some(i) => (&v[..i], &v[i + 1..]),
+            None => (v, &[][..]),
+        }
+    };
+    if host.is_empty() || !port.iter().all(u8::is_ascii_digit) {
+        return false;
+    }
+    if host[0] == b'[' {
+        return true; // checked above
+    }
+    let mut i = 0;
+    while i < host.len() {
+        let b = host[i];
+        if b == b'%' {
+            if !(host.get(i + 1).is_some_and(u8::is_ascii_hexdigit)
+                && host.get(i + 2).is_some_and(u8::is_ascii_hexdigit))
+            {
+                return false;
+            }
+            i += 3;
+            continue;
+        }
+        if !(is_unreserved(b) || is_sub_delim(b)) {
+            return false;
+        }
+        i += 1;
+    }
+    true
+}
+
+fn is_unreserved(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_' | b'~')
+}
+
+fn is_sub_delim(b: u8) -> bool {
+    matches!(
+        b,
+        b'!' | b'$' | b'&' | b'\'' | b'(' | b')' | b'*' | b'+' | b',' | b';' | b'='
+    )
+}
+
+/// Inside `[...]`: an IPv6 address, or `v<hex>.<unreserved / sub-delims / ":">` (IPvFuture).
+fn valid_ip_literal(lit: &[u8]) -> bool {
+    if let Some(rest) = lit.strip_prefix(b"v").or_else(|| lit.strip_prefix(b"V")) {
+        let Some(dot) = rest.iter().position(|&b| b == b'.') else {
+            return false;
+        };
+        return dot > 0
+            && rest[..dot].iter().all(u8::is_ascii_hexdigit)
+            && rest.len() > dot + 1
+            && rest[dot + 1..]
+                .iter()
+                .all(|&b| is_unreserved(b) || is_sub_delim(b) || b == b':');
+    }
+    std::str::from_utf8(lit).is_ok_and(|s| s.parse::<std::net::Ipv6Addr>().is_ok())
 }
 
 /// Checks a request's Transfer-Encoding value; `Ok` only for exactly `chunked` (case-insensitive), the one
@@ -302,21 +460,43 @@ pub(crate) fn has_bare_lf(head: &[u8]) -> bool {
     false
 }
 
-/// Splits a request-target into the normalised, decoded path and the raw query.
-fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), HeadError> {
-    let origin = if target.starts_with('/') {
-        target
+/// A request-target taken apart.
+struct Target<'a> {
+    /// Percent-decoded and normalised.
+    path: String,
+    /// As sent, without the `?`.
+    query: Option<String>,
+    /// The authority of an absolute-form target (`http://host:port/...`), validated.
+    authority: Option<&'a str>,
+}
+
+/// Splits a request-target into the normalised, decoded path, the raw query and (absolute-form) the
+/// authority.
+fn split_target<'a>(method: &str, target: &'a str) -> Result<Target<'a>, HeadError> {
+    // A fragment is never part of a request-target (RFC 9112 §3.2); parsers that cut the path at `#` and
+    // ones that keep it would route the same request differently (HAProxy's CVE-2023-45539).
+    if target.contains('#') {
+        return Err(bad("fragment in request target"));
+    }
+    let (authority, origin) = if target.starts_with('/') {
+        (None, target)
     } else if target == "*" {
         if method == "OPTIONS" {
-            return Ok(("*".to_string(), None));
+            return Ok(Target {
+                path: "*".to_string(),
+                query: None,
+                authority: None,
+            });
         }
         return Err(bad("bad request target"));
     } else if let Some(rest) = strip_scheme(target) {
-        // absolute-form: drop the authority.
-        match rest.find(['/', '?']) {
-            Some(i) if rest.as_bytes()[i] == b'/' => &rest[i..],
-            _ => "/",
+        // absolute-form: the authority, then a path (none means `/`) and maybe a query.
+        let end = rest.find(['/', '?']).unwrap_or(rest.len());
+        let authority = &rest[..end];
+        if !valid_host(authority.as_bytes(), true) {
+            return Err(bad("bad authority in request target"));
         }
+        (Some(authority), &rest[end..])
     } else {
         return Err(bad("bad request target"));
     };
@@ -324,13 +504,36 @@ fn split_target(method: &str, target: &str) -> Result<(String, Option<String>), 
         Some((p, q)) => (p, Some(q.to_string())),
         None => (origin, None),
     };
+    let raw_path = if raw_path.is_empty() { "/" } else { raw_path };
     let decoded = decode_path(raw_path).ok_or(bad("bad percent-encoding in path"))?;
     let path = if decoded.contains("/.") || decoded.contains("//") {
         normalise(&decoded).ok_or(bad("path escapes the root"))?
     } else {
         decoded
     };
-    Ok((path, query))
+    Ok(Target {
+        path,
+        query,
+        authority,
+    })
+}
+
+/// The origin-form a normalised, decoded `path` and a raw `query` make again: the bytes that would change
+/// the path's meaning if sent as they are (`%`, `?`, `#`, space, controls, non-ASCII) percent-encoded, the
+/// rest as is; `*` stays `*`. An upstream decoding it gets back exactly the path ordo routed on.
+pub(crate) fn origin_form(path: &str, query: Option<&str>, out: &mut BytesMut) {
+    const HEX: &[u8; 16] = b"0123456789ABCDEF";
+    for &b in path.as_bytes() {
+        if b <= b' ' || b >= 0x7f || matches!(b, b'%' | b'?' | b'#') {
+            out.extend_from_slice(&[b'%', HEX[usize::from(b >> 4)], HEX[usize::from(b & 15)]]);
+        } else {
+            out.extend_from_slice(&[b]);
+        }
+    }
+    if let Some(q) = query {
+        out.extend_from_slice(b"?");
+        out.extend_from_slice(q.as_bytes());
+    }
 }
 
 fn strip_scheme(t: &str) -> Option<&str> {
@@ -498,12 +701,17 @@ impl ChunkedDecoder {
             match self.state {
                 ChunkState::Done => return Ok(true),
                 ChunkState::Size => {
-                    let Some(nl) = src.iter().position(|&b| b == b'\n') else {
-                        if src.len() > MAX_CHUNK_LINE {
+                    // the limit holds however much of the body one read brought (only the line is scanned)
+                    let window = &src[..src.len().min(MAX_CHUNK_LINE + 2)];
+                    let Some(nl) = window.iter().position(|&b| b == b'\n') else {
+                        if src.len() > MAX_CHUNK_LINE + 1 {
                             return Err(ChunkError::Invalid("chunk-size line too long"));
                         }
                         return Ok(false);
                     };
+                    if nl > MAX_CHUNK_LINE + 1 {
+                        return Err(ChunkError::Invalid("chunk-size line too long"));
+                    }
                     if nl == 0 || src[nl - 1] != b'\r' {
                         return Err(ChunkError::Invalid("bare LF in chunk-size line"));
                     }
@@ -604,6 +812,16 @@ fn parse_chunk_size(line: &[u8]) -> Result<u64, ChunkError> {
     Ok(size)
 }
 
+/// `b` without spaces and tabs at either end (a field value's OWS).
+pub(crate) fn trim_ows_both(b: &[u8]) -> &[u8] {
+    let b = trim_ows(b);
+    let end = b
+        .iter()
+        .rposition(|&c| c != b' ' && c != b'\t')
+        .map_or(0, |i| i + 1);
+    &b[..end]
+}
+
 fn trim_ows(b: &[u8]) -> &[u8] {
     let start = b
         .iter()
@@ -682,7 +900,7 @@ mod tests {
     use super::*;
 
     fn head(s: &str) -> Result<Head, HeadError> {
-        parse_head(s.as_bytes(), 16 * 1024)
+        parse_head(s.as_bytes(), 16 * 1024, 8 * 1024)
     }
 
     fn status(s: &str) -> u16 {
@@ -733,7 +951,7 @@ mod tests {
         );
         let big = format!("GET / HTTP/1.1\r\nHost: h\r\nX: {}\r\n", "a".repeat(100));
         assert!(matches!(
-            parse_head(big.as_bytes(), 64),
+            parse_head(big.as_bytes(), 64, 64),
             Err(HeadError::Status(431, _))
         ));
         let big = format!(
@@ -741,7 +959,7 @@ mod tests {
             "a".repeat(100)
         );
         assert!(matches!(
-            parse_head(big.as_bytes(), 64),
+            parse_head(big.as_bytes(), 64, 64),
             Err(HeadError::Status(431, _))
         ));
         let many: String = (0..150).map(|i| format!("X{i}: y\r\n")).collect();
@@ -843,7 +1061,8 @@ mod tests {
     #[test]
     fn bad_request_lines() {
         assert_eq!(status("GET / HTTP/2.0\r\nHost: h\r\n\r\n"), 505);
-        assert_eq!(status("GET / HTTP/1.2\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status("GET / HTTP/3.0\r\nHost: h\r\n\r\n"), 505);
+        assert_eq!(status("GET / HTTP/1.1x\r\nHost: h\r\n\r\n"), 400);
         for s in [
             "GET\r\n\r\n",
             "GET / FOO/1.1\r\n\r\n",
@@ -863,6 +1082,135 @@ mod tests {
             status("GET / HTTP/1.1\r\nHost: h\r\nExpect: magic\r\n\r\n"),
             417
         );
+    }
+
+    #[test]
+    fn http_1_minor_versions_are_read_as_1_1() {
+        for v in ["1.2", "1.9"] {
+            let h = head(&format!("GET /x HTTP/{v}\r\nHost: h\r\n\r\n")).unwrap();
+            assert_eq!((h.version, h.keep_alive), (Version::Http11, true), "{v}");
+        }
+        // still HTTP/1.1's rules: Host required; partial heads stay partial
+        assert_eq!(status("GET / HTTP/1.2\r\n\r\n"), 400);
+        assert_eq!(head("GET / HTTP/1.2").unwrap_err(), HeadError::Partial);
+        assert_eq!(
+            head("GET / HTTP/1.2\r\nHost: h\r\n").unwrap_err(),
+            HeadError::Partial
+        );
+    }
+
+    #[test]
+    fn long_targets_are_414_even_before_the_line_ends() {
+        let uri = format!("/{}", "a".repeat(100));
+        let req = format!("GET {uri} HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert!(parse_head(req.as_bytes(), 1024, 101).is_ok());
+        let status_of = |b: &[u8], max_head, max_uri| match parse_head(b, max_head, max_uri) {
+            Err(HeadError::Status(s, _)) => s,
+            other => panic!("{other:?}"),
+        };
+        assert_eq!(status_of(req.as_bytes(), 1024, 100), 414);
+        // head over both limits: the URI is what is too long
+        assert_eq!(status_of(req.as_bytes(), 64, 64), 414);
+        // the request line has not ended yet, the target so far is already too long
+        assert_eq!(status_of(&req.as_bytes()[..90], 1024, 50), 414);
+        assert_eq!(
+            parse_head(&req.as_bytes()[..90], 1024, 100).unwrap_err(),
+            HeadError::Partial
+        );
+        // a short target with long headers: 431
+        let fat = format!("GET / HTTP/1.1\r\nHost: h\r\nX: {}\r\n", "a".repeat(100));
+        assert_eq!(status_of(fat.as_bytes(), 64, 64), 431);
+    }
+
+    #[test]
+    fn hosts() {
+        for ok in [
+            "h",
+            "example.com",
+            "EXAMPLE.com:8080",
+            "127.0.0.1",
+            "[::1]",
+            "[::1]:80",
+            "[2001:db8::1]:443",
+            "[v7.a:b]",
+            "a_b~c-d",
+            "%41b",
+            "h:",
+            "!$&'()*+,;=",
+        ] {
+            assert!(valid_host(ok.as_bytes(), true), "{ok}");
+        }
+        assert!(valid_host(b"", false));
+        for bad in [
+            "", ":80", "a b", "a/b", "a/../b", "u@h", "h:x", "h:80:80", "[::1", "[::1]x", "[zz]",
+            "[v.x]", "[vz.x]", "[v1.]", "%4", "%zz", "a\\b", "a?b", "a#b", "a\"b", "\u{e9}",
+        ] {
+            assert!(!valid_host(bad.as_bytes(), true), "{bad:?}");
+        }
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a b\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: a/../b\r\n\r\n"), 400);
+        assert_eq!(status("GET / HTTP/1.1\r\nHost: :80\r\n\r\n"), 400);
+        assert!(head("GET / HTTP/1.1\r\nHost:\r\n\r\n").is_ok());
+    }
+
+    #[test]
+    fn absolute_form_authority_replaces_host() {
+        let h = head("GET http://A.example:81?q=1 HTTP/1.1\r\nHost: other\r\n\r\n").unwrap();
+        assert_eq!((h.path.as_str(), h.query.as_deref()), ("/", Some("q=1")));
+        assert_eq!(
+            h.headers,
+            vec![("host".to_string(), "A.example:81".to_string())]
+        );
+        for bad in [
+            "http:///x",
+            "http://u@h/",
+            "http://h:x/",
+            "http://[::1/",
+            "http://h/#f",
+        ] {
+            assert_eq!(
+                status(&format!("GET {bad} HTTP/1.1\r\nHost: h\r\n\r\n")),
+                400,
+                "{bad}"
+            );
+        }
+        assert_eq!(status("GET /a#b HTTP/1.1\r\nHost: h\r\n\r\n"), 400);
+    }
+
+    #[test]
+    fn origin_form_round_trips_the_normalised_path() {
+        let of = |p: &str, q: Option<&str>| {
+            let mut out = BytesMut::new();
+            origin_form(p, q, &mut out);
+            String::from_utf8(out.to_vec()).unwrap()
+        };
+        assert_eq!(of("/a/b", None), "/a/b");
+        assert_eq!(of("/", Some("q=1&r=%2F")), "/?q=1&r=%2F");
+        assert_eq!(of("/a?b#c%d e", None), "/a%3Fb%23c%25d%20e");
+        assert_eq!(of("/caf\u{e9}", Some("")), "/caf%C3%A9?");
+        assert_eq!(of("*", None), "*");
+        for raw in ["/x/%41%3f%25", "/a//b/./c/../d%20e"] {
+            let h = head(&format!("GET {raw} HTTP/1.1\r\nHost: h\r\n\r\n")).unwrap();
+            let again = of(&h.path, None);
+            let h2 = head(&format!("GET {again} HTTP/1.1\r\nHost: h\r\n\r\n")).unwrap();
+            assert_eq!(h2.path, h.path, "{raw} → {again}");
+        }
+    }
+
+    #[test]
+    fn names_as_sent_and_opaque_values_are_kept() {
+        let h = parse_head(
+            b"GET / HTTP/1.1\r\nHoSt: h\r\nX-Bin: \t a\xffb \r\nx-y: z\r\n\r\n",
+            1024,
+            1024,
+        )
+        .unwrap();
+        assert_eq!(h.sent.names, "HoStX-Binx-y");
+        assert_eq!(
+            h.headers[1],
+            ("x-bin".to_string(), "a\u{fffd}b".to_string())
+        );
+        assert_eq!(h.sent.opaque, vec![(1, Bytes::from_static(b"a\xffb"))]);
     }
 
     #[test]
@@ -942,5 +1290,27 @@ mod tests {
             ChunkError::TooLarge
         );
         assert_eq!(decode_all(b"60\r\n", 10).unwrap_err(), ChunkError::TooLarge);
+    }
+
+    #[test]
+    fn chunk_size_line_limit_holds_in_one_read() {
+        let long = format!("3;x={}\r\nabc\r\n0\r\n\r\n", "e".repeat(MAX_CHUNK_LINE));
+        let mut d = ChunkedDecoder::new(1 << 20);
+        let mut src = BytesMut::from(long.as_bytes());
+        assert_eq!(
+            d.decode(&mut src, |_| {}),
+            Err(ChunkError::Invalid("chunk-size line too long"))
+        );
+        // byte by byte too
+        assert!(matches!(
+            decode_all(long.as_bytes(), 1 << 20),
+            Err(ChunkError::Invalid("chunk-size line too long"))
+        ));
+        // a line of exactly the limit is fine, whole or byte by byte
+        let fits = format!("3;x={}\r\nabc\r\n0\r\n\r\n", "e".repeat(MAX_CHUNK_LINE - 4));
+        let mut d = ChunkedDecoder::new(1 << 20);
+        let mut src = BytesMut::from(fits.as_bytes());
+        assert_eq!(d.decode(&mut src, |_| {}), Ok(true));
+        assert_eq!(decode_all(fits.as_bytes(), 1 << 20).unwrap().0, b"abc");
     }
 }

@@ -87,7 +87,7 @@ pub(crate) fn render_head(out: &mut BytesMut, resp: &Response, ctx: &mut WriteCt
         out.put_slice(v.as_bytes());
         out.put_slice(b"\r\n");
     }
-    if let Body::Prerendered { head, .. } = &resp.body {
+    if let Body::Prerendered { head, .. } | Body::PrerenderedStream { head, .. } = &resp.body {
         out.put_slice(head);
     }
     if !no_body_status && !handler_length {
@@ -117,7 +117,12 @@ pub(crate) async fn write_all_timeout<W: AsyncWrite + Unpin>(
     buf: &[u8],
     t: Duration,
 ) -> io::Result<()> {
-    match tokio::time::timeout(t, w.write_all(buf)).await {
+    // flush: a TLS stream holds what it encrypted until flushed (a no-op on a TCP socket)
+    let write = async {
+        w.write_all(buf).await?;
+        w.flush().await
+    };
+    match tokio::time::timeout(t, write).await {
         Ok(r) => r,
         Err(_) => Err(io::Error::new(
             io::ErrorKind::TimedOut,
@@ -184,7 +189,7 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
             write_all_timeout(w, out, t).await?;
             write_file(w, out, file, offset, len, t).await
         }
-        Body::Stream { mut rx, len } => {
+        Body::Stream { mut rx, len } | Body::PrerenderedStream { mut rx, len, .. } => {
             write_all_timeout(w, out, t).await?;
             let chunked = len.is_none() && ctx.version == Version::Http11;
             let mut sent: u64 = 0;
@@ -281,7 +286,7 @@ mod tests {
             s.starts_with("HTTP/1.1 200 OK\r\nServer: ordo\r\nDate: "),
             "{s}"
         );
-        assert!(s.contains("content-type: text/plain; charset=utf-8\r\n"));
+        assert!(s.contains("Content-Type: text/plain; charset=utf-8\r\n"));
         assert!(s.contains("Content-Length: 3\r\n"));
         assert!(!s.contains("Connection"));
         assert!(s.ends_with("\r\n\r\n"));

@@ -77,7 +77,7 @@ impl fmt::Display for Refusal {
 impl std::error::Error for Refusal {}
 
 /// Knobs that no longer exist on current kernels, with what replaced them.
-pub fn removed_knob(knob: &KnobId) -> Option<&'static str> {
+pub(crate) fn removed_knob(knob: &KnobId) -> Option<&'static str> {
     match knob {
         KnobId::Sysctl(n) => match n.as_str() {
             "kernel.sched_latency_ns" => Some(

@@ -163,7 +163,7 @@ pub fn parse_policy(s: &str) -> Result<(i32, i32), String> {
 }
 
 /// A CPU list such as `0-3,6` (the kernel's cpulist format).
-pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
+pub(crate) fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
     let mut out = Vec::new();
     for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
         let num = |x: &str| {
@@ -191,7 +191,7 @@ pub fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
 }
 
 /// The compact cpulist form of a set of CPUs.
-pub fn format_cpu_list(cpus: &[usize]) -> String {
+pub(super) fn format_cpu_list(cpus: &[usize]) -> String {
     let mut parts = Vec::new();
     let mut i = 0;
     while i < cpus.len() {

@@ -20,10 +20,10 @@ mod root;
 mod threads;
 
 pub use apply::{Applier, RestoreNote, Target, recover};
-pub use check::{CheckContext, Checker, Refusal, RefusalKind, removed_knob};
-pub use id::{KnobId, Scope, ThreadKnob, parse_cpu_list, parse_policy};
+pub use check::{CheckContext, Checker, Refusal, RefusalKind};
+pub use id::{KnobId, Scope, ThreadKnob, parse_policy};
 pub use journal::{Journal, JournalEntry};
-pub use root::{SysRoot, kernel_at_least, parse_kernel_release};
+pub use root::SysRoot;
 pub use threads::{FakeThreads, RealThreads, ThreadOps};
 
 use std::path::PathBuf;

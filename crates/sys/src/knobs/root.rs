@@ -144,7 +144,7 @@ impl SysRoot {
 }
 
 /// `(major, minor)` of a release string such as `6.18.44-fc`.
-pub fn parse_kernel_release(release: &str) -> Option<(u32, u32)> {
+pub(crate) fn parse_kernel_release(release: &str) -> Option<(u32, u32)> {
     let mut it = release.split(|c: char| !c.is_ascii_digit());
     let major = it.next()?.parse().ok()?;
     let minor = it.next()?.parse().ok()?;
@@ -152,7 +152,7 @@ pub fn parse_kernel_release(release: &str) -> Option<(u32, u32)> {
 }
 
 /// Whether the kernel under `root` is at least `major.minor` (false when unknown).
-pub fn kernel_at_least(root: &SysRoot, major: u32, minor: u32) -> bool {
+pub(crate) fn kernel_at_least(root: &SysRoot, major: u32, minor: u32) -> bool {
     root.kernel_release()
         .and_then(|r| parse_kernel_release(&r))
         .is_some_and(|v| v >= (major, minor))

@@ -1,0 +1,3 @@
+//! ordo-demo's integration tests, one binary with a module per topic.
+
+mod schema;

@@ -1,0 +1,82 @@
+//! HTTP over TLS: the handshake on an accepted connection (within the head timeout, given up at shutdown),
+//! then the connection handler of the protocol ALPN chose. Only HTTP/1.1 exists today; HTTP/2 adds its
+//! branch in [`serve`]. The TLS stream is a [`Transport`] for the HTTP/1 loop.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use tokio::io::AsyncWriteExt;
+use tokio::net::TcpStream;
+use tokio::sync::watch;
+use tokio_rustls::server::TlsStream;
+
+use super::conn::{self, Transport};
+use super::write::write_all_timeout;
+use super::{Handler, Limits, shutdown_signalled};
+use crate::tls::{HandshakeError, TlsAcceptor};
+
+impl Transport for TlsStream<TcpStream> {
+    fn nodelay(&self) -> std::io::Result<()> {
+        self.get_ref().0.set_nodelay(true)
+    }
+
+    /// The last bytes, then close_notify (the TLS end of the connection), within `limit`.
+    async fn write_last(&mut self, buf: &[u8], limit: Duration) -> std::io::Result<()> {
+        write_all_timeout(self, buf, limit).await?;
+        match tokio::time::timeout(limit, self.shutdown()).await {
+            Ok(r) => r,
+            Err(_) => Err(std::io::Error::new(
+                std::io::ErrorKind::TimedOut,
+                "client did not read the response",
+            )),
+        }
+    }
+}
+
+/// Serves one accepted TCP connection of a TLS listener: handshake, then the negotiated protocol.
+pub(crate) async fn serve<H: Handler>(
+    tcp: TcpStream,
+    peer: SocketAddr,
+    acceptor: Arc<TlsAcceptor>,
+    handler: Arc<H>,
+    limits: Arc<Limits>,
+    shutdown: watch::Receiver<bool>,
+) {
+    let mut stop_rx = shutdown.clone();
+    let tls = tokio::select! {
+        biased;
+        r = acceptor.accept(tcp, limits.head_timeout) => r,
+        _ = shutdown_signalled(&mut stop_rx) => return,
+    };
+    let stream = match tls {
+        Ok(s) => s,
+        Err(HandshakeError::TimedOut) => {
+            tracing::debug!(%peer, "TLS handshake not completed in time; closed");
+            return;
+        }
+        Err(HandshakeError::Failed(e)) => {
+            tracing::debug!(%peer, error = %e, "TLS handshake failed");
+            return;
+        }
+    };
+    // The protocol ALPN settled on (none offered by the client: HTTP/1.1). HTTP/2 goes here.
+    match stream.get_ref().1.alpn_protocol() {
+        None | Some(crate::tls::ALPN_HTTP1) => {
+            conn::serve(
+                stream,
+                peer,
+                handler,
+                limits,
+                shutdown,
+                conn::Start::fresh(),
+            )
+            .await
+        }
+        Some(other) => {
+            // rustls only agrees on a protocol the server offered, so this is a protocol list without its
+            // handler: a bug, not a client's fault.
+            tracing::error!(%peer, alpn = %String::from_utf8_lossy(other), "no handler for the negotiated protocol");
+        }
+    }
+}

@@ -1,0 +1,4 @@
+//! ordo-testkit: helpers the tests of several ordo crates share, as one dev-dependency instead of files
+//! included with `#[path]`.
+
+pub mod json_schema;

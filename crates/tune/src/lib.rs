@@ -1,0 +1,12 @@
+//! ordo-tune: OS-scheduler experiments (`ordo tune`) — specs, designs, the runner and its repetition rule,
+//! the SQLite store, statistics.
+
+pub mod analysis;
+pub mod design;
+mod parsers;
+pub mod runner;
+pub mod spec;
+mod stats;
+pub mod store;
+mod target;
+mod workload;

@@ -1,0 +1,1179 @@
+//! The experiment runner: checks every knob before anything changes, then runs randomized blocks (each
+//! block runs every configuration once, in a seeded order) until the repetition rule is met, applying each
+//! configuration's knobs through the journalled applier and restoring them after every run, on error and
+//! on SIGINT/SIGTERM. Each run is stored in its own transaction, so an interrupted experiment resumes.
+
+use std::collections::{BTreeMap, HashSet};
+use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::{Duration, Instant};
+
+use ordo_sys::knobs::{
+    Applier, CheckContext, Checker, KnobError, KnobId, Refusal, RestoreNote, Scope, SysRoot,
+    Target, ThreadKnob, ThreadOps,
+};
+
+use crate::analysis::{self, Analysis, score_of};
+use crate::design::{self, Configuration};
+use crate::spec::{KnobSpec, Spec, SpecError, TargetKind};
+use crate::stats::Summary;
+use crate::store::{ExperimentMeta, NewRun, Store, StoreError, text_hash};
+use crate::target::{RunningTarget, TargetError, command_line, free_port};
+use crate::workload::{self, WorkloadError};
+
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error(transparent)]
+    Spec(#[from] SpecError),
+    #[error("{} knob(s) refused:\n{}", .0.len(), .0.iter().map(|r| format!("  - {r}")).collect::<Vec<_>>().join("\n"))]
+    Refused(Vec<Refusal>),
+    #[error(transparent)]
+    Target(#[from] TargetError),
+    #[error(transparent)]
+    Knob(#[from] KnobError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Workload(#[from] WorkloadError),
+    #[error("could not restore every knob (the journal {journal} keeps them; run `ordo tune recover --journal {journal}`):\n{}", .notes.join("\n"))]
+    Restore { journal: String, notes: Vec<String> },
+    #[error(
+        "experiment {id} in {db} has different configurations than {file} now yields; use another --db or a new file"
+    )]
+    Mismatch { id: i64, db: String, file: String },
+    #[error("{0}")]
+    Other(String),
+}
+
+impl RunError {
+    /// Errors caused by the experiment file or its knobs (exit code 2).
+    pub fn is_usage(&self) -> bool {
+        matches!(
+            self,
+            RunError::Spec(_)
+                | RunError::Refused(_)
+                | RunError::Mismatch { .. }
+                | RunError::Target(TargetError::NoProcess(_))
+        ) || matches!(self, RunError::Store(e) if e.is_bad_file())
+    }
+}
+
+/// How to run.
+pub struct RunOptions {
+    pub db: PathBuf,
+    pub journal: PathBuf,
+    pub root: SysRoot,
+    pub threads: Arc<dyn ThreadOps>,
+    /// The `ordo` binary, for `builtin = "ordo-serve"` targets.
+    pub ordo: Option<PathBuf>,
+    /// Set by the signal handler; the runner restores and stops.
+    pub stop: Arc<AtomicBool>,
+    /// Show a progress bar (only drawn on a terminal).
+    pub progress: bool,
+    /// Stop as if interrupted after this many runs in this session (tests of resuming).
+    pub run_limit: Option<usize>,
+    /// Print one line per run and the summary.
+    pub print: bool,
+}
+
+impl std::fmt::Debug for RunOptions {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RunOptions")
+            .field("db", &self.db)
+            .field("journal", &self.journal)
+            .field("root", &self.root)
+            .finish()
+    }
+}
+
+/// What a finished (or interrupted) experiment left.
+#[derive(Debug)]
+pub struct Outcome {
+    pub experiment: i64,
+    pub interrupted: bool,
+    pub resumed: bool,
+    pub runs_this_session: usize,
+    pub analysis: Analysis,
+}
+
+/// One knob's check result.
+#[derive(Debug, Clone)]
+pub struct KnobCheck {
+    pub knob: String,
+    pub levels: Vec<String>,
+    /// Declared optional: a refusal because this machine lacks it skips it instead.
+    pub optional: bool,
+    pub result: Result<String, Refusal>,
+}
+
+impl KnobCheck {
+    /// Dropped with a message (not root for a system-wide knob; an optional knob this machine lacks).
+    pub fn skipped(&self) -> bool {
+        use ordo_sys::knobs::RefusalKind::*;
+        match &self.result {
+            Ok(_) => false,
+            Err(r) => {
+                r.is_skip()
+                    || (self.optional
+                        && matches!(r.kind, Missing | NotWritable | Unsupported | Removed))
+            }
+        }
+    }
+}
+
+/// What would run (`--dry-run`) and what the checks said.
+#[derive(Debug, Clone)]
+pub struct Plan {
+    pub configs: Vec<Configuration>,
+    pub checks: Vec<KnobCheck>,
+    pub target_command: Option<String>,
+    pub workloads: Vec<String>,
+    pub min_runs: usize,
+    pub max_runs: usize,
+    pub warmup_blocks: usize,
+    pub per_run: Duration,
+    /// A dry run of a started target: per-thread and cgroup knobs could not be checked against its
+    /// threads and cgroup yet (that happens when the run starts).
+    pub target_unchecked: bool,
+}
+
+impl Plan {
+    pub fn refusals(&self) -> Vec<Refusal> {
+        self.checks
+            .iter()
+            .filter(|c| !c.skipped())
+            .filter_map(|c| c.result.clone().err())
+            .collect()
+    }
+
+    /// Knobs dropped with a message, and why.
+    pub fn skipped(&self) -> Vec<Refusal> {
+        self.checks
+            .iter()
+            .filter(|c| c.skipped())
+            .filter_map(|c| c.result.clone().err())
+            .collect()
+    }
+
+    fn estimate(&self, reps: usize) -> Duration {
+        self.per_run * ((self.configs.len() * (reps + self.warmup_blocks)) as u32)
+    }
+
+    /// The plan as text.
+    pub fn render(&self) -> String {
+        let mut o = String::new();
+        if let Some(c) = &self.target_command {
+            o.push_str(&format!("target: {c}\n"));
+        }
+        for w in &self.workloads {
+            o.push_str(&format!("workload: {w}\n"));
+        }
+        o.push_str("knobs:\n");
+        for c in &self.checks {
+            let deferred = self.target_unchecked
+                && c.knob
+                    .parse::<KnobId>()
+                    .is_ok_and(|id| matches!(id.scope(), Scope::Thread | Scope::Cgroup));
+            match &c.result {
+                Ok(_) if deferred => o.push_str(&format!(
+                    "  {} = [{}]  levels ok; checked against the target's threads/cgroup when the run starts\n",
+                    c.knob,
+                    c.levels.join(", ")
+                )),
+                Ok(cur) if cur.is_empty() => {
+                    o.push_str(&format!("  {} = [{}]  ok\n", c.knob, c.levels.join(", ")))
+                }
+                Ok(cur) => o.push_str(&format!(
+                    "  {} = [{}]  ok (now {cur})\n",
+                    c.knob,
+                    c.levels.join(", ")
+                )),
+                Err(r) if c.skipped() => o.push_str(&format!("  {r} — SKIPPED\n")),
+                Err(r) => o.push_str(&format!("  {r}\n")),
+            }
+        }
+        o.push_str(&format!("{} configuration(s):\n", self.configs.len()));
+        for (i, c) in self.configs.iter().enumerate() {
+            o.push_str(&format!("  {i:>3}  {}\n", c.label));
+        }
+        let fmt = |d: Duration| {
+            let s = d.as_secs();
+            format!("{}h{:02}m{:02}s", s / 3600, (s / 60) % 60, s % 60)
+        };
+        o.push_str(&format!(
+            "runs: {} to {} per configuration (+{} warm-up block(s)), ~{:.1}s each\nestimated duration: {} to {}\n",
+            self.min_runs,
+            self.max_runs,
+            self.warmup_blocks,
+            self.per_run.as_secs_f64(),
+            fmt(self.estimate(self.min_runs)),
+            fmt(self.estimate(self.max_runs))
+        ));
+        o
+    }
+}
+
+/// Variables for placeholders: parameters, `{port}`, `{dir}`, `{tmp}`.
+fn vars_for(
+    spec: &Spec,
+    config: &Configuration,
+    port: u16,
+    tmp: &Path,
+) -> BTreeMap<String, String> {
+    let mut v: BTreeMap<String, String> = BTreeMap::new();
+    for k in &spec.knobs {
+        if let KnobId::Param(p) = &k.id {
+            let val = config
+                .values
+                .get(&k.id.to_string())
+                .cloned()
+                .unwrap_or_else(|| k.levels[0].clone());
+            v.insert(p.clone(), val);
+        }
+    }
+    v.insert("port".into(), port.to_string());
+    v.insert("dir".into(), spec.dir.display().to_string());
+    v.insert("tmp".into(), tmp.display().to_string());
+    v
+}
+
+fn policy_levels(knobs: &[KnobSpec]) -> Vec<String> {
+    knobs
+        .iter()
+        .find(|k| k.id == KnobId::Thread(ThreadKnob::Policy))
+        .map(|k| k.levels.clone())
+        .unwrap_or_default()
+}
+
+/// Why a run with only the baseline left is refused.
+pub const NOTHING_TO_COMPARE: &str = "every knob was skipped: nothing to compare but the baseline (run as root for system-wide knobs)";
+
+/// The spec without the knobs that were skipped.
+fn without(spec: &Spec, skipped: &[Refusal]) -> Spec {
+    let mut spec = spec.clone();
+    for s in skipped {
+        spec.knobs.retain(|k| k.id.to_string() != s.knob);
+        spec.baseline.remove(&s.knob);
+        if let crate::spec::Design::List(list) = &mut spec.design {
+            for m in list.iter_mut() {
+                m.remove(&s.knob);
+            }
+        }
+    }
+    spec
+}
+
+/// Check every knob. For targets ordo starts, `live` starts the target once (baseline parameters) so
+/// thread and cgroup knobs are checked against its real threads; a dry run never starts anything.
+pub fn plan(spec: &Spec, opts: &RunOptions, live: bool) -> Result<Plan, RunError> {
+    let tmp = tempdir()?;
+    let baseline = design::configurations(spec)
+        .into_iter()
+        .next()
+        .ok_or_else(|| RunError::Other("no configurations".into()))?;
+    let vars = vars_for(spec, &baseline, 0, tmp.path());
+    let mut ctx = CheckContext {
+        target: Target::default(),
+        policy_levels: policy_levels(&spec.knobs),
+    };
+    let needs_target = spec
+        .knobs
+        .iter()
+        .any(|k| matches!(k.id.scope(), Scope::Thread | Scope::Cgroup));
+    let mut running = None;
+    if needs_target && (live || !spec.target.is_started()) {
+        let port = free_port().map_err(|e| RunError::Other(format!("no free port: {e}")))?;
+        let vars = vars_for(spec, &baseline, port, tmp.path());
+        let mut t = RunningTarget::start(&spec.target, &vars, opts.ordo.as_deref(), tmp.path())?;
+        ctx.target = Target {
+            pid: Some(t.pid),
+            tids: t
+                .threads(&spec.target.threads)
+                .into_iter()
+                .map(|(t, _)| t)
+                .collect(),
+        };
+        running = Some(t);
+    }
+    let checker = Checker {
+        root: &opts.root,
+        threads: opts.threads.as_ref(),
+    };
+    let mut checks: Vec<KnobCheck> = spec
+        .knobs
+        .iter()
+        .map(|k| KnobCheck {
+            knob: k.id.to_string(),
+            levels: k.levels.clone(),
+            optional: k.optional,
+            result: checker.check(&k.id, &k.levels, &ctx),
+        })
+        .collect();
+    if live
+        && needs_target
+        && ctx.target.tids.is_empty()
+        && spec.knobs.iter().any(|k| k.id.scope() == Scope::Thread)
+    {
+        for c in checks.iter_mut() {
+            if let Ok(id) = c.knob.parse::<KnobId>()
+                && id.scope() == Scope::Thread
+            {
+                c.result = Err(Refusal::new(
+                    &id,
+                    ordo_sys::knobs::RefusalKind::NoEffect,
+                    format!(
+                        "no thread of the target matches threads = {}",
+                        spec.target.threads
+                    ),
+                ));
+            }
+        }
+    }
+    // A cgroup knob on a target that shares ordo's own cgroup would throttle the load generator too.
+    if let Some(pid) = ctx.target.pid {
+        let mine = std::fs::read_to_string("/proc/self/cgroup").ok();
+        let theirs = std::fs::read_to_string(format!("/proc/{pid}/cgroup")).ok();
+        if mine.is_some() && mine == theirs {
+            for c in checks.iter_mut() {
+                if c.knob.starts_with("cgroup:") && c.result.is_ok() {
+                    c.result = Err(Refusal::new(
+                        &c.knob
+                            .parse::<KnobId>()
+                            .unwrap_or(KnobId::Cgroup(c.knob.clone())),
+                        ordo_sys::knobs::RefusalKind::NoEffect,
+                        "the target is in ordo's own cgroup, so the load generator would be limited as much as the target; start the target in a cgroup of its own (e.g. `systemd-run --scope` in target.command)",
+                    ));
+                }
+            }
+        }
+    }
+    let target_unchecked = needs_target && running.is_none() && spec.target.is_started();
+    drop(running);
+    let per_run = spec
+        .workloads
+        .iter()
+        .map(workload::estimate)
+        .sum::<Duration>()
+        + if spec.target.is_started() {
+            Duration::from_millis(500)
+        } else {
+            Duration::ZERO
+        };
+    let skipped: Vec<Refusal> = checks
+        .iter()
+        .filter(|c| c.skipped())
+        .filter_map(|c| c.result.clone().err())
+        .collect();
+    Ok(Plan {
+        target_unchecked,
+        configs: design::configurations(&without(spec, &skipped)),
+        checks,
+        target_command: match &spec.target.kind {
+            TargetKind::Pid(p) => Some(format!("running process {p}")),
+            TargetKind::Name(n) => Some(format!("running processes named `{n}`")),
+            _ => command_line(
+                &spec.target,
+                &vars_for(spec, &baseline, 0, tmp.path()),
+                opts.ordo.as_deref(),
+            )
+            .ok()
+            .map(|v| v.join(" ").replace("127.0.0.1:0", "127.0.0.1:{port}")),
+        },
+        workloads: spec
+            .workloads
+            .iter()
+            .map(|w| {
+                format!(
+                    "{}: {}",
+                    w.name,
+                    workload::describe(w, &vars).replace(":0/", ":{port}/")
+                )
+            })
+            .collect(),
+        min_runs: spec.repeat.min,
+        max_runs: spec.repeat.max,
+        warmup_blocks: spec.repeat.warmup,
+        per_run,
+    })
+}
+
+struct TempDir(PathBuf);
+
+impl TempDir {
+    fn path(&self) -> &Path {
+        &self.0
+    }
+}
+
+impl Drop for TempDir {
+    fn drop(&mut self) {
+        let _ = std::fs::remove_dir_all(&self.0);
+    }
+}
+
+fn tempdir() -> Result<TempDir, RunError> {
+    static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    let p = std::env::temp_dir().join(format!(
+        "ordo-tune-{}-{}",
+        std::process::id(),
+        N.fetch_add(1, Ordering::SeqCst)
+    ));
+    std::fs::create_dir_all(&p).map_err(|e| RunError::Other(format!("{}: {e}", p.display())))?;
+    Ok(TempDir(p))
+}
+
+/// Set `flag` on SIGINT or SIGTERM (`ordo_sys::watch_interrupts`: a thread of its own waits for them). Returns once
+/// the handlers are registered, so no signal after this call can kill the process before it restores.
+pub fn install_signal_flag(flag: Arc<AtomicBool>) {
+    if ordo_sys::watch_interrupts("ordo-tune-signal", move |_| {
+        flag.store(true, Ordering::SeqCst)
+    })
+    .is_err()
+    {
+        tracing::warn!(
+            "could not install SIGINT/SIGTERM handlers; a signal will not restore the knobs (use `ordo tune recover`)"
+        );
+    }
+}
+
+fn sample_all(samplers: &mut [ordo_sys::ProcessSampler]) -> Vec<Option<ordo_sys::ProcessSnapshot>> {
+    samplers.iter_mut().map(|s| s.sample().ok()).collect()
+}
+
+/// The target's share of a run: CPU, switches and run-queue wait, in total and per request.
+fn target_metrics(
+    before: &[Option<ordo_sys::ProcessSnapshot>],
+    after: &[Option<ordo_sys::ProcessSnapshot>],
+    requests: f64,
+) -> BTreeMap<String, f64> {
+    let (mut cpu, mut vol, mut invol, mut delay, mut any) = (0u64, 0u64, 0u64, 0u64, false);
+    for (b, a) in before.iter().zip(after) {
+        if let (Some(b), Some(a)) = (b, a) {
+            let d = a.delta(b);
+            cpu += d.best_cpu_ns();
+            vol += d.voluntary_switches;
+            invol += d.involuntary_switches;
+            delay += d.run_delay_ns;
+            any = true;
+        }
+    }
+    let mut m = BTreeMap::new();
+    if !any {
+        return m;
+    }
+    m.insert("target.cpu_s".into(), cpu as f64 / 1e9);
+    m.insert("target.voluntary_switches".into(), vol as f64);
+    m.insert("target.involuntary_switches".into(), invol as f64);
+    m.insert("target.run_delay_ms".into(), delay as f64 / 1e6);
+    if requests > 0.0 {
+        m.insert("target.cpu_us_per_req".into(), cpu as f64 / 1e3 / requests);
+        m.insert("target.vcsw_per_req".into(), vol as f64 / requests);
+        m.insert("target.ivcsw_per_req".into(), invol as f64 / requests);
+        m.insert(
+            "target.run_delay_us_per_req".into(),
+            delay as f64 / 1e3 / requests,
+        );
+    }
+    m
+}
+
+/// The order knobs are applied in: policy first (so RR-only knobs act on RR threads), then the other
+/// per-thread knobs, cgroup, system-wide; parameters are not applied (they are in the command).
+fn apply_order(values: &BTreeMap<String, String>) -> Vec<(KnobId, String)> {
+    let mut v: Vec<(KnobId, String)> = values
+        .iter()
+        .filter_map(|(k, val)| k.parse::<KnobId>().ok().map(|id| (id, val.clone())))
+        .filter(|(id, _)| id.scope() != Scope::Param)
+        .collect();
+    v.sort_by_key(|(id, _)| match id {
+        KnobId::Thread(ThreadKnob::Policy) => 0,
+        KnobId::Thread(_) => 1,
+        KnobId::Cgroup(_) => 2,
+        _ => 3,
+    });
+    v
+}
+
+fn restore(applier: &mut Applier) -> Result<Vec<RestoreNote>, RunError> {
+    let notes = applier.restore();
+    if notes.iter().any(RestoreNote::failed) {
+        return Err(RunError::Restore {
+            journal: applier.journal_path().display().to_string(),
+            notes: notes.iter().map(|n| n.to_string()).collect(),
+        });
+    }
+    Ok(notes)
+}
+
+struct Printer {
+    bar: Option<indicatif::ProgressBar>,
+    print: bool,
+}
+
+impl Printer {
+    fn line(&self, s: &str) {
+        if !self.print {
+            return;
+        }
+        match &self.bar {
+            Some(b) => b.println(s),
+            None => println!("{s}"),
+        }
+    }
+}
+
+/// Run (or resume) an experiment.
+pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
+    let plan = plan(spec, opts, true)?;
+    let refusals = plan.refusals();
+    if !refusals.is_empty() {
+        return Err(RunError::Refused(refusals));
+    }
+    // Not root: drop system-wide knobs (never half-applied) and say so; likewise optional knobs this
+    // machine lacks.
+    let skipped = plan.skipped();
+    let spec = without(spec, &skipped);
+    let notes: Vec<String> = skipped
+        .iter()
+        .map(|s| {
+            if s.kind == ordo_sys::knobs::RefusalKind::NotPrivileged {
+                s.to_string() // already says "skipped"
+            } else {
+                format!("{s} — skipped")
+            }
+        })
+        .collect();
+    let printer_print = opts.print;
+    for n in &notes {
+        if printer_print {
+            eprintln!("note: {n}");
+        }
+    }
+    let configs = design::configurations(&spec);
+    // With every knob skipped (a list design keeps its entries, now all equal to the baseline) there
+    // is only the baseline left: running it over and over compares nothing.
+    if spec.knobs.is_empty() || configs.len() < 2 {
+        return Err(RunError::Other(NOTHING_TO_COMPARE.into()));
+    }
+
+    let mut store = Store::open(&opts.db)?;
+    let hash = text_hash(&spec.text);
+    let (experiment, resumed) = match store.resumable(&hash)? {
+        Some(id) => {
+            let data = store.load(id)?;
+            let labels: Vec<&str> = data
+                .configurations
+                .iter()
+                .map(|c| c.label.as_str())
+                .collect();
+            let now: Vec<&str> = configs.iter().map(|c| c.label.as_str()).collect();
+            if labels != now {
+                return Err(RunError::Mismatch {
+                    id,
+                    db: opts.db.display().to_string(),
+                    file: spec.file.display().to_string(),
+                });
+            }
+            store.set_status(id, "running")?;
+            (id, true)
+        }
+        None => {
+            let meta = ExperimentMeta {
+                knobs: spec
+                    .knobs
+                    .iter()
+                    .map(|k| (k.id.to_string(), k.levels.clone()))
+                    .collect(),
+                objective: match spec.score.objective {
+                    crate::spec::Objective::Maximize => "maximize".into(),
+                    crate::spec::Objective::Minimize => "minimize".into(),
+                },
+                score_terms: spec.score.terms.clone(),
+                scale_knob: spec.scale_knob.clone(),
+                scale_base: spec.scale_base,
+                min_runs: spec.repeat.min,
+                max_runs: spec.repeat.max,
+                rel_ci: spec.repeat.rel_ci,
+                warmup_blocks: spec.repeat.warmup,
+                fixed_work: spec.workloads.first().is_some_and(workload::fixed_work),
+                notes: notes.clone(),
+            };
+            let fp = serde_json::to_value(ordo_sys::Fingerprint::collect()).ok();
+            let id = store.create_experiment(
+                &spec.name,
+                &stored_spec_path(&spec.file),
+                &spec.text,
+                spec.seed,
+                &meta,
+                &configs,
+                fp.as_ref(),
+            )?;
+            (id, false)
+        }
+    };
+    let existing = store.load(experiment)?;
+    let mut done: HashSet<(usize, usize)> =
+        existing.runs.iter().map(|r| (r.block, r.config)).collect();
+    // Per configuration: (block, score) of every measured run, stored ones first.
+    let mut scores: Vec<Vec<(usize, f64)>> = (0..configs.len())
+        .map(|i| {
+            existing
+                .runs
+                .iter()
+                .filter(|r| r.config == i && !r.warmup && r.ok)
+                .filter_map(|r| r.metrics.get("score").map(|&s| (r.block, s)))
+                .collect()
+        })
+        .collect();
+
+    let mut applier = Applier::new(opts.root.clone(), &opts.journal, opts.threads.clone())?;
+    let n = configs.len();
+    let warm = spec.repeat.warmup;
+    let bar = (opts.progress && std::io::stderr().is_terminal()).then(|| {
+        let b = indicatif::ProgressBar::new((n * (warm + spec.repeat.min)) as u64);
+        b.set_style(
+            indicatif::ProgressStyle::with_template(
+                "{bar:40} {pos}/{len} runs  {elapsed_precise} elapsed, ETA {eta_precise}  {msg}",
+            )
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        );
+        b.set_position(done.len() as u64);
+        b.enable_steady_tick(Duration::from_millis(500));
+        b
+    });
+    let printer = Printer {
+        bar,
+        print: opts.print,
+    };
+    if resumed {
+        printer.line(&format!(
+            "resuming experiment {experiment} ({} run(s) already stored)",
+            done.len()
+        ));
+    } else {
+        printer.line(&format!(
+            "experiment {experiment}: {} configuration(s), {} to {} runs each",
+            n, spec.repeat.min, spec.repeat.max
+        ));
+    }
+    let label_w = configs
+        .iter()
+        .map(|c| c.label.len())
+        .max()
+        .unwrap_or(10)
+        .min(60);
+
+    let mut session_runs = 0usize;
+    let mut interrupted = false;
+    let tmp = tempdir()?;
+    let mut block = 0usize;
+    'blocks: loop {
+        let is_warm = block < warm;
+        if !is_warm && (block - warm >= spec.repeat.max || rule_met(&scores, block, &spec.repeat)) {
+            break;
+        }
+        if let Some(b) = &printer.bar {
+            b.set_length(b.length().unwrap_or(0).max(((block + 1) * n) as u64));
+        }
+        let mut failures = 0;
+        let mut attempted = 0;
+        for idx in design::block_order(n, spec.seed, block) {
+            if done.contains(&(block, idx)) {
+                continue;
+            }
+            if opts.stop.load(Ordering::SeqCst) || opts.run_limit.is_some_and(|l| session_runs >= l)
+            {
+                interrupted = true;
+                break 'blocks;
+            }
+            let config = &configs[idx];
+            attempted += 1;
+            let started_ms = std::time::SystemTime::now()
+                .duration_since(std::time::UNIX_EPOCH)
+                .map(|d| d.as_millis() as i64)
+                .unwrap_or(0);
+            let t0 = Instant::now();
+            let result = one_run(&spec, config, opts, &mut applier, tmp.path());
+            // Restore after every configuration run, whatever happened.
+            let restored = restore(&mut applier);
+            let result = match (result, restored) {
+                (_, Err(e)) => return Err(e),
+                (r, Ok(_)) => r,
+            };
+            let (metrics, error) = match result {
+                Ok(m) => (m, None),
+                Err(RunError::Workload(WorkloadError::Interrupted)) => {
+                    interrupted = true;
+                    break 'blocks;
+                }
+                Err(e @ (RunError::Target(_) | RunError::Knob(_))) => {
+                    let _ = store.set_status(experiment, "failed");
+                    return Err(e);
+                }
+                Err(e) => (BTreeMap::new(), Some(e.to_string())),
+            };
+            if opts.stop.load(Ordering::SeqCst) {
+                interrupted = true;
+                break 'blocks;
+            }
+            let mut metrics = metrics;
+            let score = score_of(&metrics, &spec.score.terms);
+            let error = match (error, score) {
+                (Some(e), _) => Some(e),
+                (None, None) => Some(format!(
+                    "a score metric is missing (have: {})",
+                    metrics.keys().cloned().collect::<Vec<_>>().join(", ")
+                )),
+                (None, Some(s)) => {
+                    metrics.insert("score".into(), s);
+                    None
+                }
+            };
+            store.record_run(
+                experiment,
+                &NewRun {
+                    config: idx,
+                    block,
+                    warmup: is_warm,
+                    started_unix_ms: started_ms,
+                    duration_s: t0.elapsed().as_secs_f64(),
+                    error: error.clone(),
+                    metrics: metrics.clone(),
+                },
+            )?;
+            done.insert((block, idx));
+            session_runs += 1;
+            if let Some(b) = &printer.bar {
+                b.inc(1);
+            }
+            match (&error, score) {
+                (Some(e), _) => {
+                    failures += 1;
+                    printer.line(&format!(
+                        "[{block}] {:<label_w$}  FAILED: {e}",
+                        config.label
+                    ));
+                }
+                (None, Some(s)) => {
+                    if !is_warm {
+                        scores[idx].push((block, s));
+                    }
+                    let w0 = &spec.workloads[0].name;
+                    let get = |k: &str| metrics.get(&format!("{w0}.{k}")).copied();
+                    let values: Vec<f64> = scores[idx].iter().map(|&(_, s)| s).collect();
+                    let summary = Summary::of(&values);
+                    printer.line(&format!(
+                        "[{block}] {:<label_w$}  score {:>12.2}  ({}{}{}) {}",
+                        config.label,
+                        s,
+                        get("throughput")
+                            .map(|v| format!("{v:.1} req/s"))
+                            .unwrap_or_default(),
+                        get("p99_ms")
+                            .map(|v| format!(", p99 {v:.2} ms"))
+                            .unwrap_or_default(),
+                        get("errors")
+                            .filter(|e| *e > 0.0)
+                            .map(|v| format!(", {v} errors"))
+                            .unwrap_or_default(),
+                        if is_warm {
+                            "warm-up (discarded)".to_string()
+                        } else if summary.n >= 2 {
+                            format!("n={} ±{:.2}%", summary.n, 100.0 * summary.rel_ci())
+                        } else {
+                            format!("n={}", summary.n)
+                        }
+                    ));
+                }
+                (None, None) => {}
+            }
+        }
+        if attempted > 0 && failures == attempted {
+            let _ = store.set_status(experiment, "failed");
+            return Err(RunError::Other(format!(
+                "every run of block {block} failed; stopping (see the lines above)"
+            )));
+        }
+        block += 1;
+    }
+    if let Some(b) = &printer.bar {
+        b.finish_and_clear();
+    }
+    let notes = applier.finish();
+    if notes.iter().any(RestoreNote::failed) {
+        return Err(RunError::Restore {
+            journal: opts.journal.display().to_string(),
+            notes: notes.iter().map(|n| n.to_string()).collect(),
+        });
+    }
+    store.set_status(
+        experiment,
+        if interrupted {
+            "interrupted"
+        } else {
+            "finished"
+        },
+    )?;
+    let analysis = analysis::analyze(&store.load(experiment)?);
+    Ok(Outcome {
+        experiment,
+        interrupted,
+        resumed,
+        runs_this_session: session_runs,
+        analysis,
+    })
+}
+
+/// The repetition rule, decided at the start of `block` from the measured runs of the blocks before it:
+/// every configuration has `min` runs and meets the CI rule or has `max`. Runs of `block` and later (a
+/// resumed experiment has some stored) do not count, so a resumed experiment completes the block it was
+/// interrupted in, as an uninterrupted one would, instead of stopping with that block half done.
+fn rule_met(scores: &[Vec<(usize, f64)>], block: usize, rule: &crate::spec::RepeatRule) -> bool {
+    scores.iter().all(|s| {
+        let values: Vec<f64> = s
+            .iter()
+            .filter(|&&(b, _)| b < block)
+            .map(|&(_, v)| v)
+            .collect();
+        values.len() >= rule.min
+            && (values.len() >= rule.max || Summary::of(&values).rel_ci() <= rule.rel_ci)
+    })
+}
+
+/// One run of one configuration: start the target, apply the knobs, run every workload, sample the
+/// target, stop it. The caller restores the knobs.
+fn one_run(
+    spec: &Spec,
+    config: &Configuration,
+    opts: &RunOptions,
+    applier: &mut Applier,
+    tmp: &Path,
+) -> Result<BTreeMap<String, f64>, RunError> {
+    let port = free_port().map_err(|e| RunError::Other(format!("no free port: {e}")))?;
+    let vars = vars_for(spec, config, port, tmp);
+    let mut target = RunningTarget::start(&spec.target, &vars, opts.ordo.as_deref(), tmp)?;
+    let tids: Vec<i32> = target
+        .threads(&spec.target.threads)
+        .into_iter()
+        .map(|(t, _)| t)
+        .collect();
+    let tgt = Target {
+        pid: Some(target.pid),
+        tids,
+    };
+    for (id, value) in apply_order(&config.values) {
+        applier.apply(&id, &tgt, &value)?;
+    }
+    let mut samplers: Vec<ordo_sys::ProcessSampler> = target
+        .pids
+        .iter()
+        .filter_map(|&p| ordo_sys::ProcessSampler::new(p).ok())
+        .collect();
+    let before = sample_all(&mut samplers);
+    let mut metrics = BTreeMap::new();
+    let mut requests = 0.0;
+    for w in &spec.workloads {
+        let m = workload::run(w, &vars, &opts.stop)?;
+        requests += m.get("requests").copied().unwrap_or(0.0);
+        for (k, v) in m {
+            metrics.insert(format!("{}.{k}", w.name), v);
+        }
+    }
+    let after = sample_all(&mut samplers);
+    metrics.extend(target_metrics(&before, &after, requests));
+    if spec.target.is_started() && !target.alive() {
+        return Err(RunError::Other("the target exited during the run".into()));
+    }
+    target.stop();
+    Ok(metrics)
+}
+
+/// The experiment file's path as stored with the experiment: absolute, so that `resume` from another
+/// working directory resolves the file's relative paths (`{dir}`, a target `config`, a workload `mix`)
+/// against the file's directory, not its own.
+fn stored_spec_path(file: &Path) -> String {
+    std::path::absolute(file)
+        .unwrap_or_else(|_| file.to_path_buf())
+        .display()
+        .to_string()
+}
+
+/// Resume the newest unfinished experiment in `opts.db` from the file text stored with it.
+/// A missing file or one that is not a store is refused (usage error) without creating or changing it.
+pub fn resume(opts: &RunOptions) -> Result<Outcome, RunError> {
+    let store = Store::open_existing(&opts.db)?;
+    let id = store.latest_unfinished()?.ok_or_else(|| {
+        RunError::Other(match store.latest() {
+            Ok(newest) => format!(
+                "{}: nothing to resume — every experiment in it is finished (the newest is {newest}; `ordo tune show {}` prints it)",
+                opts.db.display(),
+                opts.db.display()
+            ),
+            Err(_) => format!("{}: nothing to resume — it holds no experiments", opts.db.display()),
+        })
+    })?;
+    let e = store.experiment(id)?;
+    drop(store);
+    let file = PathBuf::from(&e.spec_path);
+    let dir = file
+        .parent()
+        .map(Path::to_path_buf)
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let spec = Spec::parse(&e.spec_text, &file, &dir)?;
+    run(&spec, opts)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn without_root_system_knobs_are_skipped_and_optional_ones_dropped() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir_all(root.join("proc/sys/vm")).unwrap();
+        std::fs::write(root.join("proc/sys/vm/swappiness"), "60\n").unwrap();
+        let text = format!(
+            r#"
+[target]
+pid = {pid}
+[workload]
+url = "http://127.0.0.1:1/"
+[knobs]
+"sysctl:vm.swappiness" = [10, 20]
+"debugfs:base_slice_ns" = {{ levels = [1000000], optional = true }}
+nice = [0, 5]
+"#,
+            pid = std::process::id()
+        );
+        let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
+        let opts = RunOptions {
+            db: d.path().join("t.db"),
+            journal: d.path().join("j"),
+            root: SysRoot::at(&root).with_privileged(false),
+            threads: Arc::new(ordo_sys::knobs::RealThreads),
+            ordo: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+            run_limit: None,
+            print: false,
+        };
+        let plan = plan(&spec, &opts, false).unwrap();
+        assert!(plan.refusals().is_empty(), "{:?}", plan.refusals());
+        let skipped: Vec<String> = plan.skipped().iter().map(|r| r.knob.clone()).collect();
+        assert_eq!(
+            skipped,
+            vec!["sysctl:vm.swappiness", "debugfs:base_slice_ns"]
+        );
+        // Only the nice levels remain: baseline + 2.
+        assert_eq!(plan.configs.len(), 3);
+        assert!(plan.render().contains("SKIPPED"));
+        // Nothing was written.
+        assert_eq!(
+            std::fs::read_to_string(root.join("proc/sys/vm/swappiness")).unwrap(),
+            "60\n"
+        );
+        assert!(!opts.db.exists());
+    }
+
+    #[test]
+    fn a_list_design_left_with_only_the_baseline_is_refused() {
+        // tuned-profiles.toml without root: every sysctl is skipped, the list's entries all become the
+        // baseline; running it would compare nothing.
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        std::fs::create_dir_all(root.join("proc/sys/vm")).unwrap();
+        std::fs::write(root.join("proc/sys/vm/swappiness"), "60\n").unwrap();
+        let text = format!(
+            r#"
+[target]
+pid = {pid}
+[workload]
+url = "http://127.0.0.1:1/"
+[knobs]
+"sysctl:vm.swappiness" = [10, 20]
+[design]
+kind = "list"
+configurations = [{{ "sysctl:vm.swappiness" = 10 }}, {{ "sysctl:vm.swappiness" = 20 }}]
+"#,
+            pid = std::process::id()
+        );
+        let spec = Spec::parse(&text, Path::new("e.toml"), d.path()).unwrap();
+        let opts = RunOptions {
+            db: d.path().join("t.db"),
+            journal: d.path().join("j"),
+            root: SysRoot::at(&root).with_privileged(false),
+            threads: Arc::new(ordo_sys::knobs::RealThreads),
+            ordo: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+            run_limit: None,
+            print: false,
+        };
+        assert_eq!(plan(&spec, &opts, false).unwrap().configs.len(), 1);
+        match run(&spec, &opts) {
+            Err(RunError::Other(m)) => assert_eq!(m, NOTHING_TO_COMPARE),
+            other => panic!("expected a refusal, got {:?}", other.map(|_| ())),
+        }
+        assert!(!opts.db.exists());
+        assert_eq!(
+            std::fs::read_to_string(root.join("proc/sys/vm/swappiness")).unwrap(),
+            "60\n"
+        );
+    }
+
+    #[test]
+    fn apply_order_puts_policy_first_and_skips_params() {
+        let v: BTreeMap<String, String> = [
+            (
+                "sysctl:kernel.sched_rr_timeslice_ms".to_string(),
+                "5".to_string(),
+            ),
+            ("policy".to_string(), "rr:10".to_string()),
+            ("param:threads".to_string(), "4".to_string()),
+            ("nice".to_string(), "5".to_string()),
+        ]
+        .into();
+        let order: Vec<String> = apply_order(&v)
+            .into_iter()
+            .map(|(k, _)| k.to_string())
+            .collect();
+        assert_eq!(
+            order,
+            vec!["policy", "nice", "sysctl:kernel.sched_rr_timeslice_ms"]
+        );
+    }
+
+    #[test]
+    fn the_stored_spec_path_is_absolute_so_resume_finds_the_files_next_to_it() {
+        // `ordo tune run exp.toml` in the file's directory, resumed from elsewhere: the stored path must
+        // lead back to that directory (it was "exp.toml", which resume read as ./exp.toml of its own cwd).
+        let stored = PathBuf::from(stored_spec_path(Path::new("exp.toml")));
+        assert!(stored.is_absolute(), "{}", stored.display());
+        assert_eq!(
+            stored.parent().unwrap(),
+            std::env::current_dir().unwrap().as_path()
+        );
+        assert_eq!(
+            stored_spec_path(Path::new("/a/b/exp.toml")),
+            "/a/b/exp.toml"
+        );
+    }
+
+    #[test]
+    fn the_repetition_rule_counts_only_the_blocks_before_the_one_starting() {
+        let rule = crate::spec::RepeatRule {
+            min: 3,
+            max: 10,
+            rel_ci: 0.5,
+            warmup: 0,
+        };
+        // Blocks 0..=3 done; configuration 1 is still noisy (100, 200, 100, 200: ±~51%).
+        let mut scores = vec![
+            vec![(0, 100.0), (1, 100.0), (2, 100.0), (3, 100.0)],
+            vec![(0, 100.0), (1, 200.0), (2, 100.0), (3, 200.0)],
+        ];
+        assert!(!rule_met(&scores, 4, &rule));
+        // Interrupted in block 4 after configuration 1 ran (150). With that run counted, the rule
+        // would be met (±~33%) and a resumed experiment would stop with block 4 half done; it is
+        // decided from the complete blocks, so block 4 is finished first...
+        scores[1].push((4, 150.0));
+        assert!(!rule_met(&scores, 0, &rule));
+        assert!(!rule_met(&scores, 4, &rule));
+        // ...and the rule is met at the start of block 5.
+        scores[0].push((4, 100.0));
+        assert!(rule_met(&scores, 5, &rule));
+        // Fewer than `min` runs never meet it; `max` always does.
+        assert!(!rule_met(&[vec![(0, 1.0), (1, 1.0)]], 2, &rule));
+        let noisy: Vec<(usize, f64)> = (0..10)
+            .map(|b| (b, if b % 2 == 0 { 1.0 } else { 9.0 }))
+            .collect();
+        assert!(rule_met(&[noisy], 10, &rule));
+    }
+
+    fn resume_opts(dir: &Path, db: &str) -> RunOptions {
+        RunOptions {
+            db: dir.join(db),
+            journal: dir.join("j"),
+            root: SysRoot::at(dir.join("root")),
+            threads: Arc::new(ordo_sys::knobs::RealThreads),
+            ordo: None,
+            stop: Arc::new(AtomicBool::new(false)),
+            progress: false,
+            run_limit: None,
+            print: false,
+        }
+    }
+
+    fn resume_err(opts: &RunOptions) -> RunError {
+        match resume(opts) {
+            Err(e) => e,
+            Ok(_) => panic!("resume of {} should fail", opts.db.display()),
+        }
+    }
+
+    #[test]
+    fn resume_refuses_a_missing_or_foreign_file_without_touching_it_and_says_when_all_is_finished()
+    {
+        let d = tempfile::tempdir().unwrap();
+        // Missing: a usage error naming the file; no database is created.
+        let opts = resume_opts(d.path(), "missing.db");
+        let e = resume_err(&opts);
+        assert!(e.is_usage(), "{e}");
+        assert!(
+            e.to_string().contains("missing.db: no such database"),
+            "{e}"
+        );
+        assert!(!opts.db.exists());
+
+        // Not SQLite: a usage error naming the file, which is left as it was.
+        let opts = resume_opts(d.path(), "notes.db");
+        std::fs::write(&opts.db, "text\n").unwrap();
+        let e = resume_err(&opts);
+        assert!(e.is_usage(), "{e}");
+        assert!(
+            e.to_string().contains("notes.db: not an ordo tune store"),
+            "{e}"
+        );
+        assert_eq!(std::fs::read_to_string(&opts.db).unwrap(), "text\n");
+
+        // A store whose experiments are all finished: nothing to resume (exit 1, not a usage error).
+        let opts = resume_opts(d.path(), "done.db");
+        let mut store = Store::open(&opts.db).unwrap();
+        let e = resume_err(&opts);
+        assert!(!e.is_usage());
+        assert!(
+            e.to_string()
+                .contains("done.db: nothing to resume — it holds no experiments"),
+            "{e}"
+        );
+        let meta = ExperimentMeta {
+            knobs: vec![("param:x".into(), vec!["1".into(), "2".into()])],
+            objective: "maximize".into(),
+            score_terms: vec![("web.throughput".into(), 1.0)],
+            scale_knob: None,
+            scale_base: None,
+            min_runs: 3,
+            max_runs: 3,
+            rel_ci: 0.02,
+            warmup_blocks: 0,
+            fixed_work: false,
+            notes: Vec::new(),
+        };
+        let id = store
+            .create_experiment("e", "e.toml", "text", 1, &meta, &[], None)
+            .unwrap();
+        store.set_status(id, "finished").unwrap();
+        let e = resume_err(&opts);
+        assert!(!e.is_usage());
+        assert!(
+            e.to_string().contains(
+                "nothing to resume — every experiment in it is finished (the newest is 1"
+            ),
+            "{e}"
+        );
+    }
+}
