@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use ordo_serve::{Overrides, PolicyName, ServeConfig, Server, StartError};
+use ordo_serve::{Overrides, PolicyName, ServeConfig, Server, StartError, Workers};
 
 use crate::cli::UsageError;
 
@@ -21,9 +21,10 @@ pub struct Args {
     /// Listen address (overrides `listen`).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
-    /// Requests served at once (overrides `workers`).
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
-    pub workers: Option<u64>,
+    /// Requests served at once, or `auto`: a limit per route that follows its backend's latency
+    /// (overrides `workers`).
+    #[arg(long, value_name = "N|auto", value_parser = parse_workers)]
+    pub workers: Option<Workers>,
     /// Dispatch policy: fcfs, priority, lottery, stride, wfq, srpt, edf or lua (overrides `policy`).
     #[arg(long, value_name = "NAME", value_parser = parse_policy)]
     pub policy: Option<PolicyName>,
@@ -49,6 +50,13 @@ pub struct Args {
 pub enum AdminArg {
     Off,
     On(SocketAddr),
+}
+
+fn parse_workers(s: &str) -> Result<Workers, String> {
+    match s.parse()? {
+        Workers::Fixed(n) if n > 1_000_000 => Err(format!("{n} is over 1000000")),
+        w => Ok(w),
+    }
 }
 
 fn parse_policy(s: &str) -> Result<PolicyName, String> {
@@ -87,7 +95,7 @@ fn resolve_file(args: &Args, file: Option<&std::path::Path>) -> anyhow::Result<S
     };
     let overrides = Overrides {
         listen: args.listen,
-        workers: args.workers.map(|w| w as usize),
+        workers: args.workers,
         policy: args.policy,
         policy_script,
         threads: args.threads.map(|t| t as usize),
@@ -147,7 +155,10 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             count(cfg.class_names().len(), "class", "classes"),
             count(cfg.rules.len(), "rule", "rules"),
             count(cfg.effective_routes().len(), "route", "routes"),
-            count(cfg.workers, "worker", "workers"),
+            match cfg.workers {
+                Workers::Fixed(n) => count(n, "worker", "workers"),
+                Workers::Auto => "workers auto".to_string(),
+            },
         );
         return Ok(ExitCode::SUCCESS);
     }
@@ -231,7 +242,23 @@ mod tests {
         assert_eq!(crate::cli::exit_code_for(&e), 2, "{e:#}");
         assert!(format!("{e:#}").contains("policy_script"), "{e:#}");
         let a = args(&["--workers", "3"]);
-        assert_eq!(resolve_file(&a, a.check.as_deref()).unwrap().workers, 3);
+        assert_eq!(
+            resolve_file(&a, a.check.as_deref()).unwrap().workers,
+            Workers::Fixed(3)
+        );
+        let a = args(&["--workers", "auto"]);
+        assert_eq!(
+            resolve_file(&a, a.check.as_deref()).unwrap().workers,
+            Workers::Auto
+        );
+    }
+
+    #[test]
+    fn workers_arg_is_a_number_or_auto() {
+        assert_eq!(parse_workers("auto"), Ok(Workers::Auto));
+        assert_eq!(parse_workers("8"), Ok(Workers::Fixed(8)));
+        assert!(parse_workers("0").unwrap_err().contains("auto"));
+        assert!(parse_workers("2000000").is_err());
     }
 
     #[test]

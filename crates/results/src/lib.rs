@@ -9,6 +9,7 @@ pub mod bench;
 pub mod demo;
 pub mod probe;
 pub mod schema;
+pub mod series;
 
 use serde_json::Value;
 
@@ -25,6 +26,8 @@ pub enum Kind {
     ProbePid,
     /// An `ordo tune` SQLite store (no JSON document has this kind).
     Tune,
+    /// Generic charts and tables a bench/ script writes (`ordo_report`'s `inputs::series`).
+    Series,
 }
 
 impl Kind {
@@ -36,6 +39,7 @@ impl Kind {
             Kind::ProbeCompare => "probe-compare",
             Kind::ProbePid => "probe-pid",
             Kind::Tune => "tune",
+            Kind::Series => "series",
         }
     }
 
@@ -47,6 +51,7 @@ impl Kind {
             "probe-loop" => Some(Kind::ProbeLoop),
             "probe-compare" => Some(Kind::ProbeCompare),
             "probe-pid" => Some(Kind::ProbePid),
+            "series" => Some(Kind::Series),
             _ => None,
         }
     }

@@ -13,6 +13,7 @@ use serde_json::Value;
 use crate::bench::BenchReport;
 use crate::demo::DemoResult;
 use crate::probe::{CompareReport, LoopReport, PidReport};
+use crate::series::SeriesResult;
 
 /// Output of `ordo probe loop --json` (LoopReport, kind probe-loop), `ordo probe loop --compare|--footprints
 /// --json` (CompareReport, kind probe-compare) and each line of `ordo probe pid --json` (PidReport, kind
@@ -68,6 +69,11 @@ pub fn demo() -> Value {
     generate::<DemoResult>("demo-result.schema.json", "ordo demo result")
 }
 
+/// The schema of the generic `series` document bench/ scripts write.
+pub fn series() -> Value {
+    generate::<SeriesResult>("series.schema.json", "ordo series (bench/ scripts' charts)")
+}
+
 /// Every committed schema: its file name under `crates/results/schema/` and its text (pretty JSON with a
 /// final newline).
 pub fn files() -> Vec<(&'static str, String)> {
@@ -75,6 +81,7 @@ pub fn files() -> Vec<(&'static str, String)> {
         ("bench-report.schema.json", bench()),
         ("probe-report.schema.json", probe()),
         ("demo-result.schema.json", demo()),
+        ("series.schema.json", series()),
     ]
     .into_iter()
     .map(|(f, v)| {

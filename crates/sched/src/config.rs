@@ -28,6 +28,8 @@ pub struct ClassSpec {
     pub queue_cap: Option<usize>,
     /// Maximum queue wait of this class; overrides [`SchedConfig::queue_timeout`].
     pub queue_timeout: Option<Nanos>,
+    /// Overload control inside the class: CoDel-style standing-queue drops and adaptive LIFO.
+    pub codel: Option<crate::CodelSpec>,
 }
 
 impl ClassSpec {
@@ -41,6 +43,7 @@ impl ClassSpec {
             deadline: None,
             queue_cap: None,
             queue_timeout: None,
+            codel: None,
         }
     }
 
@@ -193,6 +196,14 @@ impl SchedConfig {
             }
             if c.deadline == Some(0) {
                 return Err(bad("deadline", "must be greater than 0"));
+            }
+            if let Some(codel) = c.codel {
+                if codel.target == 0 {
+                    return Err(bad("codel.target", "must be greater than 0"));
+                }
+                if codel.interval == 0 {
+                    return Err(bad("codel.interval", "must be greater than 0"));
+                }
             }
         }
         Ok(())

@@ -6,13 +6,21 @@
 //! [`Scheduler::next_expiry`] to answer requests that timed out. A request whose client went away is taken
 //! out with [`Scheduler::cancel`] and the [`Ticket`] that [`Scheduler::enqueue_ticket`] returned. Capacity
 //! (the number of workers) is enforced by the caller; the core only orders requests. The policies are described in docs/policies.md.
+//!
+//! Two pieces of overload control live here too, as pure state machines: per-class CoDel drops and adaptive
+//! LIFO ([`CodelSpec`], applied by [`Scheduler::dispatch_or_drop`] after the policy chose the class), and
+//! adaptive concurrency limits ([`limit::Limiter`]) that tell the caller how many workers a backend should
+//! get (docs/overload.md).
 
 mod config;
+pub mod limit;
+mod overload;
 mod policy;
 mod queue;
 mod scheduler;
 
 pub use config::{ClassId, ClassSpec, ConfigError, Nanos, PolicyKind, SchedConfig, UnknownPolicy};
+pub use overload::CodelSpec;
 pub use policy::{Head, HeadPicker};
 pub use scheduler::{Scheduler, Ticket};
 
@@ -56,16 +64,19 @@ pub enum RejectReason {
     QueueTimeout,
     /// The scheduler is closed (shutting down).
     Shutdown,
+    /// The class's queue stood above its CoDel target for an interval: its oldest request was dropped.
+    StandingQueue,
 }
 
 impl RejectReason {
     /// Every reason, in a stable order (for metrics).
-    pub const ALL: [RejectReason; 5] = [
+    pub const ALL: [RejectReason; 6] = [
         RejectReason::ClassQueueFull,
         RejectReason::GlobalQueueFull,
         RejectReason::DeadlineUnreachable,
         RejectReason::QueueTimeout,
         RejectReason::Shutdown,
+        RejectReason::StandingQueue,
     ];
 
     /// A snake_case label, e.g. for a metrics label value.
@@ -76,6 +87,7 @@ impl RejectReason {
             RejectReason::DeadlineUnreachable => "deadline_unreachable",
             RejectReason::QueueTimeout => "queue_timeout",
             RejectReason::Shutdown => "shutdown",
+            RejectReason::StandingQueue => "standing_queue",
         }
     }
 }

@@ -4,6 +4,7 @@
 
 use std::collections::HashMap;
 
+use crate::overload::{Codel, Verdict};
 use crate::policy::{self, Choice, Estimates, HeadPicker, Policy};
 use crate::queue::{ClassQueue, Handle, QEntry, Queues, Slab};
 use crate::{
@@ -32,6 +33,20 @@ pub struct Scheduler<T> {
     closed: bool,
     /// The policy counts live requests in FIFO ranges: keep tombstone positions (`ClassQueue::tombs`).
     track_tombs: bool,
+    /// Per-class CoDel state (used by classes with a `codel` spec).
+    codel: Vec<Codel>,
+    /// Requests the overload control dropped during [`Scheduler::dispatch`], handed out by the next
+    /// [`Scheduler::expire`] (or [`Scheduler::drain`]).
+    dropped: Vec<Rejected<T>>,
+}
+
+/// What [`Scheduler::take_from`] did.
+enum Take<T> {
+    Served(Dispatched<T>),
+    /// The class's overload control dropped its oldest request; ask again.
+    Dropped,
+    /// Nothing valid to take (a policy naming a request that is gone).
+    Nothing,
 }
 
 impl<T> Scheduler<T> {
@@ -56,6 +71,8 @@ impl<T> Scheduler<T> {
             slab: Slab::new(),
             queues: Queues::new(n),
             est: Estimates::new(n),
+            codel: vec![Codel::default(); n],
+            dropped: Vec::new(),
             cfg,
             len: 0,
             next_seq: 0,
@@ -141,30 +158,129 @@ impl<T> Scheduler<T> {
             .on_enqueue(&self.queues, &entry, &|h| slab.is_live(h));
     }
 
-    /// The next request to serve, by the policy; `None` when nothing is queued.
+    /// The next request to serve, by the policy; `None` when nothing is queued. Requests that a class's
+    /// overload control drops on the way are kept and handed out by the next [`Scheduler::expire`] (use
+    /// [`Scheduler::dispatch_or_drop`] to get them at once).
     pub fn dispatch(&mut self, now: Nanos) -> Option<Dispatched<T>> {
-        if self.len == 0 {
-            return None;
-        }
-        let chosen = match self.policy.pick(&self.queues, now) {
-            Some(Choice::Head(c)) => self.queues.head(c).map(|e| e.h),
-            Some(Choice::Entry(h)) => Some(h),
-            None => None,
-        };
-        // A policy that names nothing valid (it should not happen) falls back to FCFS.
-        let (item, e) = match chosen.and_then(|h| self.remove(h, true)) {
-            Some(x) => x,
-            None => {
-                let c = self.queues.oldest_head()?;
-                let h = self.queues.head(c)?.h;
-                self.remove(h, true)?
+        let mut dropped = std::mem::take(&mut self.dropped);
+        let d = self.dispatch_or_drop(now, &mut dropped);
+        self.dropped = dropped;
+        d
+    }
+
+    /// The next request to serve: the policy picks the class (or, for srpt and edf, the request), then the
+    /// class's overload control acts inside it — CoDel may drop the class's oldest request (appended to
+    /// `dropped` with [`RejectReason::StandingQueue`]; the policy then picks again) and adaptive LIFO serves
+    /// the class's newest request while its queue is standing. `None` when nothing is queued.
+    pub fn dispatch_or_drop(
+        &mut self,
+        now: Nanos,
+        dropped: &mut Vec<Rejected<T>>,
+    ) -> Option<Dispatched<T>> {
+        while self.len > 0 {
+            let (class, entry) = match self.policy.pick(&self.queues, now) {
+                Some(Choice::Head(c)) if self.queues.head(c).is_some() => (c, None),
+                Some(Choice::Entry(h)) => match self.slab.get(h) {
+                    Some(e) => (e.meta.class, Some(h)),
+                    None => (self.queues.oldest_head()?, None),
+                },
+                // A policy that names nothing valid (it should not happen) falls back to FCFS.
+                _ => (self.queues.oldest_head()?, None),
+            };
+            match self.take_from(class, entry, now, dropped) {
+                Take::Served(d) => return Some(d),
+                Take::Dropped => continue,
+                Take::Nothing => {
+                    let c = self.queues.oldest_head()?;
+                    match self.take_from(c, None, now, dropped) {
+                        Take::Served(d) => return Some(d),
+                        Take::Dropped => continue,
+                        Take::Nothing => return None,
+                    }
+                }
             }
+        }
+        None
+    }
+
+    /// The next request of `class` alone, bypassing the policy's choice of class (for a worker reserved to
+    /// that class); the class's overload control applies as in [`Scheduler::dispatch_or_drop`]. The
+    /// request counts toward the class's share as if the policy had picked it.
+    pub fn dispatch_class(
+        &mut self,
+        class: ClassId,
+        now: Nanos,
+        dropped: &mut Vec<Rejected<T>>,
+    ) -> Option<Dispatched<T>> {
+        while self.queues.len(class) > 0 {
+            match self.take_from(class, None, now, dropped) {
+                Take::Served(d) => return Some(d),
+                Take::Dropped => continue,
+                Take::Nothing => return None,
+            }
+        }
+        None
+    }
+
+    /// Whether `class`'s queue is standing (its CoDel detector fired and has not cleared).
+    pub fn class_standing(&self, class: ClassId) -> bool {
+        self.codel.get(class).is_some_and(Codel::standing)
+    }
+
+    /// Serve from non-empty `class`: `entry` if the policy named one, else its oldest request — or, under
+    /// adaptive LIFO while the queue is standing, its newest. First the class's CoDel detector looks at the
+    /// oldest request's sojourn and may drop that request instead.
+    fn take_from(
+        &mut self,
+        class: ClassId,
+        entry: Option<Handle>,
+        now: Nanos,
+        dropped: &mut Vec<Rejected<T>>,
+    ) -> Take<T> {
+        let Some(head) = self.queues.head(class) else {
+            return Take::Nothing;
         };
-        Some(Dispatched {
-            item,
-            meta: e.meta,
-            waited: now.saturating_sub(e.meta.arrival),
-        })
+        let mut lifo = false;
+        if let Some(spec) = self.cfg.classes.get(class).and_then(|c| c.codel) {
+            let (h, sojourn, last) = (head.h, head.waited(now), self.queues.len(class) == 1);
+            let verdict = self.codel[class].on_dispatch(&spec, now, sojourn, last);
+            if verdict == Verdict::Drop && spec.drop {
+                if let Some((item, e)) = self.remove(h, false) {
+                    dropped.push(Rejected {
+                        item,
+                        meta: e.meta,
+                        reason: RejectReason::StandingQueue,
+                    });
+                    return Take::Dropped;
+                }
+                return Take::Nothing;
+            }
+            lifo = spec.lifo && self.codel[class].standing();
+        }
+        let h = match entry {
+            Some(h) => h,
+            None if lifo => {
+                let slab = &self.slab;
+                match self.queues.classes[class]
+                    .fifo
+                    .iter()
+                    .rev()
+                    .find(|e| slab.is_live(e.h))
+                {
+                    Some(e) => e.h,
+                    None => return Take::Nothing,
+                }
+            }
+            None => head.h,
+        };
+        match self.remove(h, true) {
+            Some((item, e)) => Take::Served(Dispatched {
+                item,
+                meta: e.meta,
+                waited: now.saturating_sub(e.meta.arrival),
+            }),
+            None => Take::Nothing,
+        }
     }
 
     /// Take `h` out of the slab and its class FIFO (`dispatched`: it is being served, else it expired or
@@ -191,6 +307,13 @@ impl<T> Scheduler<T> {
                 }
             }
         }
+        if cq.dead > 0 && !track {
+            // Removed from the back (adaptive LIFO, srpt): drop trailing tombstones at once.
+            while cq.fifo.back().is_some_and(|f| !slab.is_live(f.h)) {
+                cq.fifo.pop_back();
+                cq.dead -= 1;
+            }
+        }
         if cq.dead > 0 {
             while cq.fifo.front().is_some_and(|f| !slab.is_live(f.h)) {
                 cq.fifo.pop_front();
@@ -215,7 +338,9 @@ impl<T> Scheduler<T> {
     /// Remove requests whose queue timeout has passed (`QueueTimeout`) and, under edf, whose deadline has
     /// passed (`DeadlineUnreachable`), appending them to `out`. Only class heads and the edf deadline index
     /// are examined, so the cost is proportional to the number of expired requests plus the classes.
+    /// Requests that [`Scheduler::dispatch`] dropped for a standing queue come first.
     pub fn expire(&mut self, now: Nanos, out: &mut Vec<Rejected<T>>) {
+        out.append(&mut self.dropped);
         for c in 0..self.queues.classes.len() {
             let Some(timeout) = self.cfg.timeout_of(c) else {
                 continue;
@@ -247,8 +372,12 @@ impl<T> Scheduler<T> {
         }
     }
 
-    /// The earliest time at which [`Scheduler::expire`] will have something to remove.
+    /// The earliest time at which [`Scheduler::expire`] will have something to remove (0 while requests
+    /// dropped by [`Scheduler::dispatch`] wait to be handed out).
     pub fn next_expiry(&self) -> Option<Nanos> {
+        if !self.dropped.is_empty() {
+            return Some(0);
+        }
         let timeouts = (0..self.queues.classes.len()).filter_map(|c| {
             let t = self.cfg.timeout_of(c)?;
             Some(self.queues.head(c)?.meta.arrival.saturating_add(t))
@@ -301,6 +430,7 @@ impl<T> Scheduler<T> {
         est.capacity = self.est.capacity;
 
         self.queues = Queues::new(cfg.classes.len());
+        self.codel = vec![Codel::default(); cfg.classes.len()];
         self.policy = policy::build(&cfg, picker);
         self.track_tombs = self.policy.counts_ranges();
         self.est = est;
@@ -320,6 +450,7 @@ impl<T> Scheduler<T> {
 
     /// Take every queued request out (for shutdown), in enqueue order.
     pub fn drain(&mut self, out: &mut Vec<T>) {
+        out.extend(self.dropped.drain(..).map(|r| r.item));
         let mut all: Vec<(T, QEntry)> = self.slab.drain().collect();
         all.sort_by_key(|(_, e)| e.seq);
         out.extend(all.into_iter().map(|(item, _)| item));

@@ -303,7 +303,8 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
         .class_names
         .iter()
         .zip(&snap.class_queued)
-        .map(|(name, queued)| {
+        .enumerate()
+        .map(|(i, (name, queued))| {
             let m = shared.metrics.class(name);
             let c = classes_cfg.iter().find(|c| *c.name == **name);
             let rejected: serde_json::Map<String, serde_json::Value> = REASONS
@@ -320,6 +321,10 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
                 "dispatched": m.dispatched.get(),
                 "completed": m.completed.get(),
                 "rejected": rejected,
+                "reserved_workers": snap.class_reserved.get(i).copied().unwrap_or(0),
+                "standing": snap.class_standing.get(i).copied().unwrap_or(false),
+                "codel_target_ms": c.and_then(|c| c.codel.as_ref()).map(|t| t.target.as_secs_f64() * 1e3),
+                "lifo": c.is_some_and(|c| c.lifo),
             })
         })
         .collect();
@@ -353,7 +358,34 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
         "lua_errors": shared.metrics.lua_errors.get(),
         "classes": classes,
         "routes": routes,
+        "workers_setting": match cfg.workers {
+            crate::overload::Workers::Fixed(n) => json!(n),
+            crate::overload::Workers::Auto => json!("auto"),
+        },
+        "lanes": lanes(&snap),
     })
+}
+
+/// Each lane of workers: its limit now and, when adaptive, what its limiter measured.
+fn lanes(snap: &crate::gate::GateSnapshot) -> Vec<serde_json::Value> {
+    let ms = |n: u64| n as f64 / 1e6;
+    snap.lanes
+        .iter()
+        .map(|l| {
+            let lim = l.limiter.as_ref();
+            json!({
+                "route": &*l.key,
+                "algorithm": lim.map_or("fixed", |s| s.algorithm.as_str()),
+                "limit": l.limit,
+                "inflight": l.busy,
+                "queued": l.queued,
+                "baseline_ms": lim.and_then(|s| s.baseline).map(ms),
+                "last_rtt_ms": lim.and_then(|s| s.last_rtt).map(ms),
+                "probing": lim.is_some_and(|s| s.probing),
+                "retired": l.retired,
+            })
+        })
+        .collect()
 }
 
 #[cfg(test)]

@@ -28,8 +28,9 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Tokio worker threads; 0 means one per available CPU.
     pub threads: usize,
-    /// At most this many requests are served at once (the seed's MaxClients).
-    pub workers: usize,
+    /// At most this many requests are served at once (the seed's MaxClients), or `"auto"`: a concurrency
+    /// limit per route that follows the backend's latency (docs/overload.md).
+    pub workers: crate::overload::Workers,
     /// The dispatch policy.
     pub policy: PolicyName,
     /// Lua script defining `pick(heads)`; required by `policy = "lua"`.
@@ -66,6 +67,8 @@ pub struct ServeConfig {
     pub admin: AdminConfig,
     /// Optional response headers for experiments.
     pub headers: HeadersConfig,
+    /// `[limiter]`: the adaptive limits' settings for every route (with `workers = "auto"`).
+    pub limiter: Option<crate::overload::LimiterTable>,
     /// TLS: certificates, and optionally an HTTPS listener of its own (see `crate::tls`).
     pub tls: Option<crate::tls::TlsConfig>,
     /// The access log (off unless `path` is set).
@@ -83,7 +86,7 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: DEFAULT_LISTEN.parse().expect("constant address"),
             threads: 0,
-            workers: 64,
+            workers: crate::overload::Workers::default(),
             policy: PolicyName::Fcfs,
             policy_script: None,
             seed: 1,
@@ -100,6 +103,7 @@ impl Default for ServeConfig {
             lua: crate::lua::LuaLimits::default(),
             admin: AdminConfig::default(),
             headers: HeadersConfig::default(),
+            limiter: None,
             tls: None,
             access_log: crate::access_log::AccessLogConfig::default(),
             origin: None,
@@ -187,6 +191,13 @@ pub struct ClassConfig {
     pub queue_timeout: Option<Duration>,
     /// Size hint of this class's requests when nothing more specific is known.
     pub size_hint: Option<u64>,
+    /// Workers (of each route's limit, with `workers = "auto"`) that only this class may use.
+    pub reserved_workers: usize,
+    /// CoDel-style standing-queue detector: 503 `standing_queue` for the oldest requests while the class's
+    /// queue stays above `target` (docs/overload.md).
+    pub codel: Option<crate::overload::CodelTable>,
+    /// Serve the newest request first while the class's queue is standing (needs `codel`).
+    pub lifo: bool,
 }
 
 impl Default for ClassConfig {
@@ -200,6 +211,9 @@ impl Default for ClassConfig {
             queue_cap: None,
             queue_timeout: None,
             size_hint: None,
+            reserved_workers: 0,
+            codel: None,
+            lifo: false,
         }
     }
 }
@@ -251,6 +265,8 @@ pub struct RouteConfig {
     pub static_files: Option<StaticConfig>,
     pub proxy: Option<ProxyConfig>,
     pub synthetic: Option<SyntheticConfig>,
+    /// This route's limit settings over `[limiter]` (with `workers = "auto"`); `group` shares one limit.
+    pub limiter: Option<crate::overload::LimiterTable>,
 }
 
 impl Default for RouteConfig {
@@ -262,6 +278,7 @@ impl Default for RouteConfig {
             static_files: None,
             proxy: None,
             synthetic: None,
+            limiter: None,
         }
     }
 }
@@ -315,7 +332,7 @@ pub struct HeadersConfig {
 #[derive(Clone, Debug, Default)]
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
-    pub workers: Option<usize>,
+    pub workers: Option<crate::overload::Workers>,
     pub policy: Option<PolicyName>,
     /// `--policy-script PATH`; a relative path is taken as given (the binary makes it absolute against the
     /// current directory, not the file's).
@@ -844,7 +861,7 @@ impl ServeConfig {
 
     /// Checks of plain values (everything that needs no compilation).
     pub(crate) fn check_values(&self) -> Result<(), Invalid> {
-        if self.workers == 0 {
+        if self.workers == crate::overload::Workers::Fixed(0) {
             return Err(Invalid::new(keypath!["workers"], "must be ≥ 1, got 0"));
         }
         if self.threads > 1024 {

@@ -10,10 +10,12 @@ pub mod gate;
 pub mod http;
 pub mod lua;
 pub mod metrics;
+pub mod overload;
 pub mod sd_notify;
 pub mod server;
 pub mod tls;
 
 pub use config::{ConfigError, Overrides, PolicyName, ServeConfig};
 pub use gate::Overloaded;
+pub use overload::Workers;
 pub use server::{Server, ServerHandle, StartError};

@@ -72,6 +72,12 @@ struct ResultLabel {
     result: String,
 }
 
+/// A gate lane: a route prefix, a group of routes, or `*` (the one pool of a fixed `workers`).
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct RouteLabel {
+    route: Escaped,
+}
+
 type HistFamily = Family<ClassLabel, Histogram, fn() -> Histogram>;
 
 fn seconds_histogram() -> Histogram {
@@ -85,7 +91,7 @@ pub struct ClassMetrics {
     pub arrivals: Counter,
     pub dispatched: Counter,
     pub completed: Counter,
-    rejected: [Counter; 5],
+    rejected: [Counter; REASONS.len()],
     pub queue_wait: Histogram,
     pub service: Histogram,
 }
@@ -125,6 +131,93 @@ pub struct Metrics {
     lua_limits: Family<LuaLimitLabel, Counter>,
     lua_skipped: Family<HookLabel, Counter>,
     lua_disabled: Family<HookLabel, Counter>,
+    concurrency: ConcurrencyMetrics,
+}
+
+/// The lanes' limits (adaptive or fixed) and what they serve, refreshed from the gate at each scrape.
+struct ConcurrencyMetrics {
+    limit: Family<RouteLabel, Gauge>,
+    inflight: Family<RouteLabel, Gauge>,
+    queued: Family<RouteLabel, Gauge>,
+    baseline: Family<RouteLabel, Gauge<f64, AtomicU64>>,
+    standing: Family<ClassLabel, Gauge>,
+    /// Lanes seen at earlier scrapes (zeroed once gone).
+    seen: RwLock<Vec<String>>,
+}
+
+impl ConcurrencyMetrics {
+    fn register(registry: &mut Registry) -> Self {
+        let m = ConcurrencyMetrics {
+            limit: Family::default(),
+            inflight: Family::default(),
+            queued: Family::default(),
+            baseline: Family::default(),
+            standing: Family::default(),
+            seen: RwLock::new(Vec::new()),
+        };
+        registry.register(
+            "concurrency_limit",
+            "Requests the route (or group, or the shared pool `*`) may have in flight now",
+            m.limit.clone(),
+        );
+        registry.register(
+            "concurrency_inflight",
+            "Requests of the route in flight now",
+            m.inflight.clone(),
+        );
+        registry.register(
+            "concurrency_queued",
+            "Requests queued for the route now",
+            m.queued.clone(),
+        );
+        registry.register(
+            "concurrency_baseline_rtt_seconds",
+            "The adaptive limiter's round trip without queueing (0 until measured)",
+            m.baseline.clone(),
+        );
+        registry.register(
+            "class_standing_queue",
+            "1 while the class's queue stands above its CoDel target",
+            m.standing.clone(),
+        );
+        m
+    }
+
+    fn refresh(&self, snap: &GateSnapshot) {
+        let label = |k: &str| RouteLabel {
+            route: Escaped(k.to_string()),
+        };
+        let mut seen = self.seen.write().unwrap_or_else(|p| p.into_inner());
+        for gone in seen
+            .iter()
+            .filter(|k| !snap.lanes.iter().any(|l| *l.key == ***k))
+        {
+            self.limit.get_or_create(&label(gone)).set(0);
+            self.inflight.get_or_create(&label(gone)).set(0);
+            self.queued.get_or_create(&label(gone)).set(0);
+        }
+        seen.clear();
+        for l in &snap.lanes {
+            let k = label(&l.key);
+            self.limit
+                .get_or_create(&k)
+                .set(if l.retired { 0 } else { l.limit as i64 });
+            self.inflight.get_or_create(&k).set(l.busy as i64);
+            self.queued.get_or_create(&k).set(l.queued as i64);
+            if let Some(lim) = &l.limiter {
+                let b = lim.baseline.map_or(0.0, |n| n as f64 / 1e9);
+                self.baseline.get_or_create(&k).set(b);
+            }
+            seen.push(l.key.to_string());
+        }
+        for (name, standing) in snap.class_names.iter().zip(&snap.class_standing) {
+            self.standing
+                .get_or_create(&ClassLabel {
+                    class: Escaped(name.to_string()),
+                })
+                .set(i64::from(*standing));
+        }
+    }
 }
 
 impl Default for Metrics {
@@ -191,7 +284,7 @@ impl Metrics {
         );
         registry.register(
             "workers_capacity",
-            "Configured workers",
+            "Workers now: `workers`, or with workers = \"auto\" the sum of the routes' current limits",
             workers_capacity.clone(),
         );
         registry.register(
@@ -232,6 +325,7 @@ impl Metrics {
             "Times a Lua script was disabled after repeated limit overruns",
             lua_disabled.clone(),
         );
+        let concurrency = ConcurrencyMetrics::register(&mut registry);
         let m = Metrics {
             registry,
             arrivals,
@@ -249,6 +343,7 @@ impl Metrics {
             reloads,
             not_found,
             cache: RwLock::new(HashMap::new()),
+            concurrency,
             lua_limits,
             lua_skipped,
             lua_disabled,
@@ -372,6 +467,7 @@ impl Metrics {
         }
         self.workers_busy.set(snap.busy as i64);
         self.workers_capacity.set(snap.workers as i64);
+        self.concurrency.refresh(snap);
         let seen = self.abandoned_seen.swap(snap.abandoned, Ordering::Relaxed);
         self.abandoned.inc_by(snap.abandoned.saturating_sub(seen));
         let mut out = String::new();

@@ -43,7 +43,10 @@ fn nanos(d: Duration) -> Nanos {
 pub(crate) struct Compiled {
     pub(crate) active: Active,
     pub(crate) sched: SchedConfig,
-    pub(crate) picker: Option<Box<dyn HeadPicker>>,
+    /// With `policy = "lua"`: one picker per lane of `plan`.
+    pub(crate) pickers: Vec<Box<dyn HeadPicker>>,
+    /// The lanes of workers and the reservations (crate::overload).
+    pub(crate) plan: crate::gate::PoolPlan,
     /// The TLS server configuration (certificates loaded and checked), when `[tls]` is present.
     pub(crate) tls: Option<Arc<rustls::ServerConfig>>,
 }
@@ -56,8 +59,20 @@ pub(crate) struct Active {
     pub(crate) retry_after_secs: u64,
     /// Whether the policy looks at size hints (srpt, wfq, lua); the others skip computing them.
     pub(crate) needs_size: bool,
+    /// The gate lane of each route prefix (all the same with a fixed number of workers).
+    pub(crate) lanes: Vec<(String, Arc<str>)>,
     /// Who may use the admin endpoints (`[admin]` token and allowed host names).
     pub(crate) admin: crate::admin::AdminGuard,
+}
+
+impl Active {
+    /// The lane a route's requests queue in.
+    fn lane_of(&self, prefix: &str) -> Option<&Arc<str>> {
+        match self.lanes.as_slice() {
+            [(_, only)] => Some(only),
+            lanes => lanes.iter().find(|(p, _)| p == prefix).map(|(_, k)| k),
+        }
+    }
 }
 
 /// A picker used only to check that a custom-policy configuration is accepted by the scheduler.
@@ -94,6 +109,7 @@ pub fn sched_config(cfg: &ServeConfig) -> SchedConfig {
             deadline: c.deadline.map(nanos),
             queue_cap: c.queue_cap,
             queue_timeout: c.queue_timeout.filter(|d| !d.is_zero()).map(nanos),
+            codel: crate::overload::codel_spec(c),
         })
         .collect();
     SchedConfig {
@@ -167,19 +183,22 @@ impl Compiled {
         }
         let admin = crate::admin::AdminGuard::build(cfg).map_err(loc)?;
         let sched = sched_config(cfg);
-        let picker: Option<Box<dyn HeadPicker>> = if cfg.policy == PolicyName::Lua {
+        let plan = crate::overload::plan(cfg).map_err(loc)?;
+        let mut pickers: Vec<Box<dyn HeadPicker>> = Vec::new();
+        if cfg.policy == PolicyName::Lua {
             let path = cfg
                 .policy_script
                 .as_deref()
                 .unwrap_or(std::path::Path::new(""));
             let counters = metrics.map(|m| m.lua_counters("pick")).unwrap_or_default();
-            let p = LuaPicker::load_with(&cfg.resolve(path), &cfg.lua, counters)
-                .map_err(|e| loc(Invalid::new(keypath!["policy_script"], e)))?;
-            Some(Box::new(p))
-        } else {
-            None
-        };
-        let check = if picker.is_some() {
+            // Each lane has its own scheduler, so its own Lua state.
+            for _ in 0..plan.lanes.len() {
+                let p = LuaPicker::load_with(&cfg.resolve(path), &cfg.lua, counters.clone())
+                    .map_err(|e| loc(Invalid::new(keypath!["policy_script"], e)))?;
+                pickers.push(Box::new(p));
+            }
+        }
+        let check = if !pickers.is_empty() {
             Scheduler::<()>::with_picker(sched.clone(), Box::new(NoPicker)).map(|_| ())
         } else {
             Scheduler::<()>::new(sched.clone()).map(|_| ())
@@ -209,10 +228,16 @@ impl Compiled {
                     cfg.policy,
                     PolicyName::Srpt | PolicyName::Wfq | PolicyName::Lua
                 ),
+                lanes: cfg
+                    .effective_routes()
+                    .iter()
+                    .map(|r| (r.prefix.clone(), crate::overload::lane_key(cfg, r)))
+                    .collect(),
                 admin,
             },
             sched,
-            picker,
+            pickers,
+            plan,
             tls,
         })
     }
@@ -290,7 +315,7 @@ impl Shared {
                 );
             }
             self.gate
-                .reconfigure(compiled.sched, compiled.picker, new.workers)
+                .reconfigure_plan(compiled.sched, compiled.pickers, compiled.plan)
                 .map_err(|e| new.locate(Invalid::new(keypath!["classes"], e.0)))?;
             *self.active.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(compiled.active);
             if let (Some(acceptor), Some(tls)) = (&self.tls, compiled.tls) {
@@ -302,7 +327,7 @@ impl Shared {
         })();
         match result {
             Ok(()) => {
-                tracing::info!(config = %new.name(), policy = %new.policy, workers = new.workers, "configuration reloaded");
+                tracing::info!(config = %new.name(), policy = %new.policy, workers = %new.workers, "configuration reloaded");
                 *cur = new;
                 self.metrics.reload(true);
                 Ok(())
@@ -374,7 +399,11 @@ impl Shared {
             deadline: c.deadline.map(|d| now.saturating_add(nanos(d))),
             arrival: now,
         };
-        let permit = match self.gate.acquire(meta, &c.class_name).await {
+        let acquired = match active.lane_of(&route.prefix) {
+            Some(lane) => self.gate.acquire_on(meta, &c.class_name, lane).await,
+            None => self.gate.acquire(meta, &c.class_name).await,
+        };
+        let mut permit = match acquired {
             Ok(p) => p,
             Err(Overloaded { reason }) => {
                 cm.rejected(reason).inc();
@@ -397,6 +426,7 @@ impl Shared {
         let start = Instant::now();
         let mut resp = route.backend.call(&req).await;
         let service = start.elapsed();
+        permit.finish(matches!(resp.status, 502..=504));
         route.learn(service);
         dm.service.observe(service.as_secs_f64());
         dm.completed.inc();
@@ -463,7 +493,7 @@ impl Server {
     pub async fn start(cfg: ServeConfig) -> Result<ServerHandle, StartError> {
         let metrics = Arc::new(Metrics::new());
         let compiled = Compiled::build(&cfg, Some(&metrics))?;
-        let gate = Gate::new(compiled.sched, compiled.picker, cfg.workers)
+        let gate = Gate::with_plan(compiled.sched, compiled.pickers, compiled.plan)
             .map_err(|e| cfg.locate(Invalid::new(keypath!["classes"], e.0)))?;
         let listener = TcpListener::bind(cfg.listen)
             .await

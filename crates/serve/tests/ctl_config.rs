@@ -242,7 +242,7 @@ fn override_errors_name_the_flag_not_the_line() {
         "workers = 2\npolicy = \"fcfs\"\n",
         Overrides {
             policy: Some(PolicyName::Lua),
-            workers: Some(3),
+            workers: Some(3.into()),
             ..Overrides::default()
         },
     )
@@ -285,7 +285,7 @@ fn override_errors_name_the_flag_not_the_line() {
         with(
             "workers = 2\n",
             Overrides {
-                workers: Some(8),
+                workers: Some(8.into()),
                 threads: Some(1),
                 admin: Some(None),
                 listen: Some("127.0.0.1:9090".parse().unwrap()),
@@ -331,7 +331,7 @@ fn a_file_completed_by_its_flags_is_accepted() {
     let cfg = ServeConfig::from_file_with(
         &p,
         Overrides {
-            workers: Some(3),
+            workers: Some(3.into()),
             ..Overrides::default()
         },
     )

@@ -156,7 +156,7 @@ async fn bad_reload_keeps_the_running_config() {
     let r = get(h.local_addr(), "/x?t=gold").await;
     assert_eq!(r.status, 200);
     // Restart-only settings are kept (and logged) while the rest applies.
-    cfg.workers = 5;
+    cfg.workers = 5.into();
     cfg.listen = "127.0.0.1:1".parse().unwrap();
     h.reload(cfg).unwrap();
     let s = h.status();

@@ -5,6 +5,7 @@
 pub(crate) mod bench;
 pub(crate) mod demo;
 pub(crate) mod probe;
+pub(crate) mod series;
 pub(crate) mod tune;
 
 use std::path::Path;
@@ -15,7 +16,7 @@ use crate::doc::Section;
 use crate::machine::Machine;
 
 /// What `ordo report` accepts, for error messages.
-pub const EXPECTED: &str = "a JSON result with \"kind\" one of demo, bench, probe-loop, probe-compare, probe-pid (as written by ordo demo / ordo bench --json / ordo probe --json) or an ordo tune SQLite store";
+pub const EXPECTED: &str = "a JSON result with \"kind\" one of demo, bench, probe-loop, probe-compare, probe-pid, series (as written by ordo demo / ordo bench --json / ordo probe --json / bench/ scripts) or an ordo tune SQLite store";
 
 /// The first 16 bytes of every SQLite 3 database.
 pub(crate) const SQLITE_MAGIC: &[u8; 16] = b"SQLite format 3\0";
@@ -59,6 +60,8 @@ pub enum InputData {
     ProbePid(Vec<ordo_results::probe::PidReport>),
     /// Every experiment of an `ordo tune` store, analysed.
     Tune(Box<tune::TuneStore>),
+    /// Generic charts and tables from a bench/ script.
+    Series(Box<ordo_results::series::SeriesResult>),
 }
 
 /// One input: where it came from and what it holds.
@@ -121,6 +124,7 @@ impl Input {
             InputData::ProbeCompare(_) => Kind::ProbeCompare,
             InputData::ProbePid(_) => Kind::ProbePid,
             InputData::Tune(_) => Kind::Tune,
+            InputData::Series(_) => Kind::Series,
         }
     }
 
@@ -145,6 +149,7 @@ impl Input {
             InputData::ProbeCompare(r) => probe::compare_summary(r),
             InputData::ProbePid(r) => probe::pid_summary(r),
             InputData::Tune(t) => tune::summary(t),
+            InputData::Series(r) => series::summary(r),
         }
     }
 
@@ -160,6 +165,7 @@ impl Input {
                 probe::compare_section(r, id, &self.short_name(), &self.machine)
             }
             InputData::ProbePid(r) => probe::pid_section(r, id, &self.short_name()),
+            InputData::Series(r) => series::section(r, id, &self.short_name()),
             InputData::Tune(t) => return tune::sections(t, id, &self.short_name()),
         };
         vec![one]
@@ -280,6 +286,9 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
             }
             InputData::ProbePid(out)
         }
+        Kind::Series => InputData::Series(Box::new(
+            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
+        )),
         // Tune stores are SQLite files; no JSON document has this kind.
         Kind::Tune => return Err(unknown(format!("unknown kind {kind_s:?}"))),
     };

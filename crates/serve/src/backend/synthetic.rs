@@ -2,12 +2,21 @@
 //! installed. Query parameters, on any path and in any combination (`/cpu?us=N`, `/sleep?ms=N`,
 //! `/bytes?n=N`, `/work?us=..&ms=..&n=..`):
 //! - `ms=N`: wait N milliseconds (an async sleep: the serving thread is free meanwhile);
-//! - `us=N`: then burn N microseconds of CPU on the serving thread (a spin on the monotonic clock);
+//! - `us=N`: then burn N microseconds of CPU (a spin on the monotonic clock) on tokio's blocking pool, so
+//!   CPU-bound requests queue in the scheduler, not on the runtime's I/O threads (`inline_cpu = true` burns
+//!   on the serving thread instead, as before); a request whose client goes away stops burning;
 //! - `n=N`: answer N bytes (from one shared buffer, never allocated per request); without `n` the body is `ok\n`.
+//!
+//! With a `capacity` schedule the backend has a knee, as a real one does: at most `servers` requests do
+//! their work at once and the others wait inside the backend in arrival order (a c-server FIFO queue), with
+//! `servers` following the schedule from the time the backend was built (server start or reload). That is
+//! what `workers = "auto"` is measured against (docs/overload.md).
 //!
 //! A value that is not a non-negative integer, or is over its cap, is answered 400 naming the parameter.
 
-use std::sync::OnceLock;
+use std::collections::VecDeque;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
@@ -34,6 +43,10 @@ pub struct SyntheticConfig {
     pub max_ms: u64,
     /// Largest `n` (body bytes). Default 1 GiB.
     pub max_bytes: u64,
+    /// A knee: how many requests do their work at once from when on (the rest wait, FIFO). Empty: no limit.
+    pub capacity: Vec<CapacityStep>,
+    /// Burn `us` on the serving (I/O) thread instead of the blocking pool.
+    pub inline_cpu: bool,
 }
 
 impl Default for SyntheticConfig {
@@ -42,14 +55,129 @@ impl Default for SyntheticConfig {
             max_us: 10_000_000,
             max_ms: 60_000,
             max_bytes: 1 << 30,
+            capacity: Vec::new(),
+            inline_cpu: false,
         }
     }
+}
+
+/// One step of the capacity schedule: from `at` after the backend started, `servers` at once.
+#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[serde(deny_unknown_fields)]
+pub struct CapacityStep {
+    #[serde(deserialize_with = "crate::http::duration::deserialize")]
+    pub at: Duration,
+    pub servers: usize,
 }
 
 /// See the module documentation.
 #[derive(Debug)]
 pub struct SyntheticBackend {
     cfg: SyntheticConfig,
+    capacity: Option<Capacity>,
+}
+
+/// The c-server FIFO queue of a backend with a `capacity` schedule.
+#[derive(Debug)]
+struct Capacity {
+    steps: Vec<CapacityStep>,
+    start: tokio::time::Instant,
+    state: Mutex<CapState>,
+}
+
+#[derive(Debug, Default)]
+struct CapState {
+    busy: usize,
+    waiters: VecDeque<tokio::sync::oneshot::Sender<()>>,
+}
+
+impl Capacity {
+    /// Servers at `elapsed` since start (unlimited before the first step).
+    fn servers_at(steps: &[CapacityStep], elapsed: Duration) -> usize {
+        steps
+            .iter()
+            .rev()
+            .find(|s| s.at <= elapsed)
+            .map_or(usize::MAX, |s| s.servers)
+    }
+
+    fn servers(&self) -> usize {
+        Self::servers_at(&self.steps, self.start.elapsed())
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, CapState> {
+        self.state.lock().unwrap_or_else(|p| p.into_inner())
+    }
+
+    /// Hand free servers to waiters (skipping those that went away).
+    fn grant(&self, st: &mut CapState) {
+        let cap = self.servers();
+        while st.busy < cap {
+            let Some(tx) = st.waiters.pop_front() else {
+                break;
+            };
+            if tx.send(()).is_ok() {
+                st.busy += 1;
+            }
+        }
+    }
+
+    /// Wait for a server (FIFO); the guard gives it back.
+    async fn acquire(&self) -> ServerSlot<'_> {
+        let rx = {
+            let mut st = self.lock();
+            self.grant(&mut st);
+            if st.busy < self.servers() && st.waiters.is_empty() {
+                st.busy += 1;
+                return ServerSlot(self);
+            }
+            let (tx, rx) = tokio::sync::oneshot::channel();
+            st.waiters.push_back(tx);
+            rx
+        };
+        let mut wait = SlotWait {
+            cap: self,
+            rx: Some(rx),
+        };
+        let granted = match wait.rx.as_mut() {
+            Some(rx) => rx.await.is_ok(),
+            None => false,
+        };
+        wait.rx = None;
+        if !granted {
+            // The sender was dropped without a grant (cannot happen while the backend lives): take a slot.
+            self.lock().busy += 1;
+        }
+        ServerSlot(self)
+    }
+}
+
+/// A server of the capacity model, held while a request does its work.
+struct ServerSlot<'a>(&'a Capacity);
+
+impl Drop for ServerSlot<'_> {
+    fn drop(&mut self) {
+        let mut st = self.0.lock();
+        st.busy = st.busy.saturating_sub(1);
+        self.0.grant(&mut st);
+    }
+}
+
+/// A wait for a server; dropped after its grant was sent but before it was taken, it gives the server back.
+struct SlotWait<'a> {
+    cap: &'a Capacity,
+    rx: Option<tokio::sync::oneshot::Receiver<()>>,
+}
+
+impl Drop for SlotWait<'_> {
+    fn drop(&mut self) {
+        if let Some(mut rx) = self.rx.take() {
+            rx.close();
+            if rx.try_recv().is_ok() {
+                drop(ServerSlot(self.cap));
+            }
+        }
+    }
 }
 
 #[derive(Debug, Default, PartialEq, Eq)]
@@ -61,7 +189,40 @@ struct Work {
 
 impl SyntheticBackend {
     pub fn new(cfg: &SyntheticConfig) -> Result<Self, BackendError> {
-        Ok(SyntheticBackend { cfg: cfg.clone() })
+        let mut prev: Option<Duration> = None;
+        for (i, s) in cfg.capacity.iter().enumerate() {
+            if s.servers == 0 {
+                return Err(BackendError::Invalid {
+                    field: "capacity",
+                    msg: format!("step {i}: servers must be ≥ 1, got 0"),
+                });
+            }
+            if prev.is_some_and(|p| s.at <= p) {
+                return Err(BackendError::Invalid {
+                    field: "capacity",
+                    msg: format!(
+                        "step {i}: `at` must come after the previous step's ({} ≤ {})",
+                        crate::http::duration::format(s.at),
+                        crate::http::duration::format(prev.unwrap_or_default())
+                    ),
+                });
+            }
+            prev = Some(s.at);
+        }
+        let capacity = (!cfg.capacity.is_empty()).then(|| Capacity {
+            steps: cfg.capacity.clone(),
+            start: tokio::time::Instant::now(),
+            state: Mutex::new(CapState::default()),
+        });
+        Ok(SyntheticBackend {
+            cfg: cfg.clone(),
+            capacity,
+        })
+    }
+
+    /// Servers of the capacity model now (`None` without a `capacity` schedule).
+    pub fn servers(&self) -> Option<usize> {
+        self.capacity.as_ref().map(Capacity::servers)
     }
 
     fn param(
@@ -100,11 +261,20 @@ impl SyntheticBackend {
             Ok(w) => w,
             Err(msg) => return Response::text(400, &msg),
         };
+        let _server = match &self.capacity {
+            Some(c) => Some(c.acquire().await),
+            None => None,
+        };
         if let Some(ms) = w.ms.filter(|&m| m > 0) {
             tokio::time::sleep(Duration::from_millis(ms)).await;
         }
         if let Some(us) = w.us.filter(|&u| u > 0) {
-            burn(Duration::from_micros(us));
+            let d = Duration::from_micros(us);
+            if self.cfg.inline_cpu {
+                burn(d, &AtomicBool::new(false));
+            } else {
+                burn_off_thread(d).await;
+            }
         }
         match w.n {
             None => Response::bytes(
@@ -151,12 +321,33 @@ impl SyntheticBackend {
     }
 }
 
-/// Spins on the monotonic clock for `d` (the CPU work of a request, on the serving thread on purpose).
-fn burn(d: Duration) {
+/// Spins on the monotonic clock for `d` (the CPU work of a request), or until `stop` is set.
+fn burn(d: Duration, stop: &AtomicBool) {
     let start = Instant::now();
+    let mut n = 0u32;
     while start.elapsed() < d {
         std::hint::spin_loop();
+        n = n.wrapping_add(1);
+        if n % 64 == 0 && stop.load(Ordering::Relaxed) {
+            return;
+        }
     }
+}
+
+/// [`burn`] on tokio's blocking pool (its threads number at most the requests in flight, which the gate
+/// bounds by `workers`), so the I/O threads keep accepting, parsing and scheduling meanwhile. Dropping the
+/// future (the client went away) stops the burn.
+async fn burn_off_thread(d: Duration) {
+    struct StopOnDrop(Arc<AtomicBool>);
+    impl Drop for StopOnDrop {
+        fn drop(&mut self) {
+            self.0.store(true, Ordering::Relaxed);
+        }
+    }
+    let stop = Arc::new(AtomicBool::new(false));
+    let guard = StopOnDrop(stop.clone());
+    let _ = tokio::task::spawn_blocking(move || burn(d, &stop)).await;
+    drop(guard);
 }
 
 #[cfg(test)]
@@ -210,5 +401,97 @@ mod tests {
         let r = b.call(&Request::get("/cpu?us=2000")).await;
         assert_eq!(r.status, 200);
         assert!(t.elapsed() >= Duration::from_micros(2000));
+    }
+
+    fn steps(s: &[(u64, usize)]) -> Vec<CapacityStep> {
+        s.iter()
+            .map(|&(at, servers)| CapacityStep {
+                at: Duration::from_secs(at),
+                servers,
+            })
+            .collect()
+    }
+
+    #[test]
+    fn capacity_schedule_is_checked_and_followed() {
+        let cfg = |s| SyntheticConfig {
+            capacity: steps(s),
+            ..SyntheticConfig::default()
+        };
+        let e = SyntheticBackend::new(&cfg(&[(0, 4), (0, 2)])).unwrap_err();
+        assert!(
+            e.to_string().contains("step 1: `at` must come after"),
+            "{e}"
+        );
+        let e = SyntheticBackend::new(&cfg(&[(0, 0)])).unwrap_err();
+        assert!(e.to_string().contains("servers must be ≥ 1"), "{e}");
+        let s = steps(&[(5, 64), (20, 16), (40, 64)]);
+        let at = |secs| Capacity::servers_at(&s, Duration::from_secs(secs));
+        assert_eq!(
+            (at(0), at(5), at(19), at(20), at(39), at(40), at(1000)),
+            (usize::MAX, 64, 64, 16, 16, 64, 64)
+        );
+        assert!(
+            SyntheticBackend::new(&SyntheticConfig::default())
+                .unwrap()
+                .servers()
+                .is_none()
+        );
+    }
+
+    /// Two servers, five 100 ms requests at once: they finish in waves of two (a c-server FIFO queue), and
+    /// after the capacity steps up at 1 s, four run at once. Paused time: deterministic.
+    #[tokio::test(start_paused = true)]
+    async fn capacity_model_queues_beyond_its_servers() {
+        let b = Arc::new(
+            SyntheticBackend::new(&SyntheticConfig {
+                capacity: steps(&[(0, 2), (1, 4)]),
+                ..SyntheticConfig::default()
+            })
+            .unwrap(),
+        );
+        let run = |n: usize| {
+            let b = b.clone();
+            async move {
+                let t = tokio::time::Instant::now();
+                let hs: Vec<_> = (0..n)
+                    .map(|_| {
+                        let b = b.clone();
+                        tokio::spawn(async move {
+                            b.call(&Request::get("/sleep?ms=100")).await;
+                            t.elapsed().as_millis() / 100
+                        })
+                    })
+                    .collect();
+                let mut waves = Vec::new();
+                for h in hs {
+                    waves.push(h.await.unwrap());
+                }
+                waves.sort();
+                waves
+            }
+        };
+        assert_eq!(run(5).await, vec![1, 1, 2, 2, 3]);
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        assert_eq!(b.servers(), Some(4));
+        assert_eq!(run(5).await, vec![1, 1, 1, 1, 2]);
+    }
+
+    /// CPU work runs on the blocking pool: a current-thread runtime still runs other tasks meanwhile.
+    #[tokio::test(flavor = "current_thread")]
+    async fn cpu_work_leaves_the_io_thread_free() {
+        let b = Arc::new(backend());
+        let burner = {
+            let b = b.clone();
+            tokio::spawn(async move { b.call(&Request::get("/cpu?us=300000")).await.status })
+        };
+        let t = Instant::now();
+        tokio::time::sleep(Duration::from_millis(20)).await;
+        assert!(
+            t.elapsed() < Duration::from_millis(200),
+            "the I/O thread was blocked for {:?}",
+            t.elapsed()
+        );
+        assert_eq!(burner.await.unwrap(), 200);
     }
 }

@@ -1,0 +1,165 @@
+#!/usr/bin/env bash
+# Class isolation in ordo serve (issue 10): does flooding a low class far past capacity raise the top class's
+# p99? For each workload (WORKLOADS: `sleep` = SLEEP_MS of waiting per request, `cpu` = CPU_US of CPU per
+# request) and each policy (POLICIES), the top class's p99 is measured alone and then while FLOOD_CLIENTS
+# clients flood the low class (a closed loop: its requests queue in ordo), and the ratio printed:
+#   - "reserved": the top class has workers reserved to it (`reserved_workers`), CPU work runs on the
+#     blocking pool — what ordo does now (target: top p99 under flood ≤ 1.10 × alone);
+#   - "before" (unless BEFORE=0): nothing reserved and, for `cpu`, the CPU burned on the I/O thread
+#     (`inline_cpu = true`) — how ordo behaved before, for comparison.
+# The top class is TOP_CLIENTS closed-loop clients, with as many reserved workers (at most workers − 1).
+# `ordo serve` runs with threads = 1; `sleep` uses SLEEP_WORKERS workers, `cpu` CPU_WORKERS (cores + 1: CPU
+# work has its knee near the core count). Each case is measured ROUNDS times, alone then flooded, and the
+# medians used.
+#
+#   bench/class-isolation.sh                       # ~4 min
+#   POLICIES="priority stride" WORKLOADS=cpu ROUNDS=3 DURATION=10 bench/class-isolation.sh
+#   ORDO_BENCH_NO_BUILD=1 ...                        # use the release binary already built
+#
+# Needs curl and jq. Everything it starts is killed on every exit path.
+set -euo pipefail
+
+DURATION=${DURATION:-8}
+ROUNDS=${ROUNDS:-1}
+POLICIES=${POLICIES:-"fcfs priority stride"}
+WORKLOADS=${WORKLOADS:-"sleep cpu"}
+SLEEP_MS=${SLEEP_MS:-10}
+CPU_US=${CPU_US:-2000}
+SLEEP_WORKERS=${SLEEP_WORKERS:-16}
+CPU_WORKERS=${CPU_WORKERS:-$(($(nproc) + 1))}
+TOP_CLIENTS=${TOP_CLIENTS:-2}
+FLOOD_CLIENTS=${FLOOD_CLIENTS:-200}
+BEFORE=${BEFORE:-1}
+PORT=${PORT:-18191}
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+OUT=${OUT:-$here/ordo-results/class-isolation}
+for tool in curl jq awk; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "class-isolation: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
+done
+if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
+  echo "building (release)..." >&2
+  (cd "$here" && cargo build --release -q --bin ordo)
+fi
+target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+ordo=${target_dir:-$here/target}/release/ordo
+
+mkdir -p "$OUT"
+tmp=$(mktemp -d -t ordo-isolation.XXXXXX)
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+# $1 = file, $2 = policy, $3 = workload, $4 = mode (reserved|before)
+write_config() {
+  local workers reserved inline
+  if [ "$3" = cpu ]; then workers=$CPU_WORKERS; else workers=$SLEEP_WORKERS; fi
+  if [ "$4" = reserved ]; then
+    reserved=$((TOP_CLIENTS < workers ? TOP_CLIENTS : workers - 1)); inline=false
+  else
+    reserved=0; inline=true
+  fi
+  if [ "$3" = sleep ]; then inline=false; fi
+  cat > "$1" <<EOF
+listen = "127.0.0.1:$PORT"
+threads = 1
+workers = $workers
+policy = "$2"
+queue_cap = 100000
+queue_timeout = "0s"
+[limits]
+max_connections = 100000
+[admin]
+enabled = false
+[[classes]]
+name = "low"
+weight = 1
+priority = 0
+[[classes]]
+name = "top"
+weight = 4
+priority = 10
+reserved_workers = $reserved
+[[rules]]
+class = "top"
+path_prefix = "/top"
+[[routes]]
+prefix = "/"
+synthetic = { inline_cpu = $inline }
+EOF
+}
+
+work_path() { if [ "$1" = cpu ]; then echo "cpu?us=$CPU_US"; else echo "sleep?ms=$SLEEP_MS"; fi; }
+
+start_server() { # $1 = config; sets server
+  "$ordo" serve --config "$1" 2>>"$tmp/serve.log" &
+  server=$!
+  pids+=("$server")
+  for _ in $(seq 1 100); do
+    curl -fs -o /dev/null "http://127.0.0.1:$PORT/top/" && return 0
+    sleep 0.05
+  done
+  echo "class-isolation: server did not come up: $(tail -n 2 "$tmp/serve.log")" >&2
+  exit 1
+}
+
+# $1 = workload, $2 = out JSON: the top class's closed loop for DURATION seconds
+run_top() {
+  "$ordo" bench -c "$TOP_CLIENTS" -d "${DURATION}s" --warmup 1s --no-progress --save "$2" \
+    "http://127.0.0.1:$PORT/top/$(work_path "$1")" > /dev/null
+}
+
+p99() { jq -r '.summary.latency.percentiles[] | select(.p == 99) | .ms' "$1"; }
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+
+modes=(reserved)
+[ "$BEFORE" = 1 ] && modes+=(before)
+echo "load before: $(uptime | sed 's/.*load average: //') on $(nproc) CPUs; $ROUNDS round(s) x ${DURATION}s per measurement" >&2
+declare -A alone flood flood_rps
+for round in $(seq 1 "$ROUNDS"); do
+  for w in $WORKLOADS; do
+    for p in $POLICIES; do
+      for m in "${modes[@]}"; do
+        echo "round $round: $w, $p, $m..." >&2
+        key="$w $p $m"
+        write_config "$tmp/cfg.toml" "$p" "$w" "$m"
+        start_server "$tmp/cfg.toml"
+        run_top "$w" "$tmp/alone.json"
+        alone[$key]="${alone[$key]:-} $(p99 "$tmp/alone.json")"
+        # The flood: far more clients than workers, all queued in ordo; the top class measured meanwhile.
+        "$ordo" bench -c "$FLOOD_CLIENTS" -d "$((DURATION + 3))s" --timeout 120s --no-progress --save "$tmp/flood.json" \
+          "http://127.0.0.1:$PORT/low/$(work_path "$w")" > /dev/null &
+        flooder=$!
+        pids+=("$flooder")
+        sleep 1
+        run_top "$w" "$OUT/top-$w-$p-$m.json"
+        flood[$key]="${flood[$key]:-} $(p99 "$OUT/top-$w-$p-$m.json")"
+        wait "$flooder" || true
+        flood_rps[$key]=$(jq -r '.summary.rps' "$tmp/flood.json")
+        kill "$server" 2>/dev/null || true
+        wait "$server" 2>/dev/null || true
+      done
+    done
+  done
+done
+echo "load after: $(uptime | sed 's/.*load average: //')" >&2
+
+echo
+echo "top class: $TOP_CLIENTS closed-loop clients; flood: $FLOOD_CLIENTS clients on the low class; sleep = ${SLEEP_MS} ms with $SLEEP_WORKERS workers, cpu = ${CPU_US} us with $CPU_WORKERS workers; threads = 1"
+printf '%-7s %-9s %-9s %14s %16s %10s %14s\n' "work" "policy" "mode" "top p99 alone" "top p99 flooded" "ratio" "flood req/s"
+for w in $WORKLOADS; do
+  for p in $POLICIES; do
+    for m in "${modes[@]}"; do
+      key="$w $p $m"
+      a=$(echo "${alone[$key]}" | median); f=$(echo "${flood[$key]}" | median)
+      printf '%-7s %-9s %-9s %11.2f ms %13.2f ms %9.2fx %14.0f\n' "$w" "$p" "$m" "$a" "$f" \
+        "$(awk -v a="$a" -v f="$f" 'BEGIN { print (a > 0 ? f / a : 0) }')" "${flood_rps[$key]}"
+    done
+  done
+done
+echo "(target: ratio ≤ 1.10 in mode \"reserved\"; the top class's bench JSON under flood is in $OUT)"
