@@ -1004,3 +1004,30 @@ async fn curl_speaks_http2_to_ordo() {
     assert_eq!(clear, "200 2");
     h.shutdown().await.unwrap();
 }
+
+#[tokio::test]
+async fn access_log_metrics_and_headers_see_h2_requests() {
+    let dir = tempfile::tempdir().unwrap();
+    let log = dir.path().join("access.log");
+    let h = serve(&format!(
+        "{TWO_CLASSES}\n[access_log]\npath = \"{}\"\nformat = \"json\"\nflush_interval = \"50ms\"\n",
+        log.display()
+    ))
+    .await;
+    let mut c = h2c(h.local_addr()).await;
+    let r = c.fetch(get("/b/x")).await;
+    assert_eq!((r.status, r.header("x-ordo-class")), (200, Some("b")));
+    let metrics = h.metrics_text();
+    assert!(
+        metrics
+            .lines()
+            .any(|l| l.starts_with("ordo_serve_arrivals_total{class=\"b\"} 1")),
+        "{metrics}"
+    );
+    h.shutdown().await.unwrap();
+    let text = std::fs::read_to_string(&log).unwrap();
+    let line: serde_json::Value = serde_json::from_str(text.lines().next().unwrap()).unwrap();
+    assert_eq!(line["target"], "/b/x", "{text}");
+    assert_eq!(line["class"], "b");
+    assert!(text.contains("HTTP/2.0"), "{text}");
+}
