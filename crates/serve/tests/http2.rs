@@ -770,7 +770,9 @@ async fn overload_is_a_503_on_the_stream_and_the_connection_goes_on() {
 
 #[tokio::test]
 async fn rapid_reset_of_queued_streams_closes_the_connection_and_leaves_nothing_queued() {
-    let h = serve("workers = 1\n[http2]\nmax_premature_resets = 20").await;
+    // (the blocker is still in flight at the end: a short grace)
+    let h =
+        serve("workers = 1\nshutdown_grace = \"200ms\"\n[http2]\nmax_premature_resets = 20").await;
     let (_b, _block) = blocker(&h).await;
     let mut c = h2c(h.local_addr()).await;
     let mut cut = false;
@@ -831,7 +833,7 @@ async fn rapid_reset_of_queued_streams_closes_the_connection_and_leaves_nothing_
 
 #[tokio::test]
 async fn a_fast_open_and_reset_loop_is_cut_too() {
-    let h = serve("workers = 1").await;
+    let h = serve("workers = 1\nshutdown_grace = \"200ms\"").await;
     let (_b, _block) = blocker(&h).await;
     let mut c = h2c(h.local_addr()).await;
     let started = Instant::now();

@@ -8,22 +8,9 @@ use std::time::Duration;
 use ordo_bench::{
     Assign, BenchConfig, BenchError, CancelToken, Mix, MixClass, Pacing, Stop, TlsOptions, run,
 };
-use ordo_serve::{ServeConfig, Server, ServerHandle};
+use ordo_serve::{ServeConfig, Server};
 
-struct Served {
-    rt: tokio::runtime::Runtime,
-    handle: Option<ServerHandle>,
-    port: u16,
-    dir: tempfile::TempDir,
-}
-
-impl Drop for Served {
-    fn drop(&mut self) {
-        if let Some(h) = self.handle.take() {
-            let _ = self.rt.block_on(h.shutdown());
-        }
-    }
-}
+use crate::tls::Served;
 
 /// `ordo serve` on 127.0.0.1:0 with classes `a` and `b` (by path) and a synthetic backend; TLS with a
 /// certificate for `localhost` (`ca.pem`) when `tls`, else plain (h2c).

@@ -517,14 +517,15 @@ async fn plain_or_h2c<H: Handler>(
     shutdown: watch::Receiver<bool>,
     mut start: conn::Start,
 ) {
-    use crate::http2::{Rewind, Sniffed, sniff};
+    use crate::http2::{Sniffed, sniff};
     // only a connection nothing was answered on yet can be HTTP/2 (the inline path may have served one)
     if start.served == 0 && matches!(start.resume, conn::Resume::Read) {
         match sniff(&mut stream, &mut start.rbuf, limits.head_timeout, &shutdown).await {
             Sniffed::Gone => return,
             Sniffed::Http2 => {
-                let io = Rewind::new(std::mem::take(&mut start.rbuf).freeze(), stream);
-                return crate::http2::serve(io, peer, handler, limits, http2, shutdown).await;
+                let pre = std::mem::take(&mut start.rbuf).freeze();
+                return crate::http2::serve(stream, pre, peer, handler, limits, http2, shutdown)
+                    .await;
             }
             Sniffed::Http1 => {}
         }

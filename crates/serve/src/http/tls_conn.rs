@@ -62,7 +62,8 @@ pub(crate) async fn serve<H: Handler>(
     // The protocol ALPN settled on (none offered by the client: HTTP/1.1).
     match stream.get_ref().1.alpn_protocol() {
         Some(crate::tls::ALPN_H2) => {
-            crate::http2::serve(stream, peer, handler, limits, http2, shutdown).await
+            let pre = bytes::Bytes::new();
+            crate::http2::serve(stream, pre, peer, handler, limits, http2, shutdown).await
         }
         None | Some(crate::tls::ALPN_HTTP1) => {
             conn::serve(

@@ -227,19 +227,22 @@ pub(crate) async fn sniff(
     }
 }
 
-/// An I/O stream with bytes already read from it put back in front (the sniffed h2c preface).
-pub(crate) struct Rewind<T> {
+/// Reading what a closing client still sends, after ordo's last bytes and its FIN: at most this long and
+/// this much. Without it, unread input turns the close into a TCP reset that can destroy the GOAWAY (and
+/// the last responses) before the client reads them.
+const LINGER_TIME: Duration = Duration::from_millis(500);
+const LINGER_BYTES: usize = 256 * 1024;
+
+/// The connection's I/O: bytes already read from it (the sniffed h2c preface) are read again first, and
+/// its shutdown (h2 shuts the write side down when the connection closes) drains the client's input for a
+/// while, as the HTTP/1 side's `linger_close` does.
+struct Linger<T> {
     pre: Bytes,
     inner: T,
+    drain: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
 }
 
-impl<T> Rewind<T> {
-    pub(crate) fn new(pre: Bytes, inner: T) -> Self {
-        Rewind { pre, inner }
-    }
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
+impl<T: AsyncRead + Unpin> AsyncRead for Linger<T> {
     fn poll_read(
         mut self: Pin<&mut Self>,
         cx: &mut Context<'_>,
@@ -251,59 +254,6 @@ impl<T: AsyncRead + Unpin> AsyncRead for Rewind<T> {
             self.pre.advance(n);
             return Poll::Ready(Ok(()));
         }
-        Pin::new(&mut self.inner).poll_read(cx, buf)
-    }
-}
-
-impl<T: AsyncWrite + Unpin> AsyncWrite for Rewind<T> {
-    fn poll_write(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &[u8],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
-    }
-
-    fn poll_write_vectored(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        bufs: &[std::io::IoSlice<'_>],
-    ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
-    }
-
-    fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
-    }
-
-    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
-    }
-
-    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_shutdown(cx)
-    }
-}
-
-/// Reading what a closing client still sends, after ordo's last bytes and its FIN: at most this long and
-/// this much. Without it, unread input turns the close into a TCP reset that can destroy the GOAWAY (and
-/// the last responses) before the client reads them.
-const LINGER_TIME: Duration = Duration::from_millis(500);
-const LINGER_BYTES: usize = 256 * 1024;
-
-/// The connection's I/O, whose shutdown (h2 shuts the write side down when the connection closes) drains
-/// the client's input for a while, as the HTTP/1 side's `linger_close` does.
-struct Linger<T> {
-    inner: T,
-    drain: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
-}
-
-impl<T: AsyncRead + Unpin> AsyncRead for Linger<T> {
-    fn poll_read(
-        mut self: Pin<&mut Self>,
-        cx: &mut Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> Poll<std::io::Result<()>> {
         Pin::new(&mut self.inner).poll_read(cx, buf)
     }
 }
@@ -381,10 +331,12 @@ pub(crate) enum Outcome {
 /// frames) once nothing is left to serve (more than [`LINGER_TIME`]).
 const CLOSE_LINGER: Duration = Duration::from_secs(1);
 
-/// Serves one HTTP/2 connection (after ALPN chose `h2`, or after the h2c preface was sniffed) until the
-/// client closes it, a limit or a defence closes it, or the server shuts down.
+/// Serves one HTTP/2 connection (after ALPN chose `h2`, or after the h2c preface was sniffed: `pre` holds
+/// what was read of it already) until the client closes it, a limit or a defence closes it, or the server
+/// shuts down.
 pub(crate) async fn serve<H: Handler, T: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
     io: T,
+    pre: Bytes,
     peer: SocketAddr,
     handler: Arc<H>,
     limits: Arc<Limits>,
@@ -394,6 +346,7 @@ pub(crate) async fn serve<H: Handler, T: AsyncRead + AsyncWrite + Unpin + Send +
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
     let io = Linger {
+        pre,
         inner: io,
         drain: None,
     };
@@ -545,9 +498,13 @@ mod tests {
     }
 
     #[tokio::test]
-    async fn rewind_reads_the_put_back_bytes_first() {
+    async fn the_sniffed_bytes_are_read_first() {
         let (a, mut b) = tokio::io::duplex(64);
-        let mut r = Rewind::new(Bytes::from_static(b"PRI"), a);
+        let mut r = Linger {
+            pre: Bytes::from_static(b"PRI"),
+            inner: a,
+            drain: None,
+        };
         tokio::io::AsyncWriteExt::write_all(&mut b, b" *")
             .await
             .unwrap();
