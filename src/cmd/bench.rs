@@ -17,6 +17,7 @@ use crate::interrupt::{INTERRUPTED, stop_on_signals};
     after_help = "Examples:\n  ordo bench -c 100 -d 10s http://127.0.0.1:8080/\n  \
     ordo bench -c 100 -n 10000 --no-keepalive http://127.0.0.1:8080/\n  \
     ordo bench -c 50 -d 10s --cacert ca.pem https://localhost:8443/\n  \
+    ordo bench --h2 -c 4 --streams 100 -d 10s -k https://127.0.0.1:8443/\n  \
     ordo bench -c 32 --rate 5000 -d 30s http://127.0.0.1:8080/\n  \
     ordo bench -c 99 -d 30s --mix examples/bench/seed003-mix.toml http://127.0.0.1:8080/"
 )]
@@ -105,6 +106,17 @@ pub struct Args {
     /// a full handshake (as ab and wrk do).
     #[arg(long)]
     pub tls_resume: bool,
+    /// HTTP/2 over TLS (ALPN `h2`) to an https:// URL; many streams per connection with --streams.
+    #[arg(long, conflicts_with_all = ["h2c", "no_keepalive"])]
+    pub h2: bool,
+    /// HTTP/2 in cleartext with prior knowledge (h2c) to an http:// URL.
+    #[arg(long, conflicts_with = "no_keepalive")]
+    pub h2c: bool,
+    /// HTTP/2: concurrent streams per connection, each a client (h2load's -m; -m is the method here, as in
+    /// ab). Total concurrency is connections × streams.
+    #[arg(long, default_value_t = 1, value_name = "N",
+          value_parser = clap::value_parser!(u64).range(1..=10_000))]
+    pub streams: u64,
 }
 
 fn parse_url(s: &str) -> Result<Target, String> {
@@ -183,6 +195,23 @@ fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
         cacert: args.cacert.clone(),
         resume: args.tls_resume,
     };
+    if args.h2 && !args.url.tls {
+        return Err(usage(
+            "--h2 is HTTP/2 over TLS: give an https:// URL, or use --h2c for cleartext",
+        ));
+    }
+    if args.h2c && args.url.tls {
+        return Err(usage(
+            "--h2c is cleartext HTTP/2: give an http:// URL, or use --h2 for https://",
+        ));
+    }
+    if args.streams > 1 && !(args.h2 || args.h2c) {
+        return Err(usage(
+            "--streams needs HTTP/2: add --h2 (https://) or --h2c (http://)",
+        ));
+    }
+    cfg.h2 = args.h2 || args.h2c;
+    cfg.streams = args.streams as usize;
     cfg.validate().map_err(bench_err)?;
     Ok(cfg)
 }

@@ -134,6 +134,29 @@ fn bench_bad_url_exits_2_naming_it() {
 }
 
 #[test]
+fn bench_http2_flags_that_do_not_fit_exit_2_naming_them() {
+    let cases: [(&[&str], &str); 4] = [
+        (&["--h2", "http://127.0.0.1:1/"], "--h2c for cleartext"),
+        (&["--h2c", "https://127.0.0.1:1/"], "--h2 for https://"),
+        (
+            &["--streams", "8", "http://127.0.0.1:1/"],
+            "--streams needs HTTP/2",
+        ),
+        (
+            &["--h2c", "--no-keepalive", "http://127.0.0.1:1/"],
+            "--no-keepalive",
+        ),
+    ];
+    for (args, want) in cases {
+        let mut cmd = ordo();
+        cmd.args(["bench", "-n", "1"]).args(args);
+        let out = run_with_timeout(cmd, Duration::from_secs(10));
+        assert_eq!(out.code(), Some(2), "{args:?}: {}", out.stderr);
+        assert!(out.stderr.contains(want), "{args:?}: {}", out.stderr);
+    }
+}
+
+#[test]
 fn bench_unwritable_save_exits_2_before_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let bad = dir.path().join("no-such-dir").join("run.json");

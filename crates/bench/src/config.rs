@@ -297,6 +297,11 @@ pub struct BenchConfig {
     pub drain: bool,
     /// https: verification of the server's certificate, trust roots and session resumption.
     pub tls: TlsOptions,
+    /// Speak HTTP/2: over TLS by ALPN for an `https://` target (`--h2`), with prior knowledge (h2c) for an
+    /// `http://` one (`--h2c`).
+    pub h2: bool,
+    /// HTTP/2: concurrent streams per connection, each a client of the loop (h2load's `-m`).
+    pub streams: usize,
 }
 
 /// How an `https://` target is connected to.
@@ -333,6 +338,8 @@ impl BenchConfig {
             seed: 0x5eed,
             drain: false,
             tls: TlsOptions::default(),
+            h2: false,
+            streams: 1,
         })
     }
 
@@ -377,6 +384,30 @@ impl BenchConfig {
         }
         if let Some(mix) = &self.mix {
             mix.validate_against(&self.target)?;
+        }
+        if self.streams == 0 || self.streams > 10_000 {
+            return Err(bad(
+                "streams",
+                format!("must be 1 – 10000 (got {})", self.streams),
+            ));
+        }
+        if self.streams > 1 && !self.h2 {
+            return Err(bad(
+                "streams",
+                "several streams per connection need HTTP/2 (--h2 or --h2c)".into(),
+            ));
+        }
+        if self.h2 && !self.keepalive {
+            return Err(bad(
+                "keepalive",
+                "HTTP/2 always reuses its connections; --no-keepalive is for HTTP/1.1".into(),
+            ));
+        }
+        if self.connections.saturating_mul(self.streams) > 1_000_000 {
+            return Err(bad(
+                "streams",
+                "connections × streams must be at most 1000000".into(),
+            ));
         }
         Ok(())
     }

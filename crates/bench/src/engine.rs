@@ -1,7 +1,8 @@
 //! The one load-generating loop, parameterised by pacing (closed or open), stop rule, keep-alive and class
 //! assignment. Each worker thread runs a single-threaded tokio runtime with its share of the connections;
 //! every connection is one task that takes a request slot, sends the pre-serialised request, reads the
-//! response and records the outcome into its thread's statistics.
+//! response and records the outcome into its thread's statistics. With HTTP/2 (`crate::h2`) a client is a
+//! stream instead: each connection carries `streams` of them, each running the same loop.
 
 use std::cell::RefCell;
 use std::net::SocketAddr;
@@ -54,6 +55,11 @@ pub(crate) struct Plan {
     pub connect_timeout: Duration,
     pub pacing: Pacing,
     pub connections: usize,
+    /// HTTP/2: how connections are made and each class's requests (None: HTTP/1.1).
+    pub h2: Option<crate::h2::H2Plan>,
+    /// Clients: one per connection for HTTP/1.1, `streams` per connection for HTTP/2. Open-loop slots and
+    /// client classes are spread over them.
+    pub clients: usize,
     /// Measured requests to run (closed loop), or the last open-loop slot index (exclusive).
     pub limit: Option<u64>,
     /// Open loop: slots before this index fall in the warm-up.
@@ -107,7 +113,11 @@ pub(crate) fn run_thread(
                     lengths: lengths.clone(),
                     live: index,
                 };
-                tokio::task::spawn_local(connection(ctx, j))
+                if plan.h2.is_some() {
+                    tokio::task::spawn_local(crate::h2::connection(ctx, j))
+                } else {
+                    tokio::task::spawn_local(connection(ctx, j))
+                }
             })
             .collect();
         let mut cancel = cancel;
@@ -140,11 +150,69 @@ pub(crate) fn run_thread(
     Ok(out)
 }
 
-struct Ctx {
-    plan: Arc<Plan>,
+pub(crate) struct Ctx {
+    pub(crate) plan: Arc<Plan>,
     stats: Rc<RefCell<Stats>>,
     lengths: Rc<RefCell<Vec<Vec<Option<u64>>>>>,
     live: usize,
+}
+
+/// How one client makes a request: over an HTTP/1.1 connection of its own, or as a stream of a shared
+/// HTTP/2 connection (`crate::h2`).
+pub(crate) trait Exchange {
+    /// Sends request `url` of `class` and reads its response; `opened` counts connections it opened.
+    async fn exchange(
+        &mut self,
+        plan: &Plan,
+        class: usize,
+        url: usize,
+        opened: &mut u64,
+    ) -> Result<Exchanged, FailKind>;
+    /// The request timed out (its future was dropped): drop what cannot be reused.
+    fn timed_out(&mut self);
+    /// The `Server` header this client saw first (ab's "Server Software"), if it keeps one.
+    fn server_software(&self) -> Option<&str> {
+        None
+    }
+}
+
+/// A client with an HTTP/1.1 connection of its own.
+struct Http1 {
+    stream: Option<Conn>,
+    carry: usize,
+    buf: Vec<u8>,
+    /// The `Server` header this connection saw first.
+    server: Option<String>,
+}
+
+impl Exchange for Http1 {
+    async fn exchange(
+        &mut self,
+        plan: &Plan,
+        class: usize,
+        url: usize,
+        opened: &mut u64,
+    ) -> Result<Exchanged, FailKind> {
+        let req = &plan.classes[class].requests[url];
+        exchange(
+            &mut self.stream,
+            &mut self.buf,
+            &mut self.carry,
+            opened,
+            req,
+            plan,
+            &mut self.server,
+        )
+        .await
+    }
+
+    fn timed_out(&mut self) {
+        self.stream = None;
+    }
+
+    fn server_software(&self) -> Option<&str> {
+        self.server.as_deref()
+    }
 }
 
 fn us(d: Duration) -> u64 {
@@ -237,14 +305,20 @@ async fn open(plan: &Plan, limit: Duration) -> Option<Conn> {
     tokio::time::timeout(limit, connect).await.ok().flatten()
 }
 
-/// One connection (one client): the loop every mode shares.
+/// One HTTP/1.1 connection: one client.
 async fn connection(ctx: Ctx, j: usize) {
+    let mut x = Http1 {
+        stream: None,
+        carry: 0,
+        buf: vec![0u8; 8 * 1024],
+        server: None,
+    };
+    client(&ctx, j, &mut x).await
+}
+
+/// One client (client `j` of `plan.clients`): the loop every mode shares.
+pub(crate) async fn client<X: Exchange>(ctx: &Ctx, j: usize, x: &mut X) {
     let plan = &*ctx.plan;
-    let mut stream: Option<Conn> = None;
-    let mut carry = 0usize;
-    // The `Server` header this connection saw first (ab's "Server Software").
-    let mut server: Option<String> = None;
-    let mut buf = vec![0u8; 8 * 1024];
     let mut rng = ordo_util::SplitMix64::new(
         plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
     );
@@ -256,7 +330,7 @@ async fn connection(ctx: Ctx, j: usize) {
         let now = Instant::now();
         let (slot, due, measured) = match plan.pacing {
             Pacing::Open { rate } => {
-                let i = j as u64 + k * plan.connections as u64;
+                let i = j as u64 + k * plan.clients as u64;
                 k += 1;
                 if plan.limit.is_some_and(|l| i >= l) {
                     break;
@@ -326,24 +400,13 @@ async fn connection(ctx: Ctx, j: usize) {
         // 3. The exchange, bounded by the request timeout.
         let t_start = Instant::now();
         let mut opened = 0u64;
-        let res = tokio::time::timeout(
-            plan.timeout,
-            exchange(
-                &mut stream,
-                &mut buf,
-                &mut carry,
-                &mut opened,
-                &cp.requests[url],
-                plan,
-                &mut server,
-            ),
-        )
-        .await;
+        let res =
+            tokio::time::timeout(plan.timeout, x.exchange(plan, class, url, &mut opened)).await;
         let t_done = Instant::now();
         let res = match res {
             Ok(r) => r,
             Err(_) => {
-                stream = None;
+                x.timed_out();
                 Err(FailKind::Timeout)
             }
         };
@@ -353,6 +416,9 @@ async fn connection(ctx: Ctx, j: usize) {
             let live = &plan.live[ctx.live];
             let mut st = ctx.stats.borrow_mut();
             st.connections_opened += opened;
+            if res.is_ok() && st.server_software.is_none() {
+                st.server_software = x.server_software().map(str::to_owned);
+            }
             match res {
                 Ok(x) => {
                     let mut length_ok = true;
@@ -363,9 +429,6 @@ async fn connection(ctx: Ctx, j: usize) {
                             None => *slot = Some(x.info.content_bytes),
                             Some(n) => length_ok = *n == x.info.content_bytes,
                         }
-                    }
-                    if st.server_software.is_none() {
-                        st.server_software.clone_from(&server);
                     }
                     st.document_length.get_or_insert(x.info.content_bytes);
                     if length_ok {
@@ -412,12 +475,12 @@ async fn connection(ctx: Ctx, j: usize) {
     }
 }
 
-struct Exchanged {
-    info: ResponseInfo,
+pub(crate) struct Exchanged {
+    pub(crate) info: ResponseInfo,
     /// (connect started, connected) when this request opened a connection.
-    connected: Option<(Instant, Instant)>,
-    sent: Instant,
-    first_byte: Option<Instant>,
+    pub(crate) connected: Option<(Instant, Instant)>,
+    pub(crate) sent: Instant,
+    pub(crate) first_byte: Option<Instant>,
 }
 
 /// Send one request and read its response, opening a connection first if there is none. A reused

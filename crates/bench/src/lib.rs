@@ -30,6 +30,7 @@
 
 mod config;
 mod engine;
+mod h2;
 mod http;
 mod mix;
 pub mod print;
@@ -141,6 +142,7 @@ pub fn run_observed(
             &config.tls,
             addr,
             config.connect_timeout,
+            config.h2,
         )?)
     } else {
         None
@@ -155,9 +157,19 @@ pub fn run_observed(
     });
     let shares = mix.normalised_shares();
     let classes = class_plans(&config, &mix)?;
+    let h2 = if config.h2 {
+        Some(h2::H2Plan {
+            requests: h2_requests(&config, &mix)?,
+            streams: config.streams,
+        })
+    } else {
+        None
+    };
+    // the clients of the loop: a connection each (HTTP/1.1), or a stream each (HTTP/2)
+    let clients = config.connections * if config.h2 { config.streams } else { 1 };
     let open = matches!(config.pacing, Pacing::Open { .. });
     let assign_requests = open || mix.assign == Assign::Requests;
-    let conn_class = mix::swrr_sequence(&shares, config.connections);
+    let conn_class = mix::swrr_sequence(&shares, clients);
     let slot_table = mix::swrr_sequence(&shares, slot_table_len(&mix));
     let mut class_connections = vec![0u64; shares.len()];
     if !assign_requests {
@@ -183,6 +195,8 @@ pub fn run_observed(
         connect_timeout: config.connect_timeout,
         pacing: config.pacing,
         connections: config.connections,
+        h2,
+        clients,
         limit: sched.limit,
         warm_slots: sched.warm_slots,
         start,
@@ -247,7 +261,7 @@ pub fn run_observed(
         class_names: mix.classes.iter().map(|c| c.name.clone()).collect(),
         shares,
         class_connections,
-        connections: config.connections as u64,
+        connections: clients as u64,
         stats: &stats,
         server,
         hostname: config.target.host.clone(),
@@ -309,17 +323,7 @@ fn preflight(
 fn class_plans(config: &BenchConfig, mix: &Mix) -> Result<Vec<ClassPlan>, BenchError> {
     let mut classes = Vec::with_capacity(mix.classes.len());
     for c in &mix.classes {
-        let mut headers: Vec<Header> = config
-            .headers
-            .iter()
-            .filter(|h| {
-                !c.headers
-                    .iter()
-                    .any(|k| k.name.eq_ignore_ascii_case(&h.name))
-            })
-            .cloned()
-            .collect();
-        headers.extend(c.headers.iter().cloned());
+        let headers = class_headers(config, c);
         let mut requests = Vec::with_capacity(c.urls.len());
         for u in &c.urls {
             let t = config.target.join(u)?;
@@ -339,6 +343,48 @@ fn class_plans(config: &BenchConfig, mix: &Mix) -> Result<Vec<ClassPlan>, BenchE
         });
     }
     Ok(classes)
+}
+
+/// A class's headers: the command line's, a class header replacing one of the same name.
+fn class_headers(config: &BenchConfig, c: &MixClass) -> Vec<Header> {
+    let mut headers: Vec<Header> = config
+        .headers
+        .iter()
+        .filter(|h| {
+            !c.headers
+                .iter()
+                .any(|k| k.name.eq_ignore_ascii_case(&h.name))
+        })
+        .cloned()
+        .collect();
+    headers.extend(c.headers.iter().cloned());
+    headers
+}
+
+/// Every class's requests as HTTP/2 streams (the same headers as [`class_plans`] gives HTTP/1.1).
+fn h2_requests(config: &BenchConfig, mix: &Mix) -> Result<Vec<Vec<h2::H2Request>>, BenchError> {
+    let mut out = Vec::with_capacity(mix.classes.len());
+    for c in &mix.classes {
+        let headers = class_headers(config, c);
+        let mut requests = Vec::with_capacity(c.urls.len());
+        for u in &c.urls {
+            let t = config.target.join(u)?;
+            let r = h2::H2Request::new(
+                &config.method,
+                &t,
+                &headers,
+                &c.cookies,
+                config.body.as_ref(),
+            )
+            .map_err(|reason| BenchError::InvalidUrl {
+                url: t.url.clone(),
+                reason: format!("cannot be sent over HTTP/2: {reason}"),
+            })?;
+            requests.push(r);
+        }
+        out.push(requests);
+    }
+    Ok(out)
 }
 
 /// Where a run's parts fall in time.
@@ -496,6 +542,10 @@ fn run_config(
             "clients"
         }
         .to_string(),
+        protocol: config
+            .h2
+            .then(|| if config.target.tls { "h2" } else { "h2c" }.to_string()),
+        streams: config.h2.then_some(config.streams as u64),
     }
 }
 

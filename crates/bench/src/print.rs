@@ -39,6 +39,13 @@ fn header(o: &mut String, r: &BenchReport) {
         if c.threads == 1 { "" } else { "s" },
         if c.keepalive { "on" } else { "off" }
     );
+    if let (Some(p), Some(s)) = (&c.protocol, c.streams) {
+        let _ = writeln!(
+            o,
+            "Protocol:               HTTP/2 ({p}), {s} stream{} per connection",
+            if s == 1 { "" } else { "s" }
+        );
+    }
     if let Some(m) = &c.mix {
         let _ = writeln!(o, "Mix:                    {m} (assign by {})", c.assign);
     }

@@ -88,8 +88,11 @@ fn invalid(field: &str, message: String) -> BenchError {
     }
 }
 
-/// The client configuration for `opts`.
-pub(crate) fn client_config(opts: &TlsOptions) -> Result<Arc<rustls::ClientConfig>, BenchError> {
+/// The client configuration for `opts`, offering `h2` by ALPN when `h2`, else `http/1.1`.
+pub(crate) fn client_config(
+    opts: &TlsOptions,
+    h2: bool,
+) -> Result<Arc<rustls::ClientConfig>, BenchError> {
     let provider = Arc::new(rustls::crypto::ring::default_provider());
     let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
         .with_protocol_versions(rustls::DEFAULT_VERSIONS)
@@ -126,7 +129,11 @@ pub(crate) fn client_config(opts: &TlsOptions) -> Result<Arc<rustls::ClientConfi
         }
         builder.with_root_certificates(roots).with_no_client_auth()
     };
-    cc.alpn_protocols = vec![b"http/1.1".to_vec()];
+    cc.alpn_protocols = vec![if h2 {
+        b"h2".to_vec()
+    } else {
+        b"http/1.1".to_vec()
+    }];
     if !opts.resume {
         cc.resumption = rustls::client::Resumption::disabled();
     }
@@ -134,14 +141,16 @@ pub(crate) fn client_config(opts: &TlsOptions) -> Result<Arc<rustls::ClientConfi
 }
 
 /// Builds the run's TLS side and makes one handshake with the server at `addr` (blocking, within
-/// `limit`), so a bad certificate stops the run at once with the reason.
+/// `limit`), so a bad certificate — or, with `h2`, a server that does not offer HTTP/2 — stops the run at
+/// once with the reason.
 pub(crate) fn prepare(
     target: &Target,
     opts: &TlsOptions,
     addr: SocketAddr,
     limit: Duration,
+    h2: bool,
 ) -> Result<Tls, BenchError> {
-    let config = client_config(opts)?;
+    let config = client_config(opts, h2)?;
     let name = target.server_name()?;
     let unreachable = |reason: String| BenchError::Unreachable {
         target: target.url.clone(),
@@ -155,13 +164,20 @@ pub(crate) fn prepare(
         .map_err(|e| unreachable(format!("TLS: {e}")))?;
     while conn.is_handshaking() {
         if let Err(e) = conn.complete_io(&mut tcp) {
-            let hint = if e.to_string().contains("certificate") && !opts.insecure {
+            let hint = if h2 && e.to_string().contains("NoApplicationProtocol") {
+                " (the server does not offer HTTP/2 by ALPN: drop --h2 for HTTP/1.1)"
+            } else if e.to_string().contains("certificate") && !opts.insecure {
                 " (trust the server's CA with --cacert FILE, or skip verification with -k/--insecure)"
             } else {
                 ""
             };
             return Err(unreachable(format!("TLS handshake with {addr}: {e}{hint}")));
         }
+    }
+    if h2 && conn.alpn_protocol() != Some(b"h2") {
+        return Err(unreachable(format!(
+            "{addr} does not offer HTTP/2 by ALPN (drop --h2 for HTTP/1.1)"
+        )));
     }
     conn.send_close_notify();
     let _ = conn.write_tls(&mut tcp);

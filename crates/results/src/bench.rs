@@ -81,6 +81,12 @@ pub struct RunConfig {
     pub mix: Option<String>,
     /// "clients" or "requests": how class shares were assigned.
     pub assign: String,
+    /// "h2" (HTTP/2 over TLS) or "h2c" (cleartext, prior knowledge); absent for HTTP/1.1.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub protocol: Option<String>,
+    /// HTTP/2: concurrent streams per connection (each a client of the closed or open loop).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub streams: Option<u64>,
 }
 
 /// Whole-run figures (ab's report).

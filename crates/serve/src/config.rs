@@ -73,6 +73,8 @@ pub struct ServeConfig {
     pub tls: Option<crate::tls::TlsConfig>,
     /// The access log (off unless `path` is set).
     pub access_log: crate::access_log::AccessLogConfig,
+    /// HTTP/2: ALPN on TLS listeners, h2c on the plain one, and its limits (see `crate::http2`).
+    pub http2: crate::http2::Http2Config,
     /// Where the config came from (file name, text, directory for relative paths); not a TOML key.
     #[serde(skip)]
     pub origin: Option<Arc<Origin>>,
@@ -106,6 +108,7 @@ impl Default for ServeConfig {
             limiter: None,
             tls: None,
             access_log: crate::access_log::AccessLogConfig::default(),
+            http2: crate::http2::Http2Config::default(),
             origin: None,
             overrides: Overrides::default(),
         }
@@ -874,6 +877,7 @@ impl ServeConfig {
             return Err(Invalid::new(keypath!["queue_cap"], "must be ≥ 1, got 0"));
         }
         self.check_limits()?;
+        self.http2.check()?;
         self.lua.check()?;
         self.check_policy_script()?;
         let mut seen = std::collections::HashSet::new();

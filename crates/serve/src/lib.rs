@@ -8,6 +8,7 @@ pub mod classify;
 pub mod config;
 pub mod gate;
 pub mod http;
+pub mod http2;
 pub mod lua;
 pub mod metrics;
 pub mod overload;

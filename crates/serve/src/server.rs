@@ -205,7 +205,10 @@ impl Compiled {
         };
         check.map_err(|e| loc(Invalid::new(keypath!["classes"], e.to_string())))?;
         let tls = match &cfg.tls {
-            Some(t) => Some(crate::tls::server_config(t, &|p| cfg.resolve(p)).map_err(loc)?),
+            Some(t) => Some(
+                crate::tls::server_config(t, &|p| cfg.resolve(p), cfg.http2.enabled)
+                    .map_err(loc)?,
+            ),
             None => None,
         };
         if let Some(p) = &cfg.access_log.path {
@@ -279,8 +282,13 @@ impl Shared {
     pub(crate) fn reload(&self, mut new: ServeConfig) -> Result<(), ConfigError> {
         let mut cur = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let result = (|| {
-            let compiled = Compiled::build(&new, Some(&self.metrics))?;
             let mut restart = Vec::new();
+            // before compiling: the TLS configuration's ALPN list follows `http2.enabled`
+            if new.http2 != cur.http2 {
+                restart.push("http2");
+                new.http2 = cur.http2.clone();
+            }
+            let compiled = Compiled::build(&new, Some(&self.metrics))?;
             if new.listen != cur.listen {
                 restart.push("listen");
                 new.listen = cur.listen;
@@ -551,6 +559,7 @@ impl Server {
             None => None,
         };
         let limits = Arc::new(cfg.limits.clone());
+        let http2 = Arc::new(cfg.http2.clone());
         let shared = Arc::new(Shared {
             gate: gate.clone(),
             active: RwLock::new(Arc::new(compiled.active)),
@@ -576,6 +585,7 @@ impl Server {
             limits.clone(),
             shutdown_rx.clone(),
             main_tls,
+            http2.clone(),
         ));
         let https = extra_tls.map(|(l, tls)| {
             tokio::spawn(crate::http::run_listener_with(
@@ -584,6 +594,7 @@ impl Server {
                 limits,
                 shutdown_rx.clone(),
                 tls,
+                http2,
             ))
         });
         let admin = admin_listener.map(|l| {

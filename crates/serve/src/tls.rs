@@ -4,8 +4,7 @@
 //! touching established connections, and the client side used for `https://` proxy upstreams.
 //!
 //! The handshake's result is handed to a protocol-specific connection handler by the negotiated ALPN
-//! protocol (see `crate::http::serve_tls_connection`): today only HTTP/1.1 is offered; HTTP/2 adds `h2` to
-//! [`ALPN_PROTOCOLS`] and a branch there.
+//! protocol (see `crate::http::tls_conn`): HTTP/2 (`h2`, unless `[http2] enabled = false`) or HTTP/1.1.
 
 use std::fmt;
 use std::net::SocketAddr;
@@ -26,8 +25,10 @@ use crate::keypath;
 
 /// ALPN identifier of HTTP/1.1.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
-/// What the server offers, in order of preference. HTTP/2 (phase 2) goes in front: `b"h2"`.
-pub const ALPN_PROTOCOLS: &[&[u8]] = &[ALPN_HTTP1];
+/// ALPN identifier of HTTP/2 over TLS.
+pub const ALPN_H2: &[u8] = b"h2";
+/// What the server offers, in order of preference (without `h2` when `[http2] enabled = false`).
+pub const ALPN_PROTOCOLS: &[&[u8]] = &[ALPN_H2, ALPN_HTTP1];
 
 /// The lowest TLS version accepted (`min_version = "1.2"` or `"1.3"`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
@@ -200,10 +201,11 @@ impl ResolvesServerCert for SniResolver {
 
 /// Builds the rustls server configuration of `[tls]`: every certificate and key read and checked (a file
 /// that cannot be read, holds no certificate or key, or a key that is not the certificate's, is refused at
-/// its key). `resolve` makes the config's relative paths absolute.
+/// its key). `resolve` makes the config's relative paths absolute; `h2` offers HTTP/2 by ALPN.
 pub(crate) fn server_config(
     cfg: &TlsConfig,
     resolve: &dyn Fn(&Path) -> PathBuf,
+    h2: bool,
 ) -> Result<Arc<rustls::ServerConfig>, Invalid> {
     if cfg.certificates.is_empty() {
         return Err(Invalid::new(
@@ -222,7 +224,11 @@ pub(crate) fn server_config(
         .map_err(|e| Invalid::new(keypath!["tls", "min_version"], e.to_string()))?
         .with_no_client_auth()
         .with_cert_resolver(Arc::new(SniResolver { keys }));
-    sc.alpn_protocols = ALPN_PROTOCOLS.iter().map(|p| p.to_vec()).collect();
+    sc.alpn_protocols = ALPN_PROTOCOLS
+        .iter()
+        .filter(|p| h2 || **p != ALPN_H2)
+        .map(|p| p.to_vec())
+        .collect();
     // Stateless resumption tickets (as nginx gives by default), besides the in-memory session cache.
     if let Ok(t) = rustls::crypto::ring::Ticketer::new() {
         sc.ticketer = t;
@@ -509,7 +515,7 @@ mod tests {
             ..TlsConfig::default()
         };
         let d = dir.to_path_buf();
-        server_config(&cfg, &move |p: &Path| d.join(p))
+        server_config(&cfg, &move |p: &Path| d.join(p), true)
     }
 
     #[test]
@@ -558,7 +564,8 @@ mod tests {
         let e = load(dir.path(), &[(other_key, cert)]).unwrap_err();
         assert_eq!(path_string(&e), "tls.certificates[0].cert");
 
-        let e = server_config(&TlsConfig::default(), &|p: &Path| p.to_path_buf()).unwrap_err();
+        let e =
+            server_config(&TlsConfig::default(), &|p: &Path| p.to_path_buf(), true).unwrap_err();
         assert_eq!(path_string(&e), "tls.certificates");
     }
 

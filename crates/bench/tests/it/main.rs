@@ -4,5 +4,6 @@
 mod common;
 mod engine;
 mod examples;
+mod h2;
 mod schema;
 mod tls;

@@ -9,11 +9,12 @@ use std::time::Duration;
 use ordo_bench::{BenchConfig, BenchError, CancelToken, Stop, TlsOptions, run};
 use ordo_serve::{ServeConfig, Server, ServerHandle};
 
-struct Served {
-    rt: tokio::runtime::Runtime,
-    handle: Option<ServerHandle>,
-    port: u16,
-    _dir: tempfile::TempDir,
+/// An in-process `ordo serve` (its own runtime), shut down on drop; `dir` holds its files (also tests/it/h2.rs).
+pub(crate) struct Served {
+    pub(crate) rt: tokio::runtime::Runtime,
+    pub(crate) handle: Option<ServerHandle>,
+    pub(crate) port: u16,
+    pub(crate) dir: tempfile::TempDir,
 }
 
 impl Drop for Served {
@@ -52,7 +53,7 @@ fn serve_tls() -> (Served, std::path::PathBuf) {
             rt,
             handle: Some(handle),
             port,
-            _dir: dir,
+            dir,
         },
         ca,
     )

@@ -530,6 +530,7 @@ impl ProxyBackend {
         let ours = match req.version {
             Version::Http10 => format!("1.0 {}", self.via_token),
             Version::Http11 => format!("1.1 {}", self.via_token),
+            Version::Http2 => format!("2 {}", self.via_token),
         };
         let via = match via {
             Some(mut v) if !v.is_empty() => {

@@ -36,6 +36,8 @@ pub use parse::{percent_decode_component, reason_phrase};
 pub enum Version {
     Http10,
     Http11,
+    /// HTTP/2 (RFC 9113), over TLS by ALPN or cleartext with prior knowledge: see `crate::http2`.
+    Http2,
 }
 
 impl Version {
@@ -43,6 +45,7 @@ impl Version {
         match self {
             Version::Http10 => "HTTP/1.0",
             Version::Http11 => "HTTP/1.1",
+            Version::Http2 => "HTTP/2.0",
         }
     }
 }
@@ -363,18 +366,20 @@ pub async fn run_listener<H: Handler>(
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
 ) -> std::io::Result<()> {
-    run_listener_with(listener, handler, limits, shutdown, None).await
+    let http2 = Arc::new(crate::http2::Http2Config::off());
+    run_listener_with(listener, handler, limits, shutdown, None, http2).await
 }
 
 /// [`run_listener`] for a listener that speaks TLS when `tls` is given: each connection's task runs the
 /// handshake first (there is no inline path: the handshake needs round trips), then serves the protocol
-/// ALPN chose.
+/// ALPN chose. `http2` says how HTTP/2 is served (and whether a plain listener sniffs for h2c).
 pub async fn run_listener_with<H: Handler>(
     listener: TcpListener,
     handler: Arc<H>,
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
     tls: Option<Arc<crate::tls::TlsAcceptor>>,
+    http2: Arc<crate::http2::Http2Config>,
 ) -> std::io::Result<()> {
     // Accepted sockets are registered with the runtime only when they need to wait for something.
     let listener = listener.into_std()?;
@@ -450,14 +455,20 @@ pub async fn run_listener_with<H: Handler>(
                 let shutdown = shutdown.clone();
                 let mut abandoned = abandoned.clone();
                 let tls = tls.clone();
+                let http2 = http2.clone();
                 tokio::spawn(async move {
                     let served = async {
                         match tls {
+                            None if http2.h2c => {
+                                plain_or_h2c(stream, peer, handler, limits, http2, shutdown, start)
+                                    .await
+                            }
                             None => {
                                 conn::serve(stream, peer, handler, limits, shutdown, start).await
                             }
                             Some(tls) => {
-                                tls_conn::serve(stream, peer, tls, handler, limits, shutdown).await
+                                let h = (handler, limits, http2);
+                                tls_conn::serve(stream, peer, tls, h, shutdown).await
                             }
                         }
                     };
@@ -494,6 +505,32 @@ pub async fn run_listener_with<H: Handler>(
     // Every connection holds a permit until it ends: having them all back means all connections are done.
     let _all = slots.acquire_many(max as u32).await;
     Ok(())
+}
+
+/// A plain connection with h2c on: HTTP/2 if it opens with the HTTP/2 preface, else HTTP/1.
+async fn plain_or_h2c<H: Handler>(
+    mut stream: TcpStream,
+    peer: SocketAddr,
+    handler: Arc<H>,
+    limits: Arc<Limits>,
+    http2: Arc<crate::http2::Http2Config>,
+    shutdown: watch::Receiver<bool>,
+    mut start: conn::Start,
+) {
+    use crate::http2::{Sniffed, sniff};
+    // only a connection nothing was answered on yet can be HTTP/2 (the inline path may have served one)
+    if start.served == 0 && matches!(start.resume, conn::Resume::Read) {
+        match sniff(&mut stream, &mut start.rbuf, limits.head_timeout, &shutdown).await {
+            Sniffed::Gone => return,
+            Sniffed::Http2 => {
+                let pre = std::mem::take(&mut start.rbuf).freeze();
+                return crate::http2::serve(stream, pre, peer, handler, limits, http2, shutdown)
+                    .await;
+            }
+            Sniffed::Http1 => {}
+        }
+    }
+    conn::serve(stream, peer, handler, limits, shutdown, start).await
 }
 
 /// Serves one client connection until it closes, a limit closes it, or shutdown closes it between requests.

@@ -244,6 +244,7 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
     let keep_alive = match version {
         Version::Http11 => !conn_close,
         Version::Http10 => conn_keep_alive && !conn_close,
+        Version::Http2 => true, // never parsed from an HTTP/1 head
     };
     Ok(Head {
         method: method.to_string(),
@@ -516,6 +517,22 @@ fn split_target<'a>(method: &str, target: &'a str) -> Result<Target<'a>, HeadErr
         query,
         authority,
     })
+}
+
+/// The normalised, decoded path and the raw query of an HTTP/2 `:path` (origin-form, or `*` for OPTIONS),
+/// by the same rules as an HTTP/1 request-target; the error is the reason for a 400.
+pub(crate) fn path_and_query(
+    method: &str,
+    target: &str,
+) -> Result<(String, Option<String>), &'static str> {
+    if !target.starts_with('/') && target != "*" {
+        return Err("bad :path (expected an origin-form path)");
+    }
+    match split_target(method, target) {
+        Ok(t) => Ok((t.path, t.query)),
+        Err(HeadError::Status(_, msg)) => Err(msg),
+        Err(HeadError::Partial) => Err("bad :path"),
+    }
 }
 
 /// The origin-form a normalised, decoded `path` and a raw `query` make again: the bytes that would change

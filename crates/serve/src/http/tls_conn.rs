@@ -1,6 +1,6 @@
 //! HTTP over TLS: the handshake on an accepted connection (within the head timeout, given up at shutdown),
-//! then the connection handler of the protocol ALPN chose. Only HTTP/1.1 exists today; HTTP/2 adds its
-//! branch in [`serve`]. The TLS stream is a [`Transport`] for the HTTP/1 loop.
+//! then the connection handler of the protocol ALPN chose: HTTP/2 (`crate::http2`) or HTTP/1.1. The TLS
+//! stream is a [`Transport`] for the HTTP/1 loop.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -39,8 +39,7 @@ pub(crate) async fn serve<H: Handler>(
     tcp: TcpStream,
     peer: SocketAddr,
     acceptor: Arc<TlsAcceptor>,
-    handler: Arc<H>,
-    limits: Arc<Limits>,
+    (handler, limits, http2): (Arc<H>, Arc<Limits>, Arc<crate::http2::Http2Config>),
     shutdown: watch::Receiver<bool>,
 ) {
     let mut stop_rx = shutdown.clone();
@@ -60,8 +59,12 @@ pub(crate) async fn serve<H: Handler>(
             return;
         }
     };
-    // The protocol ALPN settled on (none offered by the client: HTTP/1.1). HTTP/2 goes here.
+    // The protocol ALPN settled on (none offered by the client: HTTP/1.1).
     match stream.get_ref().1.alpn_protocol() {
+        Some(crate::tls::ALPN_H2) => {
+            let pre = bytes::Bytes::new();
+            crate::http2::serve(stream, pre, peer, handler, limits, http2, shutdown).await
+        }
         None | Some(crate::tls::ALPN_HTTP1) => {
             conn::serve(
                 stream,

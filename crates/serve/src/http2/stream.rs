@@ -1,0 +1,452 @@
+//! One HTTP/2 stream, from its HEADERS to the end of its response: the request head mapped to a
+//! [`Request`] (pseudo-headers, `:authority` → `host`, cookies joined, the same path rules as HTTP/1), a turn
+//! among the connection's streams in progress, the body read within the limits, the handler run while the
+//! stream is watched for a reset (a reset drops the handler's future, and with it the queue place or the
+//! worker), and the [`Response`] sent as HEADERS and DATA within the flow-control windows.
+
+use std::future::poll_fn;
+use std::io;
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use h2::server::SendResponse;
+use h2::{Reason, RecvStream, SendStream};
+use http::header::{self, HeaderMap, HeaderName, HeaderValue};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+use super::{ConnCtx, Outcome};
+use crate::http::parse::{path_and_query, valid_host};
+use crate::http::{Body, Handler, Request, Response, SentHead, Version, date};
+
+/// Largest piece of a file read and sent at once.
+const FILE_CHUNK: usize = 64 * 1024;
+
+/// Why a stream stopped before its response was complete.
+enum Stop {
+    /// The client reset the stream.
+    Reset,
+    /// Anything else: the connection failed, the client stopped reading, a backend body broke off.
+    Failed,
+}
+
+fn stop_of(e: &h2::Error) -> Stop {
+    if e.is_reset() && e.is_remote() {
+        Stop::Reset
+    } else {
+        Stop::Failed
+    }
+}
+
+impl From<Stop> for Outcome {
+    fn from(s: Stop) -> Outcome {
+        match s {
+            Stop::Reset => Outcome::ResetByClient,
+            Stop::Failed => Outcome::Failed,
+        }
+    }
+}
+
+/// Serves one stream to its end.
+pub(super) async fn serve<H: Handler>(
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    ctx: Arc<ConnCtx<H>>,
+) -> Outcome {
+    let limits = &ctx.limits;
+    let (parts, mut body) = req.into_parts();
+    let head_request = parts.method == http::Method::HEAD;
+    let mut request = match request_of(&parts, &ctx) {
+        Ok(r) => r,
+        Err((status, msg)) => return refuse(respond, &body, status, msg, limits).await,
+    };
+    let announced = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > limits.max_body_bytes) {
+        return refuse(respond, &body, 413, "request body too large", limits).await;
+    }
+    // A turn among the connection's streams in progress; a reset meanwhile ends the stream here.
+    let slot = tokio::select! {
+        biased;
+        s = ctx.slots.clone().acquire_owned() => match s {
+            Ok(s) => s,
+            Err(_) => return Outcome::Failed,
+        },
+        r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
+    };
+    if !body.is_end_stream() {
+        match read_body(&mut body, limits.max_body_bytes, limits.head_timeout).await {
+            Ok(b) => request.body = b,
+            Err(BodyError::TooLarge) => {
+                return refuse(respond, &body, 413, "request body too large", limits).await;
+            }
+            Err(BodyError::TimedOut) => {
+                let msg = "request body not received in time";
+                return refuse(respond, &body, 408, msg, limits).await;
+            }
+            Err(BodyError::Stream(s)) => return s.into(),
+        }
+    }
+    drop(body);
+    // The handler (classify, queue, serve), watched for a reset: dropping its future leaves the queue or
+    // frees the worker at once.
+    let fut = ctx.handler.handle(request);
+    let resp = tokio::select! {
+        biased;
+        resp = fut => resp,
+        r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
+    };
+    drop(slot);
+    match send(&mut respond, resp, head_request, limits.idle_timeout).await {
+        Ok(()) => Outcome::Answered,
+        Err(s) => s.into(),
+    }
+}
+
+fn reset_outcome(r: Result<Reason, h2::Error>) -> Outcome {
+    match r {
+        Ok(_) => Outcome::ResetByClient,
+        Err(e) => stop_of(&e).into(),
+    }
+}
+
+/// Answers a request that is refused before its handler (400, 408, 413, 414). When the client may still
+/// be sending a body, dropping the stream's handles makes h2 follow the response with RST_STREAM(NO_ERROR)
+/// so it stops (RFC 9113 §8.1) — once the response's frames are out, not instead of them.
+async fn refuse(
+    mut respond: SendResponse<Bytes>,
+    _body: &RecvStream,
+    status: u16,
+    msg: &str,
+    limits: &crate::http::Limits,
+) -> Outcome {
+    tracing::debug!(status, msg, "HTTP/2 request refused");
+    let resp = Response::text(status, msg);
+    match send(&mut respond, resp, false, limits.idle_timeout).await {
+        Ok(()) => Outcome::Answered,
+        Err(s) => s.into(),
+    }
+}
+
+/// The request the rest of ordo sees, from the stream's head; the error is a status and its reason.
+fn request_of<H>(
+    parts: &http::request::Parts,
+    ctx: &ConnCtx<H>,
+) -> Result<Request, (u16, &'static str)> {
+    let method = parts.method.as_str();
+    if parts.method == http::Method::CONNECT {
+        return Err((405, "CONNECT is not supported"));
+    }
+    let target = parts.uri.path_and_query().map_or("", |p| p.as_str());
+    if target.len() > ctx.limits.max_uri_bytes {
+        return Err((414, "request target too long"));
+    }
+    let (path, query) = path_and_query(method, target).map_err(|m| (400, m))?;
+    let mut headers: Vec<(String, String)> = Vec::with_capacity(parts.headers.len() + 1);
+    let mut sent = SentHead::default();
+    let authority = parts.uri.authority().map(|a| a.as_str());
+    if let Some(a) = authority {
+        if !valid_host(a.as_bytes(), true) {
+            return Err((400, "invalid :authority"));
+        }
+        headers.push(("host".to_string(), a.to_string()));
+    }
+    let mut cookie: Option<usize> = None;
+    for (name, value) in &parts.headers {
+        let raw = value.as_bytes();
+        // RFC 9113 §8.2.1: a value with NUL, CR or LF is malformed (and could split a header forwarded over
+        // HTTP/1); h2 leaves the check to the application.
+        if raw.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
+            return Err((400, "invalid header value"));
+        }
+        let raw = crate::http::parse::trim_ows_both(raw);
+        let value = match std::str::from_utf8(raw) {
+            Ok(v) => v.to_string(),
+            Err(_) => {
+                sent.opaque
+                    .push((headers.len(), Bytes::copy_from_slice(raw)));
+                String::from_utf8_lossy(raw).into_owned()
+            }
+        };
+        if name == header::HOST {
+            match authority {
+                Some(a) if !a.eq_ignore_ascii_case(&value) => {
+                    return Err((400, "Host differs from :authority"));
+                }
+                Some(_) => continue,
+                None if !valid_host(value.as_bytes(), true) => {
+                    return Err((400, "invalid Host"));
+                }
+                None => {}
+            }
+        }
+        // RFC 9113 §8.2.3: cookie crumbs are joined again before going to HTTP/1.1 (one Cookie header)
+        if name == header::COOKIE {
+            if let Some(i) = cookie {
+                headers[i].1.push_str("; ");
+                headers[i].1.push_str(&value);
+                continue;
+            }
+            cookie = Some(headers.len());
+        }
+        headers.push((name.as_str().to_string(), value));
+    }
+    if !headers.iter().any(|(k, _)| k == "host") {
+        return Err((400, "missing :authority"));
+    }
+    for (k, _) in &headers {
+        sent.names.push_str(k);
+    }
+    // a value joined into the cookie line moved the indexes of the opaque ones: keep only those still true
+    sent.opaque.retain(|(i, raw)| {
+        headers
+            .get(*i)
+            .is_some_and(|(_, v)| *v == String::from_utf8_lossy(raw))
+    });
+    Ok(Request {
+        method: method.to_string(),
+        target: target.to_string(),
+        path,
+        query,
+        version: Version::Http2,
+        headers,
+        body: Bytes::new(),
+        peer: ctx.peer,
+        keep_alive: true,
+        sent,
+    })
+}
+
+enum BodyError {
+    TooLarge,
+    TimedOut,
+    Stream(Stop),
+}
+
+/// Reads a request body whole (at most `max` bytes), giving each piece's window back as it is read.
+async fn read_body(body: &mut RecvStream, max: u64, gap: Duration) -> Result<Bytes, BodyError> {
+    let mut out = BytesMut::new();
+    loop {
+        let next = match tokio::time::timeout(gap, body.data()).await {
+            Err(_) => return Err(BodyError::TimedOut),
+            Ok(None) => return Ok(out.freeze()),
+            Ok(Some(Err(e))) => return Err(BodyError::Stream(stop_of(&e))),
+            Ok(Some(Ok(b))) => b,
+        };
+        let _ = body.flow_control().release_capacity(next.len());
+        if out.len() as u64 + next.len() as u64 > max {
+            return Err(BodyError::TooLarge);
+        }
+        if out.is_empty() && body.is_end_stream() {
+            return Ok(next);
+        }
+        out.extend_from_slice(&next);
+    }
+}
+
+/// Header fields HTTP/2 forbids (RFC 9113 §8.2.2) or ordo writes itself.
+fn dropped(name: &[u8]) -> bool {
+    [
+        &b"connection"[..],
+        b"keep-alive",
+        b"proxy-connection",
+        b"transfer-encoding",
+        b"upgrade",
+        b"te",
+        b"date",
+        b"server",
+    ]
+    .iter()
+    .any(|d| name.eq_ignore_ascii_case(d))
+}
+
+fn add(map: &mut HeaderMap, name: &[u8], value: &[u8]) {
+    if dropped(name) {
+        return;
+    }
+    // names are lower-cased by `from_bytes`; invalid names and values are left out (as HTTP/1 does)
+    if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+        map.append(n, v);
+    }
+}
+
+/// The HEADERS of `resp`: its status, `server`, `date`, the handler's fields and `content-length` when the
+/// body's length is known.
+fn head_of(resp: &Response, head_request: bool) -> http::Response<()> {
+    let status = http::StatusCode::from_u16(resp.status)
+        .ok()
+        .filter(|s| !s.is_informational())
+        .unwrap_or(http::StatusCode::BAD_GATEWAY);
+    let mut out = http::Response::new(());
+    *out.status_mut() = status;
+    let map = out.headers_mut();
+    map.insert(header::SERVER, HeaderValue::from_static("ordo"));
+    date::with_date(|d| {
+        if let Ok(v) = HeaderValue::from_bytes(d) {
+            map.insert(header::DATE, v);
+        }
+    });
+    let no_body_status = status == http::StatusCode::NO_CONTENT || status.as_u16() == 304;
+    let keep_handler_length = head_request || status.as_u16() == 304;
+    let mut handler_length = false;
+    for (k, v) in &resp.headers {
+        if k.eq_ignore_ascii_case("content-length") {
+            if !keep_handler_length || handler_length {
+                continue;
+            }
+            handler_length = true;
+        }
+        add(map, k.as_bytes(), v.as_bytes());
+    }
+    if let Body::Prerendered { head, .. } | Body::PrerenderedStream { head, .. } = &resp.body {
+        for line in head.split(|&b| b == b'\n') {
+            let line = line.strip_suffix(b"\r").unwrap_or(line);
+            if let Some(i) = line.iter().position(|&b| b == b':') {
+                let value = crate::http::parse::trim_ows_both(&line[i + 1..]);
+                add(map, &line[..i], value);
+            }
+        }
+    }
+    if !no_body_status && !handler_length {
+        if let Some(n) = resp.body.len() {
+            map.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
+        }
+    }
+    out
+}
+
+/// Sends `resp` on the stream: HEADERS, then the body in DATA frames as the client's windows allow. Each
+/// wait for window is bounded by `write_timeout` (then the stream is reset).
+async fn send(
+    respond: &mut SendResponse<Bytes>,
+    resp: Response,
+    head_request: bool,
+    write_timeout: Duration,
+) -> Result<(), Stop> {
+    let head = head_of(&resp, head_request);
+    let status = head.status().as_u16();
+    let bodyless = head_request || status == 204 || status == 304 || resp.body.is_empty();
+    if bodyless {
+        respond.send_response(head, true).map_err(|e| stop_of(&e))?;
+        return Ok(());
+    }
+    let mut stream = respond
+        .send_response(head, false)
+        .map_err(|e| stop_of(&e))?;
+    let r = match resp.body {
+        Body::Empty => stream
+            .send_data(Bytes::new(), true)
+            .map_err(|e| stop_of(&e)),
+        // already in memory: h2 sends it as the windows open (no copy, no extra buffering)
+        Body::Bytes(b) | Body::Prerendered { body: b, .. } => {
+            stream.send_data(b, true).map_err(|e| stop_of(&e))
+        }
+        Body::File { file, offset, len } => {
+            send_file(&mut stream, file, offset, len, write_timeout).await
+        }
+        Body::Stream { rx, len } | Body::PrerenderedStream { rx, len, .. } => {
+            send_stream(&mut stream, rx, len, write_timeout).await
+        }
+    };
+    if let Err(Stop::Failed) = r {
+        stream.send_reset(Reason::INTERNAL_ERROR);
+    }
+    r
+}
+
+/// Waits until the stream may send at least one byte (at most `want` are reserved).
+async fn capacity(
+    stream: &mut SendStream<Bytes>,
+    want: usize,
+    limit: Duration,
+) -> Result<usize, Stop> {
+    stream.reserve_capacity(want);
+    loop {
+        match tokio::time::timeout(limit, poll_fn(|cx| stream.poll_capacity(cx))).await {
+            Err(_) => {
+                tracing::debug!("HTTP/2 client gave no window in time; stream reset");
+                return Err(Stop::Failed);
+            }
+            Ok(None) => return Err(Stop::Failed),
+            Ok(Some(Err(e))) => return Err(stop_of(&e)),
+            Ok(Some(Ok(0))) => {}
+            Ok(Some(Ok(n))) => return Ok(n),
+        }
+    }
+}
+
+/// Sends `data` (not the end of the body) as the windows open.
+async fn send_piece(
+    stream: &mut SendStream<Bytes>,
+    mut data: Bytes,
+    limit: Duration,
+) -> Result<(), Stop> {
+    while !data.is_empty() {
+        let n = capacity(stream, data.len(), limit).await?;
+        let piece = data.split_to(n.min(data.len()));
+        stream.send_data(piece, false).map_err(|e| stop_of(&e))?;
+    }
+    Ok(())
+}
+
+async fn send_file(
+    stream: &mut SendStream<Bytes>,
+    file: std::fs::File,
+    offset: u64,
+    len: u64,
+    limit: Duration,
+) -> Result<(), Stop> {
+    let mut f = tokio::fs::File::from_std(file);
+    if offset > 0 && f.seek(io::SeekFrom::Start(offset)).await.is_err() {
+        return Err(Stop::Failed);
+    }
+    let mut left = len;
+    while left > 0 {
+        let want = left.min(FILE_CHUNK as u64) as usize;
+        let n = capacity(stream, want, limit).await?.min(want);
+        let mut buf = BytesMut::with_capacity(n);
+        while buf.len() < n {
+            match (&mut f)
+                .take((n - buf.len()) as u64)
+                .read_buf(&mut buf)
+                .await
+            {
+                Ok(0) | Err(_) => return Err(Stop::Failed), // shorter than announced
+                Ok(_) => {}
+            }
+        }
+        left -= n as u64;
+        stream
+            .send_data(buf.freeze(), left == 0)
+            .map_err(|e| stop_of(&e))?;
+    }
+    Ok(())
+}
+
+async fn send_stream(
+    stream: &mut SendStream<Bytes>,
+    mut rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
+    len: Option<u64>,
+    limit: Duration,
+) -> Result<(), Stop> {
+    let mut sent: u64 = 0;
+    while let Some(chunk) = rx.recv().await {
+        let chunk = chunk.map_err(|_| Stop::Failed)?;
+        sent += chunk.len() as u64;
+        if len.is_some_and(|l| sent > l) {
+            tracing::debug!("response stream longer than its Content-Length; stream reset");
+            return Err(Stop::Failed);
+        }
+        send_piece(stream, chunk, limit).await?;
+    }
+    if len.is_some_and(|l| sent != l) {
+        tracing::debug!("response stream shorter than its Content-Length; stream reset");
+        return Err(Stop::Failed);
+    }
+    stream
+        .send_data(Bytes::new(), true)
+        .map_err(|e| stop_of(&e))
+}
