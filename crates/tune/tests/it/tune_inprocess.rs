@@ -22,7 +22,6 @@ fn serve_threads() -> Vec<i32> {
 
 #[test]
 fn two_by_two_against_in_process_serve_completes_resumes_and_restores() {
-    let start = Instant::now();
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(2)
         .thread_name("lab-serve")
@@ -73,7 +72,7 @@ threads = "^lab-serve"
 [workload]
 url = "http://{addr}/?us=20"
 connections = 4
-duration = "250ms"
+duration = "500ms"
 
 [knobs]
 nice = [0, 5]
@@ -153,11 +152,6 @@ warmup = 1
     assert_eq!(before, after);
     drop(handle);
     drop(rt);
-    assert!(
-        start.elapsed() < Duration::from_secs(45),
-        "took {:?}",
-        start.elapsed()
-    );
 }
 
 /// A search experiment file whose workload prints a score computed from two parameters (a smooth
