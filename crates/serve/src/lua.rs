@@ -843,11 +843,10 @@ end
             assert!(e.contains("time limit"), "{e}");
         }
         assert_eq!((counters.time.get(), counters.disabled.get()), (3, 1));
-        // disabled: even a harmless request is not run
-        let t = Instant::now();
+        // disabled: even a harmless request is not run (answered by the fallback and counted as skipped;
+        // not timed, which a busy machine makes flaky)
         let e = c.classify(&Request::get("/ok")).unwrap_err();
         assert!(e.contains("disabled"), "{e}");
-        assert!(t.elapsed() < Duration::from_millis(20));
         assert_eq!(counters.skipped.get(), 1);
         std::thread::sleep(Duration::from_millis(450));
         assert_eq!(
