@@ -167,10 +167,11 @@ path_prefix = "/top"
     let t = Instant::now();
     let r = get(a, "/top/sleep?ms=1").await;
     assert_eq!(r.status, 200);
-    assert_eq!(r.header("x-ordo-queue-wait-us"), Some("0"), "{r:?}");
-    assert!(
-        t.elapsed() < Duration::from_millis(300),
-        "{:?}",
+    // dispatched at once: it never queued (a wall-clock bound would only add flakiness on a loaded machine)
+    assert_eq!(
+        r.header("x-ordo-queue-wait-us"),
+        Some("0"),
+        "{r:?} {:?}",
         t.elapsed()
     );
     assert_eq!(h.status()["classes"][1]["reserved_workers"], 1);

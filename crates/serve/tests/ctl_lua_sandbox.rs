@@ -116,11 +116,9 @@ end
     eprintln!("quick: {quick:?} evil finished: {}", evil.is_finished());
     assert!(!evil.is_finished(), "the slow call was still running");
     for (status, class, took) in quick {
-        assert_eq!((status, class.as_str()), (200, "gold"));
-        assert!(
-            took < Duration::from_millis(500),
-            "served meanwhile, not after it: {took:?}"
-        );
+        // served meanwhile, not after it: the evil call was still running when all five had their answer
+        // (checked above); no wall-clock bound, which a loaded machine can break
+        assert_eq!((status, class.as_str()), (200, "gold"), "{took:?}");
     }
     let (status, class, took) = tokio::task::spawn_blocking(move || evil.join().unwrap())
         .await

@@ -34,7 +34,11 @@ path_prefix = "/b"
     let t = Instant::now();
     let r = get(a, "/x").await;
     assert_eq!(r.status, 503, "{r:?}");
-    assert!(t.elapsed() < Duration::from_millis(500), "answered at once");
+    // at once: before the blocker's 1.5 s ends (a margin for a loaded machine, not a speed bound)
+    assert!(
+        t.elapsed() < Duration::from_millis(1400),
+        "answered at once"
+    );
     assert_eq!(r.header("retry-after"), Some("3"));
     assert!(r.body.contains("class_queue_full"), "{}", r.body);
     // Class b has no cap: it queues.

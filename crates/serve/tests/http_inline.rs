@@ -258,11 +258,8 @@ async fn defer_accept_holds_a_silent_client_in_the_kernel() {
     let mut c = Client::connect(s.addr).await;
     let t0 = std::time::Instant::now();
     assert!(c.closed().await);
-    assert!(
-        t0.elapsed() < Duration::from_millis(400),
-        "{:?}",
-        t0.elapsed()
-    );
+    // (a loose bound: the contrast is the deferred listener below, silent for 4× head_timeout)
+    assert!(t0.elapsed() < Duration::from_secs(2), "{:?}", t0.elapsed());
     // with it: the kernel has not passed the connection on after 4× head_timeout (it waits ~1 s for data)
     let s = start(
         Probe::default(),
