@@ -3,11 +3,9 @@
 //! `standing_queue` and Retry-After, counted by reason; a worker reserved to a class serving it at once
 //! while another class floods the server.
 
-mod ctl_util;
-
 use std::time::{Duration, Instant};
 
-use ctl_util::{busy, get, queued, start, wait_until};
+use crate::ctl_util::{busy, get, queued, start, wait_until};
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -2,11 +2,11 @@
 //! cost a worker: the connection notices the close, drops the request (releasing its queue place or its
 //! permit) and the next request is served instead. Pipelined requests are unaffected.
 
-mod ctl_util;
+use crate::ctl_util;
 
 use std::time::{Duration, Instant};
 
-use ctl_util::{busy, get, parse, queued, start, wait_until};
+use crate::ctl_util::{busy, get, parse, queued, start, wait_until};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
 

@@ -2,14 +2,12 @@
 //! limit with its status, every smuggling shape answered 400 and closed, an unknown transfer coding answered
 //! 501 and closed, bad request lines, garbage input, and graceful shutdown finishing an in-flight request.
 
-mod http_util;
-
 use std::future::Future;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use http_util::*;
+use crate::http_util::*;
 use ordo_serve::http::{Handler, Limits, Request, Response};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

@@ -5,15 +5,13 @@
 //! Host validation, `_` in header names, non-UTF-8 values, header-name case, HTTP/1.2, 414 and the chunk-size
 //! line limit. Everything listens on 127.0.0.1:0 and every wait is bounded.
 
-mod http_util;
-
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use http_util::*;
+use crate::http_util::*;
 use ordo_serve::backend::Backend;
 use ordo_serve::backend::proxy::{ProxyBackend, ProxyConfig};
 use ordo_serve::http::{Handler, Limits, Request, Response};

@@ -1,8 +1,6 @@
 //! Shared harness of the ctl_* integration tests: start `ordo serve` in-process on 127.0.0.1:0 and talk to
 //! it with a tiny HTTP/1.1 client over a plain TCP stream.
 
-#![allow(dead_code)]
-
 use std::net::SocketAddr;
 use std::time::Duration;
 
@@ -48,16 +46,6 @@ pub async fn request(addr: SocketAddr, method: &str, path: &str, headers: &[(&st
     tokio::time::timeout(
         Duration::from_secs(30),
         request_inner(addr, method, path, headers, ""),
-    )
-    .await
-    .expect("response within 30 s")
-}
-
-/// Like [`request`] with a body.
-pub async fn request_body(addr: SocketAddr, method: &str, path: &str, body: &str) -> Resp {
-    tokio::time::timeout(
-        Duration::from_secs(30),
-        request_inner(addr, method, path, &[], body),
     )
     .await
     .expect("response within 30 s")

@@ -2,12 +2,10 @@
 //! must not keep their places under the class or global queue cap until a worker frees up, or live
 //! requests behind them would be refused 503 early.
 
-mod ctl_util;
-
 use std::net::SocketAddr;
 use std::time::{Duration, Instant};
 
-use ctl_util::{busy, get, queued, start, wait_until};
+use crate::ctl_util::{busy, get, queued, start, wait_until};
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 

@@ -4,14 +4,12 @@
 //! response, a client that gives up — carries on in a connection task with the same behaviour. Also
 //! `defer_accept`, and the multi-threaded runtime, which never serves inline.
 
-mod http_util;
-
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use http_util::*;
+use crate::http_util::*;
 use ordo_serve::http::{Handler, Limits, Request, Response};
 use tokio::io::AsyncReadExt;
 use tokio::task::Id;

@@ -1,6 +1,5 @@
 //! Shared harness of the http_* integration tests: start `run_listener` on 127.0.0.1:0 with a handler, and a
 //! raw HTTP/1.1 client that reads responses byte-exactly (so framing bugs show up), every read bounded in time.
-#![allow(dead_code)]
 
 use std::net::SocketAddr;
 use std::sync::Arc;

@@ -5,7 +5,7 @@
 //! GOAWAY on shutdown and when idle; the rapid-reset defence (the connection cut, nothing left queued);
 //! CONTINUATION, PING and SETTINGS floods bounded; curl over h2 and h2c.
 
-mod ctl_util;
+use crate::ctl_util;
 
 use std::future::Future;
 use std::net::SocketAddr;
@@ -14,8 +14,8 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
+use crate::ctl_util::{queued, wait_until};
 use bytes::{Bytes, BytesMut};
-use ctl_util::{queued, wait_until};
 use ordo_serve::ServerHandle;
 use ordo_serve::http::{Body, Handler, Limits, Request, Response, run_listener_with};
 use ordo_serve::http2::Http2Config;

@@ -1,12 +1,10 @@
 //! The Lua policy: `pick(heads)` decides which class's head is served next; a failing script falls back to
 //! the oldest head and is counted, never stalling the queue.
 
-mod ctl_util;
-
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
-use ctl_util::{busy, get, queued, start, wait_until};
+use crate::ctl_util::{busy, get, queued, start, wait_until};
 
 fn config(dir: &std::path::Path, script: &str) -> String {
     let p = dir.join("pick.lua");

@@ -1,11 +1,9 @@
 //! Graceful shutdown: what is queued is answered 503 at once, what is in flight completes, the listener
 //! stops accepting.
 
-mod ctl_util;
-
 use std::time::{Duration, Instant};
 
-use ctl_util::{busy, get, queued, start, wait_until};
+use crate::ctl_util::{busy, get, queued, start, wait_until};
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn queued_get_503_and_in_flight_completes() {

@@ -1,8 +1,8 @@
 //! The admin listener: Prometheus metrics per class, /status JSON, method and path errors.
 
-mod ctl_util;
+use crate::ctl_util;
 
-use ctl_util::{get, request, start};
+use crate::ctl_util::{get, request, start};
 
 const CFG: &str = r#"
 workers = 3

@@ -4,14 +4,14 @@
 //! (at start and at reload, where the old certificates stay), `tls.listen` beside the plain listener, curl
 //! over https, and the access log written end to end.
 
-mod ctl_util;
+use crate::ctl_util;
 
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ctl_util::{parse, start_cfg};
+use crate::ctl_util::{parse, start_cfg};
 use ordo_serve::ServeConfig;
 use rustls::pki_types::{CertificateDer, ServerName};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};

@@ -1,8 +1,8 @@
 //! Routing and classification: every rule kind, rule order, the default class, the Lua hook, size hints.
 
-mod ctl_util;
+use crate::ctl_util;
 
-use ctl_util::{get, request, start};
+use crate::ctl_util::{get, request, start};
 
 const RULES: &str = r#"
 workers = 8

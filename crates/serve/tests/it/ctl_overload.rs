@@ -1,11 +1,9 @@
 //! Shedding: class and global queue caps, queue timeouts and edf-unreachable requests are answered 503 with
 //! Retry-After at once, with the reason counted per class.
 
-mod ctl_util;
-
 use std::time::{Duration, Instant};
 
-use ctl_util::{busy, get, queued, request, start, wait_until};
+use crate::ctl_util::{busy, get, queued, request, start, wait_until};
 
 const WAIT: Duration = Duration::from_secs(10);
 

@@ -1,13 +1,11 @@
 //! Reload at run time: policy and weight changes apply to queued requests without failing any request; a
 //! bad new config is refused (400 on /reload) and the running one stays.
 
-mod ctl_util;
-
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::Duration;
 
-use ctl_util::{get, queued, request, start_cfg, wait_until};
+use crate::ctl_util::{get, queued, request, start_cfg, wait_until};
 use ordo_serve::ServeConfig;
 
 fn cfg_text(policy: &str, gold_weight: u32, workers: usize) -> String {

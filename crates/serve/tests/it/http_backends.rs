@@ -4,15 +4,13 @@
 //! loop detection: two servers proxying to each other get 508 at once, an upstream equal to the listen
 //! address is refused) and the synthetic backend (bytes, sleep, bad parameters).
 
-mod http_util;
-
 use std::net::SocketAddr;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
-use http_util::*;
+use crate::http_util::*;
 use ordo_serve::backend::Backend;
 use ordo_serve::backend::proxy::{ProxyBackend, ProxyConfig};
 use ordo_serve::backend::static_files::{StaticBackend, StaticConfig};

@@ -1,12 +1,12 @@
 //! Issue 10 defect 8 through the server: Lua scripts run in a sandbox with time and memory limits; a script
 //! that misbehaves is answered by the fallback (the rules), counted, and holds up nothing else.
 
-mod ctl_util;
+use crate::ctl_util;
 
 use std::io::{Read, Write};
 use std::time::{Duration, Instant};
 
-use ctl_util::start;
+use crate::ctl_util::start;
 
 /// A blocking GET on its own OS thread's socket (so it does not depend on the test runtime's threads, one
 /// of which a slow script may hold): status, X-Ordo-Class, and how long it took.
