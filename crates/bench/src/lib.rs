@@ -63,32 +63,15 @@ pub enum BenchError {
     InvalidHeader { header: String, reason: String },
     #[error("invalid {field}: {message}")]
     InvalidConfig { field: String, message: String },
-    #[error("{}", mix_error(.file, .line, .field, .message))]
-    Mix {
-        file: String,
-        line: Option<usize>,
-        field: Option<String>,
-        message: String,
-    },
+    /// A mix file (or a mix built in Rust) refused: `mix file m.toml:3: class[0].share: ...`.
+    #[error("mix file {0}")]
+    Mix(ordo_util::located::Located),
     #[error("cannot reach {target}: {reason}")]
     Unreachable { target: String, reason: String },
     #[error("server pid {pid}: {reason}")]
     ServerPid { pid: i32, reason: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
-}
-
-fn mix_error(file: &str, line: &Option<usize>, field: &Option<String>, message: &str) -> String {
-    let mut s = format!("mix file {file}");
-    if let Some(l) = line {
-        s.push_str(&format!(":{l}"));
-    }
-    if let Some(f) = field {
-        s.push_str(&format!(": field `{f}`"));
-    }
-    s.push_str(": ");
-    s.push_str(message);
-    s
 }
 
 impl BenchError {
@@ -99,7 +82,7 @@ impl BenchError {
             BenchError::InvalidUrl { .. }
                 | BenchError::InvalidHeader { .. }
                 | BenchError::InvalidConfig { .. }
-                | BenchError::Mix { .. }
+                | BenchError::Mix(_)
                 | BenchError::ServerPid { .. }
         )
     }

@@ -45,10 +45,12 @@ impl IntoSeg for Seg {
     }
 }
 
-/// Build a key path: `keypath!["classes", 1, "weight"]`.
+/// Build a key path (a `Vec<Seg>`): `keypath!["classes", 1, "weight"]`.
 #[macro_export]
 macro_rules! keypath {
-    ($($seg:expr),* $(,)?) => { vec![$($crate::located::IntoSeg::into_seg($seg)),*] };
+    ($($seg:expr),* $(,)?) => {
+        ::std::vec::Vec::<$crate::located::Seg>::from([$($crate::located::IntoSeg::into_seg($seg)),*])
+    };
 }
 
 /// A key path as the messages spell it: `classes[1].weight`.
@@ -369,7 +371,6 @@ fn table_at(before: &str) -> Option<String> {
 }
 
 #[cfg(test)]
-#[allow(clippy::useless_vec)]
 mod tests {
     use super::*;
     use serde::Deserialize;
