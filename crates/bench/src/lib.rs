@@ -65,13 +65,19 @@ pub enum BenchError {
     InvalidConfig { field: String, message: String },
     /// A mix file (or a mix built in Rust) refused: `mix file m.toml:3: class[0].share: ...`.
     #[error("mix file {0}")]
-    Mix(ordo_util::located::Located),
+    Mix(Box<ordo_util::located::Located>),
     #[error("cannot reach {target}: {reason}")]
     Unreachable { target: String, reason: String },
     #[error("server pid {pid}: {reason}")]
     ServerPid { pid: i32, reason: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
+}
+
+impl From<ordo_util::located::Located> for BenchError {
+    fn from(e: ordo_util::located::Located) -> Self {
+        BenchError::Mix(Box::new(e))
+    }
 }
 
 impl BenchError {

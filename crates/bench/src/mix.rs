@@ -111,12 +111,8 @@ struct RawClass {
 impl Mix {
     /// Read and check a mix file.
     pub fn from_file(path: &Path) -> Result<Mix, BenchError> {
-        let text = std::fs::read_to_string(path).map_err(|e| {
-            BenchError::Mix(Located::new(
-                path.display().to_string(),
-                format!("cannot read: {e}"),
-            ))
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Located::new(path.display().to_string(), format!("cannot read: {e}")))?;
         Mix::parse(&text, Some(path.to_path_buf()))
     }
 
@@ -124,14 +120,14 @@ impl Mix {
     pub fn parse(text: &str, source: Option<PathBuf>) -> Result<Mix, BenchError> {
         let file = display_path(&source);
         let src = Source::new(&file, text);
-        let raw: RawMix = src.parse().map_err(BenchError::Mix)?;
+        let raw: RawMix = src.parse()?;
         check(&src, raw)
             .map(|(assign, classes)| Mix {
                 source,
                 assign,
                 classes,
             })
-            .map_err(BenchError::Mix)
+            .map_err(BenchError::from)
     }
 
     /// A mix built in Rust (no file).
@@ -147,13 +143,13 @@ impl Mix {
     pub fn validate_against(&self, target: &Target) -> Result<(), BenchError> {
         let file = display_path(&self.source);
         if self.classes.is_empty() {
-            return Err(BenchError::Mix(
-                Located::new(file, "a mix needs at least one class").with_key("class"),
-            ));
+            return Err(Located::new(file, "a mix needs at least one class")
+                .with_key("class")
+                .into());
         }
         for (i, c) in self.classes.iter().enumerate() {
             let e = |field: &str, message: String| {
-                BenchError::Mix(Located {
+                BenchError::from(Located {
                     line: c.line,
                     key: Some(path_to_string(&keypath!["class", i, field])),
                     ..Located::new(file.clone(), format!("class \"{}\": {message}", c.name))
