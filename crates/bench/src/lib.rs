@@ -37,6 +37,7 @@ pub mod print;
 pub mod progress;
 mod report;
 mod stats;
+mod target;
 mod tls;
 
 use std::net::SocketAddr;
@@ -44,11 +45,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use config::{BenchConfig, Header, Pacing, Stop, Target, TlsOptions, parse_duration};
+pub use config::{BenchConfig, Pacing, Stop, TlsOptions, parse_duration};
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
 /// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
 pub use ordo_sys::CancelToken;
 pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
+pub use target::{Header, Target};
 
 use engine::{ClassPlan, Live, Plan};
 
@@ -524,7 +526,7 @@ fn run_config(
         warmup_s: config.warmup.as_secs_f64(),
         timeout_s: config.timeout.as_secs_f64(),
         connect_timeout_s: config.connect_timeout.as_secs_f64(),
-        mix: config.mix.as_ref().map(|m| config::display_path(&m.source)),
+        mix: config.mix.as_ref().map(|m| mix::display_path(&m.source)),
         assign: if assign_requests {
             "requests"
         } else {

@@ -12,7 +12,8 @@ use serde::Deserialize;
 use toml::Spanned;
 
 use crate::BenchError;
-use crate::config::{Header, Target, display_path, parse_duration};
+use crate::target::{Header, Target};
+use ordo_sys::units::parse_duration_or_secs as parse_duration;
 
 /// How shares are realised in a closed loop (an open loop always assigns request slots).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -309,6 +310,13 @@ fn check(src: &Source<'_>, raw: RawMix) -> Result<(Assign, Vec<MixClass>), Locat
         });
     }
     Ok((assign, classes))
+}
+
+/// Where a mix came from, for error messages.
+pub(crate) fn display_path(p: &Option<PathBuf>) -> String {
+    p.as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "<mix>".to_string())
 }
 
 /// Smooth weighted round robin (nginx's): a deterministic sequence in which every prefix is as close to the
