@@ -11,6 +11,8 @@ use ordo_util::keypath;
 use ordo_util::located::{IntoSeg, Located, Seg, Source, span_of_path};
 use regex::Regex;
 use serde::Deserialize;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{MapAccess, SeqAccess, Visitor};
 
 /// A bad experiment file: where, which key, what is wrong (`exp.toml:17: knobs.policy: ...`), the
 /// workspace's one located error.
@@ -222,8 +224,9 @@ struct RawSpec {
     scale_base: Option<f64>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// `[workload]` (one table) or `[[workload]]` (an array of them). Deserialized by hand rather than as an
+/// untagged enum: that buffers the value and reports only "did not match any variant", while this hands the
+/// table to `T` directly, so an error inside it keeps its key and line.
 enum OneOrMany<T> {
     One(T),
     Many(Vec<T>),
@@ -235,18 +238,79 @@ impl<T> Default for OneOrMany<T> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table or an array of tables")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(m)).map(OneOrMany::One)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Self::Value, A::Error> {
+                Vec::<T>::deserialize(SeqAccessDeserializer::new(s)).map(OneOrMany::Many)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// A command: one string split like a shell would, or a list of arguments.
 enum StrOrList {
     Str(String),
     List(Vec<String>),
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+impl<'de> Deserialize<'de> for StrOrList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrOrList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a command line (\"ab -n 100 URL\") or a list of arguments")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StrOrList, E> {
+                Ok(StrOrList::Str(v.to_string()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<StrOrList, A::Error> {
+                Vec::<String>::deserialize(SeqAccessDeserializer::new(s)).map(StrOrList::List)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A duration: a number of seconds, or a string such as `"500ms"`.
 enum DurationValue {
     Secs(f64),
     Text(String),
+}
+
+impl<'de> Deserialize<'de> for DurationValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = DurationValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number of seconds or a duration such as \"2s\" or \"500ms\"")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<DurationValue, E> {
+                Ok(DurationValue::Secs(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<DurationValue, E> {
+                Ok(DurationValue::Secs(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<DurationValue, E> {
+                Ok(DurationValue::Secs(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DurationValue, E> {
+                Ok(DurationValue::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -1236,11 +1300,17 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
         assert_eq!((e.key.as_deref(), e.line), (Some("repeat.min"), Some(24)));
         let e = parse(&GOOD.replace("connections = 20", "connections = \"x\"")).unwrap_err();
         assert!(e.line.is_some(), "{e}");
-        // a type error is named by the key at its span (here the whole table: `workload` is one table or
-        // an array of them, and serde's untagged enum reports only that neither matched)
+        // a type error is named by the key at its span
         assert_eq!(
             (e.line, e.key.as_deref()),
-            (Some(11), Some("workload")),
+            (Some(13), Some("workload.connections")),
+            "{e}"
+        );
+        let e = parse(&GOOD.replace("duration = \"2s\"", "duration = true")).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "exp.toml:14: workload.duration: invalid type: boolean `true`, expected a number of seconds"
+            ),
             "{e}"
         );
         let e = parse(&GOOD.replace("min = 3", "min = \"3\"")).unwrap_err();
