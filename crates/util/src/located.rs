@@ -275,9 +275,8 @@ fn offer(path: &[Seg], best: &mut Option<Vec<Seg>>) {
 
 fn search_table(t: &Table, at: usize, path: &mut Vec<Seg>, best: &mut Option<Vec<Seg>>) {
     for (k, item) in t.iter() {
-        let key = t.key(k).expect("iterated key");
         path.push(Seg::Key(k.to_string()));
-        if contains(key.span(), at) {
+        if contains(t.key(k).and_then(|key| key.span()), at) {
             offer(path, best);
         }
         match item {
