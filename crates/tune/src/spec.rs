@@ -674,7 +674,6 @@ fn check_workloads(
     raw: OneOrMany<RawWorkload>,
     dir: &Path,
 ) -> Result<Vec<WorkloadSpec>, SpecError> {
-    let resolve = |p: &str| resolve(dir, p);
     // `[[workload]]` tables are named by index (`workload[1].url`), a single `[workload]` by its keys.
     let many = matches!(raw, OneOrMany::Many(_));
     let raw_workloads = match raw {
@@ -716,96 +715,8 @@ fn check_workloads(
         } else {
             "bench"
         }) {
-            "bench" => {
-                let url = w
-                    .url
-                    .clone()
-                    .ok_or_else(|| cx.err(tbl, "url", "a bench workload needs url"))?;
-                let connections = w.connections.or(w.concurrency).unwrap_or(10);
-                if connections == 0 {
-                    return Err(cx.err(tbl, "connections", "must be at least 1"));
-                }
-                if w.requests == Some(0) {
-                    return Err(cx.err(tbl, "requests", "must be at least 1"));
-                }
-                if w.requests.is_some() && w.duration.is_some() {
-                    return Err(cx.err(tbl, "requests", "set requests or duration, not both"));
-                }
-                if let Some(r) = w.rate
-                    && !(r.is_finite() && r > 0.0)
-                {
-                    return Err(cx.err(
-                        tbl,
-                        "rate",
-                        "must be a positive number of requests per second",
-                    ));
-                }
-                let duration = if w.requests.is_some() {
-                    None
-                } else {
-                    Some(cx.positive_duration(
-                        tbl,
-                        "duration",
-                        w.duration,
-                        Duration::from_secs(5),
-                    )?)
-                };
-                WorkloadKind::Bench(Box::new(BenchSpec {
-                    url,
-                    connections,
-                    threads: w.threads.unwrap_or(1).max(1),
-                    duration,
-                    requests: w.requests,
-                    rate: w.rate,
-                    keepalive: w.keepalive.unwrap_or(true),
-                    method: w.method.clone().unwrap_or_else(|| "GET".into()),
-                    headers: w.headers.clone(),
-                    body: w.body.clone(),
-                    timeout: cx.positive_duration(
-                        tbl,
-                        "timeout",
-                        w.timeout,
-                        Duration::from_secs(30),
-                    )?,
-                    warmup: cx.duration(tbl, "warmup", w.warmup, Duration::ZERO)?,
-                    mix: w.mix.as_deref().map(resolve),
-                    seed: w.seed.unwrap_or(0x5eed),
-                }))
-            }
-            "command" => {
-                let argv = cx.command(
-                    tbl,
-                    w.command.ok_or_else(|| {
-                        cx.err(tbl, "command", "a command workload needs command")
-                    })?,
-                )?;
-                let parser = match w.parser.as_deref() {
-                    Some("ab") => ParserKind::Ab,
-                    Some("wrk") => ParserKind::Wrk,
-                    Some("sysbench") => ParserKind::Sysbench,
-                    Some("regex") | None if w.regex.is_some() => {
-                        let re = Regex::new(w.regex.as_deref().unwrap_or_default())
-                            .map_err(|e| cx.err(tbl, "regex", format!("bad regex: {e}")))?;
-                        if re.capture_names().flatten().next().is_none() {
-                            return Err(cx.err(tbl, "regex", "needs at least one named group, e.g. (?P<throughput>[0-9.]+)"));
-                        }
-                        ParserKind::Regex(re)
-                    }
-                    Some("regex") => return Err(cx.err(tbl, "regex", "parser = \"regex\" needs regex = '...'")),
-                    Some(p) => return Err(cx.err(tbl, "parser", format!("unknown parser `{p}` (ab, wrk, sysbench, regex)"))),
-                    None => return Err(cx.err(tbl, "parser", "a command workload needs parser = \"ab\" | \"wrk\" | \"sysbench\" | \"regex\"")),
-                };
-                WorkloadKind::Command {
-                    argv,
-                    parser,
-                    timeout: cx.positive_duration(
-                        tbl,
-                        "timeout",
-                        w.timeout,
-                        Duration::from_secs(600),
-                    )?,
-                }
-            }
+            "bench" => check_bench_workload(cx, tbl, w, dir)?,
+            "command" => check_command_workload(cx, tbl, w)?,
             k => {
                 return Err(cx.err(
                     tbl,
@@ -817,6 +728,112 @@ fn check_workloads(
         workloads.push(WorkloadSpec { name, kind });
     }
     Ok(workloads)
+}
+
+/// A `kind = "bench"` workload: ordo's load generator.
+fn check_bench_workload(
+    cx: &Ctx<'_>,
+    tbl: &Vec<Seg>,
+    w: RawWorkload,
+    dir: &Path,
+) -> Result<WorkloadKind, SpecError> {
+    let resolve = |p: &str| resolve(dir, p);
+    let url = w
+        .url
+        .clone()
+        .ok_or_else(|| cx.err(tbl, "url", "a bench workload needs url"))?;
+    let connections = w.connections.or(w.concurrency).unwrap_or(10);
+    if connections == 0 {
+        return Err(cx.err(tbl, "connections", "must be at least 1"));
+    }
+    if w.requests == Some(0) {
+        return Err(cx.err(tbl, "requests", "must be at least 1"));
+    }
+    if w.requests.is_some() && w.duration.is_some() {
+        return Err(cx.err(tbl, "requests", "set requests or duration, not both"));
+    }
+    if let Some(r) = w.rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        return Err(cx.err(
+            tbl,
+            "rate",
+            "must be a positive number of requests per second",
+        ));
+    }
+    let duration = if w.requests.is_some() {
+        None
+    } else {
+        Some(cx.positive_duration(tbl, "duration", w.duration, Duration::from_secs(5))?)
+    };
+    Ok(WorkloadKind::Bench(Box::new(BenchSpec {
+        url,
+        connections,
+        threads: w.threads.unwrap_or(1).max(1),
+        duration,
+        requests: w.requests,
+        rate: w.rate,
+        keepalive: w.keepalive.unwrap_or(true),
+        method: w.method.clone().unwrap_or_else(|| "GET".into()),
+        headers: w.headers.clone(),
+        body: w.body.clone(),
+        timeout: cx.positive_duration(tbl, "timeout", w.timeout, Duration::from_secs(30))?,
+        warmup: cx.duration(tbl, "warmup", w.warmup, Duration::ZERO)?,
+        mix: w.mix.as_deref().map(resolve),
+        seed: w.seed.unwrap_or(0x5eed),
+    })))
+}
+
+/// A `kind = "command"` workload: an external load generator whose output a parser reads.
+fn check_command_workload(
+    cx: &Ctx<'_>,
+    tbl: &Vec<Seg>,
+    w: RawWorkload,
+) -> Result<WorkloadKind, SpecError> {
+    let argv = cx.command(
+        tbl,
+        w.command
+            .ok_or_else(|| cx.err(tbl, "command", "a command workload needs command"))?,
+    )?;
+    let parser = match w.parser.as_deref() {
+        Some("ab") => ParserKind::Ab,
+        Some("wrk") => ParserKind::Wrk,
+        Some("sysbench") => ParserKind::Sysbench,
+        Some("regex") | None if w.regex.is_some() => {
+            let re = Regex::new(w.regex.as_deref().unwrap_or_default())
+                .map_err(|e| cx.err(tbl, "regex", format!("bad regex: {e}")))?;
+            if re.capture_names().flatten().next().is_none() {
+                return Err(cx.err(
+                    tbl,
+                    "regex",
+                    "needs at least one named group, e.g. (?P<throughput>[0-9.]+)",
+                ));
+            }
+            ParserKind::Regex(re)
+        }
+        Some("regex") => {
+            return Err(cx.err(tbl, "regex", "parser = \"regex\" needs regex = '...'"));
+        }
+        Some(p) => {
+            return Err(cx.err(
+                tbl,
+                "parser",
+                format!("unknown parser `{p}` (ab, wrk, sysbench, regex)"),
+            ));
+        }
+        None => {
+            return Err(cx.err(
+                tbl,
+                "parser",
+                "a command workload needs parser = \"ab\" | \"wrk\" | \"sysbench\" | \"regex\"",
+            ));
+        }
+    };
+    Ok(WorkloadKind::Command {
+        argv,
+        parser,
+        timeout: cx.positive_duration(tbl, "timeout", w.timeout, Duration::from_secs(600))?,
+    })
 }
 
 /// `[knobs]`: each knob and its levels, in the order the file lists them.
