@@ -1,7 +1,10 @@
-//! Top-level command line: the subcommand enum, logging set-up and the mapping of errors to exit codes.
-//! Each subcommand's own `Args` lives beside its glue in `cmd/<name>.rs`.
+//! Top-level command line: the subcommand enum, its dispatch to the glue in `cmd/`, and logging set-up.
+//! Each subcommand's own `Args` lives beside its glue in `cmd/<name>.rs` (cmd never imports this module:
+//! the man page and completions get the clap definitions passed in).
 
-use clap::{Parser, Subcommand};
+use std::process::ExitCode;
+
+use clap::{CommandFactory, Parser, Subcommand};
 
 use crate::cmd;
 
@@ -39,6 +42,22 @@ pub enum Command {
     Man(cmd::docs::ManArgs),
 }
 
+impl Command {
+    /// Run the subcommand.
+    pub fn run(self) -> anyhow::Result<ExitCode> {
+        match self {
+            Command::Serve(a) => cmd::serve::run(a),
+            Command::Bench(a) => cmd::bench::run(a),
+            Command::Tune(a) => cmd::tune::run(a),
+            Command::Probe(a) => cmd::probe::run(a),
+            Command::Report(a) => cmd::report::run(a),
+            Command::Demo(a) => cmd::demo::run(a),
+            Command::Completions(a) => cmd::docs::completions(a, Cli::command()),
+            Command::Man(a) => cmd::docs::man(a, Cli::command()),
+        }
+    }
+}
+
 /// Log to stderr; `ORDO_LOG` (an `EnvFilter` directive) overrides the flags.
 pub fn init_logging(verbose: u8, quiet: bool) {
     let default = match (quiet, verbose) {
@@ -57,23 +76,32 @@ pub fn init_logging(verbose: u8, quiet: bool) {
         .try_init();
 }
 
-/// An error that says which exit code it wants; anything else exits 1.
-#[derive(Debug)]
-pub struct UsageError(pub String);
+#[cfg(test)]
+mod tests {
+    use super::*;
 
-impl std::fmt::Display for UsageError {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(&self.0)
-    }
-}
-
-impl std::error::Error for UsageError {}
-
-/// 2 for bad input (usage, config), 1 for everything else.
-pub fn exit_code_for(err: &anyhow::Error) -> u8 {
-    if err.chain().any(|e| e.is::<UsageError>()) {
-        2
-    } else {
-        1
+    #[test]
+    fn man_pages_and_completions_render() {
+        let mut cmd = Cli::command();
+        cmd.build();
+        let page = String::from_utf8(cmd::docs::render(cmd.clone()).unwrap()).unwrap();
+        assert!(
+            page.contains(".TH ordo 1") && page.contains("serve"),
+            "{page}"
+        );
+        let serve = cmd
+            .find_subcommand("serve")
+            .unwrap()
+            .clone()
+            .name("ordo-serve");
+        let page = String::from_utf8(cmd::docs::render(serve).unwrap()).unwrap();
+        assert!(
+            page.contains("ordo\\-serve") && page.contains("\\-\\-check"),
+            "{page}"
+        );
+        let mut out = Vec::new();
+        clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "ordo", &mut out);
+        let script = String::from_utf8(out).unwrap();
+        assert!(script.contains("--cacert") && script.contains("completions"));
     }
 }

@@ -3,6 +3,7 @@
 
 mod cli;
 mod cmd;
+mod exit;
 mod interrupt;
 
 use std::process::ExitCode;
@@ -12,11 +13,11 @@ use clap::Parser;
 fn main() -> ExitCode {
     let cli = cli::Cli::parse();
     cli::init_logging(cli.verbose, cli.quiet);
-    match cmd::run(cli.command) {
+    match cli.command.run() {
         Ok(code) => code,
         Err(err) => {
             eprintln!("ordo: error: {err:#}");
-            ExitCode::from(cli::exit_code_for(&err))
+            ExitCode::from(exit::exit_code_for(&err))
         }
     }
 }

@@ -9,7 +9,7 @@ use std::time::Duration;
 use anyhow::Context;
 use ordo_bench::{BenchConfig, BenchError, CancelToken, Header, Mix, Pacing, Stop, Target};
 
-use crate::cli::UsageError;
+use crate::exit::UsageError;
 use crate::interrupt::{INTERRUPTED, stop_on_signals};
 
 #[derive(Debug, clap::Args)]
@@ -333,6 +333,6 @@ mod tests {
         assert!(parse(&["-n", "5", "-d", "1s", "http://x/"]).is_err());
         let a = parse(&["-m", "G T", "http://127.0.0.1:1/"]).unwrap();
         let e = resolve(&a).unwrap_err();
-        assert_eq!(crate::cli::exit_code_for(&e), 2, "{e:#}");
+        assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");
     }
 }

@@ -13,7 +13,7 @@ use ordo_demo::result::{render_header, render_step, render_verdict};
 use ordo_demo::run::{Event, run_demo};
 use ordo_demo::{DemoPlan, DemoPolicy, PlanInput};
 
-use crate::cli::UsageError;
+use crate::exit::UsageError;
 use crate::interrupt::{INTERRUPTED, stop_on_signals};
 
 /// Reproduce seed 003's result: with lottery weights 1:2:4 and enough clients, light users see four times

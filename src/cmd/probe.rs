@@ -15,7 +15,7 @@ use ordo_probe::{
 };
 use ordo_sys::{Fingerprint, Policy};
 
-use crate::cli::UsageError;
+use crate::exit::UsageError;
 use crate::interrupt::{INTERRUPTED, stop_on_signals};
 
 #[derive(Debug, clap::Args)]

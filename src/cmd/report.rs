@@ -6,7 +6,7 @@ use std::process::ExitCode;
 
 use anyhow::Context as _;
 
-use crate::cli::UsageError;
+use crate::exit::UsageError;
 
 /// Render results (demo, bench, probe JSON) as one self-contained HTML page or terminal tables.
 #[derive(Debug, clap::Args)]

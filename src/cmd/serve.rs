@@ -8,7 +8,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use ordo_serve::{Overrides, PolicyName, ServeConfig, Server, StartError, Workers};
 
-use crate::cli::UsageError;
+use crate::exit::UsageError;
 
 #[derive(Debug, clap::Args)]
 pub struct Args {
@@ -239,7 +239,7 @@ mod tests {
         // the file plus --policy fcfs cannot start (its policy_script needs policy lua): --check says so
         let a = args(&["--policy", "fcfs", "--workers", "3"]);
         let e = resolve_file(&a, a.check.as_deref()).unwrap_err();
-        assert_eq!(crate::cli::exit_code_for(&e), 2, "{e:#}");
+        assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");
         assert!(format!("{e:#}").contains("policy_script"), "{e:#}");
         let a = args(&["--workers", "3"]);
         assert_eq!(

@@ -13,7 +13,7 @@ use ordo_tune::runner::{self, RunError, RunOptions};
 use ordo_tune::spec::Spec;
 use ordo_tune::store::{self, Store};
 
-use crate::cli::UsageError;
+use crate::exit::UsageError;
 
 const DEFAULT_DB: &str = "ordo-tune.db";
 

@@ -13,10 +13,10 @@ use h2::client::SendRequest;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::net::TcpStream;
 
-use crate::config::{Header, Target};
 use crate::engine::{Ctx, Exchange, Exchanged, Plan, client};
 use crate::http::ResponseInfo;
 use crate::stats::FailKind;
+use crate::target::{Header, Target};
 
 /// One request of a class, ready to be sent as a stream (the header block is encoded per request by h2).
 #[derive(Debug)]

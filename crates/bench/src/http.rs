@@ -8,7 +8,7 @@ use std::time::Instant;
 use bytes::Bytes;
 use tokio::io::{AsyncRead, AsyncReadExt};
 
-use crate::config::{Header, Target};
+use crate::target::{Header, Target};
 
 /// Serialise one request.
 pub(crate) fn build_request(

@@ -37,6 +37,7 @@ pub mod print;
 pub mod progress;
 mod report;
 mod stats;
+mod target;
 mod tls;
 
 use std::net::SocketAddr;
@@ -44,11 +45,12 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-pub use config::{BenchConfig, Header, Pacing, Stop, Target, TlsOptions, parse_duration};
+pub use config::{BenchConfig, Pacing, Stop, TlsOptions, parse_duration};
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
 /// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
 pub use ordo_sys::CancelToken;
 pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
+pub use target::{Header, Target};
 
 use engine::{ClassPlan, Live, Plan};
 
@@ -63,13 +65,9 @@ pub enum BenchError {
     InvalidHeader { header: String, reason: String },
     #[error("invalid {field}: {message}")]
     InvalidConfig { field: String, message: String },
-    #[error("{}", mix_error(.file, .line, .field, .message))]
-    Mix {
-        file: String,
-        line: Option<usize>,
-        field: Option<String>,
-        message: String,
-    },
+    /// A mix file (or a mix built in Rust) refused: `mix file m.toml:3: class[0].share: ...`.
+    #[error("mix file {0}")]
+    Mix(Box<ordo_util::located::Located>),
     #[error("cannot reach {target}: {reason}")]
     Unreachable { target: String, reason: String },
     #[error("server pid {pid}: {reason}")]
@@ -78,17 +76,10 @@ pub enum BenchError {
     Io(#[from] std::io::Error),
 }
 
-fn mix_error(file: &str, line: &Option<usize>, field: &Option<String>, message: &str) -> String {
-    let mut s = format!("mix file {file}");
-    if let Some(l) = line {
-        s.push_str(&format!(":{l}"));
+impl From<ordo_util::located::Located> for BenchError {
+    fn from(e: ordo_util::located::Located) -> Self {
+        BenchError::Mix(Box::new(e))
     }
-    if let Some(f) = field {
-        s.push_str(&format!(": field `{f}`"));
-    }
-    s.push_str(": ");
-    s.push_str(message);
-    s
 }
 
 impl BenchError {
@@ -99,7 +90,7 @@ impl BenchError {
             BenchError::InvalidUrl { .. }
                 | BenchError::InvalidHeader { .. }
                 | BenchError::InvalidConfig { .. }
-                | BenchError::Mix { .. }
+                | BenchError::Mix(_)
                 | BenchError::ServerPid { .. }
         )
     }
@@ -535,7 +526,7 @@ fn run_config(
         warmup_s: config.warmup.as_secs_f64(),
         timeout_s: config.timeout.as_secs_f64(),
         connect_timeout_s: config.connect_timeout.as_secs_f64(),
-        mix: config.mix.as_ref().map(|m| config::display_path(&m.source)),
+        mix: config.mix.as_ref().map(|m| mix::display_path(&m.source)),
         assign: if assign_requests {
             "requests"
         } else {

@@ -6,11 +6,14 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::time::Duration;
 
+use ordo_util::keypath;
+use ordo_util::located::{Located, Source, line_of, path_to_string};
 use serde::Deserialize;
 use toml::Spanned;
 
 use crate::BenchError;
-use crate::config::{Header, Target, display_path, parse_duration};
+use crate::target::{Header, Target};
+use ordo_sys::units::parse_duration_or_secs as parse_duration;
 
 /// How shares are realised in a closed loop (an open loop always assigns request slots).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
@@ -106,181 +109,26 @@ struct RawClass {
     think: Option<Spanned<String>>,
 }
 
-fn line_of(text: &str, offset: usize) -> usize {
-    text.as_bytes()[..offset.min(text.len())]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
-}
-
 impl Mix {
     /// Read and check a mix file.
     pub fn from_file(path: &Path) -> Result<Mix, BenchError> {
-        let text = std::fs::read_to_string(path).map_err(|e| BenchError::Mix {
-            file: path.display().to_string(),
-            line: None,
-            field: None,
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Located::new(path.display().to_string(), format!("cannot read: {e}")))?;
         Mix::parse(&text, Some(path.to_path_buf()))
     }
 
     /// Parse and check mix text; `source` is only used in error messages.
     pub fn parse(text: &str, source: Option<PathBuf>) -> Result<Mix, BenchError> {
         let file = display_path(&source);
-        let err = |line: Option<usize>, field: Option<String>, message: String| BenchError::Mix {
-            file: file.clone(),
-            line,
-            field,
-            message,
-        };
-        let raw: RawMix = toml::from_str(text).map_err(|e| {
-            let line = e.span().map(|s| line_of(text, s.start));
-            let msg = e.message().trim().to_string();
-            let field = msg
-                .split('`')
-                .nth(1)
-                .filter(|_| msg.contains("field"))
-                .map(str::to_string);
-            err(line, field, msg)
-        })?;
-        let assign = match &raw.assign {
-            None => Assign::Clients,
-            Some(a) => match a.get_ref().as_str() {
-                "clients" => Assign::Clients,
-                "requests" => Assign::Requests,
-                other => {
-                    return Err(err(
-                        Some(line_of(text, a.span().start)),
-                        Some("assign".into()),
-                        format!("`{other}` is not one of \"clients\", \"requests\""),
-                    ));
-                }
-            },
-        };
-        if raw.classes.is_empty() {
-            return Err(err(
-                None,
-                Some("class".into()),
-                "no [[class]] tables: a mix needs at least one class".into(),
-            ));
-        }
-        let mut classes = Vec::with_capacity(raw.classes.len());
-        for sc in &raw.classes {
-            let c = sc.get_ref();
-            let name = c.name.get_ref().trim().to_string();
-            let at = |s: std::ops::Range<usize>| Some(line_of(text, s.start));
-            let cerr = |span: std::ops::Range<usize>, field: &str, msg: String| {
-                err(
-                    at(span),
-                    Some(field.to_string()),
-                    format!("class \"{name}\": {msg}"),
-                )
-            };
-            if name.is_empty() {
-                return Err(cerr(c.name.span(), "name", "must not be empty".into()));
-            }
-            if classes.iter().any(|k: &MixClass| k.name == name) {
-                return Err(cerr(c.name.span(), "name", "is defined twice".into()));
-            }
-            let share = match &c.share {
-                None => 1.0,
-                Some(s) => {
-                    let v = *s.get_ref();
-                    if !(v.is_finite() && v > 0.0) {
-                        return Err(cerr(s.span(), "share", format!("must be > 0 (got {v})")));
-                    }
-                    v
-                }
-            };
-            let mut urls = Vec::new();
-            if let (Some(_), Some(both)) = (&c.url, &c.urls) {
-                return Err(cerr(
-                    both.span(),
-                    "urls",
-                    "give `url` or `urls`, not both".into(),
-                ));
-            }
-            if let Some(u) = &c.url {
-                urls.push(u.get_ref().clone());
-            }
-            if let Some(u) = &c.urls {
-                if u.get_ref().is_empty() {
-                    return Err(cerr(u.span(), "urls", "must list at least one URL".into()));
-                }
-                urls.extend(u.get_ref().iter().cloned());
-            }
-            if urls.is_empty() {
-                return Err(cerr(
-                    c.name.span(),
-                    "urls",
-                    "needs `url = \"/path\"` or `urls = [...]`".into(),
-                ));
-            }
-            let order = match &c.order {
-                None => UrlOrder::InTurn,
-                Some(o) => match o.get_ref().as_str() {
-                    "in-turn" | "in_turn" | "round-robin" => UrlOrder::InTurn,
-                    "random" => UrlOrder::Random,
-                    other => {
-                        return Err(cerr(
-                            o.span(),
-                            "order",
-                            format!("`{other}` is not one of \"in-turn\", \"random\""),
-                        ));
-                    }
-                },
-            };
-            let mut headers = Vec::new();
-            if let Some(h) = &c.headers {
-                for (k, v) in h.get_ref() {
-                    headers.push(
-                        Header::new(k, v)
-                            .map_err(|e| cerr(h.span(), &format!("headers.{k}"), e.to_string()))?,
-                    );
-                }
-            }
-            let mut cookies = Vec::new();
-            if let Some(ck) = &c.cookies {
-                for (k, v) in ck.get_ref() {
-                    // a cookie name is an HTTP token (RFC 6265 §4.1.1): `;` or `=` in it would split the header
-                    let name_ok = !k.is_empty()
-                        && k.bytes()
-                            .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
-                    let value_ok = v
-                        .bytes()
-                        .all(|b| b.is_ascii_graphic() && !b";,\\\"".contains(&b));
-                    if !name_ok || !value_ok {
-                        return Err(cerr(
-                            ck.span(),
-                            &format!("cookies.{k}"),
-                            "cookie names and values must be printable ASCII without spaces, `;`, `,`, `\"` or `\\`".into(),
-                        ));
-                    }
-                    cookies.push((k.clone(), v.clone()));
-                }
-            }
-            let think = match &c.think {
-                None => Duration::ZERO,
-                Some(t) => parse_duration(t.get_ref()).map_err(|e| cerr(t.span(), "think", e))?,
-            };
-            classes.push(MixClass {
-                name,
-                share,
-                urls,
-                order,
-                headers,
-                cookies,
-                think,
-                line: Some(line_of(text, sc.span().start)),
-            });
-        }
-        Ok(Mix {
-            source,
-            assign,
-            classes,
-        })
+        let src = Source::new(&file, text);
+        let raw: RawMix = src.parse()?;
+        check(&src, raw)
+            .map(|(assign, classes)| Mix {
+                source,
+                assign,
+                classes,
+            })
+            .map_err(BenchError::from)
     }
 
     /// A mix built in Rust (no file).
@@ -296,19 +144,17 @@ impl Mix {
     pub fn validate_against(&self, target: &Target) -> Result<(), BenchError> {
         let file = display_path(&self.source);
         if self.classes.is_empty() {
-            return Err(BenchError::Mix {
-                file,
-                line: None,
-                field: Some("class".into()),
-                message: "a mix needs at least one class".into(),
-            });
+            return Err(Located::new(file, "a mix needs at least one class")
+                .with_key("class")
+                .into());
         }
-        for c in &self.classes {
-            let e = |field: &str, message: String| BenchError::Mix {
-                file: file.clone(),
-                line: c.line,
-                field: Some(field.to_string()),
-                message: format!("class \"{}\": {message}", c.name),
+        for (i, c) in self.classes.iter().enumerate() {
+            let e = |field: &str, message: String| {
+                BenchError::from(Located {
+                    line: c.line,
+                    key: Some(path_to_string(&keypath!["class", i, field])),
+                    ..Located::new(file.clone(), format!("class \"{}\": {message}", c.name))
+                })
             };
             if !(c.share.is_finite() && c.share > 0.0) {
                 return Err(e("share", format!("must be > 0 (got {})", c.share)));
@@ -328,6 +174,149 @@ impl Mix {
         let total: f64 = self.classes.iter().map(|c| c.share).sum();
         self.classes.iter().map(|c| c.share / total).collect()
     }
+}
+
+/// The checks of a parsed mix file: every value in range, every class complete; errors name the line of
+/// the offending value.
+fn check(src: &Source<'_>, raw: RawMix) -> Result<(Assign, Vec<MixClass>), Located> {
+    let assign = match &raw.assign {
+        None => Assign::Clients,
+        Some(a) => match a.get_ref().as_str() {
+            "clients" => Assign::Clients,
+            "requests" => Assign::Requests,
+            other => {
+                return Err(src.at_span(
+                    a.span(),
+                    &keypath!["assign"],
+                    format!("`{other}` is not one of \"clients\", \"requests\""),
+                ));
+            }
+        },
+    };
+    if raw.classes.is_empty() {
+        return Err(Located::new(
+            src.name,
+            "no [[class]] tables: a mix needs at least one class",
+        )
+        .with_key("class"));
+    }
+    let mut classes = Vec::with_capacity(raw.classes.len());
+    for (i, sc) in raw.classes.iter().enumerate() {
+        let c = sc.get_ref();
+        let name = c.name.get_ref().trim().to_string();
+        let cerr = |span: std::ops::Range<usize>, field: &str, msg: String| {
+            src.at_span(
+                span,
+                &keypath!["class", i, field],
+                format!("class \"{name}\": {msg}"),
+            )
+        };
+        if name.is_empty() {
+            return Err(cerr(c.name.span(), "name", "must not be empty".into()));
+        }
+        if classes.iter().any(|k: &MixClass| k.name == name) {
+            return Err(cerr(c.name.span(), "name", "is defined twice".into()));
+        }
+        let share = match &c.share {
+            None => 1.0,
+            Some(s) => {
+                let v = *s.get_ref();
+                if !(v.is_finite() && v > 0.0) {
+                    return Err(cerr(s.span(), "share", format!("must be > 0 (got {v})")));
+                }
+                v
+            }
+        };
+        let mut urls = Vec::new();
+        if let (Some(_), Some(both)) = (&c.url, &c.urls) {
+            return Err(cerr(
+                both.span(),
+                "urls",
+                "give `url` or `urls`, not both".into(),
+            ));
+        }
+        if let Some(u) = &c.url {
+            urls.push(u.get_ref().clone());
+        }
+        if let Some(u) = &c.urls {
+            if u.get_ref().is_empty() {
+                return Err(cerr(u.span(), "urls", "must list at least one URL".into()));
+            }
+            urls.extend(u.get_ref().iter().cloned());
+        }
+        if urls.is_empty() {
+            return Err(cerr(
+                c.name.span(),
+                "urls",
+                "needs `url = \"/path\"` or `urls = [...]`".into(),
+            ));
+        }
+        let order = match &c.order {
+            None => UrlOrder::InTurn,
+            Some(o) => match o.get_ref().as_str() {
+                "in-turn" | "in_turn" | "round-robin" => UrlOrder::InTurn,
+                "random" => UrlOrder::Random,
+                other => {
+                    return Err(cerr(
+                        o.span(),
+                        "order",
+                        format!("`{other}` is not one of \"in-turn\", \"random\""),
+                    ));
+                }
+            },
+        };
+        let mut headers = Vec::new();
+        if let Some(h) = &c.headers {
+            for (k, v) in h.get_ref() {
+                headers.push(
+                    Header::new(k, v)
+                        .map_err(|e| cerr(h.span(), &format!("headers.{k}"), e.to_string()))?,
+                );
+            }
+        }
+        let mut cookies = Vec::new();
+        if let Some(ck) = &c.cookies {
+            for (k, v) in ck.get_ref() {
+                // a cookie name is an HTTP token (RFC 6265 §4.1.1): `;` or `=` in it would split the header
+                let name_ok = !k.is_empty()
+                    && k.bytes()
+                        .all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b));
+                let value_ok = v
+                    .bytes()
+                    .all(|b| b.is_ascii_graphic() && !b";,\\\"".contains(&b));
+                if !name_ok || !value_ok {
+                    return Err(cerr(
+                        ck.span(),
+                        &format!("cookies.{k}"),
+                        "cookie names and values must be printable ASCII without spaces, `;`, `,`, `\"` or `\\`".into(),
+                    ));
+                }
+                cookies.push((k.clone(), v.clone()));
+            }
+        }
+        let think = match &c.think {
+            None => Duration::ZERO,
+            Some(t) => parse_duration(t.get_ref()).map_err(|e| cerr(t.span(), "think", e))?,
+        };
+        classes.push(MixClass {
+            name,
+            share,
+            urls,
+            order,
+            headers,
+            cookies,
+            think,
+            line: Some(line_of(src.text, sc.span().start)),
+        });
+    }
+    Ok((assign, classes))
+}
+
+/// Where a mix came from, for error messages.
+pub(crate) fn display_path(p: &Option<PathBuf>) -> String {
+    p.as_ref()
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "<mix>".to_string())
 }
 
 /// Smooth weighted round robin (nginx's): a deterministic sequence in which every prefix is as close to the
@@ -398,8 +387,17 @@ url = "/bytes?n=778240"
     #[test]
     fn errors_name_file_line_and_field() {
         let e = err_of("[[class]]\nname = \"a\"\nshare = -1\nurl = \"/\"\n");
+        assert_eq!(
+            e,
+            "mix file m.toml:3: class[0].share: class \"a\": must be > 0 (got -1)"
+        );
         assert!(
             e.contains("m.toml:3") && e.contains("share") && e.contains("-1"),
+            "{e}"
+        );
+        let e = err_of("[[class]]\nname = \"a\"\nurl = \"/\"\n[[class]]\nname = \"b\"\nurl = 3\n");
+        assert!(
+            e.starts_with("mix file m.toml:6: class[1].url: invalid type"),
             "{e}"
         );
         let e = err_of("[[class]]\nname = \"a\"\nshre = 1\n");

@@ -15,7 +15,8 @@ use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 use tokio::net::TcpStream;
 
 use crate::BenchError;
-use crate::config::{Target, TlsOptions};
+use crate::config::TlsOptions;
+use crate::target::Target;
 
 /// What every connection of a run needs to speak TLS.
 #[derive(Clone)]

@@ -216,9 +216,35 @@ pub fn format_duration(d: Duration) -> String {
     }
 }
 
+/// The service times (whole ms) a client draws from at random for each request: 11 values evenly spread
+/// over mean·(1 ± `SERVICE_SPREAD`). A fixed service time would make the closed loop run in lock-step waves —
+/// all workers freed in the same millisecond, heavy's queue emptied by every wave — instead of the steady
+/// state Little's law describes; the spread breaks the waves and leaves the ratios alone (they do not depend
+/// on service times, see docs/demo.md).
+pub(crate) fn service_times_ms(mean: Duration) -> Vec<u64> {
+    let mean_ms = mean.as_secs_f64() * 1e3;
+    (0..=10)
+        .map(|k| {
+            let f = 1.0 - SERVICE_SPREAD + 2.0 * SERVICE_SPREAD * f64::from(k) / 10.0;
+            ((mean_ms * f).round() as u64).max(1)
+        })
+        .collect()
+}
+
+/// Half-width of the service-time spread, relative to the mean.
+pub(crate) const SERVICE_SPREAD: f64 = 0.5;
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn service_times_spread_around_the_mean() {
+        let t = service_times_ms(Duration::from_millis(50));
+        assert_eq!(t, [25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75]);
+        assert_eq!(t.iter().sum::<u64>() / t.len() as u64, 50);
+        assert_eq!(service_times_ms(Duration::from_millis(1))[0], 1);
+    }
 
     #[test]
     fn steps_parse_and_refuse_nonsense() {

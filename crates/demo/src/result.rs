@@ -21,7 +21,7 @@ pub fn new_result(plan: &DemoPlan, started_unix_s: u64) -> DemoResult {
         classes: plan.classes.clone(),
         workers: plan.workers,
         service_ms: plan.service.as_secs_f64() * 1e3,
-        service_ms_values: crate::run::service_times_ms(plan.service),
+        service_ms_values: crate::plan::service_times_ms(plan.service),
         step_duration_s: plan.step_duration.as_secs_f64(),
         warmup_s: plan.warmup.as_secs_f64(),
         quick: plan.quick,
@@ -62,7 +62,7 @@ pub(crate) fn timestamp(unix_s: u64) -> String {
 
 /// The header printed before the first step.
 pub fn render_header(plan: &DemoPlan) -> String {
-    let times = crate::run::service_times_ms(plan.service);
+    let times = crate::plan::service_times_ms(plan.service);
     let weights: Vec<String> = plan
         .classes
         .iter()

@@ -13,7 +13,7 @@ use ordo_serve::server::Server;
 use ordo_sys::fingerprint::Fingerprint;
 use tokio::sync::watch;
 
-use crate::plan::{DemoClass, DemoPlan};
+use crate::plan::{DemoClass, DemoPlan, service_times_ms};
 use crate::result::{ClassStats, DemoResult, DemoStep};
 
 /// Progress reported while the demo runs.
@@ -76,24 +76,6 @@ pub(crate) fn class_path(class: &DemoClass, service_ms: u64) -> String {
         class.path_prefix, service_ms, class.response_bytes
     )
 }
-
-/// The service times (whole ms) a client draws from at random for each request: 11 values evenly spread
-/// over mean·(1 ± `SERVICE_SPREAD`). A fixed service time would make the closed loop run in lock-step waves —
-/// all workers freed in the same millisecond, heavy's queue emptied by every wave — instead of the steady
-/// state Little's law describes; the spread breaks the waves and leaves the ratios alone (they do not depend
-/// on service times, see docs/demo.md).
-pub(crate) fn service_times_ms(mean: Duration) -> Vec<u64> {
-    let mean_ms = mean.as_secs_f64() * 1e3;
-    (0..=10)
-        .map(|k| {
-            let f = 1.0 - SERVICE_SPREAD + 2.0 * SERVICE_SPREAD * f64::from(k) / 10.0;
-            ((mean_ms * f).round() as u64).max(1)
-        })
-        .collect()
-}
-
-/// Half-width of the service-time spread, relative to the mean.
-pub(crate) const SERVICE_SPREAD: f64 = 0.5;
 
 /// Seconds since the Unix epoch (0 if the clock is before it).
 pub(crate) fn unix_now() -> u64 {
@@ -311,10 +293,6 @@ mod tests {
     fn class_paths_carry_service_time_and_size() {
         let plan = DemoPlan::resolve(PlanInput::default()).unwrap();
         assert_eq!(class_path(&plan.classes[2], 50), "/heavy/work?ms=50&n=7600");
-        let t = service_times_ms(Duration::from_millis(50));
-        assert_eq!(t, [25, 30, 35, 40, 45, 50, 55, 60, 65, 70, 75]);
-        assert_eq!(t.iter().sum::<u64>() / t.len() as u64, 50);
-        assert_eq!(service_times_ms(Duration::from_millis(1))[0], 1);
         let cfg = bench_config(&plan, ([127, 0, 0, 1], 8080).into(), 100, 1).unwrap();
         assert_eq!(cfg.connections, 300);
         assert!(cfg.drain && cfg.keepalive);

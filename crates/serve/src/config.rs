@@ -8,6 +8,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ordo_util::keypath;
+use ordo_util::located::{Source, line_of, span_of_path};
 use serde::Deserialize;
 
 use crate::backend::proxy::ProxyConfig;
@@ -395,38 +397,13 @@ impl fmt::Debug for Origin {
     }
 }
 
-/// A refused configuration: which file, which line, which key, and why.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ConfigError {
-    /// The file name — or, when a command-line flag made the configuration invalid, the flag with its value
-    /// (`--policy lua`; then `line` and `key` are `None` and the message names the file's part, if any).
-    pub file: String,
-    pub line: Option<usize>,
-    pub key: Option<String>,
-    pub message: String,
-}
+/// A refused configuration: which file, which line, which key, and why — the workspace's one located
+/// error (`file:line: key: message`). When a command-line flag made the configuration invalid, `file` is
+/// the flag with its value (`--policy lua`) and line and key are `None`.
+pub type ConfigError = ordo_util::located::Located;
 
-impl fmt::Display for ConfigError {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(&self.file)?;
-        if let Some(line) = self.line {
-            write!(f, ":{line}")?;
-        }
-        if let Some(key) = &self.key {
-            write!(f, ": {key}")?;
-        }
-        write!(f, ": {}", self.message)
-    }
-}
-
-impl std::error::Error for ConfigError {}
-
-/// One step of a key path: a table key or an array index.
-#[derive(Clone, Debug, PartialEq, Eq)]
-pub enum Seg {
-    Key(String),
-    Index(usize),
-}
+/// Key paths and their spelling, shared with the other TOML files ordo reads.
+pub use ordo_util::located::{IntoSeg, Seg, path_to_string};
 
 /// A validation failure before it is located in the file.
 #[derive(Clone, Debug)]
@@ -457,45 +434,6 @@ impl Invalid {
     }
 }
 
-/// Build a key path: `keypath!["classes", 1, "weight"]`.
-#[macro_export]
-#[doc(hidden)]
-macro_rules! keypath {
-    ($($seg:expr),* $(,)?) => { vec![$($crate::config::IntoSeg::into_seg($seg)),*] };
-}
-
-/// Conversion of path pieces for [`keypath!`].
-pub trait IntoSeg {
-    fn into_seg(self) -> Seg;
-}
-impl IntoSeg for &str {
-    fn into_seg(self) -> Seg {
-        Seg::Key(self.to_string())
-    }
-}
-impl IntoSeg for usize {
-    fn into_seg(self) -> Seg {
-        Seg::Index(self)
-    }
-}
-
-/// `classes[1].weight`
-pub fn path_to_string(path: &[Seg]) -> String {
-    let mut s = String::new();
-    for seg in path {
-        match seg {
-            Seg::Key(k) => {
-                if !s.is_empty() {
-                    s.push('.');
-                }
-                s.push_str(k);
-            }
-            Seg::Index(i) => s.push_str(&format!("[{i}]")),
-        }
-    }
-    s
-}
-
 impl ServeConfig {
     /// Read, parse and validate a config file.
     pub fn from_file(path: impl AsRef<Path>) -> Result<Self, ConfigError> {
@@ -512,12 +450,8 @@ impl ServeConfig {
     ) -> Result<Self, ConfigError> {
         let path = path.as_ref();
         let name = path.display().to_string();
-        let text = std::fs::read_to_string(path).map_err(|e| ConfigError {
-            file: name.clone(),
-            line: None,
-            key: None,
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| ConfigError::new(name.clone(), format!("cannot read: {e}")))?;
         let dir = path
             .parent()
             .map(|p| {
@@ -550,19 +484,7 @@ impl ServeConfig {
         path: Option<PathBuf>,
         dir: PathBuf,
     ) -> Result<Self, ConfigError> {
-        let mut cfg: ServeConfig = match toml::from_str(&text) {
-            Ok(c) => c,
-            Err(e) => {
-                let line = e.span().map(|s| line_of(&text, s.start));
-                let key = e.span().and_then(|s| key_at(&text, s.start));
-                return Err(ConfigError {
-                    file: name,
-                    line,
-                    key,
-                    message: e.message().trim().to_string(),
-                });
-            }
-        };
+        let mut cfg: ServeConfig = Source::new(&name, &text).parse()?;
         cfg.origin = Some(Arc::new(Origin {
             name,
             path,
@@ -634,27 +556,14 @@ impl ServeConfig {
             _ => None,
         });
         if let Some(flag) = flag {
-            return ConfigError {
-                file: flag,
-                line: None,
-                key: None,
-                message: inv.message,
-            };
+            return ConfigError::new(flag, inv.message);
         }
-        let key = if inv.path.is_empty() {
-            None
-        } else {
-            Some(path_to_string(&inv.path))
-        };
-        let line = self
-            .origin
-            .as_ref()
-            .and_then(|o| locate_line(&o.text, &inv.path));
-        ConfigError {
-            file: self.name().to_string(),
-            line,
-            key,
-            message: inv.message,
+        match &self.origin {
+            Some(o) => Source::new(&o.name, &o.text).at_path(&inv.path, inv.message),
+            None => ConfigError {
+                key: (!inv.path.is_empty()).then(|| path_to_string(&inv.path)),
+                ..ConfigError::new(self.name(), inv.message)
+            },
         }
     }
 
@@ -664,7 +573,7 @@ impl ServeConfig {
         let line = self
             .origin
             .as_ref()
-            .and_then(|o| locate_line(&o.text, &path));
+            .and_then(|o| span_of_path(&o.text, &path).map(|s| line_of(&o.text, s.start)));
         match line {
             Some(l) => format!("{}:{l}", self.name()),
             None => self.name().to_string(),
@@ -1015,134 +924,26 @@ impl ServeConfig {
     }
 }
 
-/// 1-based line of byte offset `at`.
-pub fn line_of(text: &str, at: usize) -> usize {
-    let at = at.min(text.len());
-    text.as_bytes()[..at]
-        .iter()
-        .filter(|&&b| b == b'\n')
-        .count()
-        + 1
-}
-
-/// The bare key at the start of the line containing `at`, if the line looks like `key = ...`.
-fn key_at(text: &str, at: usize) -> Option<String> {
-    let at = at.min(text.len());
-    let start = text[..at].rfind('\n').map_or(0, |i| i + 1);
-    let line = text[start..].lines().next()?;
-    let (k, _) = line.split_once('=')?;
-    let k = k.trim();
-    if !k.is_empty()
-        && k.chars()
-            .all(|c| c.is_ascii_alphanumeric() || "_-.".contains(c))
-    {
-        Some(match table_at(&text[..start]) {
-            Some(t) => format!("{t}.{k}"),
-            None => k.to_string(),
-        })
-    } else {
-        None
-    }
-}
-
-/// The table a line belongs to, from the `[table]` / `[[array]]` headers above it, spelled like the
-/// validation errors' key paths (`limits`, `classes[1]`); `None` at the top level.
-fn table_at(before: &str) -> Option<String> {
-    let mut counts: std::collections::HashMap<&str, usize> = std::collections::HashMap::new();
-    let mut current = None;
-    for line in before.lines() {
-        let line = line.split('#').next().unwrap_or("").trim();
-        if let Some(name) = line.strip_prefix("[[").and_then(|l| l.strip_suffix("]]")) {
-            let name = name.trim();
-            let n = counts.entry(name).or_insert(0);
-            current = Some(format!("{name}[{n}]"));
-            *n += 1;
-        } else if let Some(name) = line.strip_prefix('[').and_then(|l| l.strip_suffix(']')) {
-            current = Some(name.trim().to_string());
-        }
-    }
-    current
-}
-
-enum Node<'a> {
-    Item(&'a toml_edit::Item),
-    Table(&'a toml_edit::Table),
-    Value(&'a toml_edit::Value),
-}
-
-/// Find the line of a key path in the TOML text (the key's own line where possible).
-fn locate_line(text: &str, path: &[Seg]) -> Option<usize> {
-    let doc = toml_edit::ImDocument::parse(text).ok()?;
-    let mut node = Node::Item(doc.as_item());
-    let mut best: Option<usize> = None;
-    // A key the text does not spell out (e.g. a missing field of an inline table) ends the walk: the line of
-    // the deepest part found is still the best answer.
-    for seg in path {
-        let step = (|| -> Option<(Node, Option<std::ops::Range<usize>>)> {
-            Some(match (seg, &node) {
-                (Seg::Key(k), Node::Item(toml_edit::Item::Table(t))) => {
-                    let (key, item) = t.get_key_value(k)?;
-                    (Node::Item(item), key.span().or_else(|| item.span()))
-                }
-                (
-                    Seg::Key(k),
-                    Node::Item(toml_edit::Item::Value(toml_edit::Value::InlineTable(t))),
-                )
-                | (Seg::Key(k), Node::Value(toml_edit::Value::InlineTable(t))) => {
-                    let (key, item) = t.get_key_value(k)?;
-                    (Node::Item(item), key.span().or_else(|| item.span()))
-                }
-                (Seg::Index(i), Node::Item(toml_edit::Item::ArrayOfTables(a))) => {
-                    let t = a.get(*i)?;
-                    (Node::Table(t), t.span())
-                }
-                (Seg::Index(i), Node::Item(toml_edit::Item::Value(toml_edit::Value::Array(a))))
-                | (Seg::Index(i), Node::Value(toml_edit::Value::Array(a))) => {
-                    let v = a.get(*i)?;
-                    (Node::Value(v), v.span())
-                }
-                (Seg::Key(k), Node::Table(t)) => {
-                    let (key, item) = t.get_key_value(k)?;
-                    (Node::Item(item), key.span().or_else(|| item.span()))
-                }
-                _ => return None,
-            })
-        })();
-        let Some((next, span)) = step else { break };
-        if let Some(s) = span {
-            best = Some(line_of(text, s.start));
-        }
-        node = next;
-    }
-    best
-}
-
 #[cfg(test)]
-#[allow(clippy::useless_vec)]
 mod tests {
     use super::*;
 
     #[test]
-    fn locates_keys_in_tables_arrays_and_inline_tables() {
-        let text = "workers = 4\n\n[[classes]]\nname = \"a\"\n\n[[classes]]\nname = \"b\"\nweight = 0\n\n[admin]\nlisten = \"127.0.0.1:1\"\n[[rules]]\nclass = \"a\"\nheader = { name = \"x\", regex = \"(\" }\n";
-        assert_eq!(locate_line(text, &keypath!["workers"]), Some(1));
+    fn validation_errors_name_file_line_and_key() {
+        let cfg = ServeConfig::from_toml_str("[[classes]]\nname = \"a\"\nweight = 0\n", "c.toml");
         assert_eq!(
-            locate_line(text, &keypath!["classes", 1, "weight"]),
-            Some(8)
+            cfg.unwrap_err().to_string(),
+            "c.toml:3: classes[0].weight: must be ≥ 1, got 0"
         );
-        assert_eq!(locate_line(text, &keypath!["admin", "listen"]), Some(11));
-        assert_eq!(
-            locate_line(text, &keypath!["rules", 0, "header", "regex"]),
-            Some(14)
+        // a type error inside an inline table names the inner key
+        let cfg = ServeConfig::from_toml_str(
+            "[[classes]]\nname = \"a\"\n[[rules]]\nclass = \"a\"\nheader = { name = \"x\", regex = 1 }\n",
+            "c.toml",
         );
-        assert_eq!(locate_line(text, &keypath!["classes", 0]), Some(3));
-    }
-
-    #[test]
-    fn key_path_display() {
-        assert_eq!(
-            path_to_string(&keypath!["classes", 1, "weight"]),
-            "classes[1].weight"
+        let e = cfg.unwrap_err().to_string();
+        assert!(
+            e.starts_with("c.toml:5: rules[0].header.regex: invalid type"),
+            "{e}"
         );
     }
 }

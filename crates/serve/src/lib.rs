@@ -18,5 +18,8 @@ pub mod tls;
 
 pub use config::{ConfigError, Overrides, PolicyName, ServeConfig};
 pub use gate::Overloaded;
+/// Build a key path: `keypath!["classes", 1, "weight"]`.
+#[doc(hidden)]
+pub use ordo_util::keypath;
 pub use overload::Workers;
 pub use server::{Server, ServerHandle, StartError};

@@ -353,13 +353,10 @@ impl Shared {
         let cur = self.config();
         let Some(path) = cur.origin.as_ref().and_then(|o| o.path.clone()) else {
             self.metrics.reload(false);
-            let e = ConfigError {
-                file: cur.name().to_string(),
-                line: None,
-                key: None,
-                message: "the running configuration did not come from a file; nothing to re-read"
-                    .into(),
-            };
+            let e = ConfigError::new(
+                cur.name(),
+                "the running configuration did not come from a file; nothing to re-read",
+            );
             tracing::error!(error = %e, "reload refused");
             return Err(e);
         };

@@ -7,18 +7,16 @@ use std::path::{Path, PathBuf};
 use std::time::Duration;
 
 use ordo_sys::knobs::KnobId;
+use ordo_util::keypath;
+use ordo_util::located::{IntoSeg, Located, Seg, Source, span_of_path};
 use regex::Regex;
 use serde::Deserialize;
+use serde::de::value::{MapAccessDeserializer, SeqAccessDeserializer};
+use serde::de::{MapAccess, SeqAccess, Visitor};
 
-/// A bad experiment file: where, which key, what is wrong.
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error("{}{}{}: {message}", file.display(), line.map(|l| format!(":{l}")).unwrap_or_default(), if key.is_empty() { String::new() } else { format!(": {key}") })]
-pub struct SpecError {
-    pub file: PathBuf,
-    pub line: Option<usize>,
-    pub key: String,
-    pub message: String,
-}
+/// A bad experiment file: where, which key, what is wrong (`exp.toml:17: knobs.policy: ...`), the
+/// workspace's one located error.
+pub type SpecError = Located;
 
 /// Which of the target's threads the per-thread knobs act on.
 #[derive(Clone, Debug)]
@@ -226,8 +224,9 @@ struct RawSpec {
     scale_base: Option<f64>,
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+/// `[workload]` (one table) or `[[workload]]` (an array of them). Deserialized by hand rather than as an
+/// untagged enum: that buffers the value and reports only "did not match any variant", while this hands the
+/// table to `T` directly, so an error inside it keeps its key and line.
 enum OneOrMany<T> {
     One(T),
     Many(Vec<T>),
@@ -239,18 +238,79 @@ impl<T> Default for OneOrMany<T> {
     }
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+impl<'de, T: Deserialize<'de>> Deserialize<'de> for OneOrMany<T> {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V<T>(std::marker::PhantomData<T>);
+        impl<'de, T: Deserialize<'de>> Visitor<'de> for V<T> {
+            type Value = OneOrMany<T>;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a table or an array of tables")
+            }
+            fn visit_map<A: MapAccess<'de>>(self, m: A) -> Result<Self::Value, A::Error> {
+                T::deserialize(MapAccessDeserializer::new(m)).map(OneOrMany::One)
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<Self::Value, A::Error> {
+                Vec::<T>::deserialize(SeqAccessDeserializer::new(s)).map(OneOrMany::Many)
+            }
+        }
+        d.deserialize_any(V(std::marker::PhantomData))
+    }
+}
+
+/// A command: one string split like a shell would, or a list of arguments.
 enum StrOrList {
     Str(String),
     List(Vec<String>),
 }
 
-#[derive(Deserialize)]
-#[serde(untagged)]
+impl<'de> Deserialize<'de> for StrOrList {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> Visitor<'de> for V {
+            type Value = StrOrList;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a command line (\"ab -n 100 URL\") or a list of arguments")
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<StrOrList, E> {
+                Ok(StrOrList::Str(v.to_string()))
+            }
+            fn visit_seq<A: SeqAccess<'de>>(self, s: A) -> Result<StrOrList, A::Error> {
+                Vec::<String>::deserialize(SeqAccessDeserializer::new(s)).map(StrOrList::List)
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
+/// A duration: a number of seconds, or a string such as `"500ms"`.
 enum DurationValue {
     Secs(f64),
     Text(String),
+}
+
+impl<'de> Deserialize<'de> for DurationValue {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl Visitor<'_> for V {
+            type Value = DurationValue;
+            fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+                f.write_str("a number of seconds or a duration such as \"2s\" or \"500ms\"")
+            }
+            fn visit_f64<E: serde::de::Error>(self, v: f64) -> Result<DurationValue, E> {
+                Ok(DurationValue::Secs(v))
+            }
+            fn visit_i64<E: serde::de::Error>(self, v: i64) -> Result<DurationValue, E> {
+                Ok(DurationValue::Secs(v as f64))
+            }
+            fn visit_u64<E: serde::de::Error>(self, v: u64) -> Result<DurationValue, E> {
+                Ok(DurationValue::Secs(v as f64))
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<DurationValue, E> {
+                Ok(DurationValue::Text(v.to_string()))
+            }
+        }
+        d.deserialize_any(V)
+    }
 }
 
 #[derive(Deserialize)]
@@ -329,36 +389,6 @@ struct RawScore {
 
 // ---- helpers --------------------------------------------------------------------------------------
 
-/// The line (1-based) of `key` inside `[table]` (or at top level when `table` is empty).
-fn locate(text: &str, table: &str, key: &str) -> Option<usize> {
-    let mut current = String::new();
-    let mut table_line = None;
-    let key_plain = key.trim_matches('"');
-    for (i, raw) in text.lines().enumerate() {
-        let l = raw.trim();
-        if l.starts_with('[') {
-            current = l.trim_matches(|c| c == '[' || c == ']').trim().to_string();
-            if current == table {
-                table_line.get_or_insert(i + 1);
-            }
-            continue;
-        }
-        if current != table || key.is_empty() {
-            continue;
-        }
-        let head = l
-            .split('=')
-            .next()
-            .unwrap_or("")
-            .trim()
-            .trim_matches(|c| c == '"' || c == '\'');
-        if head == key_plain {
-            return Some(i + 1);
-        }
-    }
-    table_line
-}
-
 fn toml_value_string(v: &toml::Value) -> Option<String> {
     match v {
         toml::Value::String(s) => Some(s.clone()),
@@ -414,31 +444,45 @@ pub fn split_command(s: &str) -> Result<Vec<String>, String> {
     Ok(out)
 }
 
+/// Where a check's error points: a table (`"target"`, `""` for the top level) or a key path prefix
+/// (`workload[1]`), plus the key under it.
+trait At: Copy {
+    fn path(self, key: &str) -> Vec<Seg>;
+}
+
+impl At for &str {
+    fn path(self, key: &str) -> Vec<Seg> {
+        [self, key]
+            .into_iter()
+            .filter(|k| !k.is_empty())
+            .map(IntoSeg::into_seg)
+            .collect()
+    }
+}
+
+impl At for &Vec<Seg> {
+    fn path(self, key: &str) -> Vec<Seg> {
+        let mut p = self.clone();
+        if !key.is_empty() {
+            p.push(Seg::Key(key.to_string()));
+        }
+        p
+    }
+}
+
 struct Ctx<'a> {
-    file: &'a Path,
-    text: &'a str,
+    src: Source<'a>,
 }
 
 impl Ctx<'_> {
-    fn err(&self, table: &str, key: &str, message: impl Into<String>) -> SpecError {
-        let full = if table.is_empty() {
-            key.to_string()
-        } else if key.is_empty() {
-            table.to_string()
-        } else {
-            format!("{table}.{key}")
-        };
-        SpecError {
-            file: self.file.to_path_buf(),
-            line: locate(self.text, table, key),
-            key: full,
-            message: message.into(),
-        }
+    /// An error at `key` of `table`, on the line the file spells it (or its table's line).
+    fn err(&self, table: impl At, key: &str, message: impl Into<String>) -> SpecError {
+        self.src.at_path(&table.path(key), message)
     }
 
     fn duration(
         &self,
-        table: &str,
+        table: impl At,
         key: &str,
         v: Option<DurationValue>,
         default: Duration,
@@ -458,7 +502,7 @@ impl Ctx<'_> {
     /// A duration that must not be zero (a measured time, a timeout).
     fn positive_duration(
         &self,
-        table: &str,
+        table: impl At,
         key: &str,
         v: Option<DurationValue>,
         default: Duration,
@@ -470,7 +514,7 @@ impl Ctx<'_> {
         Ok(d)
     }
 
-    fn command(&self, table: &str, v: StrOrList) -> Result<Vec<String>, SpecError> {
+    fn command(&self, table: impl At, v: StrOrList) -> Result<Vec<String>, SpecError> {
         match v {
             StrOrList::Str(s) => split_command(&s).map_err(|m| self.err(table, "command", m)),
             StrOrList::List(l) if l.is_empty() => Err(self.err(table, "command", "empty command")),
@@ -481,12 +525,8 @@ impl Ctx<'_> {
 
 impl Spec {
     pub fn from_file(path: &Path) -> Result<Spec, SpecError> {
-        let text = std::fs::read_to_string(path).map_err(|e| SpecError {
-            file: path.to_path_buf(),
-            line: None,
-            key: String::new(),
-            message: format!("cannot read: {e}"),
-        })?;
+        let text = std::fs::read_to_string(path)
+            .map_err(|e| Located::new(path.display().to_string(), format!("cannot read: {e}")))?;
         let dir = path
             .parent()
             .map(Path::to_path_buf)
@@ -495,464 +535,28 @@ impl Spec {
         Spec::parse(&text, path, &dir)
     }
 
-    /// Parse `text` as if read from `file`, resolving relative paths against `dir`.
+    /// Parse `text` as if read from `file`, resolving relative paths against `dir`: the raw serde layer
+    /// (types, unknown keys), then each section checked into its part of the [`Spec`].
     pub fn parse(text: &str, file: &Path, dir: &Path) -> Result<Spec, SpecError> {
-        let cx = Ctx { file, text };
-        let raw: RawSpec = toml::from_str(text).map_err(|e| {
-            let line = e
-                .span()
-                .map(|s| text[..s.start.min(text.len())].matches('\n').count() + 1);
-            SpecError {
-                file: file.to_path_buf(),
-                line,
-                key: String::new(),
-                message: e.message().to_string(),
-            }
-        })?;
-        let resolve = |p: &str| {
-            let p = PathBuf::from(p);
-            if p.is_absolute() { p } else { dir.join(p) }
+        let name = file.display().to_string();
+        let cx = Ctx {
+            src: Source::new(&name, text),
         };
-
-        // Target.
-        let t = raw.target;
-        let threads = match t.threads.as_deref() {
-            None | Some("all") => ThreadSel::All,
-            Some(re) => ThreadSel::Name(
-                Regex::new(re)
-                    .map_err(|e| cx.err("target", "threads", format!("bad regex: {e}")))?,
-            ),
-        };
-        let chosen = [
-            t.builtin.is_some(),
-            t.command.is_some(),
-            t.pid.is_some(),
-            t.name.is_some(),
-        ]
-        .iter()
-        .filter(|b| **b)
-        .count();
-        if chosen != 1 {
-            return Err(cx.err(
-                "target",
-                "",
-                "set exactly one of builtin = \"ordo-serve\", command, pid or name",
-            ));
-        }
-        let kind = if let Some(b) = t.builtin {
-            if b != "ordo-serve" {
-                return Err(cx.err(
-                    "target",
-                    "builtin",
-                    format!("unknown builtin `{b}` (only \"ordo-serve\")"),
-                ));
-            }
-            TargetKind::Builtin {
-                config: t.config.as_deref().map(resolve),
-                args: t.args,
-            }
-        } else if let Some(c) = t.command {
-            TargetKind::Command {
-                argv: cx.command("target", c)?,
-            }
-        } else if let Some(pid) = t.pid {
-            if pid <= 0 {
-                return Err(cx.err("target", "pid", "must be a positive process id"));
-            }
-            TargetKind::Pid(pid)
-        } else {
-            TargetKind::Name(t.name.unwrap_or_default())
-        };
-        if t.config.is_some() && !matches!(kind, TargetKind::Builtin { .. }) {
-            return Err(cx.err("target", "config", "only for builtin = \"ordo-serve\""));
-        }
-        let ready_url = match (&kind, t.ready_url) {
-            (TargetKind::Builtin { .. }, None) => Some("http://127.0.0.1:{port}/".to_string()),
-            (_, u) => u,
-        };
-        let target = TargetSpec {
-            kind,
-            ready_url,
-            ready_timeout: cx.positive_duration(
-                "target",
-                "ready_timeout",
-                t.ready_timeout,
-                Duration::from_secs(10),
-            )?,
-            threads,
-        };
-
-        // Workloads.
-        let raw_workloads = match raw.workload {
-            OneOrMany::One(w) => vec![w],
-            OneOrMany::Many(v) => v,
-        };
-        if raw_workloads.is_empty() {
-            return Err(cx.err("workload", "", "at least one [workload] is needed"));
-        }
-        let mut workloads = Vec::new();
-        for (i, w) in raw_workloads.into_iter().enumerate() {
-            let tbl = "workload";
-            let name = w.name.clone().unwrap_or_else(|| {
-                if i == 0 {
-                    "web".to_string()
-                } else {
-                    format!("w{}", i + 1)
-                }
-            });
-            if !name
-                .chars()
-                .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
-            {
-                return Err(cx.err(
-                    tbl,
-                    "name",
-                    format!("`{name}`: use letters, digits, _ or -"),
-                ));
-            }
-            if workloads.iter().any(|x: &WorkloadSpec| x.name == name) {
-                return Err(cx.err(tbl, "name", format!("two workloads are named `{name}`")));
-            }
-            let kind = match w.kind.as_deref().unwrap_or(if w.command.is_some() {
-                "command"
-            } else {
-                "bench"
-            }) {
-                "bench" => {
-                    let url = w
-                        .url
-                        .clone()
-                        .ok_or_else(|| cx.err(tbl, "url", "a bench workload needs url"))?;
-                    let connections = w.connections.or(w.concurrency).unwrap_or(10);
-                    if connections == 0 {
-                        return Err(cx.err(tbl, "connections", "must be at least 1"));
-                    }
-                    if w.requests == Some(0) {
-                        return Err(cx.err(tbl, "requests", "must be at least 1"));
-                    }
-                    if w.requests.is_some() && w.duration.is_some() {
-                        return Err(cx.err(tbl, "requests", "set requests or duration, not both"));
-                    }
-                    if let Some(r) = w.rate
-                        && !(r.is_finite() && r > 0.0)
-                    {
-                        return Err(cx.err(
-                            tbl,
-                            "rate",
-                            "must be a positive number of requests per second",
-                        ));
-                    }
-                    let duration = if w.requests.is_some() {
-                        None
-                    } else {
-                        Some(cx.positive_duration(
-                            tbl,
-                            "duration",
-                            w.duration,
-                            Duration::from_secs(5),
-                        )?)
-                    };
-                    WorkloadKind::Bench(Box::new(BenchSpec {
-                        url,
-                        connections,
-                        threads: w.threads.unwrap_or(1).max(1),
-                        duration,
-                        requests: w.requests,
-                        rate: w.rate,
-                        keepalive: w.keepalive.unwrap_or(true),
-                        method: w.method.clone().unwrap_or_else(|| "GET".into()),
-                        headers: w.headers.clone(),
-                        body: w.body.clone(),
-                        timeout: cx.positive_duration(
-                            tbl,
-                            "timeout",
-                            w.timeout,
-                            Duration::from_secs(30),
-                        )?,
-                        warmup: cx.duration(tbl, "warmup", w.warmup, Duration::ZERO)?,
-                        mix: w.mix.as_deref().map(resolve),
-                        seed: w.seed.unwrap_or(0x5eed),
-                    }))
-                }
-                "command" => {
-                    let argv = cx.command(
-                        tbl,
-                        w.command.ok_or_else(|| {
-                            cx.err(tbl, "command", "a command workload needs command")
-                        })?,
-                    )?;
-                    let parser = match w.parser.as_deref() {
-                        Some("ab") => ParserKind::Ab,
-                        Some("wrk") => ParserKind::Wrk,
-                        Some("sysbench") => ParserKind::Sysbench,
-                        Some("regex") | None if w.regex.is_some() => {
-                            let re = Regex::new(w.regex.as_deref().unwrap_or_default())
-                                .map_err(|e| cx.err(tbl, "regex", format!("bad regex: {e}")))?;
-                            if re.capture_names().flatten().next().is_none() {
-                                return Err(cx.err(tbl, "regex", "needs at least one named group, e.g. (?P<throughput>[0-9.]+)"));
-                            }
-                            ParserKind::Regex(re)
-                        }
-                        Some("regex") => return Err(cx.err(tbl, "regex", "parser = \"regex\" needs regex = '...'")),
-                        Some(p) => return Err(cx.err(tbl, "parser", format!("unknown parser `{p}` (ab, wrk, sysbench, regex)"))),
-                        None => return Err(cx.err(tbl, "parser", "a command workload needs parser = \"ab\" | \"wrk\" | \"sysbench\" | \"regex\"")),
-                    };
-                    WorkloadKind::Command {
-                        argv,
-                        parser,
-                        timeout: cx.positive_duration(
-                            tbl,
-                            "timeout",
-                            w.timeout,
-                            Duration::from_secs(600),
-                        )?,
-                    }
-                }
-                k => {
-                    return Err(cx.err(
-                        tbl,
-                        "kind",
-                        format!("unknown workload kind `{k}` (bench, command)"),
-                    ));
-                }
-            };
-            workloads.push(WorkloadSpec { name, kind });
-        }
-
-        // Knobs.
-        let mut knobs = Vec::new();
-        for (k, v) in &raw.knobs {
-            let id: KnobId = k
-                .parse()
-                .map_err(|e: ordo_sys::knobs::KnobError| cx.err("knobs", k, e.to_string()))?;
-            let mut optional = false;
-            let v = match v {
-                toml::Value::Table(t) => {
-                    for key in t.keys() {
-                        if key != "levels" && key != "optional" {
-                            return Err(cx.err(
-                                "knobs",
-                                k,
-                                format!("unknown key `{key}` (levels, optional)"),
-                            ));
-                        }
-                    }
-                    optional = match t.get("optional") {
-                        None => false,
-                        Some(toml::Value::Boolean(b)) => *b,
-                        Some(_) => {
-                            return Err(cx.err("knobs", k, "optional must be true or false"));
-                        }
-                    };
-                    t.get("levels")
-                        .ok_or_else(|| cx.err("knobs", k, "needs levels = [...]"))?
-                }
-                v => v,
-            };
-            let levels: Vec<String> = match v {
-                toml::Value::Array(a) => a
-                    .iter()
-                    .map(|x| {
-                        toml_value_string(x)
-                            .ok_or_else(|| cx.err("knobs", k, "levels must be strings or numbers"))
-                    })
-                    .collect::<Result<_, _>>()?,
-                other => vec![
-                    toml_value_string(other)
-                        .ok_or_else(|| cx.err("knobs", k, "levels must be strings or numbers"))?,
-                ],
-            };
-            if levels.is_empty() {
-                return Err(cx.err("knobs", k, "needs at least one level"));
-            }
-            let mut seen = levels.clone();
-            seen.sort();
-            seen.dedup();
-            if seen.len() != levels.len() {
-                return Err(cx.err("knobs", k, "a level is listed twice"));
-            }
-            if let KnobId::Param(p) = &id {
-                let uses = |s: &str| s.contains(&format!("{{{p}}}"));
-                let used = match &target.kind {
-                    TargetKind::Builtin { args, .. } => args.iter().any(|a| uses(a)),
-                    TargetKind::Command { argv } => argv.iter().any(|a| uses(a)),
-                    _ => false,
-                } || workloads.iter().any(|w| match &w.kind {
-                    WorkloadKind::Bench(b) => uses(&b.url),
-                    WorkloadKind::Command { argv, .. } => argv.iter().any(|a| uses(a)),
-                });
-                if !used {
-                    return Err(cx.err("knobs", k, format!("no `{{{p}}}` in the target's command or a workload: this parameter would have no effect")));
-                }
-            }
-            knobs.push(KnobSpec {
-                id,
-                levels,
-                optional,
-            });
-        }
-        // TOML tables are sorted by key; keep the order the file lists the knobs in.
-        knobs.sort_by_key(|k| {
-            raw.knobs
-                .keys()
-                .find(|key| key.parse::<KnobId>().is_ok_and(|id| id == k.id))
-                .and_then(|key| locate(text, "knobs", key))
-                .unwrap_or(usize::MAX)
-        });
-        if matches!(target.kind, TargetKind::Pid(_) | TargetKind::Name(_))
-            && let Some(p) = knobs.iter().find(|k| matches!(k.id, KnobId::Param(_)))
-        {
-            return Err(cx.err(
-                "knobs",
-                &p.id.to_string(),
-                "parameters need a target that ordo starts (builtin or command)",
-            ));
-        }
+        let raw: RawSpec = cx.src.parse()?;
+        let target = check_target(&cx, raw.target, dir)?;
+        let workloads = check_workloads(&cx, raw.workload, dir)?;
+        let knobs = check_knobs(&cx, &raw.knobs, &target, &workloads)?;
         let names: Vec<String> = knobs.iter().map(|k| k.id.to_string()).collect();
-        let canon = |k: &str| {
-            k.parse::<KnobId>()
-                .map(|id| id.to_string())
-                .unwrap_or_else(|_| k.to_string())
-        };
-
-        // Baseline.
-        let mut baseline = BTreeMap::new();
-        for (k, v) in &raw.baseline {
-            let c = canon(k);
-            if !names.contains(&c) {
-                return Err(cx.err("baseline", k, "not one of the experiment's knobs"));
-            }
-            baseline.insert(
-                c,
-                toml_value_string(v)
-                    .ok_or_else(|| cx.err("baseline", k, "must be a string or number"))?,
-            );
-        }
-        for k in &knobs {
-            if matches!(k.id, KnobId::Param(_)) && !baseline.contains_key(&k.id.to_string()) {
-                // A parameter has no "value found on the machine": the first level is the baseline.
-                baseline.insert(k.id.to_string(), k.levels[0].clone());
-            }
-        }
-
+        let baseline = check_baseline(&cx, &raw.baseline, &knobs)?;
         // Design.
         let seed = raw.seed.unwrap_or(1);
         let design = parse_design(&cx, raw.design, &names, &knobs, seed)?;
         if knobs.is_empty() && !matches!(design, Design::List(_)) {
             return Err(cx.err("knobs", "", "an experiment needs at least one knob"));
         }
-
-        // Repetition.
-        let r = raw.repeat.unwrap_or(RawRepeat {
-            min: None,
-            max: None,
-            ci: None,
-            warmup: None,
-            allow_fewer: None,
-        });
-        let min = r.min.unwrap_or(3);
-        if min < 3 && !r.allow_fewer.unwrap_or(false) {
-            return Err(cx.err("repeat", "min", "at least 3 runs per configuration are needed for a confidence interval worth the name (allow_fewer = true overrides)"));
-        }
-        let min = min.max(1);
-        let max = r.max.unwrap_or(min.max(10));
-        if max < min {
-            return Err(cx.err("repeat", "max", format!("must be >= min ({min})")));
-        }
-        let rel_ci = r.ci.unwrap_or(0.02);
-        if !(rel_ci.is_finite() && rel_ci > 0.0) {
-            return Err(cx.err("repeat", "ci", "must be a positive fraction such as 0.02"));
-        }
-        let repeat = RepeatRule {
-            min,
-            max,
-            rel_ci,
-            warmup: r.warmup.unwrap_or(0),
-        };
-
-        // Score.
-        let first = workloads[0].name.clone();
-        let score = match raw.score {
-            None => ScoreSpec {
-                objective: Objective::Maximize,
-                terms: vec![(format!("{first}.throughput"), 1.0)],
-            },
-            Some(s) => {
-                let objective = match s.objective.as_deref() {
-                    None | Some("maximize") | Some("max") => Objective::Maximize,
-                    Some("minimize") | Some("min") => Objective::Minimize,
-                    Some(o) => {
-                        return Err(cx.err(
-                            "score",
-                            "objective",
-                            format!("`{o}`: maximize or minimize"),
-                        ));
-                    }
-                };
-                let terms: Vec<(String, f64)> = match (s.metric, s.weights.is_empty()) {
-                    (Some(_), false) => {
-                        return Err(cx.err("score", "metric", "set metric or weights, not both"));
-                    }
-                    (Some(m), true) => vec![(m, 1.0)],
-                    (None, false) => s.weights.into_iter().collect(),
-                    (None, true) => vec![(format!("{first}.throughput"), 1.0)],
-                };
-                for (m, w) in &terms {
-                    if !w.is_finite() {
-                        return Err(cx.err("score", m, "weight must be a finite number"));
-                    }
-                    let prefix = m.split('.').next().unwrap_or("");
-                    if !m.contains('.')
-                        || !(workloads.iter().any(|w| w.name == prefix) || prefix == "target")
-                    {
-                        return Err(cx.err("score", m, format!("metric `{m}` must be <workload>.<metric> (workloads: {}) or target.<metric>", workloads.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(", "))));
-                    }
-                }
-                ScoreSpec { objective, terms }
-            }
-        };
-
-        let scale_knob = match raw.scale {
-            Some(s) => {
-                let c = canon(&s);
-                let k = knobs
-                    .iter()
-                    .find(|k| k.id.to_string() == c)
-                    .ok_or_else(|| {
-                        cx.err(
-                            "",
-                            "scale",
-                            format!("`{s}` is not one of the experiment's knobs"),
-                        )
-                    })?;
-                if k.levels
-                    .iter()
-                    .any(|l| l.parse::<f64>().map(|v| v <= 0.0).unwrap_or(true))
-                {
-                    return Err(cx.err("", "scale", "the scalability knob's levels must be positive numbers (thread or connection counts)"));
-                }
-                Some(c)
-            }
-            None => None,
-        };
-        let scale_base = match (raw.scale_base, &scale_knob) {
-            (None, _) => None,
-            (Some(_), None) => return Err(cx.err("", "scale_base", "needs scale = \"<knob>\"")),
-            (Some(b), Some(k)) => {
-                let levels = &knobs
-                    .iter()
-                    .find(|x| x.id.to_string() == *k)
-                    .map(|x| x.levels.clone())
-                    .unwrap_or_default();
-                if !levels
-                    .iter()
-                    .any(|l| l.parse::<f64>().is_ok_and(|v| v == b))
-                {
-                    return Err(cx.err("", "scale_base", format!("{b} is not a level of {k}")));
-                }
-                Some(b)
-            }
-        };
+        let repeat = check_repeat(&cx, raw.repeat)?;
+        let score = check_score(&cx, raw.score, &workloads)?;
+        let (scale_knob, scale_base) = check_scale(&cx, raw.scale, raw.scale_base, &knobs)?;
 
         Ok(Spec {
             file: file.to_path_buf(),
@@ -982,6 +586,521 @@ impl Spec {
     }
 }
 
+/// A knob name as the experiment spells it after parsing (`sysctl:vm.swappiness`), or the name as given.
+fn canon(k: &str) -> String {
+    k.parse::<KnobId>()
+        .map(|id| id.to_string())
+        .unwrap_or_else(|_| k.to_string())
+}
+
+/// Resolve a path from the file against the file's directory.
+fn resolve(dir: &Path, p: &str) -> PathBuf {
+    let p = PathBuf::from(p);
+    if p.is_absolute() { p } else { dir.join(p) }
+}
+
+/// `[target]`: what is measured and how it is started.
+fn check_target(cx: &Ctx<'_>, t: RawTarget, dir: &Path) -> Result<TargetSpec, SpecError> {
+    let resolve = |p: &str| resolve(dir, p);
+    let threads = match t.threads.as_deref() {
+        None | Some("all") => ThreadSel::All,
+        Some(re) => ThreadSel::Name(
+            Regex::new(re).map_err(|e| cx.err("target", "threads", format!("bad regex: {e}")))?,
+        ),
+    };
+    let chosen = [
+        t.builtin.is_some(),
+        t.command.is_some(),
+        t.pid.is_some(),
+        t.name.is_some(),
+    ]
+    .iter()
+    .filter(|b| **b)
+    .count();
+    if chosen != 1 {
+        return Err(cx.err(
+            "target",
+            "",
+            "set exactly one of builtin = \"ordo-serve\", command, pid or name",
+        ));
+    }
+    let kind = if let Some(b) = t.builtin {
+        if b != "ordo-serve" {
+            return Err(cx.err(
+                "target",
+                "builtin",
+                format!("unknown builtin `{b}` (only \"ordo-serve\")"),
+            ));
+        }
+        TargetKind::Builtin {
+            config: t.config.as_deref().map(resolve),
+            args: t.args,
+        }
+    } else if let Some(c) = t.command {
+        TargetKind::Command {
+            argv: cx.command("target", c)?,
+        }
+    } else if let Some(pid) = t.pid {
+        if pid <= 0 {
+            return Err(cx.err("target", "pid", "must be a positive process id"));
+        }
+        TargetKind::Pid(pid)
+    } else {
+        TargetKind::Name(t.name.unwrap_or_default())
+    };
+    if t.config.is_some() && !matches!(kind, TargetKind::Builtin { .. }) {
+        return Err(cx.err("target", "config", "only for builtin = \"ordo-serve\""));
+    }
+    let ready_url = match (&kind, t.ready_url) {
+        (TargetKind::Builtin { .. }, None) => Some("http://127.0.0.1:{port}/".to_string()),
+        (_, u) => u,
+    };
+    Ok(TargetSpec {
+        kind,
+        ready_url,
+        ready_timeout: cx.positive_duration(
+            "target",
+            "ready_timeout",
+            t.ready_timeout,
+            Duration::from_secs(10),
+        )?,
+        threads,
+    })
+}
+
+/// `[workload]` or `[[workload]]`: what load is applied during each run.
+fn check_workloads(
+    cx: &Ctx<'_>,
+    raw: OneOrMany<RawWorkload>,
+    dir: &Path,
+) -> Result<Vec<WorkloadSpec>, SpecError> {
+    // `[[workload]]` tables are named by index (`workload[1].url`), a single `[workload]` by its keys.
+    let many = matches!(raw, OneOrMany::Many(_));
+    let raw_workloads = match raw {
+        OneOrMany::One(w) => vec![w],
+        OneOrMany::Many(v) => v,
+    };
+    if raw_workloads.is_empty() {
+        return Err(cx.err("workload", "", "at least one [workload] is needed"));
+    }
+    let mut workloads = Vec::new();
+    for (i, w) in raw_workloads.into_iter().enumerate() {
+        let tbl = &if many {
+            keypath!["workload", i]
+        } else {
+            keypath!["workload"]
+        };
+        let name = w.name.clone().unwrap_or_else(|| {
+            if i == 0 {
+                "web".to_string()
+            } else {
+                format!("w{}", i + 1)
+            }
+        });
+        if !name
+            .chars()
+            .all(|c| c.is_ascii_alphanumeric() || c == '_' || c == '-')
+        {
+            return Err(cx.err(
+                tbl,
+                "name",
+                format!("`{name}`: use letters, digits, _ or -"),
+            ));
+        }
+        if workloads.iter().any(|x: &WorkloadSpec| x.name == name) {
+            return Err(cx.err(tbl, "name", format!("two workloads are named `{name}`")));
+        }
+        let kind = match w.kind.as_deref().unwrap_or(if w.command.is_some() {
+            "command"
+        } else {
+            "bench"
+        }) {
+            "bench" => check_bench_workload(cx, tbl, w, dir)?,
+            "command" => check_command_workload(cx, tbl, w)?,
+            k => {
+                return Err(cx.err(
+                    tbl,
+                    "kind",
+                    format!("unknown workload kind `{k}` (bench, command)"),
+                ));
+            }
+        };
+        workloads.push(WorkloadSpec { name, kind });
+    }
+    Ok(workloads)
+}
+
+/// A `kind = "bench"` workload: ordo's load generator.
+fn check_bench_workload(
+    cx: &Ctx<'_>,
+    tbl: &Vec<Seg>,
+    w: RawWorkload,
+    dir: &Path,
+) -> Result<WorkloadKind, SpecError> {
+    let resolve = |p: &str| resolve(dir, p);
+    let url = w
+        .url
+        .clone()
+        .ok_or_else(|| cx.err(tbl, "url", "a bench workload needs url"))?;
+    let connections = w.connections.or(w.concurrency).unwrap_or(10);
+    if connections == 0 {
+        return Err(cx.err(tbl, "connections", "must be at least 1"));
+    }
+    if w.requests == Some(0) {
+        return Err(cx.err(tbl, "requests", "must be at least 1"));
+    }
+    if w.requests.is_some() && w.duration.is_some() {
+        return Err(cx.err(tbl, "requests", "set requests or duration, not both"));
+    }
+    if let Some(r) = w.rate
+        && !(r.is_finite() && r > 0.0)
+    {
+        return Err(cx.err(
+            tbl,
+            "rate",
+            "must be a positive number of requests per second",
+        ));
+    }
+    let duration = if w.requests.is_some() {
+        None
+    } else {
+        Some(cx.positive_duration(tbl, "duration", w.duration, Duration::from_secs(5))?)
+    };
+    Ok(WorkloadKind::Bench(Box::new(BenchSpec {
+        url,
+        connections,
+        threads: w.threads.unwrap_or(1).max(1),
+        duration,
+        requests: w.requests,
+        rate: w.rate,
+        keepalive: w.keepalive.unwrap_or(true),
+        method: w.method.clone().unwrap_or_else(|| "GET".into()),
+        headers: w.headers.clone(),
+        body: w.body.clone(),
+        timeout: cx.positive_duration(tbl, "timeout", w.timeout, Duration::from_secs(30))?,
+        warmup: cx.duration(tbl, "warmup", w.warmup, Duration::ZERO)?,
+        mix: w.mix.as_deref().map(resolve),
+        seed: w.seed.unwrap_or(0x5eed),
+    })))
+}
+
+/// A `kind = "command"` workload: an external load generator whose output a parser reads.
+fn check_command_workload(
+    cx: &Ctx<'_>,
+    tbl: &Vec<Seg>,
+    w: RawWorkload,
+) -> Result<WorkloadKind, SpecError> {
+    let argv = cx.command(
+        tbl,
+        w.command
+            .ok_or_else(|| cx.err(tbl, "command", "a command workload needs command"))?,
+    )?;
+    let parser = match w.parser.as_deref() {
+        Some("ab") => ParserKind::Ab,
+        Some("wrk") => ParserKind::Wrk,
+        Some("sysbench") => ParserKind::Sysbench,
+        Some("regex") | None if w.regex.is_some() => {
+            let re = Regex::new(w.regex.as_deref().unwrap_or_default())
+                .map_err(|e| cx.err(tbl, "regex", format!("bad regex: {e}")))?;
+            if re.capture_names().flatten().next().is_none() {
+                return Err(cx.err(
+                    tbl,
+                    "regex",
+                    "needs at least one named group, e.g. (?P<throughput>[0-9.]+)",
+                ));
+            }
+            ParserKind::Regex(re)
+        }
+        Some("regex") => {
+            return Err(cx.err(tbl, "regex", "parser = \"regex\" needs regex = '...'"));
+        }
+        Some(p) => {
+            return Err(cx.err(
+                tbl,
+                "parser",
+                format!("unknown parser `{p}` (ab, wrk, sysbench, regex)"),
+            ));
+        }
+        None => {
+            return Err(cx.err(
+                tbl,
+                "parser",
+                "a command workload needs parser = \"ab\" | \"wrk\" | \"sysbench\" | \"regex\"",
+            ));
+        }
+    };
+    Ok(WorkloadKind::Command {
+        argv,
+        parser,
+        timeout: cx.positive_duration(tbl, "timeout", w.timeout, Duration::from_secs(600))?,
+    })
+}
+
+/// `[knobs]`: each knob and its levels, in the order the file lists them.
+fn check_knobs(
+    cx: &Ctx<'_>,
+    raw: &toml::Table,
+    target: &TargetSpec,
+    workloads: &[WorkloadSpec],
+) -> Result<Vec<KnobSpec>, SpecError> {
+    let mut knobs = Vec::new();
+    for (k, v) in raw {
+        let id: KnobId = k
+            .parse()
+            .map_err(|e: ordo_sys::knobs::KnobError| cx.err("knobs", k, e.to_string()))?;
+        let mut optional = false;
+        let v = match v {
+            toml::Value::Table(t) => {
+                for key in t.keys() {
+                    if key != "levels" && key != "optional" {
+                        return Err(cx.err(
+                            "knobs",
+                            k,
+                            format!("unknown key `{key}` (levels, optional)"),
+                        ));
+                    }
+                }
+                optional = match t.get("optional") {
+                    None => false,
+                    Some(toml::Value::Boolean(b)) => *b,
+                    Some(_) => {
+                        return Err(cx.err("knobs", k, "optional must be true or false"));
+                    }
+                };
+                t.get("levels")
+                    .ok_or_else(|| cx.err("knobs", k, "needs levels = [...]"))?
+            }
+            v => v,
+        };
+        let levels: Vec<String> = match v {
+            toml::Value::Array(a) => a
+                .iter()
+                .map(|x| {
+                    toml_value_string(x)
+                        .ok_or_else(|| cx.err("knobs", k, "levels must be strings or numbers"))
+                })
+                .collect::<Result<_, _>>()?,
+            other => vec![
+                toml_value_string(other)
+                    .ok_or_else(|| cx.err("knobs", k, "levels must be strings or numbers"))?,
+            ],
+        };
+        if levels.is_empty() {
+            return Err(cx.err("knobs", k, "needs at least one level"));
+        }
+        let mut seen = levels.clone();
+        seen.sort();
+        seen.dedup();
+        if seen.len() != levels.len() {
+            return Err(cx.err("knobs", k, "a level is listed twice"));
+        }
+        if let KnobId::Param(p) = &id {
+            let uses = |s: &str| s.contains(&format!("{{{p}}}"));
+            let used = match &target.kind {
+                TargetKind::Builtin { args, .. } => args.iter().any(|a| uses(a)),
+                TargetKind::Command { argv } => argv.iter().any(|a| uses(a)),
+                _ => false,
+            } || workloads.iter().any(|w| match &w.kind {
+                WorkloadKind::Bench(b) => uses(&b.url),
+                WorkloadKind::Command { argv, .. } => argv.iter().any(|a| uses(a)),
+            });
+            if !used {
+                return Err(cx.err("knobs", k, format!("no `{{{p}}}` in the target's command or a workload: this parameter would have no effect")));
+            }
+        }
+        knobs.push(KnobSpec {
+            id,
+            levels,
+            optional,
+        });
+    }
+    // TOML tables are sorted by key; keep the order the file lists the knobs in.
+    knobs.sort_by_key(|k| {
+        raw.keys()
+            .find(|key| key.parse::<KnobId>().is_ok_and(|id| id == k.id))
+            .and_then(|key| span_of_path(cx.src.text, &keypath!["knobs", key]))
+            .map(|s| s.start)
+            .unwrap_or(usize::MAX)
+    });
+    if matches!(target.kind, TargetKind::Pid(_) | TargetKind::Name(_))
+        && let Some(p) = knobs.iter().find(|k| matches!(k.id, KnobId::Param(_)))
+    {
+        return Err(cx.err(
+            "knobs",
+            &p.id.to_string(),
+            "parameters need a target that ordo starts (builtin or command)",
+        ));
+    }
+    Ok(knobs)
+}
+
+/// `[baseline]`: explicit values; a parameter knob not named gets its first level.
+fn check_baseline(
+    cx: &Ctx<'_>,
+    raw: &toml::Table,
+    knobs: &[KnobSpec],
+) -> Result<BTreeMap<String, String>, SpecError> {
+    let names: Vec<String> = knobs.iter().map(|k| k.id.to_string()).collect();
+    let mut baseline = BTreeMap::new();
+    for (k, v) in raw {
+        let c = canon(k);
+        if !names.contains(&c) {
+            return Err(cx.err("baseline", k, "not one of the experiment's knobs"));
+        }
+        baseline.insert(
+            c,
+            toml_value_string(v)
+                .ok_or_else(|| cx.err("baseline", k, "must be a string or number"))?,
+        );
+    }
+    for k in knobs {
+        if matches!(k.id, KnobId::Param(_)) && !baseline.contains_key(&k.id.to_string()) {
+            // A parameter has no "value found on the machine": the first level is the baseline.
+            baseline.insert(k.id.to_string(), k.levels[0].clone());
+        }
+    }
+    Ok(baseline)
+}
+
+/// `[repeat]`: how many runs per configuration.
+fn check_repeat(cx: &Ctx<'_>, r: Option<RawRepeat>) -> Result<RepeatRule, SpecError> {
+    let r = r.unwrap_or(RawRepeat {
+        min: None,
+        max: None,
+        ci: None,
+        warmup: None,
+        allow_fewer: None,
+    });
+    let min = r.min.unwrap_or(3);
+    if min < 3 && !r.allow_fewer.unwrap_or(false) {
+        return Err(cx.err("repeat", "min", "at least 3 runs per configuration are needed for a confidence interval worth the name (allow_fewer = true overrides)"));
+    }
+    let min = min.max(1);
+    let max = r.max.unwrap_or(min.max(10));
+    if max < min {
+        return Err(cx.err("repeat", "max", format!("must be >= min ({min})")));
+    }
+    let rel_ci = r.ci.unwrap_or(0.02);
+    if !(rel_ci.is_finite() && rel_ci > 0.0) {
+        return Err(cx.err("repeat", "ci", "must be a positive fraction such as 0.02"));
+    }
+    Ok(RepeatRule {
+        min,
+        max,
+        rel_ci,
+        warmup: r.warmup.unwrap_or(0),
+    })
+}
+
+/// `[score]`: the objective over the workloads' metrics.
+fn check_score(
+    cx: &Ctx<'_>,
+    s: Option<RawScore>,
+    workloads: &[WorkloadSpec],
+) -> Result<ScoreSpec, SpecError> {
+    let first = workloads[0].name.clone();
+    let score = match s {
+        None => ScoreSpec {
+            objective: Objective::Maximize,
+            terms: vec![(format!("{first}.throughput"), 1.0)],
+        },
+        Some(s) => {
+            let objective = match s.objective.as_deref() {
+                None | Some("maximize") | Some("max") => Objective::Maximize,
+                Some("minimize") | Some("min") => Objective::Minimize,
+                Some(o) => {
+                    return Err(cx.err(
+                        "score",
+                        "objective",
+                        format!("`{o}`: maximize or minimize"),
+                    ));
+                }
+            };
+            // a term is named where the file gives it: `metric = "..."` or a key of `weights = {...}`
+            let term_at = if s.metric.is_some() {
+                keypath!["score", "metric"]
+            } else if s.weights.is_empty() {
+                keypath!["score"]
+            } else {
+                keypath!["score", "weights"]
+            };
+            let term_key = |m: &str| if s.metric.is_some() { "" } else { m }.to_string();
+            let terms: Vec<(String, f64)> = match (s.metric.clone(), s.weights.is_empty()) {
+                (Some(_), false) => {
+                    return Err(cx.err("score", "metric", "set metric or weights, not both"));
+                }
+                (Some(m), true) => vec![(m, 1.0)],
+                (None, false) => s.weights.clone().into_iter().collect(),
+                (None, true) => vec![(format!("{first}.throughput"), 1.0)],
+            };
+            for (m, w) in &terms {
+                if !w.is_finite() {
+                    return Err(cx.err(&term_at, &term_key(m), "weight must be a finite number"));
+                }
+                let prefix = m.split('.').next().unwrap_or("");
+                if !m.contains('.')
+                    || !(workloads.iter().any(|w| w.name == prefix) || prefix == "target")
+                {
+                    return Err(cx.err(&term_at, &term_key(m), format!("metric `{m}` must be <workload>.<metric> (workloads: {}) or target.<metric>", workloads.iter().map(|w| w.name.as_str()).collect::<Vec<_>>().join(", "))));
+                }
+            }
+            ScoreSpec { objective, terms }
+        }
+    };
+    Ok(score)
+}
+
+/// `scale` and `scale_base`: the knob over thread or connection counts for the scalability ratio.
+fn check_scale(
+    cx: &Ctx<'_>,
+    scale: Option<String>,
+    scale_base: Option<f64>,
+    knobs: &[KnobSpec],
+) -> Result<(Option<String>, Option<f64>), SpecError> {
+    let scale_knob = match scale {
+        Some(s) => {
+            let c = canon(&s);
+            let k = knobs
+                .iter()
+                .find(|k| k.id.to_string() == c)
+                .ok_or_else(|| {
+                    cx.err(
+                        "",
+                        "scale",
+                        format!("`{s}` is not one of the experiment's knobs"),
+                    )
+                })?;
+            if k.levels
+                .iter()
+                .any(|l| l.parse::<f64>().map(|v| v <= 0.0).unwrap_or(true))
+            {
+                return Err(cx.err("", "scale", "the scalability knob's levels must be positive numbers (thread or connection counts)"));
+            }
+            Some(c)
+        }
+        None => None,
+    };
+    let scale_base = match (scale_base, &scale_knob) {
+        (None, _) => None,
+        (Some(_), None) => return Err(cx.err("", "scale_base", "needs scale = \"<knob>\"")),
+        (Some(b), Some(k)) => {
+            let levels = &knobs
+                .iter()
+                .find(|x| x.id.to_string() == *k)
+                .map(|x| x.levels.clone())
+                .unwrap_or_default();
+            if !levels
+                .iter()
+                .any(|l| l.parse::<f64>().is_ok_and(|v| v == b))
+            {
+                return Err(cx.err("", "scale_base", format!("{b} is not a level of {k}")));
+            }
+            Some(b)
+        }
+    };
+    Ok((scale_knob, scale_base))
+}
+
 /// `[design]`: which configurations run (its own function so `Spec::parse` does not grow with each kind).
 fn parse_design(
     cx: &Ctx<'_>,
@@ -990,11 +1109,6 @@ fn parse_design(
     knobs: &[KnobSpec],
     seed: u64,
 ) -> Result<Design, SpecError> {
-    let canon = |k: &str| {
-        k.parse::<KnobId>()
-            .map(|id| id.to_string())
-            .unwrap_or_else(|_| k.to_string())
-    };
     let Some(d) = raw else {
         return Ok(Design::Full);
     };
@@ -1037,25 +1151,22 @@ fn parse_design(
                 ));
             }
             let mut list = Vec::new();
-            for c in d.configurations {
+            for (i, c) in d.configurations.into_iter().enumerate() {
+                let at = &keypath!["design", "configurations", i];
                 let mut m = BTreeMap::new();
                 for (k, v) in c {
                     let ck = canon(&k);
                     if !names.contains(&ck) {
                         return Err(cx.err(
-                            "design",
-                            "configurations",
+                            at,
+                            &k,
                             format!("`{k}` is not one of the experiment's knobs"),
                         ));
                     }
                     m.insert(
                         ck,
                         toml_value_string(&v).ok_or_else(|| {
-                            cx.err(
-                                "design",
-                                "configurations",
-                                format!("`{k}`: value must be a string or number"),
-                            )
+                            cx.err(at, &k, format!("`{k}`: value must be a string or number"))
                         })?,
                     );
                 }
@@ -1195,7 +1306,7 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
     #[test]
     fn errors_name_file_line_and_key() {
         let e = parse(&GOOD.replace("[10, 60]", "[10, 10]")).unwrap_err();
-        assert_eq!(e.key, "knobs.sysctl:vm.swappiness");
+        assert_eq!(e.key.as_deref(), Some("knobs.sysctl:vm.swappiness"));
         assert_eq!(e.line, Some(17));
         assert!(
             e.to_string()
@@ -1203,9 +1314,38 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
             "{e}"
         );
         let e = parse(&GOOD.replace("min = 3", "min = 2")).unwrap_err();
-        assert_eq!((e.key.as_str(), e.line), ("repeat.min", Some(24)));
+        assert_eq!((e.key.as_deref(), e.line), (Some("repeat.min"), Some(24)));
         let e = parse(&GOOD.replace("connections = 20", "connections = \"x\"")).unwrap_err();
         assert!(e.line.is_some(), "{e}");
+        // a type error is named by the key at its span
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(13), Some("workload.connections")),
+            "{e}"
+        );
+        let e = parse(&GOOD.replace("duration = \"2s\"", "duration = true")).unwrap_err();
+        assert!(
+            e.to_string().starts_with(
+                "exp.toml:14: workload.duration: invalid type: boolean `true`, expected a number of seconds"
+            ),
+            "{e}"
+        );
+        let e = parse(&GOOD.replace("min = 3", "min = \"3\"")).unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref()),
+            (Some(24), Some("repeat.min")),
+            "{e}"
+        );
+        // [[workload]] tables are named by index, on the line of the key in the right table
+        let two = GOOD.replace(
+            "[workload]\n",
+            "[[workload]]\nname = \"a\"\nurl = \"http://127.0.0.1:1/\"\n[[workload]]\nname = \"b\"\n",
+        );
+        let e = parse(&two.replace("connections = 20", "connections = 0")).unwrap_err();
+        assert_eq!(
+            e.to_string(),
+            "exp.toml:17: workload[1].connections: must be at least 1"
+        );
         let e = parse(&GOOD.replace(
             "\"param:threads\" = [2, 4, 8]",
             "\"param:workers\" = [2, 4]",
@@ -1213,15 +1353,15 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
         .unwrap_err();
         assert!(e.message.contains("no effect"), "{e}");
         let e = parse(&GOOD.replace("policy = ", "bogus = ")).unwrap_err();
-        assert_eq!(e.key, "knobs.bogus");
+        assert_eq!(e.key.as_deref(), Some("knobs.bogus"));
         let e = parse(&GOOD.replace("\"web.p99_ms\"", "\"p99\"")).unwrap_err();
-        assert!(e.key.starts_with("score"), "{e}");
+        assert!(e.key.as_deref().unwrap().starts_with("score"), "{e}");
         let e = parse(&GOOD.replace(
             "builtin = \"ordo-serve\"",
             "builtin = \"ordo-serve\"\npid = 3",
         ))
         .unwrap_err();
-        assert_eq!(e.key, "target");
+        assert_eq!(e.key.as_deref(), Some("target"));
     }
 
     /// Issue 13: `duration = "0s"` passed validation (and measured nothing).
@@ -1247,7 +1387,7 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
             ),
         ] {
             let e = parse(&GOOD.replace(from, to)).unwrap_err();
-            assert_eq!(e.key, key, "{to}: {e}");
+            assert_eq!(e.key.as_deref(), Some(key), "{to}: {e}");
             assert!(e.line.is_some(), "{e}");
         }
     }
@@ -1278,10 +1418,10 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
             ("n = 4", "design.n"),
         ] {
             let e = parse(&format!("{GOOD}\n[design]\nkind = \"search\"\n{extra}\n")).unwrap_err();
-            assert_eq!(e.key, key, "{e}");
+            assert_eq!(e.key.as_deref(), Some(key), "{e}");
         }
         let e = parse(&format!("{GOOD}\n[design]\nkind = \"full\"\nbudget = 4\n")).unwrap_err();
-        assert_eq!(e.key, "design.budget", "{e}");
+        assert_eq!(e.key.as_deref(), Some("design.budget"), "{e}");
     }
 
     #[test]

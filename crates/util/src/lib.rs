@@ -1,7 +1,9 @@
 //! ordo-util: small pure helpers several ordo crates share, kept here so each exists once (no I/O, no
-//! dependency).
+//! dependency; with the `toml` feature, the located-error layer every TOML file ordo reads goes through).
 
 mod calendar;
+#[cfg(feature = "toml")]
+pub mod located;
 mod rng;
 
 pub use calendar::civil_from_days;
