@@ -39,28 +39,13 @@ PRIO=${PRIO:--10}
 HIGH=64
 LOW=16
 
-here=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/lib.sh"
+bench_init adaptive-knee curl jq awk
 OUT=${OUT:-$here/ordo-results/adaptive-knee}
-for tool in curl jq awk; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "adaptive-knee: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
-done
-if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "building (release)..." >&2
-  (cd "$here" && cargo build --release -q --bin ordo)
-fi
-target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-ordo=${target_dir:-$here/target}/release/ordo
+bench_build --bin ordo
+bench_ports_free "$PORT" "$ADMIN_PORT"
 
 mkdir -p "$OUT"
-tmp=$(mktemp -d -t ordo-adaptive.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 duration=$((3 * PHASE))
 cat > "$tmp/mix.toml" <<EOF

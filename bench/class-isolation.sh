@@ -36,28 +36,13 @@ PORT=${PORT:-18191}
 # (builds) does not stretch the latencies measured; PRIO=0 to measure without.
 PRIO=${PRIO:--10}
 
-here=$(cd "$(dirname "$0")/.." && pwd)
+. "$(dirname "$0")/lib.sh"
+bench_init class-isolation curl jq awk
 OUT=${OUT:-$here/ordo-results/class-isolation}
-for tool in curl jq awk; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "class-isolation: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
-done
-if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "building (release)..." >&2
-  (cd "$here" && cargo build --release -q --bin ordo)
-fi
-target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-ordo=${target_dir:-$here/target}/release/ordo
+bench_build --bin ordo
+bench_ports_free "$PORT"
 
 mkdir -p "$OUT"
-tmp=$(mktemp -d -t ordo-isolation.XXXXXX)
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
-  for p in "${pids[@]:-}"; do [ -n "$p" ] && wait "$p" 2>/dev/null || true; done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
 
 # $1 = file, $2 = policy, $3 = workload, $4 = mode (reserved|before)
 write_config() {

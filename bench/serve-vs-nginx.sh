@@ -25,40 +25,18 @@ NGINX_PORT=${NGINX_PORT:-18080}
 ORDO_PORT=${ORDO_PORT:-18081} # and the next three ports
 NGINX_DEFER_PORT=${NGINX_DEFER_PORT:-18085}
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-for tool in nginx wrk taskset curl; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "serve-vs-nginx: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
-done
+. "$(dirname "$0")/lib.sh"
+bench_init serve-vs-nginx nginx wrk taskset curl
 nginx_bin=$(command -v nginx)
 
-tmp=$(mktemp -d -t ordo-serve-bench.XXXXXX)
-chmod 755 "$tmp" # nginx's worker runs as an unprivileged user when started as root
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-[ "${ORDO_BENCH_DEBUG:-0}" = 1 ] && trap 'tail -n 5 "$tmp"/nginx/stderr "$tmp"/nginx/error.log "$tmp"/ordo.stderr 2>/dev/null; cleanup' EXIT
-trap 'exit 130' INT TERM
-
-build=(cargo build --release -q --bin ordo)
+build=(--bin ordo)
 ordo_kind="ordo serve (threads = 1)"
 if [ "${ORDO_BENCH_EXAMPLE:-0}" = 1 ]; then
-  build=(cargo build --release -q -p ordo-serve --example static_bench)
+  build=(-p ordo-serve --example static_bench)
   ordo_kind="static_bench example (HTTP layer + static backend, no scheduler)"
 fi
-if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "building (release)..." >&2
-  (cd "$here" && "${build[@]}")
-fi
-target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-target_dir=${target_dir:-$here/target}
+bench_build "${build[@]}"
+bench_ports_free "$NGINX_PORT" "$ORDO_PORT" $((ORDO_PORT + 1)) $((ORDO_PORT + 2)) $((ORDO_PORT + 3)) "$NGINX_DEFER_PORT"
 
 # The 2 KB file, also under a/ b/ c/ for the three-class runs.
 mkdir -p "$tmp/www" "$tmp/nginx/tmp" "$tmp/nginx/logs"

@@ -25,35 +25,12 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 NGINX_PORT=${NGINX_PORT:-18443}
 ORDO_PORT=${ORDO_PORT:-18444}
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-for tool in nginx wrk taskset curl openssl; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "tls-vs-nginx: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
-done
+. "$(dirname "$0")/lib.sh"
+bench_init tls-vs-nginx nginx wrk taskset curl openssl
 nginx_bin=$(command -v nginx)
-
-tmp=$(mktemp -d -t ordo-tls-bench.XXXXXX)
-chmod 755 "$tmp" # nginx's worker runs as an unprivileged user when started as root
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-[ "${ORDO_BENCH_DEBUG:-0}" = 1 ] && trap 'tail -n 5 "$tmp"/nginx/stderr "$tmp"/nginx/error.log "$tmp"/ordo.stderr 2>/dev/null; cleanup' EXIT
-trap 'exit 130' INT TERM
-
-if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "building (release)..." >&2
-  (cd "$here" && cargo build --release -q --bin ordo)
-fi
-target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-target_dir=${target_dir:-$here/target}
-ordo_bin=$target_dir/release/ordo
+bench_build --bin ordo
+ordo_bin=$ordo
+bench_ports_free "$NGINX_PORT" "$ORDO_PORT"
 
 mkdir -p "$tmp/www" "$tmp/nginx/tmp" "$tmp/nginx/logs"
 awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/file.txt"

@@ -26,19 +26,10 @@ SKIP_SYNTH=${SKIP_SYNTH:-0}
 SCORE=${SCORE:-}
 OBJECTIVE=${OBJECTIVE:-maximize}
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-tmp=$(mktemp -d -t ordo-tune-search.XXXXXX)
-cleanup() { rm -rf "$tmp"; }
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "building (release)..." >&2
-  (cd "$here" && cargo build --release -q --bin ordo && cargo build --release -q -p ordo-tune --example search_bench)
-fi
-target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-target_dir=${target_dir:-$here/target}
-ordo=$target_dir/release/ordo
+. "$(dirname "$0")/lib.sh"
+bench_init tune-search
+bench_build --bin ordo
+bench_build -p ordo-tune --example search_bench
 sim=$target_dir/release/examples/search_bench
 
 echo "== uptime: $(uptime)"
