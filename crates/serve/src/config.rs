@@ -303,7 +303,7 @@ pub struct AdminConfig {
     pub enabled: bool,
     pub listen: SocketAddr,
     /// Bearer token every admin request must carry (`Authorization: Bearer <token>`).
-    pub token: Option<crate::admin::Secret>,
+    pub token: Option<Secret>,
     /// File whose first line is the token (instead of `token`); relative to the config file.
     pub token_file: Option<PathBuf>,
     /// Host names the admin answers to besides its own address (and `localhost` on loopback).
@@ -539,12 +539,6 @@ impl ServeConfig {
             Some(o) => o.dir.join(p),
             None => p.to_path_buf(),
         }
-    }
-
-    /// Check every value, compile rules, routes and scripts (then discard them). The server runs the same
-    /// compilation when it starts or reloads, so `--check` refuses exactly what start-up would refuse.
-    pub fn validate(&self) -> Result<(), ConfigError> {
-        crate::server::Compiled::build(self, None).map(|_| ())
     }
 
     /// Turn a not-yet-located failure into an error naming file, line and key — or the command-line flag
@@ -921,6 +915,30 @@ impl ServeConfig {
         } else {
             self.routes.clone()
         }
+    }
+}
+
+/// A secret from the configuration (`[admin] token`): never printed, compared in constant time.
+#[derive(Clone, Deserialize, PartialEq, Eq)]
+#[serde(transparent)]
+pub struct Secret(String);
+
+impl Secret {
+    pub fn new(s: impl Into<String>) -> Self {
+        Secret(s.into())
+    }
+}
+
+impl std::fmt::Debug for Secret {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Secret(..)")
+    }
+}
+
+impl Secret {
+    /// The secret itself, for the constant-time comparison and the token check.
+    pub(crate) fn expose(&self) -> &str {
+        &self.0
     }
 }
 

@@ -3,8 +3,10 @@
 
 pub mod access_log;
 pub mod admin;
+mod admin_guard;
 pub mod backend;
 pub mod classify;
+mod compile;
 pub mod config;
 pub mod gate;
 pub mod http;
@@ -14,6 +16,7 @@ pub mod metrics;
 pub mod overload;
 pub mod sd_notify;
 pub mod server;
+mod shared;
 pub mod tls;
 
 pub use config::{ConfigError, Overrides, PolicyName, ServeConfig};

@@ -615,7 +615,7 @@ mod tests {
     fn label_values_are_escaped() {
         let m = Metrics::new();
         m.class(&Arc::from("a\"b\\c\nd")).arrivals.inc();
-        let cfg = crate::server::sched_config(&crate::ServeConfig::default());
+        let cfg = crate::compile::sched_config(&crate::ServeConfig::default());
         let gate = crate::gate::Gate::new(cfg, None, 1).unwrap();
         let text = m.encode(&gate.snapshot());
         assert!(

@@ -1,0 +1,261 @@
+//! The running server's shared state and its request path: the active configuration (swapped whole on
+//! reload), the gate, metrics and access log; `serve` takes a request through classify → gate → the route's
+//! backend → response and records it. The listeners, the admin endpoints and the handle all hold it.
+
+use std::net::SocketAddr;
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::Instant;
+
+use ordo_sched::Meta;
+
+use crate::access_log::{RequestLine, Served};
+use crate::classify::size_hint;
+use crate::compile::{Active, Compiled, nanos};
+use crate::config::{ConfigError, Invalid, ServeConfig};
+use crate::gate::{Gate, Overloaded, reason_str};
+use crate::http::{Handler, Request, Response};
+use crate::keypath;
+use crate::metrics::Metrics;
+
+/// State shared by the request path, the admin listener and the handle.
+pub(crate) struct Shared {
+    pub(crate) gate: Gate,
+    pub(crate) active: RwLock<Arc<Active>>,
+    pub(crate) config: Mutex<ServeConfig>,
+    pub(crate) metrics: Arc<Metrics>,
+    pub(crate) started: Instant,
+    pub(crate) local_addr: SocketAddr,
+    pub(crate) admin_addr: Option<SocketAddr>,
+    /// The TLS listener's certificates (swapped on reload), when `[tls]` is configured.
+    pub(crate) tls: Option<Arc<crate::tls::TlsAcceptor>>,
+    /// The address that speaks TLS (the main listener's or `tls.listen`'s).
+    pub(crate) tls_addr: Option<SocketAddr>,
+    pub(crate) access_log: Option<crate::access_log::AccessLog>,
+}
+
+impl Shared {
+    pub(crate) fn active(&self) -> Arc<Active> {
+        self.active
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// The running configuration.
+    pub(crate) fn config(&self) -> ServeConfig {
+        self.config
+            .lock()
+            .unwrap_or_else(|p| p.into_inner())
+            .clone()
+    }
+
+    /// Apply a new configuration to the running server; refused whole if anything is wrong.
+    pub(crate) fn reload(&self, mut new: ServeConfig) -> Result<(), ConfigError> {
+        let mut cur = self.config.lock().unwrap_or_else(|p| p.into_inner());
+        let result = (|| {
+            let mut restart = Vec::new();
+            // before compiling: the TLS configuration's ALPN list follows `http2.enabled`
+            if new.http2 != cur.http2 {
+                restart.push("http2");
+                new.http2 = cur.http2.clone();
+            }
+            let compiled = Compiled::build(&new, Some(&self.metrics))?;
+            if new.listen != cur.listen {
+                restart.push("listen");
+                new.listen = cur.listen;
+            }
+            if new.threads != cur.threads {
+                restart.push("threads");
+                new.threads = cur.threads;
+            }
+            if new.limits != cur.limits {
+                restart.push("limits");
+                new.limits = cur.limits.clone();
+            }
+            if new.admin.enabled != cur.admin.enabled || new.admin.listen != cur.admin.listen {
+                restart.push("admin");
+                // the token and allowed host names compiled above do apply
+                new.admin.enabled = cur.admin.enabled;
+                new.admin.listen = cur.admin.listen;
+            }
+            // certificates are re-read (below); whether and where TLS is spoken needs a restart
+            if new.tls.as_ref().map(|t| t.listen) != cur.tls.as_ref().map(|t| t.listen) {
+                restart.push("tls.listen");
+                new.tls = cur.tls.clone();
+            }
+            if new.access_log != cur.access_log {
+                restart.push("access_log");
+                new.access_log = cur.access_log.clone();
+            }
+            if !restart.is_empty() {
+                tracing::warn!(
+                    keys = %restart.join(", "),
+                    "reload: these settings change only on restart; the running values stay"
+                );
+            }
+            self.gate
+                .reconfigure_plan(compiled.sched, compiled.pickers, compiled.plan)
+                .map_err(|e| new.locate(Invalid::new(keypath!["classes"], e.0)))?;
+            *self.active.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(compiled.active);
+            if let (Some(acceptor), Some(tls)) = (&self.tls, compiled.tls) {
+                if new.tls.is_some() {
+                    acceptor.swap(tls);
+                }
+            }
+            Ok(())
+        })();
+        match result {
+            Ok(()) => {
+                tracing::info!(config = %new.name(), policy = %new.policy, workers = %new.workers, "configuration reloaded");
+                *cur = new;
+                self.metrics.reload(true);
+                Ok(())
+            }
+            Err(e) => {
+                tracing::error!(error = %e, "reload refused; the running configuration stays");
+                self.metrics.reload(false);
+                Err(e)
+            }
+        }
+    }
+
+    /// Re-read the file the running configuration came from (with the command-line overrides).
+    pub(crate) fn reload_from_file(&self) -> Result<(), ConfigError> {
+        let cur = self.config();
+        let Some(path) = cur.origin.as_ref().and_then(|o| o.path.clone()) else {
+            self.metrics.reload(false);
+            let e = ConfigError::new(
+                cur.name(),
+                "the running configuration did not come from a file; nothing to re-read",
+            );
+            tracing::error!(error = %e, "reload refused");
+            return Err(e);
+        };
+        // checked with the command-line overrides applied, as at start-up
+        let new = match ServeConfig::from_file_with(&path, cur.overrides.clone()) {
+            Ok(c) => c,
+            Err(e) => {
+                tracing::error!(error = %e, "reload refused; the running configuration stays");
+                self.metrics.reload(false);
+                return Err(e);
+            }
+        };
+        self.reload(new)
+    }
+
+    /// The request path. `served` (when the access log is on) learns the class, queue wait and service time.
+    async fn serve(&self, mut req: Request, served: Option<&mut Served>) -> Response {
+        let active = self.active();
+        let c = active.classifier.classify_async(&req).await;
+        if c.lua_error {
+            self.metrics.lua_errors.inc();
+        }
+        let cm = self.metrics.class(&c.class_name);
+        cm.arrivals.inc();
+        let Some(route) = active.router.find(&req.path) else {
+            self.metrics.not_found();
+            return Response::text(404, "no route for this path\n");
+        };
+        if route.strip_prefix && route.prefix != "/" {
+            strip(&mut req, route.prefix.trim_end_matches('/'));
+        }
+        // a proxy loop is answered without taking a worker (its first pass may hold the only one)
+        if let Some(resp) = route.backend.answer_before_scheduling(&req) {
+            return resp;
+        }
+        let hint = if active.needs_size {
+            size_hint(&c, active.classifier.classes(), route, &req)
+        } else {
+            0
+        };
+        let now = self.gate.now();
+        let meta = Meta {
+            class: c.class,
+            size_hint: hint,
+            deadline: c.deadline.map(|d| now.saturating_add(nanos(d))),
+            arrival: now,
+        };
+        let acquired = match active.lane_of(&route.prefix) {
+            Some(lane) => self.gate.acquire_on(meta, &c.class_name, lane).await,
+            None => self.gate.acquire(meta, &c.class_name).await,
+        };
+        let mut permit = match acquired {
+            Ok(p) => p,
+            Err(Overloaded { reason }) => {
+                cm.rejected(reason).inc();
+                let mut resp =
+                    Response::text(503, &format!("overloaded: {}\n", reason_str(reason)))
+                        .with_header("Retry-After", active.retry_after_secs.to_string());
+                if active.headers.class {
+                    resp = resp.with_header("X-Ordo-Class", c.class_name.to_string());
+                }
+                return resp;
+            }
+        };
+        let dm = if *permit.class_name() == c.class_name {
+            cm
+        } else {
+            self.metrics.class(permit.class_name())
+        };
+        dm.dispatched.inc();
+        dm.queue_wait.observe(permit.waited().as_secs_f64());
+        let start = Instant::now();
+        let mut resp = route.backend.call(&req).await;
+        let service = start.elapsed();
+        permit.finish(matches!(resp.status, 502..=504));
+        route.learn(service);
+        dm.service.observe(service.as_secs_f64());
+        dm.completed.inc();
+        let waited = permit.waited();
+        let class = permit.class_name().clone();
+        drop(permit);
+        if let Some(s) = served {
+            s.class = Some(class.clone());
+            s.queue_wait = Some(waited);
+            s.service = Some(service);
+        }
+        if active.headers.class {
+            resp = resp.with_header("X-Ordo-Class", class.to_string());
+        }
+        if active.headers.queue_wait {
+            resp = resp.with_header("X-Ordo-Queue-Wait-Us", waited.as_micros().to_string());
+        }
+        resp
+    }
+}
+
+/// Remove a route prefix from the (normalised) path, the one routing matched, and rebuild the target from
+/// what is left and the query, so every spelling of the prefix (`//p`, `%70`, `/x/../p`, absolute-form) is
+/// stripped alike.
+fn strip(req: &mut Request, prefix: &str) {
+    if let Some(rest) = req.path.strip_prefix(prefix) {
+        req.path = if rest.starts_with('/') {
+            rest.to_string()
+        } else {
+            format!("/{rest}")
+        };
+        let mut target = bytes::BytesMut::new();
+        crate::http::parse::origin_form(&req.path, req.query.as_deref(), &mut target);
+        req.target = String::from_utf8_lossy(&target).into_owned();
+    }
+}
+
+/// The main listener's handler.
+pub(crate) struct App(pub(crate) Arc<Shared>);
+
+impl Handler for App {
+    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
+        let shared = self.0.clone();
+        async move {
+            let Some(log) = &shared.access_log else {
+                return shared.serve(req, None).await;
+            };
+            let start = Instant::now();
+            let line = RequestLine::of(&req);
+            let mut served = Served::default();
+            let resp = shared.serve(req, Some(&mut served)).await;
+            log.log(&line, &resp, &served, start.elapsed());
+            resp
+        }
+    }
+}
