@@ -477,8 +477,9 @@ fn legend(entries: &[(String, usize, Key)], x0: f64, y0: f64, width: f64) -> (St
 }
 
 /// The layout and the parts every chart kind draws the same way: the y-tick labels set the left margin,
-/// the legend sits on top, the plot area fills the rest; the `<svg>` element, the plot frame, the x-axis
-/// label, the border and the closing legend and `<figure>`. Each chart places what lies between.
+/// the legend sits on top, the plot area fills the rest; the `<svg>` element, the plot frame with the y
+/// axis, the x-axis group around the chart's own ticks, reference lines, the border and the closing legend
+/// and `<figure>`. Each chart fits its scales, places its ticks and draws its series in between.
 struct Frame {
     width: f64,
     /// The plot area: left edge, width; top edge and height once `place` has run.
@@ -539,24 +540,71 @@ impl Frame {
         );
     }
 
-    /// The plot's background, grid, y ticks and y-axis label.
+    /// The plot's background, the horizontal grid with the y ticks, and the rotated y-axis label.
     fn plot(&self, out: &mut String, yscale: &Scale, y_label: &str) {
-        plot_frame(
+        let (left, top, pw, ph) = (self.left, self.top, self.pw, self.ph);
+        let _ = write!(
             out,
-            (self.left, self.top, self.pw, self.ph),
-            yscale,
-            y_label,
+            "<rect class=\"plot-bg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
+            px(left),
+            px(top),
+            px(pw),
+            px(ph)
+        );
+        out.push_str("<g class=\"axis y-axis\">");
+        for (u, label) in yscale.ticks() {
+            let y = top + ph * (1.0 - u);
+            let _ = write!(
+                out,
+                "<line class=\"grid\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+                px(left),
+                px(left + pw),
+                px(left - 6.0),
+                px(y + 4.0),
+                escape(label),
+                y = px(y)
+            );
+        }
+        let _ = write!(
+            out,
+            "<text class=\"axis-label\" transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\">{}</text></g>",
+            px(16.0),
+            px(top + ph / 2.0),
+            escape(y_label)
         );
     }
 
-    /// The x-axis label, closing the x-axis group.
-    fn x_label(&self, out: &mut String, label: &str) {
+    /// The x-axis group: the chart's `ticks` (written by the closure) and the axis `label` under them.
+    fn x_axis(&self, out: &mut String, label: &str, ticks: impl FnOnce(&mut String)) {
+        out.push_str("<g class=\"axis x-axis\">");
+        ticks(out);
         let _ = write!(
             out,
             "<text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
             px(self.left + self.pw / 2.0),
             px(self.height - 10.0),
             escape(label)
+        );
+    }
+
+    /// A horizontal reference line across the plot at value `value` (pixel `y`), carrying the value in
+    /// `data-y`; `style` is extra attributes of the line, `label` the SVG that names it (text or tooltip).
+    fn ref_line(
+        &self,
+        out: &mut String,
+        class: &str,
+        value: f64,
+        y: f64,
+        style: &str,
+        label: &str,
+    ) {
+        let _ = write!(
+            out,
+            "<g class=\"{class}\" data-y=\"{}\"><line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"{style}/>{label}</g>",
+            data_num(value),
+            px(self.left),
+            px(self.left + self.pw),
+            y = px(y)
         );
     }
 
@@ -580,42 +628,18 @@ impl Frame {
     }
 }
 
-/// Wrap a finished `<svg>` and its caption into the chart's `<figure>`.
-/// The plot area's background, the horizontal grid with the y ticks, and the rotated y-axis label — the
-/// frame every chart kind draws the same way. `area` is (left, top, width, height) of the plot.
-fn plot_frame(out: &mut String, area: (f64, f64, f64, f64), yscale: &Scale, y_label: &str) {
-    let (left, top, pw, ph) = area;
-    let _ = write!(
-        out,
-        "<rect class=\"plot-bg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-        px(left),
-        px(top),
-        px(pw),
-        px(ph)
-    );
-    out.push_str("<g class=\"axis y-axis\">");
-    for (u, label) in yscale.ticks() {
-        let y = top + ph * (1.0 - u);
-        let _ = write!(
-            out,
-            "<line class=\"grid\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-            px(left),
-            px(left + pw),
-            px(left - 6.0),
-            px(y + 4.0),
-            escape(label),
-            y = px(y)
-        );
+/// The legend entries of a chart: none for a single series (the caption names it), else one per series.
+fn legend_entries(
+    entries: impl ExactSizeIterator<Item = (String, usize, Key)>,
+) -> Vec<(String, usize, Key)> {
+    if entries.len() > 1 {
+        entries.collect()
+    } else {
+        Vec::new()
     }
-    let _ = write!(
-        out,
-        "<text class=\"axis-label\" transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\">{}</text></g>",
-        px(16.0),
-        px(top + ph / 2.0),
-        escape(y_label)
-    );
 }
 
+/// Wrap a finished `<svg>` and its caption into the chart's `<figure>`.
 fn figure(id: &str, svg: &str, caption: &str) -> String {
     format!(
         "<figure class=\"chart\" id=\"{}\">{svg}<figcaption>{}</figcaption></figure>",
