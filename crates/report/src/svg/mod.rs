@@ -202,115 +202,124 @@ impl Scale {
             };
         }
         match kind {
-            ScaleKind::Linear => {
-                // A little headroom so no point, label or reference line sits on the frame.
-                // Never across zero: data that starts at 0 keeps its axis at 0.
-                let pad = (max - min) * 0.03;
-                min = if min >= 0.0 {
-                    (min - pad).max(0.0)
-                } else {
-                    min - pad
-                };
-                max = if max <= 0.0 {
-                    (max + pad).min(0.0)
-                } else {
-                    max + pad
-                };
-                if zero {
-                    min = min.min(0.0);
-                    max = max.max(0.0);
-                }
-                let (lo, hi, ticks) = nice_ticks(min, max, 6);
-                let d = tick_decimals(&ticks);
-                let ticks = ticks.into_iter().map(|t| (t, human(t, d))).collect();
-                Scale {
-                    kind,
-                    lo,
-                    hi,
-                    ticks,
-                }
-            }
-            ScaleKind::Log => {
-                // Fit to the nearest 1-2-5 values around the data, ticks on decades and 2, 5 within.
-                let steps = |v: f64| -> Vec<f64> {
-                    let e = v.log10().floor() as i32;
-                    (e - 1..=e + 1)
-                        .flat_map(|k| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(k)))
-                        .collect()
-                };
-                let lo_v = steps(min)
-                    .into_iter()
-                    .filter(|s| *s <= min * (1.0 + 1e-12))
-                    .fold(f64::NAN, f64::max);
-                let hi_v = steps(max)
-                    .into_iter()
-                    .filter(|s| *s >= max * (1.0 - 1e-12))
-                    .fold(f64::NAN, f64::min);
-                let (mut lo, mut hi) = (lo_v.log10(), hi_v.log10());
-                if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
-                    lo -= 1.0;
-                    hi += 1.0;
-                }
-                let decades = hi - lo;
-                let mut ticks = Vec::new();
-                for e in (lo.floor() as i32)..=(hi.ceil() as i32) {
-                    let base = 10f64.powi(e);
-                    let ms: &[f64] = if decades <= 3.0 {
-                        &[1.0, 2.0, 5.0]
-                    } else {
-                        &[1.0]
-                    };
-                    for m in ms {
-                        let t = m * base;
-                        let l = t.log10();
-                        if l >= lo - 1e-9 && l <= hi + 1e-9 {
-                            ticks.push(t);
-                        }
-                    }
-                }
-                let ticks = ticks
-                    .into_iter()
-                    .map(|t| {
-                        let d = if t < 1.0 {
-                            (-t.log10().floor()) as usize
-                        } else {
-                            0
-                        };
-                        (t.log10(), human(t, d))
-                    })
-                    .collect();
-                Scale {
-                    kind,
-                    lo,
-                    hi,
-                    ticks,
+            ScaleKind::Linear => Scale::fit_linear(min, max, zero),
+            ScaleKind::Log => Scale::fit_log(min, max),
+            ScaleKind::Nines => Scale::fit_nines(min, max),
+        }
+    }
+
+    /// A linear scale over [min, max] with 1-2-5 ticks.
+    fn fit_linear(mut min: f64, mut max: f64, zero: bool) -> Scale {
+        // A little headroom so no point, label or reference line sits on the frame.
+        // Never across zero: data that starts at 0 keeps its axis at 0.
+        let pad = (max - min) * 0.03;
+        min = if min >= 0.0 {
+            (min - pad).max(0.0)
+        } else {
+            min - pad
+        };
+        max = if max <= 0.0 {
+            (max + pad).min(0.0)
+        } else {
+            max + pad
+        };
+        if zero {
+            min = min.min(0.0);
+            max = max.max(0.0);
+        }
+        let (lo, hi, ticks) = nice_ticks(min, max, 6);
+        let d = tick_decimals(&ticks);
+        let ticks = ticks.into_iter().map(|t| (t, human(t, d))).collect();
+        Scale {
+            kind: ScaleKind::Linear,
+            lo,
+            hi,
+            ticks,
+        }
+    }
+
+    /// A log scale from the 1-2-5 value below `min` to the one above `max`.
+    fn fit_log(min: f64, max: f64) -> Scale {
+        // Fit to the nearest 1-2-5 values around the data, ticks on decades and 2, 5 within.
+        let steps = |v: f64| -> Vec<f64> {
+            let e = v.log10().floor() as i32;
+            (e - 1..=e + 1)
+                .flat_map(|k| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(k)))
+                .collect()
+        };
+        let lo_v = steps(min)
+            .into_iter()
+            .filter(|s| *s <= min * (1.0 + 1e-12))
+            .fold(f64::NAN, f64::max);
+        let hi_v = steps(max)
+            .into_iter()
+            .filter(|s| *s >= max * (1.0 - 1e-12))
+            .fold(f64::NAN, f64::min);
+        let (mut lo, mut hi) = (lo_v.log10(), hi_v.log10());
+        if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
+            lo -= 1.0;
+            hi += 1.0;
+        }
+        let decades = hi - lo;
+        let mut ticks = Vec::new();
+        for e in (lo.floor() as i32)..=(hi.ceil() as i32) {
+            let base = 10f64.powi(e);
+            let ms: &[f64] = if decades <= 3.0 {
+                &[1.0, 2.0, 5.0]
+            } else {
+                &[1.0]
+            };
+            for m in ms {
+                let t = m * base;
+                let l = t.log10();
+                if l >= lo - 1e-9 && l <= hi + 1e-9 {
+                    ticks.push(t);
                 }
             }
-            ScaleKind::Nines => {
-                let lo = if min >= 50.0 {
-                    ScaleKind::Nines.forward(50.0)
+        }
+        let ticks = ticks
+            .into_iter()
+            .map(|t| {
+                let d = if t < 1.0 {
+                    (-t.log10().floor()) as usize
                 } else {
-                    0.0
+                    0
                 };
-                let hi = ScaleKind::Nines.forward(max).ceil().max(1.0);
-                let mut ticks = Vec::new();
-                if lo == 0.0 {
-                    ticks.push((0.0, "0%".to_string()));
-                }
-                ticks.push((ScaleKind::Nines.forward(50.0), "50%".to_string()));
-                let mut n = 1;
-                while (n as f64) <= hi + 1e-9 {
-                    let p = 100.0 - 100.0 / 10f64.powi(n);
-                    ticks.push((n as f64, format!("{}%", human(p, n as usize))));
-                    n += 1;
-                }
-                Scale {
-                    kind,
-                    lo,
-                    hi,
-                    ticks,
-                }
-            }
+                (t.log10(), human(t, d))
+            })
+            .collect();
+        Scale {
+            kind: ScaleKind::Log,
+            lo,
+            hi,
+            ticks,
+        }
+    }
+
+    /// A nines scale from 0% or 50% up to the decade of nines above `max`.
+    fn fit_nines(min: f64, max: f64) -> Scale {
+        let lo = if min >= 50.0 {
+            ScaleKind::Nines.forward(50.0)
+        } else {
+            0.0
+        };
+        let hi = ScaleKind::Nines.forward(max).ceil().max(1.0);
+        let mut ticks = Vec::new();
+        if lo == 0.0 {
+            ticks.push((0.0, "0%".to_string()));
+        }
+        ticks.push((ScaleKind::Nines.forward(50.0), "50%".to_string()));
+        let mut n = 1;
+        while (n as f64) <= hi + 1e-9 {
+            let p = 100.0 - 100.0 / 10f64.powi(n);
+            ticks.push((n as f64, format!("{}%", human(p, n as usize))));
+            n += 1;
+        }
+        Scale {
+            kind: ScaleKind::Nines,
+            lo,
+            hi,
+            ticks,
         }
     }
 
