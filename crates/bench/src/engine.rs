@@ -1,11 +1,13 @@
 //! The one load-generating loop, parameterised by pacing (closed or open), stop rule, keep-alive and class
 //! assignment. Each worker thread runs a single-threaded tokio runtime with its share of the connections;
 //! every connection is one task that takes a request slot, sends the pre-serialised request, reads the
-//! response and records the outcome into its thread's statistics. With HTTP/2 (`crate::h2`) a client is a
+//! response and records the outcome into its thread's statistics. With HTTP/2 (the h2 module) a client is a
 //! stream instead: each connection carries `streams` of them, each running the same loop.
 
 use std::cell::RefCell;
+use std::future::Future;
 use std::net::SocketAddr;
+use std::pin::Pin;
 use std::rc::Rc;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -55,8 +57,9 @@ pub(crate) struct Plan {
     pub connect_timeout: Duration,
     pub pacing: Pacing,
     pub connections: usize,
-    /// HTTP/2: how connections are made and each class's requests (None: HTTP/1.1).
-    pub h2: Option<crate::h2::H2Plan>,
+    /// How connections are made and requests sent: HTTP/1.1 (`Http1Protocol`) or HTTP/2 (`h2::H2Plan`),
+    /// picked by the caller, so this loop knows nothing of either.
+    pub protocol: Arc<dyn Protocol>,
     /// Clients: one per connection for HTTP/1.1, `streams` per connection for HTTP/2. Open-loop slots and
     /// client classes are spread over them.
     pub clients: usize,
@@ -113,11 +116,7 @@ pub(crate) fn run_thread(
                     lengths: lengths.clone(),
                     live: index,
                 };
-                if plan.h2.is_some() {
-                    tokio::task::spawn_local(crate::h2::connection(ctx, j))
-                } else {
-                    tokio::task::spawn_local(connection(ctx, j))
-                }
+                tokio::task::spawn_local(plan.protocol.clone().connection(ctx, j))
             })
             .collect();
         let mut cancel = cancel;
@@ -157,8 +156,24 @@ pub(crate) struct Ctx {
     live: usize,
 }
 
+/// How a worker thread runs connection `j` of the plan, with its clients: the protocol's side of the
+/// engine. The future runs on the thread's `LocalSet` until it ends or is aborted.
+pub(crate) trait Protocol: std::fmt::Debug + Send + Sync {
+    fn connection(self: Arc<Self>, ctx: Ctx, j: usize) -> Pin<Box<dyn Future<Output = ()>>>;
+}
+
+/// HTTP/1.1: each connection is one client.
+#[derive(Debug)]
+pub(crate) struct Http1Protocol;
+
+impl Protocol for Http1Protocol {
+    fn connection(self: Arc<Self>, ctx: Ctx, j: usize) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(connection(ctx, j))
+    }
+}
+
 /// How one client makes a request: over an HTTP/1.1 connection of its own, or as a stream of a shared
-/// HTTP/2 connection (`crate::h2`).
+/// HTTP/2 connection (the h2 module, which implements this trait and `Protocol`).
 pub(crate) trait Exchange {
     /// Sends request `url` of `class` and reads its response; `opened` counts connections it opened.
     async fn exchange(

@@ -5,7 +5,10 @@
 //! stream that needs it; the others wait for it.
 
 use std::cell::{Cell, RefCell};
+use std::future::Future;
+use std::pin::Pin;
 use std::rc::Rc;
+use std::sync::Arc;
 use std::time::Instant;
 
 use bytes::Bytes;
@@ -13,7 +16,7 @@ use h2::client::SendRequest;
 use http::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::net::TcpStream;
 
-use crate::engine::{Ctx, Exchange, Exchanged, Plan, client};
+use crate::engine::{Ctx, Exchange, Exchanged, Plan, Protocol, client};
 use crate::http::ResponseInfo;
 use crate::stats::FailKind;
 use crate::target::{Header, Target};
@@ -194,6 +197,8 @@ impl Shared {
 /// One stream-client of a shared connection.
 struct Stream {
     shared: Rc<Shared>,
+    /// The requests it sends.
+    h2: Arc<H2Plan>,
     /// The `server` header this stream saw first (ab's "Server Software").
     server: Option<String>,
 }
@@ -217,8 +222,7 @@ impl Exchange for Stream {
         url: usize,
         opened: &mut u64,
     ) -> Result<Exchanged, FailKind> {
-        let h2 = plan.h2.as_ref().expect("an HTTP/2 plan");
-        let template = &h2.requests[class][url];
+        let template = &self.h2.requests[class][url];
         let mut retried = false;
         loop {
             let mut connected = None;
@@ -318,10 +322,16 @@ impl Exchange for Stream {
     }
 }
 
+impl Protocol for H2Plan {
+    fn connection(self: Arc<Self>, ctx: Ctx, j: usize) -> Pin<Box<dyn Future<Output = ()>>> {
+        Box::pin(connection(self, ctx, j))
+    }
+}
+
 /// One HTTP/2 connection (connection `j`) and its `streams` clients, each a task of its own on this
 /// thread; aborting this task aborts them and the connection.
-pub(crate) async fn connection(ctx: Ctx, j: usize) {
-    let streams = ctx.plan.h2.as_ref().map_or(1, |h| h.streams);
+async fn connection(h2: Arc<H2Plan>, ctx: Ctx, j: usize) {
+    let streams = h2.streams;
     let shared = Rc::new(Shared {
         sender: RefCell::new(None),
         generation: Cell::new(0),
@@ -334,6 +344,7 @@ pub(crate) async fn connection(ctx: Ctx, j: usize) {
         let ctx = ctx.clone();
         let mut x = Stream {
             shared: shared.clone(),
+            h2: h2.clone(),
             server: None,
         };
         set.spawn_local(async move { client(&ctx, j * streams + s, &mut x).await });

@@ -148,13 +148,14 @@ pub fn run_observed(
     });
     let shares = mix.normalised_shares();
     let classes = class_plans(&config, &mix)?;
-    let h2 = if config.h2 {
-        Some(h2::H2Plan {
+    // the one place that picks the protocol: the engine runs either
+    let protocol: Arc<dyn engine::Protocol> = if config.h2 {
+        Arc::new(h2::H2Plan {
             requests: h2_requests(&config, &mix)?,
             streams: config.streams,
         })
     } else {
-        None
+        Arc::new(engine::Http1Protocol)
     };
     // the clients of the loop: a connection each (HTTP/1.1), or a stream each (HTTP/2)
     let clients = config.connections * if config.h2 { config.streams } else { 1 };
@@ -186,7 +187,7 @@ pub fn run_observed(
         connect_timeout: config.connect_timeout,
         pacing: config.pacing,
         connections: config.connections,
-        h2,
+        protocol,
         clients,
         limit: sched.limit,
         warm_slots: sched.warm_slots,

@@ -4,7 +4,6 @@
 //! best configuration with its gain and interval, and seed 001's scalability ratio.
 
 use std::collections::BTreeMap;
-use std::fmt::Write;
 
 use serde::{Deserialize, Serialize};
 
@@ -581,75 +580,115 @@ pub(crate) fn num(x: f64) -> String {
     }
 }
 
-/// The analysis as terminal text.
+/// The analysis as terminal text: the sections below, each left out when it has nothing to say.
 pub fn render(a: &Analysis) -> String {
     let mut o = String::new();
-    let terms = a
-        .score_terms
-        .iter()
-        .map(|(m, w)| {
-            if *w == 1.0 {
-                m.clone()
-            } else {
-                format!("{w}×{m}")
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" + ");
-    let _ = writeln!(
-        o,
-        "experiment {} `{}` ({}) — score = {terms}, {}",
-        a.experiment, a.name, a.status, a.objective
-    );
-    for n in &a.notes {
-        let _ = writeln!(o, "note: {n}");
+    use section::*;
+    for part in [
+        header,
+        score_table,
+        means_table,
+        summary,
+        main_effects,
+        comparisons,
+        scalability,
+        search,
+        best,
+    ] {
+        part(&mut o, a);
     }
-    let w = label_width(a.configs.iter().map(|c| c.label.as_str()), 5);
-    let _ = writeln!(
-        o,
-        "\n{:<w$}  {:>3}  {:>12}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",
-        "configuration", "n", "mean", "sd", "±95% CI", "CI/mean", "min", "max"
-    );
-    for c in &a.configs {
-        let s = &c.score;
+    o
+}
+
+/// The sections of [`render`], in order.
+mod section {
+    use std::fmt::Write as _;
+
+    use super::{ALPHA, Analysis, label_width, num, p_equals, pct};
+
+    /// Which experiment, its score and objective, and the notes about the run.
+    pub(super) fn header(o: &mut String, a: &Analysis) {
+        let terms = a
+            .score_terms
+            .iter()
+            .map(|(m, w)| {
+                if *w == 1.0 {
+                    m.clone()
+                } else {
+                    format!("{w}×{m}")
+                }
+            })
+            .collect::<Vec<_>>()
+            .join(" + ");
         let _ = writeln!(
             o,
-            "{:<w$}  {:>3}  {:>12}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",
-            c.label,
-            s.n,
-            num(s.mean),
-            num(s.sd),
-            num(s.ci95),
-            if s.n > 1 {
-                format!("{:.2}%", 100.0 * s.rel_ci())
-            } else {
-                "-".into()
-            },
-            num(s.min),
-            num(s.max)
+            "experiment {} `{}` ({}) — score = {terms}, {}",
+            a.experiment, a.name, a.status, a.objective
         );
+        for n in &a.notes {
+            let _ = writeln!(o, "note: {n}");
+        }
     }
-    // Key measurements next to the score: throughput, p99, errors, and the target's cost per request.
-    let first = a
-        .score_terms
-        .first()
-        .and_then(|(m, _)| m.split('.').next())
-        .filter(|p| *p != "target")
-        .unwrap_or("web")
-        .to_string();
-    let cols: Vec<(String, &str)> = [
-        (format!("{first}.throughput"), "req/s"),
-        (format!("{first}.p99_ms"), "p99 ms"),
-        (format!("{first}.errors"), "errors"),
-        ("target.cpu_us_per_req".to_string(), "cpu µs/req"),
-        ("target.vcsw_per_req".to_string(), "vcsw/req"),
-        ("target.ivcsw_per_req".to_string(), "ivcsw/req"),
-        ("target.run_delay_us_per_req".to_string(), "wait µs/req"),
-    ]
-    .into_iter()
-    .filter(|(m, _)| a.configs.iter().any(|c| c.metrics.contains_key(m)))
-    .collect();
-    if !cols.is_empty() {
+
+    /// The width of the configuration column (shared by the tables, so their columns line up).
+    fn config_width(a: &Analysis) -> usize {
+        label_width(a.configs.iter().map(|c| c.label.as_str()), 5)
+    }
+
+    /// The score's statistics per configuration.
+    pub(super) fn score_table(o: &mut String, a: &Analysis) {
+        let w = config_width(a);
+        let _ = writeln!(
+            o,
+            "\n{:<w$}  {:>3}  {:>12}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",
+            "configuration", "n", "mean", "sd", "±95% CI", "CI/mean", "min", "max"
+        );
+        for c in &a.configs {
+            let s = &c.score;
+            let _ = writeln!(
+                o,
+                "{:<w$}  {:>3}  {:>12}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",
+                c.label,
+                s.n,
+                num(s.mean),
+                num(s.sd),
+                num(s.ci95),
+                if s.n > 1 {
+                    format!("{:.2}%", 100.0 * s.rel_ci())
+                } else {
+                    "-".into()
+                },
+                num(s.min),
+                num(s.max)
+            );
+        }
+    }
+
+    /// Key measurements next to the score: throughput, p99, errors, and the target's cost per request.
+    pub(super) fn means_table(o: &mut String, a: &Analysis) {
+        let w = config_width(a);
+        let first = a
+            .score_terms
+            .first()
+            .and_then(|(m, _)| m.split('.').next())
+            .filter(|p| *p != "target")
+            .unwrap_or("web")
+            .to_string();
+        let cols: Vec<(String, &str)> = [
+            (format!("{first}.throughput"), "req/s"),
+            (format!("{first}.p99_ms"), "p99 ms"),
+            (format!("{first}.errors"), "errors"),
+            ("target.cpu_us_per_req".to_string(), "cpu µs/req"),
+            ("target.vcsw_per_req".to_string(), "vcsw/req"),
+            ("target.ivcsw_per_req".to_string(), "ivcsw/req"),
+            ("target.run_delay_us_per_req".to_string(), "wait µs/req"),
+        ]
+        .into_iter()
+        .filter(|(m, _)| a.configs.iter().any(|c| c.metrics.contains_key(m)))
+        .collect();
+        if cols.is_empty() {
+            return;
+        }
         let _ = write!(o, "\n{:<w$}", "means per configuration");
         for (_, h) in &cols {
             let _ = write!(o, "  {h:>11}");
@@ -664,7 +703,12 @@ pub fn render(a: &Analysis) -> String {
             let _ = writeln!(o);
         }
     }
-    if let Some(t) = &a.table {
+
+    /// Seed 000's table: the spread of the configuration means.
+    pub(super) fn summary(o: &mut String, a: &Analysis) {
+        let Some(t) = &a.table else {
+            return;
+        };
         let _ = writeln!(o, "\nsummary over configuration means (seed 000's table)");
         let _ = writeln!(
             o,
@@ -689,7 +733,12 @@ pub fn render(a: &Analysis) -> String {
             pct(t.max_rel_increase)
         );
     }
-    if !a.main_effects.is_empty() {
+
+    /// The mean score per level of each knob.
+    pub(super) fn main_effects(o: &mut String, a: &Analysis) {
+        if a.main_effects.is_empty() {
+            return;
+        }
         let _ = writeln!(o, "\nmain effects (mean score per level)");
         for m in &a.main_effects {
             let levels = m
@@ -701,7 +750,13 @@ pub fn render(a: &Analysis) -> String {
             let _ = writeln!(o, "  {:<36} {levels}  spread {}", m.knob, num(m.spread));
         }
     }
-    if !a.comparisons.is_empty() {
+
+    /// Each configuration against the baseline.
+    pub(super) fn comparisons(o: &mut String, a: &Analysis) {
+        let w = config_width(a);
+        if a.comparisons.is_empty() {
+            return;
+        }
         let _ = writeln!(
             o,
             "\nagainst the baseline (Welch's t-test, Holm-corrected, alpha {ALPHA})"
@@ -730,7 +785,12 @@ pub fn render(a: &Analysis) -> String {
             );
         }
     }
-    if let Some(s) = &a.scalability {
+
+    /// The runtime ratios over the scalability knob.
+    pub(super) fn scalability(o: &mut String, a: &Analysis) {
+        let Some(s) = &a.scalability else {
+            return;
+        };
         let _ = writeln!(
             o,
             "\nscalability over {} (runtime = {}; (rt_B/rt_A)/(B/A), 1 = proportional, lower is better)",
@@ -745,10 +805,81 @@ pub fn render(a: &Analysis) -> String {
             let _ = writeln!(o, "  {g}{}→{}: {:.4}", r.a, r.b, r.ratio);
         }
     }
-    if let Some(s) = &a.search {
-        render_search(&mut o, s, &a.objective);
+
+    /// What a search tried and whether its best point survived the re-check.
+    pub(super) fn search(o: &mut String, a: &Analysis) {
+        let Some(s) = &a.search else {
+            return;
+        };
+        let _ = writeln!(
+            o,
+            "\nsearch: {} configuration(s) tried of a {}-point grid ({:.0}%; budget {})",
+            s.trials,
+            s.grid,
+            100.0 * s.trials as f64 / s.grid.max(1) as f64,
+            s.budget
+        );
+        match (&s.best, s.reported_gain) {
+            (Some(b), Some(g)) => {
+                let _ = writeln!(
+                    o,
+                    "  reported best: {b} — {} vs the baseline in its trial runs{}",
+                    pct(g),
+                    if g <= 0.0 {
+                        " (no trial beat the baseline there)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+            _ => {
+                let _ = writeln!(
+                    o,
+                    "  the baseline is the best point tried: nothing to re-check"
+                );
+            }
+        }
+        if let Some(r) = &s.recheck {
+            let _ = writeln!(
+                o,
+                "  re-check against the baseline in fresh interleaved blocks ({} runs each): {} ({}), difference CI [{}, {}], {}, {}",
+                r.runs,
+                pct(r.gain),
+                if r.gain >= 0.0 { "better" } else { "worse" },
+                num(r.ci_low),
+                num(r.ci_high),
+                p_equals("p", r.p),
+                if r.significant {
+                    "SIGNIFICANT"
+                } else {
+                    "no significant difference"
+                }
+            );
+            if let Some(k) = s.kept {
+                let _ = writeln!(
+                    o,
+                    "  => {:.0}% of the reported gain survived the re-check{}",
+                    100.0 * k,
+                    if k < 0.9 {
+                        " (most of it was noise picked as a winner: trust the re-check)"
+                    } else {
+                        ""
+                    }
+                );
+            }
+        } else if s.best.is_some() {
+            let _ = writeln!(
+                o,
+                "  re-check not run yet (the experiment stopped before it)"
+            );
+        }
     }
-    if let Some(b) = &a.best {
+
+    /// The best configuration and how it compares with the baseline.
+    pub(super) fn best(o: &mut String, a: &Analysis) {
+        let Some(b) = &a.best else {
+            return;
+        };
         match &b.vs_baseline {
             Some(c) => {
                 let _ = writeln!(
@@ -776,73 +907,6 @@ pub fn render(a: &Analysis) -> String {
             }
         }
     }
-    o
-}
-
-fn render_search(o: &mut String, s: &SearchSummary, objective: &str) {
-    let _ = writeln!(
-        o,
-        "\nsearch: {} configuration(s) tried of a {}-point grid ({:.0}%; budget {})",
-        s.trials,
-        s.grid,
-        100.0 * s.trials as f64 / s.grid.max(1) as f64,
-        s.budget
-    );
-    match (&s.best, s.reported_gain) {
-        (Some(b), Some(g)) => {
-            let _ = writeln!(
-                o,
-                "  reported best: {b} — {} vs the baseline in its trial runs{}",
-                pct(g),
-                if g <= 0.0 {
-                    " (no trial beat the baseline there)"
-                } else {
-                    ""
-                }
-            );
-        }
-        _ => {
-            let _ = writeln!(
-                o,
-                "  the baseline is the best point tried: nothing to re-check"
-            );
-        }
-    }
-    if let Some(r) = &s.recheck {
-        let _ = writeln!(
-            o,
-            "  re-check against the baseline in fresh interleaved blocks ({} runs each): {} ({}), difference CI [{}, {}], {}, {}",
-            r.runs,
-            pct(r.gain),
-            if r.gain >= 0.0 { "better" } else { "worse" },
-            num(r.ci_low),
-            num(r.ci_high),
-            p_equals("p", r.p),
-            if r.significant {
-                "SIGNIFICANT"
-            } else {
-                "no significant difference"
-            }
-        );
-        if let Some(k) = s.kept {
-            let _ = writeln!(
-                o,
-                "  => {:.0}% of the reported gain survived the re-check{}",
-                100.0 * k,
-                if k < 0.9 {
-                    " (most of it was noise picked as a winner: trust the re-check)"
-                } else {
-                    ""
-                }
-            );
-        }
-    } else if s.best.is_some() {
-        let _ = writeln!(
-            o,
-            "  re-check not run yet (the experiment stopped before it)"
-        );
-    }
-    let _ = objective;
 }
 
 #[cfg(test)]

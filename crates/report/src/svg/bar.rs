@@ -5,7 +5,9 @@
 
 use std::fmt::Write as _;
 
-use super::{Frame, Key, Scale, ScaleKind, color, data_num, escape, px, text_width};
+use super::{
+    Frame, Key, Scale, ScaleKind, color, data_num, escape, legend_entries, px, text_width,
+};
 
 /// One bar: its value, optional interval, and marks.
 #[derive(Clone, Debug, PartialEq)]
@@ -129,8 +131,44 @@ impl BarChart {
 
     /// Render as `<figure><svg>…</svg><figcaption>…</figcaption></figure>`.
     pub fn render(&self) -> String {
+        let (yscale, baselines) = self.y_domain();
+        let layout = self.layout(yscale);
+        let frame = &layout.frame;
+        let mut out = String::new();
+        frame.open(&mut out, "bars", &self.caption);
+        out.push_str("<defs><pattern id=\"hatch-");
+        out.push_str(&escape(&self.id));
+        out.push_str("\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#555555\" stroke-width=\"3\"/></pattern></defs>");
+        frame.plot(&mut out, &layout.yscale, &self.y_label);
+        frame.x_axis(&mut out, &self.x_label, |out| self.x_ticks(out, &layout));
+        for (si, s) in self.series.iter().enumerate() {
+            let _ = write!(
+                out,
+                "<g class=\"series\" data-series=\"{}\">",
+                escape(&s.name)
+            );
+            for (ci, v) in s.values.iter().enumerate() {
+                let Some(v) = v else { continue };
+                let Some(cat) = self.categories.get(ci) else {
+                    continue;
+                };
+                if v.value.is_finite() {
+                    self.bar(&mut out, &layout, (si, s), (ci, cat), v);
+                }
+            }
+            out.push_str("</g>");
+        }
+        for (si, b) in &baselines {
+            self.baseline(&mut out, &layout, *si, *b);
+        }
+        frame.border(&mut out);
+        frame.finish(out, &self.id, &self.caption)
+    }
+
+    /// The y scale over every finite value and interval end (and 0), and the first baseline value of each
+    /// series (a comparison has one per machine, drawn in the series' colour).
+    fn y_domain(&self) -> (Scale, Vec<(usize, f64)>) {
         let mut ys = vec![0.0];
-        // One baseline per series (a comparison has one per machine), drawn in the series' colour.
         let mut baselines: Vec<(usize, f64)> = Vec::new();
         for (si, s) in self.series.iter().enumerate() {
             for v in s.values.iter().flatten() {
@@ -144,27 +182,26 @@ impl BarChart {
                 }
             }
         }
-        let yscale = Scale::fit(ScaleKind::Linear, &ys, true);
-        let entries: Vec<(String, usize, Key)> = if self.series.len() > 1 {
+        (Scale::fit(ScaleKind::Linear, &ys, true), baselines)
+    }
+
+    /// The frame and the category slots. Category labels stay horizontal when they fit and are rotated
+    /// otherwise (truncated, the full text in a tooltip), which takes room below the plot.
+    fn layout(&self, yscale: Scale) -> Layout {
+        let entries = legend_entries(
             self.series
                 .iter()
                 .enumerate()
-                .map(|(i, s)| (s.name.clone(), i, Key::Swatch))
-                .collect()
-        } else {
-            Vec::new()
-        };
+                .map(|(i, s)| (s.name.clone(), i, Key::Swatch)),
+        );
         let mut frame = Frame::new(self.width, &yscale, &entries);
-        let (left, pw) = (frame.left, frame.pw);
-        let n = self.categories.len().max(1);
-        let slot = pw / n as f64;
-        // Category labels: horizontal when they fit, rotated otherwise (truncated, full text in a tooltip).
-        let short = short_labels(if self.tick_labels.len() == self.categories.len() {
+        let slot = frame.pw / self.categories.len().max(1) as f64;
+        let labels = short_labels(if self.tick_labels.len() == self.categories.len() {
             &self.tick_labels
         } else {
             &self.categories
         });
-        let max_label = short
+        let max_label = labels
             .iter()
             .map(|c| text_width(c, 11.0))
             .fold(0.0, f64::max);
@@ -179,20 +216,28 @@ impl BarChart {
             self.height + if rotate { label_h - 18.0 } else { 0.0 },
             36.0 + label_h,
         );
-        let (top, ph) = (frame.top, frame.ph);
-        let ypos = |y: f64| frame.y(&yscale, y);
+        let ns = self.series.len().max(1);
+        let group_w = slot * if ns == 1 { 0.7 } else { 0.84 };
+        let zero = frame.y(&yscale, 0.0);
+        Layout {
+            frame,
+            yscale,
+            slot,
+            labels,
+            rotate,
+            group_w,
+            bar_w: group_w / ns as f64,
+            zero,
+        }
+    }
 
-        let mut out = String::new();
-        frame.open(&mut out, "bars", &self.caption);
-        out.push_str("<defs><pattern id=\"hatch-");
-        out.push_str(&escape(&self.id));
-        out.push_str("\" width=\"6\" height=\"6\" patternUnits=\"userSpaceOnUse\" patternTransform=\"rotate(45)\"><rect width=\"6\" height=\"6\" fill=\"#ffffff\"/><line x1=\"0\" y1=\"0\" x2=\"0\" y2=\"6\" stroke=\"#555555\" stroke-width=\"3\"/></pattern></defs>");
-        frame.plot(&mut out, &yscale, &self.y_label);
-        out.push_str("<g class=\"axis x-axis\">");
-        for (i, (full, label)) in self.categories.iter().zip(&short).enumerate() {
-            let x = left + slot * (i as f64 + 0.5);
+    /// One label under each category slot.
+    fn x_ticks(&self, out: &mut String, l: &Layout) {
+        let (left, top, ph) = (l.frame.left, l.frame.top, l.frame.ph);
+        for (i, (full, label)) in self.categories.iter().zip(&l.labels).enumerate() {
+            let x = left + l.slot * (i as f64 + 0.5);
             let y = top + ph + 15.0;
-            if rotate {
+            if l.rotate {
                 let _ = write!(
                     out,
                     "<text class=\"tick\" transform=\"translate({} {}) rotate(-45)\" text-anchor=\"end\"><title>{}</title>{}</text>",
@@ -212,151 +257,165 @@ impl BarChart {
                 );
             }
         }
-        frame.x_label(&mut out, &self.x_label);
-        // Bars.
-        let ns = self.series.len().max(1);
-        let group_w = slot * if ns == 1 { 0.7 } else { 0.84 };
-        let bar_w = group_w / ns as f64;
-        let zero = ypos(0.0);
-        for (si, s) in self.series.iter().enumerate() {
-            let _ = write!(
-                out,
-                "<g class=\"series\" data-series=\"{}\">",
-                escape(&s.name)
-            );
-            for (ci, v) in s.values.iter().enumerate() {
-                let Some(v) = v else { continue };
-                let Some(cat) = self.categories.get(ci) else {
-                    continue;
-                };
-                if !v.value.is_finite() {
-                    continue;
-                }
-                let x = left + slot * ci as f64 + (slot - group_w) / 2.0 + bar_w * si as f64;
-                let y = ypos(v.value);
-                let (y0, h) = if y <= zero {
-                    (y, zero - y)
-                } else {
-                    (zero, y - zero)
-                };
-                let fill = if v.baseline {
-                    format!("url(#hatch-{})", escape(&self.id))
-                } else {
-                    color(si).to_string()
-                };
-                let stroke = if v.baseline { "#333333" } else { "none" };
-                let interval = match (v.lo, v.hi) {
-                    (Some(lo), Some(hi)) => {
-                        format!(" data-lo=\"{}\" data-hi=\"{}\"", data_num(lo), data_num(hi))
-                    }
-                    _ => String::new(),
-                };
-                let tip_interval = match (v.lo, v.hi) {
-                    (Some(lo), Some(hi)) => format!(" [{} – {}]", data_num(lo), data_num(hi)),
-                    _ => String::new(),
-                };
-                let mut tip = format!(
-                    "{}{}: {} = {}{}",
-                    if self.series.len() > 1 {
-                        format!("{} · ", s.name)
-                    } else {
-                        String::new()
-                    },
-                    cat,
-                    self.y_label,
-                    data_num(v.value),
-                    tip_interval
-                );
-                if v.baseline {
-                    tip.push_str(" (baseline)");
-                }
-                if let Some(f) = &v.flag {
-                    tip.push_str(&format!(" {f}"));
-                }
-                if let Some(n) = &v.note {
-                    tip.push_str(&format!(" ({n})"));
-                }
-                let _ = write!(
-                    out,
-                    "<rect class=\"bar{}\" data-category=\"{}\" data-value=\"{}\"{interval} x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"{stroke}\"><title>{}</title></rect>",
-                    if v.baseline { " baseline" } else { "" },
-                    escape(cat),
-                    data_num(v.value),
-                    px(x + bar_w * 0.06),
-                    px(y0),
-                    px(bar_w * 0.88),
-                    px(h.max(0.5)),
-                    escape(&tip)
-                );
-                let cx = x + bar_w / 2.0;
-                let mut flag_y = y.min(zero) - 4.0;
-                if let (Some(lo), Some(hi)) = (
-                    v.lo.filter(|l| l.is_finite()),
-                    v.hi.filter(|h| h.is_finite()),
-                ) {
-                    let (ylo, yhi) = (ypos(lo), ypos(hi));
-                    let cap = (bar_w * 0.2).clamp(2.0, 6.0);
-                    let _ = write!(
-                        out,
-                        "<path class=\"err\" d=\"M{} {}V{}M{} {}h{}M{} {}h{}\"/>",
-                        px(cx),
-                        px(ylo),
-                        px(yhi),
-                        px(cx - cap),
-                        px(ylo),
-                        px(2.0 * cap),
-                        px(cx - cap),
-                        px(yhi),
-                        px(2.0 * cap)
-                    );
-                    flag_y = flag_y.min(yhi - 4.0);
-                }
-                if let Some(f) = &v.flag {
-                    let _ = write!(
-                        out,
-                        "<text class=\"flag\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
-                        px(cx),
-                        px(flag_y),
-                        escape(f)
-                    );
-                }
+    }
+
+    /// The bar of series `si` in category `ci` (hatched when it is the baseline), then its marks.
+    fn bar(
+        &self,
+        out: &mut String,
+        l: &Layout,
+        (si, s): (usize, &BarSeries),
+        (ci, cat): (usize, &str),
+        v: &BarValue,
+    ) {
+        let x =
+            l.frame.left + l.slot * ci as f64 + (l.slot - l.group_w) / 2.0 + l.bar_w * si as f64;
+        let y = l.y(v.value);
+        let zero = l.zero;
+        let (y0, h) = if y <= zero {
+            (y, zero - y)
+        } else {
+            (zero, y - zero)
+        };
+        let fill = if v.baseline {
+            format!("url(#hatch-{})", escape(&self.id))
+        } else {
+            color(si).to_string()
+        };
+        let stroke = if v.baseline { "#333333" } else { "none" };
+        let interval = match (v.lo, v.hi) {
+            (Some(lo), Some(hi)) => {
+                format!(" data-lo=\"{}\" data-hi=\"{}\"", data_num(lo), data_num(hi))
             }
-            out.push_str("</g>");
-        }
-        for (si, b) in &baselines {
-            let y = ypos(*b);
-            // With several series the lines are told apart by colour (the caption says so); a text label
-            // per line would collide, so the name goes into a tooltip.
-            let (stroke, text) = if self.series.len() > 1 {
-                (
-                    format!(" style=\"stroke: {}\"", color(*si)),
-                    format!(
-                        "<title>baseline · {}: {}</title>",
-                        escape(&self.series[*si].name),
-                        data_num(*b)
-                    ),
-                )
+            _ => String::new(),
+        };
+        let _ = write!(
+            out,
+            "<rect class=\"bar{}\" data-category=\"{}\" data-value=\"{}\"{interval} x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\" fill=\"{fill}\" stroke=\"{stroke}\"><title>{}</title></rect>",
+            if v.baseline { " baseline" } else { "" },
+            escape(cat),
+            data_num(v.value),
+            px(x + l.bar_w * 0.06),
+            px(y0),
+            px(l.bar_w * 0.88),
+            px(h.max(0.5)),
+            escape(&self.tooltip(s, cat, v))
+        );
+        marks(out, l, x + l.bar_w / 2.0, y, v);
+    }
+
+    /// A bar's tooltip: series (when there are several), category, value, interval and marks.
+    fn tooltip(&self, s: &BarSeries, cat: &str, v: &BarValue) -> String {
+        let tip_interval = match (v.lo, v.hi) {
+            (Some(lo), Some(hi)) => format!(" [{} – {}]", data_num(lo), data_num(hi)),
+            _ => String::new(),
+        };
+        let mut tip = format!(
+            "{}{}: {} = {}{}",
+            if self.series.len() > 1 {
+                format!("{} · ", s.name)
             } else {
-                (
-                    String::new(),
-                    format!(
-                        "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">baseline</text>",
-                        px(left + pw - 4.0),
-                        px(y - 4.0)
-                    ),
-                )
-            };
-            let _ = write!(
-                out,
-                "<g class=\"ref-line baseline\" data-y=\"{}\"><line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"{stroke}/>{text}</g>",
-                data_num(*b),
-                px(left),
-                px(left + pw),
-                y = px(y)
-            );
+                String::new()
+            },
+            cat,
+            self.y_label,
+            data_num(v.value),
+            tip_interval
+        );
+        if v.baseline {
+            tip.push_str(" (baseline)");
         }
-        frame.border(&mut out);
-        frame.finish(out, &self.id, &self.caption)
+        if let Some(f) = &v.flag {
+            tip.push_str(&format!(" {f}"));
+        }
+        if let Some(n) = &v.note {
+            tip.push_str(&format!(" ({n})"));
+        }
+        tip
+    }
+
+    /// The dashed line across the chart at series `si`'s baseline value `b`. With several series the lines
+    /// are told apart by colour (the caption says so); a text label per line would collide, so the name
+    /// goes into a tooltip.
+    fn baseline(&self, out: &mut String, l: &Layout, si: usize, b: f64) {
+        let y = l.y(b);
+        let (stroke, text) = if self.series.len() > 1 {
+            (
+                format!(" style=\"stroke: {}\"", color(si)),
+                format!(
+                    "<title>baseline · {}: {}</title>",
+                    escape(&self.series[si].name),
+                    data_num(b)
+                ),
+            )
+        } else {
+            (
+                String::new(),
+                format!(
+                    "<text x=\"{}\" y=\"{}\" text-anchor=\"end\">baseline</text>",
+                    px(l.frame.left + l.frame.pw - 4.0),
+                    px(y - 4.0)
+                ),
+            )
+        };
+        l.frame
+            .ref_line(out, "ref-line baseline", b, y, &stroke, &text);
+    }
+}
+
+/// A bar chart's geometry: the frame, the y scale, the width of a category's slot, the labels under the
+/// slots (and whether they are rotated), the width of a slot's group of bars and of one bar, and the y
+/// pixel of 0.
+struct Layout {
+    frame: Frame,
+    yscale: Scale,
+    slot: f64,
+    labels: Vec<String>,
+    rotate: bool,
+    group_w: f64,
+    bar_w: f64,
+    zero: f64,
+}
+
+impl Layout {
+    fn y(&self, v: f64) -> f64 {
+        self.frame.y(&self.yscale, v)
+    }
+}
+
+/// A bar's marks, centred on `cx` above the bar top `y`: the error bar of its interval and its flag text
+/// above both.
+fn marks(out: &mut String, l: &Layout, cx: f64, y: f64, v: &BarValue) {
+    let mut flag_y = y.min(l.zero) - 4.0;
+    if let (Some(lo), Some(hi)) = (
+        v.lo.filter(|l| l.is_finite()),
+        v.hi.filter(|h| h.is_finite()),
+    ) {
+        let (ylo, yhi) = (l.y(lo), l.y(hi));
+        let cap = (l.bar_w * 0.2).clamp(2.0, 6.0);
+        let _ = write!(
+            out,
+            "<path class=\"err\" d=\"M{} {}V{}M{} {}h{}M{} {}h{}\"/>",
+            px(cx),
+            px(ylo),
+            px(yhi),
+            px(cx - cap),
+            px(ylo),
+            px(2.0 * cap),
+            px(cx - cap),
+            px(yhi),
+            px(2.0 * cap)
+        );
+        flag_y = flag_y.min(yhi - 4.0);
+    }
+    if let Some(f) = &v.flag {
+        let _ = write!(
+            out,
+            "<text class=\"flag\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text>",
+            px(cx),
+            px(flag_y),
+            escape(f)
+        );
     }
 }
 

@@ -202,115 +202,124 @@ impl Scale {
             };
         }
         match kind {
-            ScaleKind::Linear => {
-                // A little headroom so no point, label or reference line sits on the frame.
-                // Never across zero: data that starts at 0 keeps its axis at 0.
-                let pad = (max - min) * 0.03;
-                min = if min >= 0.0 {
-                    (min - pad).max(0.0)
-                } else {
-                    min - pad
-                };
-                max = if max <= 0.0 {
-                    (max + pad).min(0.0)
-                } else {
-                    max + pad
-                };
-                if zero {
-                    min = min.min(0.0);
-                    max = max.max(0.0);
-                }
-                let (lo, hi, ticks) = nice_ticks(min, max, 6);
-                let d = tick_decimals(&ticks);
-                let ticks = ticks.into_iter().map(|t| (t, human(t, d))).collect();
-                Scale {
-                    kind,
-                    lo,
-                    hi,
-                    ticks,
-                }
-            }
-            ScaleKind::Log => {
-                // Fit to the nearest 1-2-5 values around the data, ticks on decades and 2, 5 within.
-                let steps = |v: f64| -> Vec<f64> {
-                    let e = v.log10().floor() as i32;
-                    (e - 1..=e + 1)
-                        .flat_map(|k| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(k)))
-                        .collect()
-                };
-                let lo_v = steps(min)
-                    .into_iter()
-                    .filter(|s| *s <= min * (1.0 + 1e-12))
-                    .fold(f64::NAN, f64::max);
-                let hi_v = steps(max)
-                    .into_iter()
-                    .filter(|s| *s >= max * (1.0 - 1e-12))
-                    .fold(f64::NAN, f64::min);
-                let (mut lo, mut hi) = (lo_v.log10(), hi_v.log10());
-                if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
-                    lo -= 1.0;
-                    hi += 1.0;
-                }
-                let decades = hi - lo;
-                let mut ticks = Vec::new();
-                for e in (lo.floor() as i32)..=(hi.ceil() as i32) {
-                    let base = 10f64.powi(e);
-                    let ms: &[f64] = if decades <= 3.0 {
-                        &[1.0, 2.0, 5.0]
-                    } else {
-                        &[1.0]
-                    };
-                    for m in ms {
-                        let t = m * base;
-                        let l = t.log10();
-                        if l >= lo - 1e-9 && l <= hi + 1e-9 {
-                            ticks.push(t);
-                        }
-                    }
-                }
-                let ticks = ticks
-                    .into_iter()
-                    .map(|t| {
-                        let d = if t < 1.0 {
-                            (-t.log10().floor()) as usize
-                        } else {
-                            0
-                        };
-                        (t.log10(), human(t, d))
-                    })
-                    .collect();
-                Scale {
-                    kind,
-                    lo,
-                    hi,
-                    ticks,
+            ScaleKind::Linear => Scale::fit_linear(min, max, zero),
+            ScaleKind::Log => Scale::fit_log(min, max),
+            ScaleKind::Nines => Scale::fit_nines(min, max),
+        }
+    }
+
+    /// A linear scale over [min, max] with 1-2-5 ticks.
+    fn fit_linear(mut min: f64, mut max: f64, zero: bool) -> Scale {
+        // A little headroom so no point, label or reference line sits on the frame.
+        // Never across zero: data that starts at 0 keeps its axis at 0.
+        let pad = (max - min) * 0.03;
+        min = if min >= 0.0 {
+            (min - pad).max(0.0)
+        } else {
+            min - pad
+        };
+        max = if max <= 0.0 {
+            (max + pad).min(0.0)
+        } else {
+            max + pad
+        };
+        if zero {
+            min = min.min(0.0);
+            max = max.max(0.0);
+        }
+        let (lo, hi, ticks) = nice_ticks(min, max, 6);
+        let d = tick_decimals(&ticks);
+        let ticks = ticks.into_iter().map(|t| (t, human(t, d))).collect();
+        Scale {
+            kind: ScaleKind::Linear,
+            lo,
+            hi,
+            ticks,
+        }
+    }
+
+    /// A log scale from the 1-2-5 value below `min` to the one above `max`.
+    fn fit_log(min: f64, max: f64) -> Scale {
+        // Fit to the nearest 1-2-5 values around the data, ticks on decades and 2, 5 within.
+        let steps = |v: f64| -> Vec<f64> {
+            let e = v.log10().floor() as i32;
+            (e - 1..=e + 1)
+                .flat_map(|k| [1.0, 2.0, 5.0].map(|m| m * 10f64.powi(k)))
+                .collect()
+        };
+        let lo_v = steps(min)
+            .into_iter()
+            .filter(|s| *s <= min * (1.0 + 1e-12))
+            .fold(f64::NAN, f64::max);
+        let hi_v = steps(max)
+            .into_iter()
+            .filter(|s| *s >= max * (1.0 - 1e-12))
+            .fold(f64::NAN, f64::min);
+        let (mut lo, mut hi) = (lo_v.log10(), hi_v.log10());
+        if hi.partial_cmp(&lo) != Some(std::cmp::Ordering::Greater) {
+            lo -= 1.0;
+            hi += 1.0;
+        }
+        let decades = hi - lo;
+        let mut ticks = Vec::new();
+        for e in (lo.floor() as i32)..=(hi.ceil() as i32) {
+            let base = 10f64.powi(e);
+            let ms: &[f64] = if decades <= 3.0 {
+                &[1.0, 2.0, 5.0]
+            } else {
+                &[1.0]
+            };
+            for m in ms {
+                let t = m * base;
+                let l = t.log10();
+                if l >= lo - 1e-9 && l <= hi + 1e-9 {
+                    ticks.push(t);
                 }
             }
-            ScaleKind::Nines => {
-                let lo = if min >= 50.0 {
-                    ScaleKind::Nines.forward(50.0)
+        }
+        let ticks = ticks
+            .into_iter()
+            .map(|t| {
+                let d = if t < 1.0 {
+                    (-t.log10().floor()) as usize
                 } else {
-                    0.0
+                    0
                 };
-                let hi = ScaleKind::Nines.forward(max).ceil().max(1.0);
-                let mut ticks = Vec::new();
-                if lo == 0.0 {
-                    ticks.push((0.0, "0%".to_string()));
-                }
-                ticks.push((ScaleKind::Nines.forward(50.0), "50%".to_string()));
-                let mut n = 1;
-                while (n as f64) <= hi + 1e-9 {
-                    let p = 100.0 - 100.0 / 10f64.powi(n);
-                    ticks.push((n as f64, format!("{}%", human(p, n as usize))));
-                    n += 1;
-                }
-                Scale {
-                    kind,
-                    lo,
-                    hi,
-                    ticks,
-                }
-            }
+                (t.log10(), human(t, d))
+            })
+            .collect();
+        Scale {
+            kind: ScaleKind::Log,
+            lo,
+            hi,
+            ticks,
+        }
+    }
+
+    /// A nines scale from 0% or 50% up to the decade of nines above `max`.
+    fn fit_nines(min: f64, max: f64) -> Scale {
+        let lo = if min >= 50.0 {
+            ScaleKind::Nines.forward(50.0)
+        } else {
+            0.0
+        };
+        let hi = ScaleKind::Nines.forward(max).ceil().max(1.0);
+        let mut ticks = Vec::new();
+        if lo == 0.0 {
+            ticks.push((0.0, "0%".to_string()));
+        }
+        ticks.push((ScaleKind::Nines.forward(50.0), "50%".to_string()));
+        let mut n = 1;
+        while (n as f64) <= hi + 1e-9 {
+            let p = 100.0 - 100.0 / 10f64.powi(n);
+            ticks.push((n as f64, format!("{}%", human(p, n as usize))));
+            n += 1;
+        }
+        Scale {
+            kind: ScaleKind::Nines,
+            lo,
+            hi,
+            ticks,
         }
     }
 
@@ -477,8 +486,9 @@ fn legend(entries: &[(String, usize, Key)], x0: f64, y0: f64, width: f64) -> (St
 }
 
 /// The layout and the parts every chart kind draws the same way: the y-tick labels set the left margin,
-/// the legend sits on top, the plot area fills the rest; the `<svg>` element, the plot frame, the x-axis
-/// label, the border and the closing legend and `<figure>`. Each chart places what lies between.
+/// the legend sits on top, the plot area fills the rest; the `<svg>` element, the plot frame with the y
+/// axis, the x-axis group around the chart's own ticks, reference lines, the border and the closing legend
+/// and `<figure>`. Each chart fits its scales, places its ticks and draws its series in between.
 struct Frame {
     width: f64,
     /// The plot area: left edge, width; top edge and height once `place` has run.
@@ -539,24 +549,71 @@ impl Frame {
         );
     }
 
-    /// The plot's background, grid, y ticks and y-axis label.
+    /// The plot's background, the horizontal grid with the y ticks, and the rotated y-axis label.
     fn plot(&self, out: &mut String, yscale: &Scale, y_label: &str) {
-        plot_frame(
+        let (left, top, pw, ph) = (self.left, self.top, self.pw, self.ph);
+        let _ = write!(
             out,
-            (self.left, self.top, self.pw, self.ph),
-            yscale,
-            y_label,
+            "<rect class=\"plot-bg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
+            px(left),
+            px(top),
+            px(pw),
+            px(ph)
+        );
+        out.push_str("<g class=\"axis y-axis\">");
+        for (u, label) in yscale.ticks() {
+            let y = top + ph * (1.0 - u);
+            let _ = write!(
+                out,
+                "<line class=\"grid\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
+                px(left),
+                px(left + pw),
+                px(left - 6.0),
+                px(y + 4.0),
+                escape(label),
+                y = px(y)
+            );
+        }
+        let _ = write!(
+            out,
+            "<text class=\"axis-label\" transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\">{}</text></g>",
+            px(16.0),
+            px(top + ph / 2.0),
+            escape(y_label)
         );
     }
 
-    /// The x-axis label, closing the x-axis group.
-    fn x_label(&self, out: &mut String, label: &str) {
+    /// The x-axis group: the chart's `ticks` (written by the closure) and the axis `label` under them.
+    fn x_axis(&self, out: &mut String, label: &str, ticks: impl FnOnce(&mut String)) {
+        out.push_str("<g class=\"axis x-axis\">");
+        ticks(out);
         let _ = write!(
             out,
             "<text class=\"axis-label\" x=\"{}\" y=\"{}\" text-anchor=\"middle\">{}</text></g>",
             px(self.left + self.pw / 2.0),
             px(self.height - 10.0),
             escape(label)
+        );
+    }
+
+    /// A horizontal reference line across the plot at value `value` (pixel `y`), carrying the value in
+    /// `data-y`; `style` is extra attributes of the line, `label` the SVG that names it (text or tooltip).
+    fn ref_line(
+        &self,
+        out: &mut String,
+        class: &str,
+        value: f64,
+        y: f64,
+        style: &str,
+        label: &str,
+    ) {
+        let _ = write!(
+            out,
+            "<g class=\"{class}\" data-y=\"{}\"><line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"{style}/>{label}</g>",
+            data_num(value),
+            px(self.left),
+            px(self.left + self.pw),
+            y = px(y)
         );
     }
 
@@ -580,42 +637,18 @@ impl Frame {
     }
 }
 
-/// Wrap a finished `<svg>` and its caption into the chart's `<figure>`.
-/// The plot area's background, the horizontal grid with the y ticks, and the rotated y-axis label — the
-/// frame every chart kind draws the same way. `area` is (left, top, width, height) of the plot.
-fn plot_frame(out: &mut String, area: (f64, f64, f64, f64), yscale: &Scale, y_label: &str) {
-    let (left, top, pw, ph) = area;
-    let _ = write!(
-        out,
-        "<rect class=\"plot-bg\" x=\"{}\" y=\"{}\" width=\"{}\" height=\"{}\"/>",
-        px(left),
-        px(top),
-        px(pw),
-        px(ph)
-    );
-    out.push_str("<g class=\"axis y-axis\">");
-    for (u, label) in yscale.ticks() {
-        let y = top + ph * (1.0 - u);
-        let _ = write!(
-            out,
-            "<line class=\"grid\" x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text class=\"tick\" x=\"{}\" y=\"{}\" text-anchor=\"end\">{}</text>",
-            px(left),
-            px(left + pw),
-            px(left - 6.0),
-            px(y + 4.0),
-            escape(label),
-            y = px(y)
-        );
+/// The legend entries of a chart: none for a single series (the caption names it), else one per series.
+fn legend_entries(
+    entries: impl ExactSizeIterator<Item = (String, usize, Key)>,
+) -> Vec<(String, usize, Key)> {
+    if entries.len() > 1 {
+        entries.collect()
+    } else {
+        Vec::new()
     }
-    let _ = write!(
-        out,
-        "<text class=\"axis-label\" transform=\"translate({} {}) rotate(-90)\" text-anchor=\"middle\">{}</text></g>",
-        px(16.0),
-        px(top + ph / 2.0),
-        escape(y_label)
-    );
 }
 
+/// Wrap a finished `<svg>` and its caption into the chart's `<figure>`.
 fn figure(id: &str, svg: &str, caption: &str) -> String {
     format!(
         "<figure class=\"chart\" id=\"{}\">{svg}<figcaption>{}</figcaption></figure>",

@@ -5,7 +5,8 @@
 use std::fmt::Write as _;
 
 use super::{
-    Frame, Key, Scale, ScaleKind, color, data_num, escape, marker_is_stroke, marker_path, px,
+    Frame, Key, Scale, ScaleKind, color, data_num, escape, legend_entries, marker_is_stroke,
+    marker_path, px,
 };
 
 /// One plotted point; `note` is added to its tooltip (e.g. the request count behind a mean).
@@ -121,26 +122,56 @@ impl XyChart {
 
     /// Render as `<figure><svg>…</svg><figcaption>…</figcaption></figure>`.
     pub fn render(&self) -> String {
-        let xs_kind = if self.x_categories.is_some() {
+        let plot = self.layout();
+        let frame = &plot.frame;
+        let mut out = String::new();
+        frame.open(&mut out, "xy", &self.caption);
+        frame.plot(&mut out, &plot.yscale, &self.y_label);
+        frame.x_axis(&mut out, &self.x_label, |out| self.x_ticks(out, &plot));
+        frame.border(&mut out);
+        for r in &self.ref_lines {
+            if self.y_scale.accepts(r.y) {
+                let y = plot.y(r.y);
+                let text = format!(
+                    "<text x=\"{}\" y=\"{}\">{}</text>",
+                    px(frame.left + 6.0),
+                    px(y - 4.0),
+                    escape(&r.label)
+                );
+                frame.ref_line(&mut out, "ref-line", r.y, y, "", &text);
+            }
+        }
+        for (i, s) in self.series.iter().enumerate() {
+            self.draw_series(&mut out, &plot, s, s.style.unwrap_or(i));
+        }
+        frame.finish(out, &self.id, &self.caption)
+    }
+
+    /// The kind of the x axis: linear positions for categories.
+    fn x_kind(&self) -> ScaleKind {
+        if self.x_categories.is_some() {
             ScaleKind::Linear
         } else {
             self.x_scale
+        }
+    }
+
+    /// Whether `p` can be placed on both axes.
+    fn plottable(&self, p: &Point) -> bool {
+        self.x_kind().accepts(p.x) && self.y_scale.accepts(p.y)
+    }
+
+    /// The scales fitted to the plottable points (and, for y, the reference lines), and the frame around
+    /// them: legend on top, y labels left, x labels below.
+    fn layout(&self) -> Plot {
+        let points = || {
+            self.series
+                .iter()
+                .flat_map(|s| s.points.iter())
+                .filter(|p| self.plottable(p))
         };
-        let plottable = |p: &Point| xs_kind.accepts(p.x) && self.y_scale.accepts(p.y);
-        let xs: Vec<f64> = self
-            .series
-            .iter()
-            .flat_map(|s| s.points.iter())
-            .filter(|p| plottable(p))
-            .map(|p| p.x)
-            .collect();
-        let mut ys: Vec<f64> = self
-            .series
-            .iter()
-            .flat_map(|s| s.points.iter())
-            .filter(|p| plottable(p))
-            .map(|p| p.y)
-            .collect();
+        let xs: Vec<f64> = points().map(|p| p.x).collect();
+        let mut ys: Vec<f64> = points().map(|p| p.y).collect();
         ys.extend(
             self.ref_lines
                 .iter()
@@ -156,44 +187,35 @@ impl XyChart {
             &ys,
             self.y_zero && self.y_scale == ScaleKind::Linear,
         );
-
-        // Layout: legend on top, y labels left, x labels below.
-        let entries: Vec<(String, usize, Key)> = if self.series.len() > 1 {
-            self.series
-                .iter()
-                .enumerate()
-                .map(|(i, s)| {
-                    (
-                        s.name.clone(),
-                        s.style.unwrap_or(i),
-                        Key::Line { dashed: s.dashed },
-                    )
-                })
-                .collect()
-        } else {
-            Vec::new()
-        };
+        let entries = legend_entries(self.series.iter().enumerate().map(|(i, s)| {
+            (
+                s.name.clone(),
+                s.style.unwrap_or(i),
+                Key::Line { dashed: s.dashed },
+            )
+        }));
         let mut frame = Frame::new(self.width, &yscale, &entries);
         frame.place(14.0, self.height, 52.0);
-        let (left, top, pw, ph) = (frame.left, frame.top, frame.pw, frame.ph);
-        let xpos = |x: f64| -> f64 {
-            match &xscale {
-                CatOrScale::Cat(n) => left + pw * (x + 0.5) / (*n).max(1) as f64,
-                CatOrScale::Scale(s) => left + pw * s.unit(x),
-            }
-        };
-        let ypos = |y: f64| frame.y(&yscale, y);
+        Plot {
+            frame,
+            xscale,
+            yscale,
+        }
+    }
 
-        let mut out = String::new();
-        frame.open(&mut out, "xy", &self.caption);
-        frame.plot(&mut out, &yscale, &self.y_label);
-        // x ticks.
-        out.push_str("<g class=\"axis x-axis\">");
-        let xticks: Vec<(f64, String)> = match (&xscale, &self.x_categories) {
+    /// The x ticks (category names or the scale's ticks), each with a vertical grid line.
+    fn x_ticks(&self, out: &mut String, plot: &Plot) {
+        let (left, top, pw, ph) = (
+            plot.frame.left,
+            plot.frame.top,
+            plot.frame.pw,
+            plot.frame.ph,
+        );
+        let xticks: Vec<(f64, String)> = match (&plot.xscale, &self.x_categories) {
             (CatOrScale::Cat(_), Some(cats)) => cats
                 .iter()
                 .enumerate()
-                .map(|(i, c)| (xpos(i as f64), c.clone()))
+                .map(|(i, c)| (plot.x(i as f64), c.clone()))
                 .collect(),
             (CatOrScale::Scale(s), _) => s
                 .ticks()
@@ -212,107 +234,117 @@ impl XyChart {
                 x = px(*x)
             );
         }
-        frame.x_label(&mut out, &self.x_label);
-        frame.border(&mut out);
-        // Reference lines.
-        for r in &self.ref_lines {
-            if !self.y_scale.accepts(r.y) {
-                continue;
-            }
-            let y = ypos(r.y);
-            let _ = write!(
-                out,
-                "<g class=\"ref-line\" data-y=\"{}\"><line x1=\"{}\" y1=\"{y}\" x2=\"{}\" y2=\"{y}\"/><text x=\"{}\" y=\"{}\">{}</text></g>",
-                data_num(r.y),
-                px(left),
-                px(left + pw),
-                px(left + 6.0),
-                px(y - 4.0),
-                escape(&r.label),
-                y = px(y)
-            );
-        }
-        // Series.
-        for (i, s) in self.series.iter().enumerate() {
-            let idx = s.style.unwrap_or(i);
-            let c = color(idx);
-            let _ = write!(
-                out,
-                "<g class=\"series\" data-series=\"{}\">",
-                escape(&s.name)
-            );
-            let pts: Vec<&Point> = s.points.iter().filter(|p| plottable(p)).collect();
-            if s.line && pts.len() > 1 {
-                let coords: Vec<String> = pts
-                    .iter()
-                    .map(|p| format!("{},{}", px(xpos(p.x)), px(ypos(p.y))))
-                    .collect();
-                let dash = if s.dashed {
-                    " stroke-dasharray=\"6 4\""
-                } else {
-                    ""
-                };
-                let _ = write!(
-                    out,
-                    "<polyline class=\"line\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
-                    coords.join(" ")
-                );
-            }
-            // Dense lines get small markers so the line stays readable; every point is still an element.
-            let r = match (s.line, pts.len()) {
-                (false, _) => 2.8,
-                (true, n) if n > 60 => 1.8,
-                _ => 3.5,
+    }
+
+    /// One series' group: its line through the plottable points, then a marker per point in style `idx`.
+    fn draw_series(&self, out: &mut String, plot: &Plot, s: &XySeries, idx: usize) {
+        let c = color(idx);
+        let _ = write!(
+            out,
+            "<g class=\"series\" data-series=\"{}\">",
+            escape(&s.name)
+        );
+        let pts: Vec<&Point> = s.points.iter().filter(|p| self.plottable(p)).collect();
+        if s.line && pts.len() > 1 {
+            let coords: Vec<String> = pts
+                .iter()
+                .map(|p| format!("{},{}", px(plot.x(p.x)), px(plot.y(p.y))))
+                .collect();
+            let dash = if s.dashed {
+                " stroke-dasharray=\"6 4\""
+            } else {
+                ""
             };
-            let fill = if marker_is_stroke(idx) { "none" } else { c };
-            let opacity = if s.line { "" } else { " fill-opacity=\"0.6\"" };
-            for p in &pts {
-                let (cx, cy) = (xpos(p.x), ypos(p.y));
-                let xl = match &self.x_categories {
-                    Some(cats) => cats
-                        .get(p.x as usize)
-                        .cloned()
-                        .unwrap_or_else(|| data_num(p.x)),
-                    None => data_num(p.x),
-                };
-                let note = p
-                    .note
-                    .as_deref()
-                    .map(|n| format!(" ({n})"))
-                    .unwrap_or_default();
-                let stroke = if s.markers || marker_is_stroke(idx) {
-                    c
-                } else {
-                    "none"
-                };
-                let (fill, stroke_w) = if s.markers {
-                    (fill, "1.5")
-                } else {
-                    ("none", "0")
-                };
-                let _ = write!(
-                    out,
-                    "<path class=\"pt\" data-x=\"{}\" data-y=\"{}\" d=\"{}\" fill=\"{fill}\"{opacity} stroke=\"{stroke}\" stroke-width=\"{stroke_w}\"><title>{}: {} = {}, {} = {}{}</title></path>",
-                    escape(&xl),
-                    data_num(p.y),
-                    marker_path(idx, cx, cy, r),
-                    escape(&s.name),
-                    escape(&self.x_label),
-                    escape(&xl),
-                    escape(&self.y_label),
-                    data_num(p.y),
-                    escape(&note)
-                );
-            }
-            out.push_str("</g>");
+            let _ = write!(
+                out,
+                "<polyline class=\"line\" fill=\"none\" stroke=\"{c}\" stroke-width=\"2\"{dash} points=\"{}\"/>",
+                coords.join(" ")
+            );
         }
-        frame.finish(out, &self.id, &self.caption)
+        // Dense lines get small markers so the line stays readable; every point is still an element.
+        let r = match (s.line, pts.len()) {
+            (false, _) => 2.8,
+            (true, n) if n > 60 => 1.8,
+            _ => 3.5,
+        };
+        for p in &pts {
+            self.point(out, plot, s, idx, r, p);
+        }
+        out.push_str("</g>");
+    }
+
+    /// One point's marker (radius `r`, invisible but still hoverable when the series has no markers),
+    /// carrying its values and a tooltip.
+    fn point(&self, out: &mut String, plot: &Plot, s: &XySeries, idx: usize, r: f64, p: &Point) {
+        let c = color(idx);
+        let fill = if marker_is_stroke(idx) { "none" } else { c };
+        let opacity = if s.line { "" } else { " fill-opacity=\"0.6\"" };
+        let (cx, cy) = (plot.x(p.x), plot.y(p.y));
+        let xl = match &self.x_categories {
+            Some(cats) => cats
+                .get(p.x as usize)
+                .cloned()
+                .unwrap_or_else(|| data_num(p.x)),
+            None => data_num(p.x),
+        };
+        let note = p
+            .note
+            .as_deref()
+            .map(|n| format!(" ({n})"))
+            .unwrap_or_default();
+        let stroke = if s.markers || marker_is_stroke(idx) {
+            c
+        } else {
+            "none"
+        };
+        let (fill, stroke_w) = if s.markers {
+            (fill, "1.5")
+        } else {
+            ("none", "0")
+        };
+        let _ = write!(
+            out,
+            "<path class=\"pt\" data-x=\"{}\" data-y=\"{}\" d=\"{}\" fill=\"{fill}\"{opacity} stroke=\"{stroke}\" stroke-width=\"{stroke_w}\"><title>{}: {} = {}, {} = {}{}</title></path>",
+            escape(&xl),
+            data_num(p.y),
+            marker_path(idx, cx, cy, r),
+            escape(&s.name),
+            escape(&self.x_label),
+            escape(&xl),
+            escape(&self.y_label),
+            data_num(p.y),
+            escape(&note)
+        );
     }
 }
 
+/// The x axis: categories (points' x are indexes) or a scale.
 enum CatOrScale {
     Cat(usize),
     Scale(Scale),
+}
+
+/// An XY chart's geometry: the frame and both scales.
+struct Plot {
+    frame: Frame,
+    xscale: CatOrScale,
+    yscale: Scale,
+}
+
+impl Plot {
+    /// The x pixel of `x` (a category index on a categorical axis).
+    fn x(&self, x: f64) -> f64 {
+        let (left, pw) = (self.frame.left, self.frame.pw);
+        match &self.xscale {
+            CatOrScale::Cat(n) => left + pw * (x + 0.5) / (*n).max(1) as f64,
+            CatOrScale::Scale(s) => left + pw * s.unit(x),
+        }
+    }
+
+    /// The y pixel of `y`.
+    fn y(&self, y: f64) -> f64 {
+        self.frame.y(&self.yscale, y)
+    }
 }
 
 #[cfg(test)]
