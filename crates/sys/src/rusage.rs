@@ -90,10 +90,16 @@ mod tests {
         let a = thread().unwrap();
         let t = std::time::Instant::now();
         let mut x = 0u64;
-        while t.elapsed() < std::time::Duration::from_millis(30) {
-            x = std::hint::black_box(x.wrapping_add(1));
+        // Work until the thread's own CPU time has grown by 5 ms: on a loaded machine 30 ms of wall time
+        // can hold less than that (the bound is only there so a broken reader cannot loop forever).
+        let mut b = thread().unwrap();
+        while b.delta(&a).cpu_ns() <= 5_000_000 && t.elapsed() < std::time::Duration::from_secs(20)
+        {
+            for _ in 0..100_000 {
+                x = std::hint::black_box(x.wrapping_add(1));
+            }
+            b = thread().unwrap();
         }
-        let b = thread().unwrap();
         let d = b.delta(&a);
         assert!(d.cpu_ns() > 5_000_000, "{d:?}");
         assert!(process().unwrap().cpu_ns() >= b.cpu_ns());

@@ -643,6 +643,20 @@ mod tests {
         assert!(!jp.exists());
     }
 
+    /// `f()`, retried while it fails for a moment: a child process another test of this binary forks holds
+    /// a copy of every open descriptor — so of a journal's flock — until it execs, so a lock just released
+    /// can still be held for a few milliseconds (much longer on a loaded machine).
+    fn unlocked<T, E: std::fmt::Display>(mut f: impl FnMut() -> Result<T, E>) -> T {
+        let t = std::time::Instant::now();
+        loop {
+            match f() {
+                Ok(v) => return v,
+                Err(e) if t.elapsed() > std::time::Duration::from_secs(10) => panic!("{e}"),
+                Err(_) => std::thread::sleep(std::time::Duration::from_millis(10)),
+            }
+        }
+    }
+
     #[test]
     fn drop_restores_and_stale_journal_blocks_start() {
         let (d, r) = fake_root();
@@ -661,7 +675,7 @@ mod tests {
         assert_eq!(read(&r, "proc/sys/kernel/sched_rr_timeslice_ms"), "100");
 
         // Simulate a crash: an applier whose restore never ran (forgotten), then recover.
-        let mut a = Applier::new(r.clone(), &jp, threads.clone()).unwrap();
+        let mut a = unlocked(|| Applier::new(r.clone(), &jp, threads.clone()));
         a.apply(
             &"sysctl:vm.swappiness".parse().unwrap(),
             &Target::default(),
@@ -677,12 +691,12 @@ mod tests {
         a.crash_for_tests();
         assert!(Applier::new(r.clone(), &jp, threads.clone()).is_err());
         // while a live applier holds the journal, recover is refused and changes nothing
-        let live = Journal::open(&jp).unwrap();
+        let live = unlocked(|| Journal::open(&jp));
         let e = recover(&jp, threads.as_ref()).unwrap_err().to_string();
         assert!(e.contains("in use by another running `ordo tune`"), "{e}");
         assert_eq!(read(&r, "proc/sys/vm/swappiness"), "1");
         drop(live);
-        let notes = recover(&jp, threads.as_ref()).unwrap();
+        let notes = unlocked(|| recover(&jp, threads.as_ref()));
         assert_eq!(notes.len(), 2);
         assert_eq!(read(&r, "proc/sys/vm/swappiness"), "60");
         assert_eq!(read(&r, "sys/kernel/debug/sched/base_slice_ns"), "3000000");
