@@ -22,6 +22,10 @@
 //!   and sends GOAWAY(ENHANCE_YOUR_CALM) and closes once `max_premature_resets` is spent (each answered stream
 //!   earns one back). CONTINUATION, SETTINGS and PING floods are bounded by `h2` (see the tests);
 //! - on shutdown: GOAWAY, the streams in flight finish (within the server's shutdown grace), then close.
+//!
+//! For speed (docs/serve.md, "HTTP/2 against nginx"): a stream answered at once is served by the
+//! connection task without a task of its own (`stream::start`), and the frames of one poll of the connection
+//! leave in one write (`Batch`).
 
 mod stream;
 
@@ -410,6 +414,8 @@ pub(crate) struct ConnCtx<H> {
     pub(crate) peer: SocketAddr,
     /// `max_streams_in_progress` permits.
     pub(crate) slots: Arc<Semaphore>,
+    /// Response header fields parsed once per connection.
+    pub(crate) heads: std::sync::Mutex<stream::HeadCache>,
 }
 
 /// How a stream ended, as the connection's reset accounting sees it.
@@ -465,6 +471,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
         limits: limits.clone(),
         peer,
         slots: Arc::new(Semaphore::new(cfg.max_streams_in_progress)),
+        heads: std::sync::Mutex::default(),
     });
     let mut tasks: JoinSet<Outcome> = JoinSet::new();
     let mut budget = cfg.max_premature_resets;
@@ -473,52 +480,58 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
     let mut closing = false;
     let close_by = tokio::time::sleep(Duration::ZERO);
     let mut close_by = std::pin::pin!(close_by);
+    // Armed from the last time nothing was in flight (`quiet_since`; re-armed from there when it fires, as
+    // streams answered without a task do not touch it).
     let idle = tokio::time::sleep(limits.idle_timeout);
     let mut idle = std::pin::pin!(idle);
+    let mut quiet_since = Instant::now();
     let mut stopping = false;
     // closed by the rapid-reset defence
     let mut cut = false;
     let main = async {
         loop {
+            // a stream that ended in this round (None: none did, or it panicked in its task)
+            let mut ended: Option<Outcome> = None;
+            let mut any_ended = false;
             tokio::select! {
                 biased;
                 Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    any_ended = true;
                     match done {
-                        Ok(Outcome::Answered) => budget = (budget + 1).min(cfg.max_premature_resets),
-                        Ok(Outcome::ResetByClient) => {
-                            premature += 1;
-                            budget = budget.saturating_sub(1);
-                            if budget == 0 && !cut {
-                                tracing::warn!(
-                                    %peer,
-                                    resets = premature,
-                                    "HTTP/2 client reset too many streams before their response \
-                                     (rapid reset): GOAWAY ENHANCE_YOUR_CALM, connection closed"
-                                );
-                                conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                                // every stream still queued or served is dropped now (its queue place freed)
-                                tasks.abort_all();
-                                cut = true;
-                                closing = true;
-                                close_by.as_mut().reset(Instant::now() + CLOSE_LINGER);
-                            }
-                        }
-                        Ok(Outcome::Failed) => {}
+                        Ok(o) => ended = Some(o),
                         Err(e) if e.is_panic() => {
                             tracing::error!(%peer, "request handler panicked; HTTP/2 stream reset");
                         }
                         Err(_) => {}
                     }
-                    if tasks.is_empty() {
-                        idle.as_mut().reset(Instant::now() + limits.idle_timeout);
-                    }
                 }
                 r = conn.accept() => match r {
                     Some(Ok(_)) if cut => {} // dropped: reset by h2
                     Some(Ok((req, respond))) => {
-                        tasks.spawn(stream::serve(req, respond, ctx.clone()));
                         // a stream that was on its way when GOAWAY left: give it its time
                         closing &= cut;
+                        let started = match stream::start(req, respond, &ctx) {
+                            // the handler's first poll, here: most answer at once
+                            stream::Started::Poll(mut s) => {
+                                match std::future::poll_fn(|cx| Poll::Ready(s.poll_handler(cx))).await {
+                                    Poll::Ready(resp) => s.answer(resp),
+                                    Poll::Pending => stream::Started::Task(s.into_task()),
+                                }
+                            }
+                            other => other,
+                        };
+                        match started {
+                            stream::Started::Done(o) => {
+                                any_ended = true;
+                                ended = Some(o);
+                            }
+                            stream::Started::Task(t) => {
+                                tasks.spawn(t);
+                            }
+                            stream::Started::Poll(s) => {
+                                tasks.spawn(s.into_task());
+                            }
+                        }
                     }
                     Some(Err(e)) => {
                         log_connection_error(peer, &e);
@@ -532,11 +545,41 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
                     conn.graceful_shutdown();
                 }
                 _ = &mut idle, if tasks.is_empty() && !stopping => {
-                    tracing::debug!(%peer, "HTTP/2 connection idle; GOAWAY");
-                    stopping = true;
-                    conn.graceful_shutdown();
+                    let until = quiet_since + limits.idle_timeout;
+                    if Instant::now() < until {
+                        idle.as_mut().reset(until);
+                    } else {
+                        tracing::debug!(%peer, "HTTP/2 connection idle; GOAWAY");
+                        stopping = true;
+                        conn.graceful_shutdown();
+                    }
                 }
                 _ = &mut close_by, if closing => break,
+            }
+            match ended {
+                Some(Outcome::Answered) => budget = (budget + 1).min(cfg.max_premature_resets),
+                Some(Outcome::ResetByClient) => {
+                    premature += 1;
+                    budget = budget.saturating_sub(1);
+                    if budget == 0 && !cut {
+                        tracing::warn!(
+                            %peer,
+                            resets = premature,
+                            "HTTP/2 client reset too many streams before their response \
+                             (rapid reset): GOAWAY ENHANCE_YOUR_CALM, connection closed"
+                        );
+                        conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        // every stream still queued or served is dropped now (its queue place freed)
+                        tasks.abort_all();
+                        cut = true;
+                        closing = true;
+                        close_by.as_mut().reset(Instant::now() + CLOSE_LINGER);
+                    }
+                }
+                Some(Outcome::Failed) | None => {}
+            }
+            if any_ended && tasks.is_empty() {
+                quiet_since = Instant::now();
             }
             if stopping && !closing && tasks.is_empty() {
                 // nothing left in flight: the client has this long to take the GOAWAY and the last frames
