@@ -434,7 +434,7 @@ async fn a_handler_panic_resets_its_stream_and_the_connection_goes_on() {
     let e = collect(f).await.expect_err("the panicking stream is reset");
     assert_eq!(e.reason(), Some(h2::Reason::INTERNAL_ERROR), "{e}");
     assert_eq!(c.fetch(get("/x")).await.status, 200);
-    // the slow path (a task of its own) too
+    // again, then a stream whose handler waits (served by a task of its own) on the same connection
     let (f, _) = c.start(get("/panic")).await;
     assert!(collect(f).await.is_err());
     assert_eq!(c.fetch(get("/slow")).await.status, 200);
