@@ -12,6 +12,7 @@
 //!   obs-fold, invalid header bytes) is answered 400 and the connection is closed.
 
 mod conn;
+pub(crate) use conn::Transport;
 pub mod date;
 pub mod duration;
 mod inline;

@@ -22,6 +22,10 @@
 //!   and sends GOAWAY(ENHANCE_YOUR_CALM) and closes once `max_premature_resets` is spent (each answered stream
 //!   earns one back). CONTINUATION, SETTINGS and PING floods are bounded by `h2` (see the tests);
 //! - on shutdown: GOAWAY, the streams in flight finish (within the server's shutdown grace), then close.
+//!
+//! For speed (docs/serve.md, "HTTP/2 against nginx"): a stream answered at once is served by the
+//! connection task without a task of its own (`stream::start`), and the frames of one poll of the connection
+//! leave in one write (`Batch`).
 
 mod stream;
 
@@ -29,6 +33,7 @@ use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -41,6 +46,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::config::Invalid;
+use crate::http::Transport;
 use crate::http::{Handler, Limits, shutdown_signalled};
 use crate::keypath;
 
@@ -233,13 +239,79 @@ pub(crate) async fn sniff(
 const LINGER_TIME: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 256 * 1024;
 
-/// The connection's I/O: bytes already read from it (the sniffed h2c preface) are read again first, and
-/// its shutdown (h2 shuts the write side down when the connection closes) drains the client's input for a
-/// while, as the HTTP/1 side's `linger_close` does.
+/// Frames batched before they are written whatever the connection is doing (a few TLS records' worth).
+const BATCH_BYTES: usize = 64 * 1024;
+
+/// Write batching, shared by a connection's loop and its I/O. `h2` flushes its frame buffer whenever it is
+/// full or holds a DATA frame, which with small responses is once per response: with 100 streams of 2 KB
+/// answers that was one `writev` (and one TLS record) per response. Instead, the I/O keeps what `h2` writes
+/// during one poll of the connection task and passes it on in one write at the next poll (the task wakes
+/// itself for it), by which time the other streams' responses have joined it.
+#[derive(Default)]
+struct Batch {
+    /// Polls of the connection task since the handshake (0: not serving streams yet, nothing is held).
+    polls: AtomicU64,
+}
+
+/// The connection's I/O: bytes already read from it (the sniffed h2c preface) are read again first, writes
+/// are batched (see [`Batch`]), and its shutdown (h2 shuts the write side down when the connection closes)
+/// writes what is held, then drains the client's input for a while, as the HTTP/1 side's `linger_close`
+/// does.
 struct Linger<T> {
     pre: Bytes,
     inner: T,
     drain: Option<(Pin<Box<tokio::time::Sleep>>, usize)>,
+    /// Written by h2, not yet passed to `inner`: `out[sent..]`.
+    out: Vec<u8>,
+    sent: usize,
+    batch: Arc<Batch>,
+    /// The poll of the connection task whose flush was put off to the next poll.
+    deferred: Option<u64>,
+}
+
+impl<T> Linger<T> {
+    fn new(inner: T, pre: Bytes, batch: Arc<Batch>) -> Self {
+        Linger {
+            pre,
+            inner,
+            drain: None,
+            out: Vec::new(),
+            sent: 0,
+            batch,
+            deferred: None,
+        }
+    }
+}
+
+impl<T: AsyncWrite + Unpin> Linger<T> {
+    /// Passes everything held on to `inner` (not flushing it).
+    fn poll_write_out(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        while self.sent < self.out.len() {
+            let n = std::task::ready!(
+                Pin::new(&mut self.inner).poll_write(cx, &self.out[self.sent..])
+            )?;
+            if n == 0 {
+                return Poll::Ready(Err(std::io::ErrorKind::WriteZero.into()));
+            }
+            self.sent += n;
+        }
+        self.sent = 0;
+        self.out.clear();
+        self.deferred = None;
+        // a burst's buffer is not kept by a connection that has gone quiet
+        if self.out.capacity() > 2 * BATCH_BYTES {
+            self.out = Vec::new();
+        }
+        Poll::Ready(Ok(()))
+    }
+
+    /// Makes room before taking more: what is held is written once it reaches [`BATCH_BYTES`].
+    fn poll_room(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        if self.out.len() - self.sent >= BATCH_BYTES {
+            std::task::ready!(self.poll_write_out(cx))?;
+        }
+        Poll::Ready(Ok(()))
+    }
 }
 
 impl<T: AsyncRead + Unpin> AsyncRead for Linger<T> {
@@ -264,7 +336,9 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Linger<T> {
         cx: &mut Context<'_>,
         buf: &[u8],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write(cx, buf)
+        std::task::ready!(self.poll_room(cx))?;
+        self.out.extend_from_slice(buf);
+        Poll::Ready(Ok(buf.len()))
     }
 
     fn poll_write_vectored(
@@ -272,20 +346,46 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Linger<T> {
         cx: &mut Context<'_>,
         bufs: &[std::io::IoSlice<'_>],
     ) -> Poll<std::io::Result<usize>> {
-        Pin::new(&mut self.inner).poll_write_vectored(cx, bufs)
+        std::task::ready!(self.poll_room(cx))?;
+        let mut n = 0;
+        for b in bufs {
+            self.out.extend_from_slice(b);
+            n += b.len();
+        }
+        Poll::Ready(Ok(n))
     }
 
     fn is_write_vectored(&self) -> bool {
-        self.inner.is_write_vectored()
+        // h2 then hands DATA payloads over as they are (copied once, here) instead of copying them first
+        true
     }
 
+    /// Puts the write off to the connection task's next poll (waking it for that), unless it is already that
+    /// poll, the task is not serving streams yet (the handshake) or [`BATCH_BYTES`] are held.
     fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
-        Pin::new(&mut self.inner).poll_flush(cx)
+        let this = &mut *self;
+        if this.sent < this.out.len() {
+            let poll = this.batch.polls.load(Ordering::Relaxed);
+            if poll > 0 && this.out.len() - this.sent < BATCH_BYTES {
+                match this.deferred {
+                    None => {
+                        this.deferred = Some(poll);
+                        cx.waker().wake_by_ref();
+                        return Poll::Ready(Ok(()));
+                    }
+                    Some(p) if p == poll => return Poll::Ready(Ok(())),
+                    Some(_) => {}
+                }
+            }
+            std::task::ready!(this.poll_write_out(cx))?;
+        }
+        Pin::new(&mut this.inner).poll_flush(cx)
     }
 
     fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
         let this = &mut *self;
         if this.drain.is_none() {
+            std::task::ready!(this.poll_write_out(cx))?;
             std::task::ready!(Pin::new(&mut this.inner).poll_shutdown(cx))?;
             this.drain = Some((Box::pin(tokio::time::sleep(LINGER_TIME)), 0));
         }
@@ -314,6 +414,8 @@ pub(crate) struct ConnCtx<H> {
     pub(crate) peer: SocketAddr,
     /// `max_streams_in_progress` permits.
     pub(crate) slots: Arc<Semaphore>,
+    /// Response header fields parsed once per connection.
+    pub(crate) heads: std::sync::Mutex<stream::HeadCache>,
 }
 
 /// How a stream ended, as the connection's reset accounting sees it.
@@ -334,7 +436,7 @@ const CLOSE_LINGER: Duration = Duration::from_secs(1);
 /// Serves one HTTP/2 connection (after ALPN chose `h2`, or after the h2c preface was sniffed: `pre` holds
 /// what was read of it already) until the client closes it, a limit or a defence closes it, or the server
 /// shuts down.
-pub(crate) async fn serve<H: Handler, T: AsyncRead + AsyncWrite + Unpin + Send + 'static>(
+pub(crate) async fn serve<H: Handler, T: Transport>(
     io: T,
     pre: Bytes,
     peer: SocketAddr,
@@ -345,11 +447,9 @@ pub(crate) async fn serve<H: Handler, T: AsyncRead + AsyncWrite + Unpin + Send +
 ) {
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
-    let io = Linger {
-        pre,
-        inner: io,
-        drain: None,
-    };
+    let _ = io.nodelay(); // batched writes: Nagle would only hold back the end of a batch
+    let batch = Arc::new(Batch::default());
+    let io = Linger::new(io, pre, batch.clone());
     let handshake = tokio::time::timeout(limits.head_timeout, cfg.builder().handshake(io));
     let mut conn: h2::server::Connection<Linger<T>, Bytes> = tokio::select! {
         biased;
@@ -371,6 +471,7 @@ pub(crate) async fn serve<H: Handler, T: AsyncRead + AsyncWrite + Unpin + Send +
         limits: limits.clone(),
         peer,
         slots: Arc::new(Semaphore::new(cfg.max_streams_in_progress)),
+        heads: std::sync::Mutex::default(),
     });
     let mut tasks: JoinSet<Outcome> = JoinSet::new();
     let mut budget = cfg.max_premature_resets;
@@ -379,76 +480,121 @@ pub(crate) async fn serve<H: Handler, T: AsyncRead + AsyncWrite + Unpin + Send +
     let mut closing = false;
     let close_by = tokio::time::sleep(Duration::ZERO);
     let mut close_by = std::pin::pin!(close_by);
+    // Armed from the last time nothing was in flight (`quiet_since`; re-armed from there when it fires, as
+    // streams answered without a task do not touch it).
     let idle = tokio::time::sleep(limits.idle_timeout);
     let mut idle = std::pin::pin!(idle);
+    let mut quiet_since = Instant::now();
     let mut stopping = false;
     // closed by the rapid-reset defence
     let mut cut = false;
-    loop {
-        tokio::select! {
-            biased;
-            Some(done) = tasks.join_next(), if !tasks.is_empty() => {
-                match done {
-                    Ok(Outcome::Answered) => budget = (budget + 1).min(cfg.max_premature_resets),
-                    Ok(Outcome::ResetByClient) => {
-                        premature += 1;
-                        budget = budget.saturating_sub(1);
-                        if budget == 0 && !cut {
-                            tracing::warn!(
-                                %peer,
-                                resets = premature,
-                                "HTTP/2 client reset too many streams before their response \
-                                 (rapid reset): GOAWAY ENHANCE_YOUR_CALM, connection closed"
-                            );
-                            conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
-                            // every stream still queued or served is dropped now (its queue place freed)
-                            tasks.abort_all();
-                            cut = true;
-                            closing = true;
-                            close_by.as_mut().reset(Instant::now() + CLOSE_LINGER);
+    let main = async {
+        loop {
+            // a stream that ended in this round (None: none did, or it panicked in its task)
+            let mut ended: Option<Outcome> = None;
+            let mut any_ended = false;
+            tokio::select! {
+                biased;
+                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                    any_ended = true;
+                    match done {
+                        Ok(o) => ended = Some(o),
+                        Err(e) if e.is_panic() => {
+                            tracing::error!(%peer, "request handler panicked; HTTP/2 stream reset");
+                        }
+                        Err(_) => {}
+                    }
+                }
+                r = conn.accept() => match r {
+                    Some(Ok(_)) if cut => {} // dropped: reset by h2
+                    Some(Ok((req, respond))) => {
+                        // a stream that was on its way when GOAWAY left: give it its time
+                        closing &= cut;
+                        let started = match stream::start(req, respond, &ctx) {
+                            // the handler's first poll, here: most answer at once
+                            stream::Started::Poll(mut s) => {
+                                match std::future::poll_fn(|cx| Poll::Ready(s.poll_handler(cx))).await {
+                                    Poll::Ready(resp) => s.answer(resp),
+                                    Poll::Pending => stream::Started::Task(s.into_task()),
+                                }
+                            }
+                            other => other,
+                        };
+                        match started {
+                            stream::Started::Done(o) => {
+                                any_ended = true;
+                                ended = Some(o);
+                            }
+                            stream::Started::Task(t) => {
+                                tasks.spawn(t);
+                            }
+                            stream::Started::Poll(s) => {
+                                tasks.spawn(s.into_task());
+                            }
                         }
                     }
-                    Ok(Outcome::Failed) => {}
-                    Err(e) if e.is_panic() => {
-                        tracing::error!(%peer, "request handler panicked; HTTP/2 stream reset");
+                    Some(Err(e)) => {
+                        log_connection_error(peer, &e);
+                        break;
                     }
-                    Err(_) => {}
+                    None => break,
+                },
+                _ = &mut stop, if !stopping => {
+                    // GOAWAY: no new streams; the ones open finish (the server's shutdown grace bounds them)
+                    stopping = true;
+                    conn.graceful_shutdown();
                 }
-                if tasks.is_empty() {
-                    idle.as_mut().reset(Instant::now() + limits.idle_timeout);
+                _ = &mut idle, if tasks.is_empty() && !stopping => {
+                    let until = quiet_since + limits.idle_timeout;
+                    if Instant::now() < until {
+                        idle.as_mut().reset(until);
+                    } else {
+                        tracing::debug!(%peer, "HTTP/2 connection idle; GOAWAY");
+                        stopping = true;
+                        conn.graceful_shutdown();
+                    }
                 }
+                _ = &mut close_by, if closing => break,
             }
-            r = conn.accept() => match r {
-                Some(Ok(_)) if cut => {} // dropped: reset by h2
-                Some(Ok((req, respond))) => {
-                    tasks.spawn(stream::serve(req, respond, ctx.clone()));
-                    // a stream that was on its way when GOAWAY left: give it its time
-                    closing &= cut;
+            match ended {
+                Some(Outcome::Answered) => budget = (budget + 1).min(cfg.max_premature_resets),
+                Some(Outcome::ResetByClient) => {
+                    premature += 1;
+                    budget = budget.saturating_sub(1);
+                    if budget == 0 && !cut {
+                        tracing::warn!(
+                            %peer,
+                            resets = premature,
+                            "HTTP/2 client reset too many streams before their response \
+                             (rapid reset): GOAWAY ENHANCE_YOUR_CALM, connection closed"
+                        );
+                        conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
+                        // every stream still queued or served is dropped now (its queue place freed)
+                        tasks.abort_all();
+                        cut = true;
+                        closing = true;
+                        close_by.as_mut().reset(Instant::now() + CLOSE_LINGER);
+                    }
                 }
-                Some(Err(e)) => {
-                    log_connection_error(peer, &e);
-                    break;
-                }
-                None => break,
-            },
-            _ = &mut stop, if !stopping => {
-                // GOAWAY: no new streams; the ones open finish (the server's shutdown grace bounds them)
-                stopping = true;
-                conn.graceful_shutdown();
+                Some(Outcome::Failed) | None => {}
             }
-            _ = &mut idle, if tasks.is_empty() && !stopping => {
-                tracing::debug!(%peer, "HTTP/2 connection idle; GOAWAY");
-                stopping = true;
-                conn.graceful_shutdown();
+            if any_ended && tasks.is_empty() {
+                quiet_since = Instant::now();
             }
-            _ = &mut close_by, if closing => break,
+            if stopping && !closing && tasks.is_empty() {
+                // nothing left in flight: the client has this long to take the GOAWAY and the last frames
+                closing = true;
+                close_by.as_mut().reset(Instant::now() + CLOSE_LINGER);
+            }
         }
-        if stopping && !closing && tasks.is_empty() {
-            // nothing left in flight: the client has this long to take the GOAWAY and the last frames
-            closing = true;
-            close_by.as_mut().reset(Instant::now() + CLOSE_LINGER);
-        }
-    }
+    };
+    // each poll of the loop is one batch of writes (see `Batch`)
+    let mut main = std::pin::pin!(main);
+    std::future::poll_fn(|cx| {
+        batch.polls.fetch_add(1, Ordering::Relaxed);
+        main.as_mut().poll(cx)
+    })
+    .await;
     // dropping `tasks` aborts what is left: queue places and permits are released
 }
 
@@ -500,11 +646,7 @@ mod tests {
     #[tokio::test]
     async fn the_sniffed_bytes_are_read_first() {
         let (a, mut b) = tokio::io::duplex(64);
-        let mut r = Linger {
-            pre: Bytes::from_static(b"PRI"),
-            inner: a,
-            drain: None,
-        };
+        let mut r = Linger::new(a, Bytes::from_static(b"PRI"), Arc::default());
         tokio::io::AsyncWriteExt::write_all(&mut b, b" *")
             .await
             .unwrap();
@@ -512,5 +654,104 @@ mod tests {
         let mut out = Vec::new();
         r.read_to_end(&mut out).await.unwrap();
         assert_eq!(out, b"PRI *");
+    }
+
+    struct Wakes(AtomicU64);
+    impl std::task::Wake for Wakes {
+        fn wake(self: Arc<Self>) {
+            self.0.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+
+    /// What the other end of a duplex pipe can read now (without waiting).
+    fn readable(b: &mut tokio::io::DuplexStream) -> Vec<u8> {
+        let mut cx = Context::from_waker(std::task::Waker::noop());
+        let mut buf = vec![0u8; 2 * BATCH_BYTES];
+        let mut rb = ReadBuf::new(&mut buf);
+        match Pin::new(b).poll_read(&mut cx, &mut rb) {
+            Poll::Ready(Ok(())) => rb.filled().to_vec(),
+            _ => Vec::new(),
+        }
+    }
+
+    #[tokio::test]
+    async fn writes_of_one_poll_leave_together_at_the_next() {
+        let (a, mut b) = tokio::io::duplex(1 << 20);
+        let batch = Arc::new(Batch::default());
+        let mut io = Linger::new(a, Bytes::new(), batch.clone());
+        let wakes = Arc::new(Wakes(AtomicU64::new(0)));
+        let waker = std::task::Waker::from(wakes.clone());
+        let mut cx = Context::from_waker(&waker);
+        let mut io = Pin::new(&mut io);
+        // the handshake (no poll of the loop yet): written at once
+        assert!(matches!(
+            io.as_mut().poll_write(&mut cx, b"settings"),
+            Poll::Ready(Ok(8))
+        ));
+        assert!(matches!(
+            io.as_mut().poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        assert_eq!(readable(&mut b), b"settings");
+        // one poll of the loop: both flushes are put off and the task is woken once
+        batch.polls.store(1, Ordering::Relaxed);
+        let parts = [
+            std::io::IoSlice::new(b"head"),
+            std::io::IoSlice::new(b"data"),
+        ];
+        assert!(matches!(
+            io.as_mut().poll_write_vectored(&mut cx, &parts),
+            Poll::Ready(Ok(8))
+        ));
+        assert!(matches!(
+            io.as_mut().poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        assert!(matches!(
+            io.as_mut().poll_write(&mut cx, b"-two"),
+            Poll::Ready(Ok(4))
+        ));
+        assert!(matches!(
+            io.as_mut().poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        assert_eq!(readable(&mut b), b"");
+        assert_eq!(wakes.0.load(Ordering::Relaxed), 1);
+        // the next poll writes the batch in one go
+        batch.polls.store(2, Ordering::Relaxed);
+        assert!(matches!(
+            io.as_mut().poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        assert_eq!(readable(&mut b), b"headdata-two");
+        // a full batch is written without waiting for the next poll
+        let big = vec![7u8; BATCH_BYTES];
+        assert!(matches!(
+            io.as_mut().poll_write(&mut cx, &big),
+            Poll::Ready(Ok(_))
+        ));
+        assert!(matches!(
+            io.as_mut().poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        let mut got = 0;
+        while got < BATCH_BYTES {
+            let n = readable(&mut b).len();
+            assert!(n > 0, "the full batch was held back");
+            got += n;
+        }
+        // what is held when the connection closes is written before the close
+        batch.polls.store(3, Ordering::Relaxed);
+        assert!(matches!(
+            io.as_mut().poll_write(&mut cx, b"goaway"),
+            Poll::Ready(Ok(6))
+        ));
+        assert!(matches!(
+            io.as_mut().poll_flush(&mut cx),
+            Poll::Ready(Ok(()))
+        ));
+        assert_eq!(readable(&mut b), b"");
+        let _ = io.as_mut().poll_shutdown(&mut cx);
+        assert_eq!(readable(&mut b), b"goaway");
     }
 }

@@ -3,10 +3,18 @@
 //! among the connection's streams in progress, the body read within the limits, the handler run while the
 //! stream is watched for a reset (a reset drops the handler's future, and with it the queue place or the
 //! worker), and the [`Response`] sent as HEADERS and DATA within the flow-control windows.
+//!
+//! A stream without a request body whose turn is free is started by the connection task itself ([`start`]):
+//! its handler is polled once there, and an answer ready at once (a cached file, a 503 — most of them) is
+//! handed to h2 without a task, a timer or a reset watch of its own; anything else continues in a task, as
+//! a stream with a body does from the start ([`serve`]). Response header blocks prerendered by the static
+//! cache and the Date are parsed once per connection ([`HeadCache`]), not per response.
 
-use std::future::poll_fn;
+use std::future::{Future, poll_fn};
 use std::io;
-use std::sync::Arc;
+use std::pin::Pin;
+use std::sync::{Arc, Mutex};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
@@ -14,6 +22,7 @@ use h2::server::SendResponse;
 use h2::{Reason, RecvStream, SendStream};
 use http::header::{self, HeaderMap, HeaderName, HeaderValue};
 use tokio::io::{AsyncReadExt, AsyncSeekExt};
+use tokio::sync::OwnedSemaphorePermit;
 
 use super::{ConnCtx, Outcome};
 use crate::http::parse::{path_and_query, valid_host};
@@ -47,8 +56,152 @@ impl From<Stop> for Outcome {
     }
 }
 
-/// Serves one stream to its end.
-pub(super) async fn serve<H: Handler>(
+/// What becomes of a stream the connection just accepted (see [`start`]).
+pub(super) enum Started<H> {
+    /// Answered already (refused, say).
+    Done(Outcome),
+    /// Its handler is to be polled once by the connection task: most responses (a cached file, a 503) are
+    /// ready at once and are then sent without a task of their own.
+    Poll(Inline<H>),
+    /// It needs a task: a request body to read, or its turn among the streams in progress to wait for.
+    Task(StreamTask),
+}
+
+/// A stream served by a task of its own.
+pub(super) type StreamTask = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+
+/// A stream whose handler has been started and holds its turn: polled once by the connection task, and moved
+/// to a task of its own if it does not answer in that poll.
+pub(super) struct Inline<H> {
+    fut: Pin<Box<dyn Future<Output = Response> + Send>>,
+    respond: SendResponse<Bytes>,
+    slot: OwnedSemaphorePermit,
+    head_request: bool,
+    ctx: Arc<ConnCtx<H>>,
+}
+
+/// Starts serving a stream the connection just accepted: a request without a body whose turn among the
+/// streams in progress is free at once (the usual case) gets its handler started here, for the connection
+/// task to poll; the others get a task ([`serve`]).
+pub(super) fn start<H: Handler>(
+    req: http::Request<RecvStream>,
+    mut respond: SendResponse<Bytes>,
+    ctx: &Arc<ConnCtx<H>>,
+) -> Started<H> {
+    if !req.body().is_end_stream() {
+        return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
+    }
+    // later streams keep their arrival order behind those waiting for a turn
+    let Ok(slot) = ctx.slots.clone().try_acquire_owned() else {
+        return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
+    };
+    let (parts, _body) = req.into_parts();
+    let head_request = parts.method == http::Method::HEAD;
+    let request = match admit(&parts, ctx) {
+        Ok(r) => r,
+        Err((status, msg)) => {
+            drop(slot);
+            return Started::Done(refuse_now(&mut respond, status, msg, &ctx.heads));
+        }
+    };
+    Started::Poll(Inline {
+        fut: Box::pin(ctx.handler.handle(request)),
+        respond,
+        slot,
+        head_request,
+        ctx: ctx.clone(),
+    })
+}
+
+impl<H: Handler> Inline<H> {
+    /// Polls the handler once; a panic in it ends this stream only (as in a task of its own).
+    pub(super) fn poll_handler(&mut self, cx: &mut Context<'_>) -> Poll<Option<Response>> {
+        let fut = &mut self.fut;
+        match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
+            Ok(Poll::Ready(resp)) => Poll::Ready(Some(resp)),
+            Ok(Poll::Pending) => Poll::Pending,
+            Err(_) => {
+                tracing::error!(peer = %self.ctx.peer, "request handler panicked; HTTP/2 stream reset");
+                Poll::Ready(None)
+            }
+        }
+    }
+
+    /// The handler answered: a body in memory is handed to h2 now (`Done`); a file or a stream is sent by a
+    /// task. `None`: the handler panicked and the stream is reset.
+    pub(super) fn answer(self, resp: Option<Response>) -> Started<H> {
+        let Inline {
+            fut,
+            mut respond,
+            slot,
+            head_request,
+            ctx,
+        } = self;
+        drop(slot);
+        drop(fut);
+        let Some(resp) = resp else {
+            respond.send_reset(Reason::INTERNAL_ERROR);
+            return Started::Done(Outcome::Failed);
+        };
+        if in_memory(&resp.body) {
+            let cache = &ctx.heads;
+            return Started::Done(match send_now(&mut respond, resp, head_request, cache) {
+                Ok(()) => Outcome::Answered,
+                Err(s) => s.into(),
+            });
+        }
+        Started::Task(Box::pin(async move {
+            match send(&mut respond, resp, head_request, &ctx).await {
+                Ok(()) => Outcome::Answered,
+                Err(s) => s.into(),
+            }
+        }))
+    }
+
+    /// The handler did not answer at once (it waits for a worker, say): the rest is a task's, watched for a
+    /// reset as in [`serve`].
+    pub(super) fn into_task(self) -> StreamTask {
+        let Inline {
+            fut,
+            mut respond,
+            slot,
+            head_request,
+            ctx,
+        } = self;
+        Box::pin(async move {
+            let resp = tokio::select! {
+                biased;
+                resp = fut => resp,
+                r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
+            };
+            drop(slot);
+            match send(&mut respond, resp, head_request, &ctx).await {
+                Ok(()) => Outcome::Answered,
+                Err(s) => s.into(),
+            }
+        })
+    }
+}
+
+/// The checks of a stream's head before its handler: its request, or the status refusing it.
+fn admit<H>(
+    parts: &http::request::Parts,
+    ctx: &ConnCtx<H>,
+) -> Result<Request, (u16, &'static str)> {
+    let request = request_of(parts, ctx)?;
+    let announced = parts
+        .headers
+        .get(header::CONTENT_LENGTH)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.parse::<u64>().ok());
+    if announced.is_some_and(|n| n > ctx.limits.max_body_bytes) {
+        return Err((413, "request body too large"));
+    }
+    Ok(request)
+}
+
+/// Serves one stream to its end in a task of its own.
+async fn serve<H: Handler>(
     req: http::Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
     ctx: Arc<ConnCtx<H>>,
@@ -56,18 +209,10 @@ pub(super) async fn serve<H: Handler>(
     let limits = &ctx.limits;
     let (parts, mut body) = req.into_parts();
     let head_request = parts.method == http::Method::HEAD;
-    let mut request = match request_of(&parts, &ctx) {
+    let mut request = match admit(&parts, &ctx) {
         Ok(r) => r,
-        Err((status, msg)) => return refuse(respond, &body, status, msg, limits).await,
+        Err((status, msg)) => return refuse(respond, &body, status, msg, &ctx).await,
     };
-    let announced = parts
-        .headers
-        .get(header::CONTENT_LENGTH)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.parse::<u64>().ok());
-    if announced.is_some_and(|n| n > limits.max_body_bytes) {
-        return refuse(respond, &body, 413, "request body too large", limits).await;
-    }
     // A turn among the connection's streams in progress; a reset meanwhile ends the stream here.
     let slot = tokio::select! {
         biased;
@@ -81,11 +226,11 @@ pub(super) async fn serve<H: Handler>(
         match read_body(&mut body, limits.max_body_bytes, limits.head_timeout).await {
             Ok(b) => request.body = b,
             Err(BodyError::TooLarge) => {
-                return refuse(respond, &body, 413, "request body too large", limits).await;
+                return refuse(respond, &body, 413, "request body too large", &ctx).await;
             }
             Err(BodyError::TimedOut) => {
                 let msg = "request body not received in time";
-                return refuse(respond, &body, 408, msg, limits).await;
+                return refuse(respond, &body, 408, msg, &ctx).await;
             }
             Err(BodyError::Stream(s)) => return s.into(),
         }
@@ -100,7 +245,7 @@ pub(super) async fn serve<H: Handler>(
         r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
     };
     drop(slot);
-    match send(&mut respond, resp, head_request, limits.idle_timeout).await {
+    match send(&mut respond, resp, head_request, &ctx).await {
         Ok(()) => Outcome::Answered,
         Err(s) => s.into(),
     }
@@ -116,16 +261,26 @@ fn reset_outcome(r: Result<Reason, h2::Error>) -> Outcome {
 /// Answers a request that is refused before its handler (400, 408, 413, 414). When the client may still
 /// be sending a body, dropping the stream's handles makes h2 follow the response with RST_STREAM(NO_ERROR)
 /// so it stops (RFC 9113 §8.1) — once the response's frames are out, not instead of them.
-async fn refuse(
+async fn refuse<H>(
     mut respond: SendResponse<Bytes>,
     _body: &RecvStream,
     status: u16,
     msg: &str,
-    limits: &crate::http::Limits,
+    ctx: &ConnCtx<H>,
+) -> Outcome {
+    refuse_now(&mut respond, status, msg, &ctx.heads)
+}
+
+/// [`refuse`] without a body to hold on to: the text answer is in memory, so sending it does not wait.
+fn refuse_now(
+    respond: &mut SendResponse<Bytes>,
+    status: u16,
+    msg: &str,
+    heads: &Mutex<HeadCache>,
 ) -> Outcome {
     tracing::debug!(status, msg, "HTTP/2 request refused");
     let resp = Response::text(status, msg);
-    match send(&mut respond, resp, false, limits.idle_timeout).await {
+    match send_now(respond, resp, false, heads) {
         Ok(()) => Outcome::Answered,
         Err(s) => s.into(),
     }
@@ -264,18 +419,84 @@ fn dropped(name: &[u8]) -> bool {
 }
 
 fn add(map: &mut HeaderMap, name: &[u8], value: &[u8]) {
-    if dropped(name) {
-        return;
-    }
-    // names are lower-cased by `from_bytes`; invalid names and values are left out (as HTTP/1 does)
-    if let (Ok(n), Ok(v)) = (HeaderName::from_bytes(name), HeaderValue::from_bytes(value)) {
+    if let Some((n, v)) = field(name, value) {
         map.append(n, v);
+    }
+}
+
+/// A response header field as HTTP/2 sends it: names lower-cased by `from_bytes`; invalid names and values,
+/// and the fields of [`dropped`], are left out (as HTTP/1 does).
+fn field(name: &[u8], value: &[u8]) -> Option<(HeaderName, HeaderValue)> {
+    if dropped(name) {
+        return None;
+    }
+    Some((
+        HeaderName::from_bytes(name).ok()?,
+        HeaderValue::from_bytes(value).ok()?,
+    ))
+}
+
+/// Header blocks a connection has parsed lately (`Body::Prerendered` heads: the static cache renders each
+/// file's Content-Type, ETag, Last-Modified once, and a page's responses repeat a few of them).
+const HEADS_KEPT: usize = 8;
+
+/// What `head_of` keeps per connection so that a response's fields are not parsed and copied again each
+/// time: the prerendered header blocks it has seen lately, and the Date of the current second.
+#[derive(Default)]
+pub(crate) struct HeadCache {
+    date: Option<([u8; 29], HeaderValue)>,
+    /// Most recently used last.
+    heads: Vec<(Bytes, Vec<(HeaderName, HeaderValue)>)>,
+}
+
+impl HeadCache {
+    fn date(&mut self) -> Option<HeaderValue> {
+        date::with_date(|d| {
+            if let Some((b, v)) = &self.date {
+                if b[..] == *d {
+                    return Some(v.clone());
+                }
+            }
+            let v = HeaderValue::from_bytes(d).ok()?;
+            if let Ok(b) = <[u8; 29]>::try_from(d) {
+                self.date = Some((b, v.clone()));
+            }
+            Some(v)
+        })
+    }
+
+    /// The fields of a prerendered header block (lines `name: value` ending in CRLF).
+    fn fields(&mut self, head: &Bytes) -> &[(HeaderName, HeaderValue)] {
+        let i = match self.heads.iter().position(|(h, _)| h == head) {
+            Some(i) => i,
+            None => {
+                let mut fields = Vec::new();
+                for line in head.split(|&b| b == b'\n') {
+                    let line = line.strip_suffix(b"\r").unwrap_or(line);
+                    if let Some(i) = line.iter().position(|&b| b == b':') {
+                        let value = crate::http::parse::trim_ows_both(&line[i + 1..]);
+                        fields.extend(field(&line[..i], value));
+                    }
+                }
+                if self.heads.len() == HEADS_KEPT {
+                    self.heads.remove(0);
+                }
+                self.heads.push((head.clone(), fields));
+                self.heads.len() - 1
+            }
+        };
+        let last = self.heads.len() - 1;
+        if i != last {
+            let e = self.heads.remove(i);
+            self.heads.push(e);
+        }
+        &self.heads[last].1
     }
 }
 
 /// The HEADERS of `resp`: its status, `server`, `date`, the handler's fields and `content-length` when the
 /// body's length is known.
-fn head_of(resp: &Response, head_request: bool) -> http::Response<()> {
+fn head_of(resp: &Response, head_request: bool, cache: &Mutex<HeadCache>) -> http::Response<()> {
     let status = http::StatusCode::from_u16(resp.status)
         .ok()
         .filter(|s| !s.is_informational())
@@ -283,12 +504,12 @@ fn head_of(resp: &Response, head_request: bool) -> http::Response<()> {
     let mut out = http::Response::new(());
     *out.status_mut() = status;
     let map = out.headers_mut();
+    map.reserve(resp.headers.len() + 8);
     map.insert(header::SERVER, HeaderValue::from_static("ordo"));
-    date::with_date(|d| {
-        if let Ok(v) = HeaderValue::from_bytes(d) {
-            map.insert(header::DATE, v);
-        }
-    });
+    let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
+    if let Some(v) = cache.date() {
+        map.insert(header::DATE, v);
+    }
     let no_body_status = status == http::StatusCode::NO_CONTENT || status.as_u16() == 304;
     let keep_handler_length = head_request || status.as_u16() == 304;
     let mut handler_length = false;
@@ -302,14 +523,11 @@ fn head_of(resp: &Response, head_request: bool) -> http::Response<()> {
         add(map, k.as_bytes(), v.as_bytes());
     }
     if let Body::Prerendered { head, .. } | Body::PrerenderedStream { head, .. } = &resp.body {
-        for line in head.split(|&b| b == b'\n') {
-            let line = line.strip_suffix(b"\r").unwrap_or(line);
-            if let Some(i) = line.iter().position(|&b| b == b':') {
-                let value = crate::http::parse::trim_ows_both(&line[i + 1..]);
-                add(map, &line[..i], value);
-            }
+        for (n, v) in cache.fields(head) {
+            map.append(n.clone(), v.clone());
         }
     }
+    drop(cache);
     if !no_body_status && !handler_length {
         if let Some(n) = resp.body.len() {
             map.insert(header::CONTENT_LENGTH, HeaderValue::from(n));
@@ -318,15 +536,24 @@ fn head_of(resp: &Response, head_request: bool) -> http::Response<()> {
     out
 }
 
-/// Sends `resp` on the stream: HEADERS, then the body in DATA frames as the client's windows allow. Each
-/// wait for window is bounded by `write_timeout` (then the stream is reset).
-async fn send(
+/// Whether a response's body is all in memory, so sending it never waits (h2 holds it and sends it as the
+/// client's windows open).
+fn in_memory(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::Empty | Body::Bytes(_) | Body::Prerendered { .. }
+    )
+}
+
+/// Sends a response whose body is [`in_memory`]: HEADERS and the body's DATA are queued in h2 at once.
+fn send_now(
     respond: &mut SendResponse<Bytes>,
     resp: Response,
     head_request: bool,
-    write_timeout: Duration,
+    heads: &Mutex<HeadCache>,
 ) -> Result<(), Stop> {
-    let head = head_of(&resp, head_request);
+    debug_assert!(in_memory(&resp.body));
+    let head = head_of(&resp, head_request, heads);
     let status = head.status().as_u16();
     let bodyless = head_request || status == 204 || status == 304 || resp.body.is_empty();
     if bodyless {
@@ -337,19 +564,51 @@ async fn send(
         .send_response(head, false)
         .map_err(|e| stop_of(&e))?;
     let r = match resp.body {
-        Body::Empty => stream
-            .send_data(Bytes::new(), true)
-            .map_err(|e| stop_of(&e)),
         // already in memory: h2 sends it as the windows open (no copy, no extra buffering)
         Body::Bytes(b) | Body::Prerendered { body: b, .. } => {
             stream.send_data(b, true).map_err(|e| stop_of(&e))
         }
+        _ => stream
+            .send_data(Bytes::new(), true)
+            .map_err(|e| stop_of(&e)),
+    };
+    if let Err(Stop::Failed) = r {
+        stream.send_reset(Reason::INTERNAL_ERROR);
+    }
+    r
+}
+
+/// Sends `resp` on the stream: HEADERS, then the body in DATA frames as the client's windows allow. Each
+/// wait for window is bounded by `idle_timeout` (then the stream is reset).
+async fn send<H>(
+    respond: &mut SendResponse<Bytes>,
+    resp: Response,
+    head_request: bool,
+    ctx: &ConnCtx<H>,
+) -> Result<(), Stop> {
+    if in_memory(&resp.body) {
+        return send_now(respond, resp, head_request, &ctx.heads);
+    }
+    let write_timeout = ctx.limits.idle_timeout;
+    let head = head_of(&resp, head_request, &ctx.heads);
+    let status = head.status().as_u16();
+    let bodyless = head_request || status == 204 || status == 304 || resp.body.is_empty();
+    if bodyless {
+        respond.send_response(head, true).map_err(|e| stop_of(&e))?;
+        return Ok(());
+    }
+    let mut stream = respond
+        .send_response(head, false)
+        .map_err(|e| stop_of(&e))?;
+    let r = match resp.body {
         Body::File { file, offset, len } => {
             send_file(&mut stream, file, offset, len, write_timeout).await
         }
         Body::Stream { rx, len } | Body::PrerenderedStream { rx, len, .. } => {
             send_stream(&mut stream, rx, len, write_timeout).await
         }
+        // in memory: sent above
+        Body::Empty | Body::Bytes(_) | Body::Prerendered { .. } => Ok(()),
     };
     if let Err(Stop::Failed) = r {
         stream.send_reset(Reason::INTERNAL_ERROR);

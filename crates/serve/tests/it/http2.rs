@@ -141,6 +141,7 @@ impl Handler for EchoHandler {
             echo.peak.fetch_max(n, Ordering::SeqCst);
             let _active = Active(echo.clone());
             match req.path.as_str() {
+                "/panic" => panic!("test handler panics on /panic"),
                 "/slow" => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     Response::text(200, "slow")
@@ -401,6 +402,42 @@ async fn an_idle_connection_gets_goaway_and_is_closed() {
         .expect("closed");
     assert!(r.unwrap().is_ok(), "graceful close");
     assert!(started.elapsed() < Duration::from_secs(3));
+}
+
+#[tokio::test]
+async fn a_connection_busy_with_quick_answers_is_not_idle() {
+    // answers ready at once are sent without a task of their own: they must still count as activity
+    let limits = Limits {
+        idle_timeout: Duration::from_millis(1000),
+        ..Limits::default()
+    };
+    let l = listen(limits, Http2Config::default()).await;
+    let mut c = h2c(l.addr).await;
+    let started = Instant::now();
+    for _ in 0..30 {
+        assert_eq!(c.fetch(get("/x")).await.status, 200);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // 30 requests over more than twice the idle timeout, on the one connection
+    assert!(started.elapsed() > Duration::from_millis(2000));
+    assert!(
+        !c.conn.is_finished(),
+        "the busy connection was closed as idle"
+    );
+}
+
+#[tokio::test]
+async fn a_handler_panic_resets_its_stream_and_the_connection_goes_on() {
+    let l = listen(Limits::default(), Http2Config::default()).await;
+    let mut c = h2c(l.addr).await;
+    let (f, _) = c.start(get("/panic")).await;
+    let e = collect(f).await.expect_err("the panicking stream is reset");
+    assert_eq!(e.reason(), Some(h2::Reason::INTERNAL_ERROR), "{e}");
+    assert_eq!(c.fetch(get("/x")).await.status, 200);
+    // again, then a stream whose handler waits (served by a task of its own) on the same connection
+    let (f, _) = c.start(get("/panic")).await;
+    assert!(collect(f).await.is_err());
+    assert_eq!(c.fetch(get("/slow")).await.status, 200);
 }
 
 #[tokio::test]
