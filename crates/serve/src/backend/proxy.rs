@@ -141,13 +141,15 @@ struct Upstream {
 }
 
 impl Upstream {
-    fn checkin(&self, conn: UpConn) {
+    /// Back to the pool, idle since `since` (an exchange passes when its request was sent: a little early,
+    /// which only shortens the idle time allowed, and saves a clock read).
+    fn checkin(&self, conn: UpConn, since: Instant) {
         if !conn.buf.is_empty() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
-            idle.push((conn, Instant::now()));
+            idle.push((conn, since));
         }
     }
 
@@ -636,7 +638,10 @@ impl ProxyBackend {
         }
         // The whole head (interim 1xx heads included) must arrive by this deadline, whatever the pace of
         // the single reads (each bounded by read_timeout).
-        let head_deadline = tokio::time::Instant::now() + self.cfg.response_head_timeout;
+        let sent_at = tokio::time::Instant::now();
+        let head_deadline = sent_at + self.cfg.response_head_timeout;
+        // the clock is read once for the first read (the usual whole head), again only for later ones
+        let mut clock = Some(sent_at);
         let mut got_any = false;
         conn.buf.clear();
         let parsed = loop {
@@ -652,7 +657,8 @@ impl ProxyBackend {
                 None => {}
             }
             conn.buf.reserve(8 * 1024);
-            let until = head_deadline.min(tokio::time::Instant::now() + t);
+            let now = clock.take().unwrap_or_else(tokio::time::Instant::now);
+            let until = head_deadline.min(now + t);
             match tokio::time::timeout_at(until, conn.stream.read_buf(&mut conn.buf)).await {
                 Err(_) if until == head_deadline => {
                     return Err(ExchangeError::Timeout(format!(
@@ -687,7 +693,7 @@ impl ProxyBackend {
                 headers.push(("Content-Length".into(), n.to_string()));
             }
             if parsed.reusable {
-                up.checkin(conn);
+                up.checkin(conn, sent_at.into_std());
             }
             return Ok(Response {
                 status: parsed.status,
@@ -714,17 +720,19 @@ impl ProxyBackend {
                         Ok(Ok(_)) => {}
                     }
                 }
-                // The body is copied out (the connection's buffer stays its own, reused by its next
-                // exchange instead of reallocated), behind the header lines in the same allocation.
-                let mut out = BytesMut::with_capacity(lines.len() + n);
-                out.put_slice(&lines);
-                out.put_slice(&conn.buf[..n]);
+                // The header lines and the body are copied out together into one recycled buffer (a
+                // fresh one of this size would cost a large allocation per request); the connection keeps
+                // and reuses its own read buffer.
+                let mut out = spare_buffer(lines.len() + n);
+                out.extend_from_slice(&lines);
+                out.extend_from_slice(&conn.buf[..n]);
                 conn.buf.advance(n);
                 if parsed.reusable {
-                    up.checkin(conn);
+                    up.checkin(conn, sent_at.into_std());
                 }
-                let mut out = out.freeze();
-                let head = out.split_to(lines.len());
+                let out = Bytes::from_owner(Recycled(out));
+                let head = out.slice(..lines.len());
+                let out = out.slice(lines.len()..);
                 Ok(Response {
                     status,
                     headers: Vec::new(),
@@ -881,6 +889,57 @@ struct ParsedHead {
     head_len: usize,
 }
 
+/// Buffers of buffered responses that are at most this large are kept for reuse when their response has been
+/// written, up to [`SPARE_COUNT`] per thread.
+const SPARE_MAX: usize = 32 * 1024;
+const SPARE_COUNT: usize = 16;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer with room for `cap` bytes: a recycled one when this thread has one.
+fn spare_buffer(cap: usize) -> Vec<u8> {
+    let spare = SPARE
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+        .ok()
+        .flatten();
+    match spare {
+        Some(mut v) => {
+            v.clear();
+            v.reserve(cap);
+            v
+        }
+        None => Vec::with_capacity(cap),
+    }
+}
+
+/// A buffered response's bytes; the buffer goes back to its thread's spares when the last `Bytes` viewing
+/// it is dropped (on whatever thread that is).
+struct Recycled(Vec<u8>);
+
+impl AsRef<[u8]> for Recycled {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        let v = std::mem::take(&mut self.0);
+        if v.capacity() > SPARE_MAX {
+            return;
+        }
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < SPARE_COUNT {
+                    s.push(v);
+                }
+            }
+        });
+    }
+}
+
 fn put_header(out: &mut BytesMut, k: &[u8], v: &[u8]) {
     out.put_slice(k);
     out.put_slice(b": ");
@@ -997,7 +1056,7 @@ async fn stream_body(
         }
     }
     if reusable {
-        up.checkin(conn);
+        up.checkin(conn, Instant::now());
     }
 }
 
