@@ -8,6 +8,9 @@
 # /proc/PID/stat, which other processes cannot inflate).
 # Cases:
 #   haproxy      HAProxy, nbthread 1, `http-reuse always`, `option forwardfor`
+#   haproxy_mix  the same HAProxy loaded with the three-path request mix of ordo_stride3 (wrk running the
+#                Lua script is slower, which changes how many requests the proxy finds per wakeup: the
+#                stride case is compared with this one)
 #   nginx_proxy  nginx proxy_pass, 1 worker, upstream keepalive, X-Forwarded-For set
 #   ordo_fcfs    ordo serve, threads = 1, one proxy route, fcfs, one class
 #   ordo_stride3 ordo serve, threads = 1, one proxy route, stride over 3 classes (weights 4:2:1) chosen by
@@ -17,6 +20,7 @@
 #   bench/proxy-vs-haproxy.sh                     # needs haproxy, nginx and wrk: ORDO_SETUP_PEERS=1 ./scripts/setup.sh
 #   DURATION=10s ROUNDS=5 CONNS=64 bench/proxy-vs-haproxy.sh
 #   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
+#   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another ordo binary (e.g. an older build, to compare)
 #
 # Ports: BASE_PORT (default 18180) .. BASE_PORT+4; the temp dir is under /tmp/proxyperf/.
 # Everything it starts is killed and its temp dir removed on every exit path.
@@ -65,7 +69,7 @@ if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
 fi
 target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 target_dir=${target_dir:-$here/target}
-ordo_bin=$target_dir/release/ordo
+ordo_bin=${ORDO_BIN:-$target_dir/release/ordo}
 
 # The 2 KB file at the upstream's root and under a/ b/ c/ (the three-class mix).
 mkdir -p "$tmp/www"
@@ -244,6 +248,7 @@ run_case() {
   local r c sb cb
   case $1 in
     haproxy) read -r r c sb cb < <(run_wrk "$haproxy_pid" "$HAPROXY_PORT") ;;
+    haproxy_mix) read -r r c sb cb < <(run_wrk "$haproxy_pid" "$HAPROXY_PORT" -s "$tmp/mix.lua") ;;
     nginx_proxy) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_PROXY_PORT") ;;
     ordo_fcfs) read -r r c sb cb < <(run_wrk "$ordo_pid" "$ORDO_PORT") ;;
     ordo_stride3) read -r r c sb cb < <(run_wrk "$stride3_pid" "$STRIDE3_PORT" -s "$tmp/mix.lua") ;;
@@ -252,7 +257,7 @@ run_case() {
 }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections" >&2
-cases=(haproxy ordo_fcfs nginx_proxy ordo_stride3)
+cases=(haproxy ordo_fcfs nginx_proxy haproxy_mix ordo_stride3)
 for round in $(seq 1 "$ROUNDS"); do
   echo "round $round/$ROUNDS..." >&2
   # forward in odd rounds, backward in even ones (ABBA), so a drift in the machine's load favours no case
@@ -268,14 +273,17 @@ echo
 echo "proxies on CPU $SERVER_CPU (one thread each): HAProxy $("$haproxy_bin" -v 2>&1 | awk 'NR == 1 { print $3 }'), nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///') proxy_pass, ordo serve;"
 echo "upstream nginx (1 worker) on CPU $UPSTREAM_CPU; wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU; 2 KB file"
 printf '%-13s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server core" "client core" "all rounds (req/s)"
-for k in haproxy nginx_proxy ordo_fcfs ordo_stride3; do
+for k in haproxy nginx_proxy ordo_fcfs haproxy_mix ordo_stride3; do
   printf '%-13s %12s %11s %11s%% %11s%%   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" \
     "$(med "${sbusy[$k]}")" "$(med "${cbusy[$k]}")" "${rps[$k]# }"
 done
 echo "(CPU us/req: the proxy process's CPU time per request; server/client core: median busy % of"
 echo " SERVER_CPU/CLIENT_CPU — a client core near 100% means wrk and the upstream, not the proxy, set req/s)"
 echo
-for k in ordo_fcfs ordo_stride3 nginx_proxy; do
-  printf 'ratio %-12s / haproxy: %s (req/s, goal >= 1.0)   %s (CPU efficiency, haproxy us/req / %s us/req, goal >= 1.0)\n' \
-    "$k" "$(ratio "$(med "${rps[$k]}")" "$(med "${rps[haproxy]}")")" "$(ratio "$(med "${cpu[haproxy]}")" "$(med "${cpu[$k]}")")" "$k"
-done
+line() { # case peer
+  printf 'ratio %-12s / %-11s: %s (req/s, goal >= 1.0)   %s (CPU efficiency, %s us/req / %s us/req, goal >= 1.0)\n' \
+    "$1" "$2" "$(ratio "$(med "${rps[$1]}")" "$(med "${rps[$2]}")")" "$(ratio "$(med "${cpu[$2]}")" "$(med "${cpu[$1]}")")" "$2" "$1"
+}
+line ordo_fcfs haproxy
+line ordo_stride3 haproxy_mix
+line nginx_proxy haproxy
