@@ -31,7 +31,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::{BufMut, Bytes, BytesMut};
+use bytes::{Buf, BufMut, Bytes, BytesMut};
 use serde::Deserialize;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpStream;
@@ -124,7 +124,10 @@ impl ProxyConfig {
 #[derive(Debug)]
 struct UpConn {
     stream: UpstreamStream,
+    /// What was read from the upstream and not yet used (empty between exchanges).
     buf: BytesMut,
+    /// The request head being sent, rendered into this buffer reused by each exchange on the connection.
+    wbuf: BytesMut,
 }
 
 #[derive(Debug)]
@@ -138,13 +141,15 @@ struct Upstream {
 }
 
 impl Upstream {
-    fn checkin(&self, conn: UpConn) {
+    /// Back to the pool, idle since `since` (an exchange passes when its request was sent: a little early,
+    /// which only shortens the idle time allowed, and saves a clock read).
+    fn checkin(&self, conn: UpConn, since: Instant) {
         if !conn.buf.is_empty() {
             return;
         }
         let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if idle.len() < self.max_idle {
-            idle.push((conn, Instant::now()));
+            idle.push((conn, since));
         }
     }
 
@@ -263,6 +268,20 @@ enum ExchangeError {
     },
     Timeout(String),
     Bad(String),
+}
+
+/// [`hop_by_hop`] for a name in any case.
+fn hop_by_hop_bytes(name: &[u8]) -> bool {
+    const HOP: [&[u8]; 7] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    ];
+    HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
 }
 
 /// Hop-by-hop headers never forwarded.
@@ -442,6 +461,7 @@ impl ProxyBackend {
                 Ok(UpConn {
                     stream,
                     buf: BytesMut::with_capacity(8 * 1024),
+                    wbuf: BytesMut::with_capacity(1024),
                 })
             }
         }
@@ -467,30 +487,28 @@ impl ProxyBackend {
     /// replaces it) and, unless `forward_underscore_headers`, names containing `_`; then the headers ordo
     /// writes itself, in canonical case: `Host` (when the client sent none), `X-Forwarded-For`, `Via`,
     /// `Content-Length`.
-    fn render_request(&self, req: &Request, up: &Upstream) -> BytesMut {
-        let mut out = BytesMut::with_capacity(512);
+    fn render_request(&self, req: &Request, up: &Upstream, out: &mut BytesMut) {
+        use std::fmt::Write as _;
+        out.clear();
         out.put_slice(req.method.as_bytes());
         out.put_u8(b' ');
-        origin_form(&req.path, req.query.as_deref(), &mut out);
+        origin_form(&req.path, req.query.as_deref(), out);
         out.put_slice(b" HTTP/1.1\r\n");
         // Connection may name hop-by-hop headers to drop, but not Host: the request's target host is not
         // the sender's to take away (it would be replaced by the upstream's address).
-        let named: Vec<String> = req
-            .headers
-            .iter()
-            .filter(|(k, _)| k == "connection")
-            .flat_map(|(_, v)| v.split(',').map(|t| t.trim().to_ascii_lowercase()))
-            .filter(|t| t != "host")
-            .collect();
+        let named = |k: &str| {
+            req.headers
+                .iter()
+                .filter(|(n, _)| n == "connection")
+                .flat_map(|(_, v)| v.split(','))
+                .any(|t| t.trim().eq_ignore_ascii_case(k) && k != "host")
+        };
+        let connection = req.headers.iter().any(|(k, _)| k == "connection");
         let mut xff: Option<Vec<u8>> = None;
         let mut via: Option<Vec<u8>> = None;
         let mut host = false;
         for (name, k, v) in req.headers_as_sent() {
-            if hop_by_hop(k)
-                || named.iter().any(|n| n == k)
-                || k == "content-length"
-                || k == "expect"
-            {
+            if hop_by_hop(k) || (connection && named(k)) || k == "content-length" || k == "expect" {
                 continue;
             }
             if !self.cfg.forward_underscore_headers && k.contains('_') {
@@ -501,7 +519,7 @@ impl ProxyBackend {
                 "via" => &mut via,
                 _ => {
                     host |= k == "host";
-                    put_header(&mut out, name.as_bytes(), v);
+                    put_header(out, name.as_bytes(), v);
                     continue;
                 }
             };
@@ -514,42 +532,32 @@ impl ProxyBackend {
             }
         }
         if !host {
-            put_header(&mut out, b"Host", up.addr.as_bytes());
+            put_header(out, b"Host", up.addr.as_bytes());
         }
-        let ip = req.peer.ip().to_string();
-        let xff = match xff {
-            Some(mut x) if !x.is_empty() => {
-                x.extend_from_slice(b", ");
-                x.extend_from_slice(ip.as_bytes());
-                x
-            }
-            _ => ip.into_bytes(),
-        };
-        put_header(&mut out, b"X-Forwarded-For", &xff);
+        out.put_slice(b"X-Forwarded-For: ");
+        if let Some(x) = xff.filter(|x| !x.is_empty()) {
+            out.put_slice(&x);
+            out.put_slice(b", ");
+        }
+        let _ = write!(out, "{}", req.peer.ip());
+        out.put_slice(b"\r\n");
         // RFC 9110 §7.6.3: append our entry (the protocol version we received, our pseudonym) to the list.
-        let ours = match req.version {
-            Version::Http10 => format!("1.0 {}", self.via_token),
-            Version::Http11 => format!("1.1 {}", self.via_token),
-            Version::Http2 => format!("2 {}", self.via_token),
-        };
-        let via = match via {
-            Some(mut v) if !v.is_empty() => {
-                v.extend_from_slice(b", ");
-                v.extend_from_slice(ours.as_bytes());
-                v
-            }
-            _ => ours.into_bytes(),
-        };
-        put_header(&mut out, b"Via", &via);
+        out.put_slice(b"Via: ");
+        if let Some(v) = via.filter(|v| !v.is_empty()) {
+            out.put_slice(&v);
+            out.put_slice(b", ");
+        }
+        out.put_slice(match req.version {
+            Version::Http10 => b"1.0 ",
+            Version::Http11 => b"1.1 ",
+            Version::Http2 => b"2 ",
+        });
+        out.put_slice(self.via_token.as_bytes());
+        out.put_slice(b"\r\n");
         if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
-            put_header(
-                &mut out,
-                b"Content-Length",
-                req.body.len().to_string().as_bytes(),
-            );
+            let _ = write!(out, "Content-Length: {}\r\n", req.body.len());
         }
         out.put_slice(b"\r\n");
-        out
     }
 
     async fn exchange(
@@ -559,25 +567,61 @@ impl ProxyBackend {
         up: &Arc<Upstream>,
     ) -> Result<Response, ExchangeError> {
         let t = self.cfg.read_timeout;
-        let head = self.render_request(req, up);
+        let mut head = std::mem::take(&mut conn.wbuf);
+        self.render_request(req, up, &mut head);
         // what the socket accepted of the request: none of it means the upstream cannot have acted on it
         let mut sent: usize = 0;
-        let write = async {
-            for mut part in [&head[..], &req.body[..]] {
-                while !part.is_empty() {
-                    let n = conn.stream.write(part).await?;
-                    if n == 0 {
-                        return Err(std::io::ErrorKind::WriteZero.into());
+        // A plain TCP socket usually takes the whole request at once: tried first without a future or a
+        // timer; what it does not take is written below, under read_timeout.
+        if let UpstreamStream::Plain(tcp) = &conn.stream {
+            let total = head.len() + req.body.len();
+            while sent < total {
+                let part = if sent < head.len() {
+                    &head[sent..]
+                } else {
+                    &req.body[sent - head.len()..]
+                };
+                match tcp.try_write(part) {
+                    Ok(0) => break,
+                    Ok(n) => sent += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(ExchangeError::Stale {
+                            sent_any: sent > 0,
+                            msg: format!("writing to upstream failed: {e}"),
+                        });
                     }
-                    sent += n;
-                    part = &part[n..];
                 }
             }
-            // a TLS stream sends its records when flushed (nothing to do on TCP)
-            conn.stream.flush().await?;
-            Ok::<(), std::io::Error>(())
+        }
+        let done =
+            matches!(conn.stream, UpstreamStream::Plain(_)) && sent == head.len() + req.body.len();
+        let written = if done {
+            Ok(Ok(()))
+        } else {
+            let write = async {
+                let mut skip = sent;
+                for part in [&head[..], &req.body[..]] {
+                    let k = skip.min(part.len());
+                    skip -= k;
+                    let mut part = &part[k..];
+                    while !part.is_empty() {
+                        let n = conn.stream.write(part).await?;
+                        if n == 0 {
+                            return Err(std::io::ErrorKind::WriteZero.into());
+                        }
+                        sent += n;
+                        part = &part[n..];
+                    }
+                }
+                // a TLS stream sends its records when flushed (nothing to do on TCP)
+                conn.stream.flush().await?;
+                Ok::<(), std::io::Error>(())
+            };
+            tokio::time::timeout(t, write).await
         };
-        let written = tokio::time::timeout(t, write).await;
+        conn.wbuf = head;
         match written {
             Err(_) => {
                 return Err(ExchangeError::Timeout(
@@ -594,7 +638,10 @@ impl ProxyBackend {
         }
         // The whole head (interim 1xx heads included) must arrive by this deadline, whatever the pace of
         // the single reads (each bounded by read_timeout).
-        let head_deadline = tokio::time::Instant::now() + self.cfg.response_head_timeout;
+        let sent_at = tokio::time::Instant::now();
+        let head_deadline = sent_at + self.cfg.response_head_timeout;
+        // the clock is read once for the first read (the usual whole head), again only for later ones
+        let mut clock = Some(sent_at);
         let mut got_any = false;
         conn.buf.clear();
         let parsed = loop {
@@ -603,14 +650,15 @@ impl ProxyBackend {
                     if p.status == 101 {
                         return Err(ExchangeError::Bad("upstream switched protocols".into()));
                     }
-                    let _ = conn.buf.split_to(p.head_len);
+                    conn.buf.advance(p.head_len);
                     continue;
                 }
                 Some(p) => break p,
                 None => {}
             }
             conn.buf.reserve(8 * 1024);
-            let until = head_deadline.min(tokio::time::Instant::now() + t);
+            let now = clock.take().unwrap_or_else(tokio::time::Instant::now);
+            let until = head_deadline.min(now + t);
             match tokio::time::timeout_at(until, conn.stream.read_buf(&mut conn.buf)).await {
                 Err(_) if until == head_deadline => {
                     return Err(ExchangeError::Timeout(format!(
@@ -636,35 +684,23 @@ impl ProxyBackend {
                 Ok(Ok(_)) => got_any = true,
             }
         };
-        let _ = conn.buf.split_to(parsed.head_len);
+        conn.buf.advance(parsed.head_len);
         let no_body = req.method == "HEAD" || parsed.status == 204 || parsed.status == 304;
-        let mut headers = parsed.headers;
-        let extra = parsed.extra;
-        // header lines with values that are not UTF-8 travel rendered, byte for byte, ahead of the body
-        let with_extra = |body: Bytes| {
-            if extra.is_empty() {
-                Body::Bytes(body)
-            } else {
-                Body::Prerendered {
-                    head: extra.clone(),
-                    body,
-                }
-            }
-        };
+        let lines = parsed.lines;
         if no_body {
+            let mut headers = Vec::new();
             if let Some(n) = parsed.content_length {
                 headers.push(("Content-Length".into(), n.to_string()));
             }
             if parsed.reusable {
-                up.checkin(conn);
+                up.checkin(conn, sent_at.into_std());
             }
             return Ok(Response {
                 status: parsed.status,
                 headers,
-                body: if extra.is_empty() {
-                    Body::Empty
-                } else {
-                    with_extra(Bytes::new())
+                body: Body::Prerendered {
+                    head: lines,
+                    body: Bytes::new(),
                 },
             });
         }
@@ -684,14 +720,23 @@ impl ProxyBackend {
                         Ok(Ok(_)) => {}
                     }
                 }
-                let body = conn.buf.split_to(n).freeze();
+                // The header lines and the body are copied out together into one recycled buffer (a
+                // fresh one of this size would cost a large allocation per request); the connection keeps
+                // and reuses its own read buffer.
+                let mut out = spare_buffer(lines.len() + n);
+                out.extend_from_slice(&lines);
+                out.extend_from_slice(&conn.buf[..n]);
+                conn.buf.advance(n);
                 if parsed.reusable {
-                    up.checkin(conn);
+                    up.checkin(conn, sent_at.into_std());
                 }
+                let out = Bytes::from_owner(Recycled(out));
+                let head = out.slice(..lines.len());
+                let out = out.slice(lines.len()..);
                 Ok(Response {
                     status,
-                    headers,
-                    body: with_extra(body),
+                    headers: Vec::new(),
+                    body: Body::Prerendered { head, body: out },
                 })
             }
             (len, chunked) => {
@@ -701,15 +746,11 @@ impl ProxyBackend {
                 tokio::spawn(stream_body(conn, up, tx, len, chunked, reusable, t));
                 Ok(Response {
                     status,
-                    headers,
-                    body: if extra.is_empty() {
-                        Body::Stream { rx, len }
-                    } else {
-                        Body::PrerenderedStream {
-                            head: extra,
-                            rx,
-                            len,
-                        }
+                    headers: Vec::new(),
+                    body: Body::PrerenderedStream {
+                        head: lines,
+                        rx,
+                        len,
                     },
                 })
             }
@@ -757,28 +798,32 @@ impl ProxyBackend {
             return Err(ExchangeError::Bad("bad upstream status".into()));
         }
         let mut reusable = resp.version == Some(1);
-        let named: Vec<String> = resp
-            .headers
-            .iter()
-            .filter(|h| h.name.eq_ignore_ascii_case("connection"))
-            .flat_map(|h| {
-                String::from_utf8_lossy(h.value)
-                    .split(',')
-                    .map(|t| t.trim().to_ascii_lowercase())
-                    .collect::<Vec<_>>()
-            })
-            .collect();
-        if named.iter().any(|n| n == "close") {
-            reusable = false;
+        // the header names the upstream's Connection field lists (hop-by-hop, not forwarded); "close" ends
+        // the connection's reuse
+        let mut named: Vec<&[u8]> = Vec::new();
+        for h in resp.headers.iter() {
+            if h.name.eq_ignore_ascii_case("connection") {
+                for t in h.value.split(|&b| b == b',') {
+                    let t = trim_ows_both(t);
+                    if t.eq_ignore_ascii_case(b"close") {
+                        reusable = false;
+                    }
+                    if !t.is_empty() {
+                        named.push(t);
+                    }
+                }
+            }
         }
         let mut content_length: Option<u64> = None;
         let mut chunked = false;
-        let mut headers = Vec::with_capacity(resp.headers.len());
-        let mut extra = BytesMut::new();
+        // The forwarded header lines, rendered once here as the upstream spelled them and written by the
+        // HTTP layer behind ordo's own (Server, Date, Content-Length or chunked framing): no per-header
+        // allocation. Date and Server are ordo's, as on every response it sends.
+        let mut lines = BytesMut::with_capacity(head_len);
         for h in resp.headers.iter() {
-            let lower = h.name.to_ascii_lowercase();
+            let name = h.name.as_bytes();
             let raw = trim_ows_both(h.value);
-            if lower == "content-length" {
+            if name.eq_ignore_ascii_case(b"content-length") {
                 let n: u64 = std::str::from_utf8(raw)
                     .ok()
                     .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
@@ -792,7 +837,7 @@ impl ProxyBackend {
                 content_length = Some(n);
                 continue;
             }
-            if lower == "transfer-encoding" {
+            if name.eq_ignore_ascii_case(b"transfer-encoding") {
                 if !raw.eq_ignore_ascii_case(b"chunked") || chunked {
                     return Err(ExchangeError::Bad(format!(
                         "unsupported upstream Transfer-Encoding {:?}",
@@ -802,14 +847,16 @@ impl ProxyBackend {
                 chunked = true;
                 continue;
             }
-            if hop_by_hop(&lower) || named.contains(&lower) {
+            if hop_by_hop_bytes(name)
+                || named.iter().any(|n| n.eq_ignore_ascii_case(name))
+                || name.eq_ignore_ascii_case(b"date")
+                || name.eq_ignore_ascii_case(b"server")
+                || !raw.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
+            {
                 continue;
             }
-            // forwarded as the upstream spelled it; a value that is not UTF-8 goes out rendered, byte for byte
-            match std::str::from_utf8(raw) {
-                Ok(v) => headers.push((h.name.to_string(), v.to_string())),
-                Err(_) => put_header(&mut extra, h.name.as_bytes(), raw),
-            }
+            // forwarded as the upstream spelled it, the value byte for byte (UTF-8 or not)
+            put_header(&mut lines, name, raw);
         }
         if chunked && content_length.is_some() {
             return Err(ExchangeError::Bad(
@@ -823,8 +870,7 @@ impl ProxyBackend {
         }
         Ok(Some(ParsedHead {
             status,
-            headers,
-            extra: extra.freeze(),
+            lines: lines.freeze(),
             content_length: if chunked { None } else { content_length },
             chunked,
             reusable,
@@ -835,13 +881,63 @@ impl ProxyBackend {
 
 struct ParsedHead {
     status: u16,
-    headers: Vec<(String, String)>,
-    /// Header lines whose values are not UTF-8, rendered.
-    extra: Bytes,
+    /// The header lines to forward, rendered (see `parse_response_head_as_sent`).
+    lines: Bytes,
     content_length: Option<u64>,
     chunked: bool,
     reusable: bool,
     head_len: usize,
+}
+
+/// Buffers of buffered responses that are at most this large are kept for reuse when their response has been
+/// written, up to [`SPARE_COUNT`] per thread.
+const SPARE_MAX: usize = 32 * 1024;
+const SPARE_COUNT: usize = 16;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer with room for `cap` bytes: a recycled one when this thread has one.
+fn spare_buffer(cap: usize) -> Vec<u8> {
+    let spare = SPARE
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+        .ok()
+        .flatten();
+    match spare {
+        Some(mut v) => {
+            v.clear();
+            v.reserve(cap);
+            v
+        }
+        None => Vec::with_capacity(cap),
+    }
+}
+
+/// A buffered response's bytes; the buffer goes back to its thread's spares when the last `Bytes` viewing
+/// it is dropped (on whatever thread that is).
+struct Recycled(Vec<u8>);
+
+impl AsRef<[u8]> for Recycled {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        let v = std::mem::take(&mut self.0);
+        if v.capacity() > SPARE_MAX {
+            return;
+        }
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < SPARE_COUNT {
+                    s.push(v);
+                }
+            }
+        });
+    }
 }
 
 fn put_header(out: &mut BytesMut, k: &[u8], v: &[u8]) {
@@ -960,7 +1056,7 @@ async fn stream_body(
         }
     }
     if reusable {
-        up.checkin(conn);
+        up.checkin(conn, Instant::now());
     }
 }
 
