@@ -22,7 +22,7 @@
 #   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
 #   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another ordo binary (e.g. an older build, to compare)
 #
-# Ports: BASE_PORT (default 18180) .. BASE_PORT+4; the temp dir is under /tmp/proxyperf/.
+# Ports: BASE_PORT (default 18180) .. BASE_PORT+4 (the script refuses to start if one is taken).
 # Everything it starts is killed and its temp dir removed on every exit path.
 set -euo pipefail
 
@@ -39,37 +39,13 @@ NGINX_PROXY_PORT=$((BASE_PORT + 2))
 ORDO_PORT=$((BASE_PORT + 3))
 STRIDE3_PORT=$((BASE_PORT + 4))
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-for tool in haproxy nginx wrk taskset curl; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "proxy-vs-haproxy: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
-done
+. "$(dirname "$0")/lib.sh"
+bench_init proxy-vs-haproxy haproxy nginx wrk taskset curl
 nginx_bin=$(command -v nginx)
 haproxy_bin=$(command -v haproxy)
-
-mkdir -p /tmp/proxyperf
-tmp=$(mktemp -d /tmp/proxyperf/bench.XXXXXX)
-chmod 755 /tmp/proxyperf "$tmp" # nginx's worker runs as an unprivileged user when started as root
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-[ "${ORDO_BENCH_DEBUG:-0}" = 1 ] && trap 'tail -n 5 "$tmp"/*/stderr "$tmp"/*/error.log "$tmp"/ordo.stderr 2>/dev/null; cleanup' EXIT
-trap 'exit 130' INT TERM
-
-if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "building (release)..." >&2
-  (cd "$here" && cargo build --release -q --bin ordo)
-fi
-target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-target_dir=${target_dir:-$here/target}
-ordo_bin=${ORDO_BIN:-$target_dir/release/ordo}
+bench_build --bin ordo
+ordo_bin=${ORDO_BIN:-$ordo}
+bench_ports_free "$UP_PORT" "$HAPROXY_PORT" "$NGINX_PROXY_PORT" "$ORDO_PORT" "$STRIDE3_PORT"
 
 # The 2 KB file at the upstream's root and under a/ b/ c/ (the three-class mix).
 mkdir -p "$tmp/www"
