@@ -405,34 +405,7 @@ pub type ConfigError = ordo_util::located::Located;
 /// Key paths and their spelling, shared with the other TOML files ordo reads.
 pub use ordo_util::located::{IntoSeg, Seg, path_to_string};
 
-/// A validation failure before it is located in the file.
-#[derive(Clone, Debug)]
-pub struct Invalid {
-    pub path: Vec<Seg>,
-    pub message: String,
-    /// The command-line flag that caused it, when the check knows (see [`ServeConfig::locate`]).
-    pub flag: Option<String>,
-}
-
-impl Invalid {
-    /// A failure at the key path `path` (built with `keypath!`).
-    pub fn new(path: Vec<Seg>, message: impl Into<String>) -> Self {
-        Invalid {
-            path,
-            message: message.into(),
-            flag: None,
-        }
-    }
-
-    /// A failure caused by the command-line flag `flag` (`--policy lua`).
-    pub fn flag(flag: impl Into<String>, message: impl Into<String>) -> Self {
-        Invalid {
-            path: Vec::new(),
-            message: message.into(),
-            flag: Some(flag.into()),
-        }
-    }
-}
+pub use crate::invalid::Invalid;
 
 impl ServeConfig {
     /// Read, parse and validate a config file.

@@ -50,6 +50,9 @@ pub enum LaneLimit {
     Adaptive(LimiterConfig),
 }
 
+/// The key of the one pool when `workers` is a number.
+pub const SHARED_LANE: &str = "*";
+
 /// One lane of a [`PoolPlan`]: the routes whose requests share a limit and a queue.
 #[derive(Clone, Debug, PartialEq)]
 pub struct LanePlan {
@@ -71,7 +74,7 @@ impl PoolPlan {
     pub fn fixed(workers: usize) -> PoolPlan {
         PoolPlan {
             lanes: vec![LanePlan {
-                key: Arc::from(crate::overload::SHARED_LANE),
+                key: Arc::from(SHARED_LANE),
                 limit: LaneLimit::Fixed(workers.max(1)),
             }],
             reserved: Vec::new(),

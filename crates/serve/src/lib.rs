@@ -11,6 +11,7 @@ pub mod config;
 pub mod gate;
 pub mod http;
 pub mod http2;
+mod invalid;
 pub mod lua;
 pub mod metrics;
 pub mod overload;

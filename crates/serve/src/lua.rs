@@ -19,9 +19,9 @@ use ordo_sched::{ClassId, Head, HeadPicker, Nanos};
 use prometheus_client::metrics::counter::Counter;
 use serde::Deserialize;
 
-use crate::config::Invalid;
 use crate::http::Request;
 use crate::http::duration;
+use crate::invalid::Invalid;
 use crate::keypath;
 use sandbox::{Failure, Script, one_line};
 
@@ -946,7 +946,7 @@ end
         .check()
         .unwrap_err();
         assert_eq!(
-            crate::config::path_to_string(&e.path),
+            ordo_util::located::path_to_string(&e.path),
             "lua.pick_time_limit"
         );
         assert!(

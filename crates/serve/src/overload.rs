@@ -1,19 +1,14 @@
 //! Overload control in the serve configuration: `workers = "auto"` (a concurrency limit per route that
 //! adapts to the backend's latency), the `[limiter]` table and its per-route overrides, workers reserved to
-//! a class, and a class's CoDel detector with adaptive LIFO — parsed here, checked with errors naming the
-//! key, and resolved into the gate's [`PoolPlan`] and ordo-sched's types. docs/overload.md is the guide.
+//! a class, and a class's CoDel detector with adaptive LIFO — the tables parsed and checked here, with
+//! errors naming the key; compile/overload.rs resolves them into the gate's plan and ordo-sched's types.
+//! docs/overload.md is the guide.
 
 use std::fmt;
-use std::sync::Arc;
 use std::time::Duration;
 
-use ordo_sched::CodelSpec;
 use ordo_sched::limit::{Algorithm, LimiterConfig};
 use serde::Deserialize;
-
-use crate::config::{ClassConfig, Invalid, ServeConfig};
-use crate::gate::{LaneLimit, LanePlan, PoolPlan};
-use crate::keypath;
 
 /// `workers = 64` (one pool of that many shared by every route) or `workers = "auto"` (each route, or
 /// group of routes, gets its own concurrency limit that follows its backend's latency).
@@ -150,13 +145,13 @@ pub struct LimiterTable {
     pub group: Option<String>,
 }
 
-fn nanos(d: Duration) -> u64 {
+pub(crate) fn nanos(d: Duration) -> u64 {
     d.as_nanos().min(u64::MAX as u128) as u64
 }
 
 impl LimiterTable {
     /// Whether this table sets `field` (so an error there is this table's).
-    fn sets(&self, field: &str) -> bool {
+    pub(crate) fn sets(&self, field: &str) -> bool {
         match field {
             "algorithm" => self.algorithm.is_some() || self.limit.is_some(),
             "min" => self.min.is_some() || self.limit.is_some(),
@@ -175,14 +170,14 @@ impl LimiterTable {
     }
 
     /// Only `group` is set.
-    fn only_group(&self) -> bool {
+    pub(crate) fn only_group(&self) -> bool {
         LimiterTable {
             group: None,
             ..self.clone()
         } == LimiterTable::default()
     }
 
-    fn apply(&self, c: &mut LimiterConfig) -> Result<(), (&'static str, String)> {
+    pub(crate) fn apply(&self, c: &mut LimiterConfig) -> Result<(), (&'static str, String)> {
         if let Some(a) = self.algorithm {
             c.algorithm = a.into();
         }
@@ -267,163 +262,10 @@ fn yes() -> bool {
     true
 }
 
-/// The ordo-sched overload spec of a class (None without `codel`).
-pub(crate) fn codel_spec(c: &ClassConfig) -> Option<CodelSpec> {
-    let t = c.codel.as_ref()?;
-    Some(CodelSpec {
-        target: nanos(t.target),
-        interval: nanos(t.interval),
-        drop: t.drop,
-        lifo: c.lifo,
-    })
-}
-
-/// The lane a route's requests queue in: its `limiter.group`, else its prefix (auto); the one shared pool
-/// ("*") with a fixed number of workers.
-pub(crate) fn lane_key(cfg: &ServeConfig, route: &crate::config::RouteConfig) -> Arc<str> {
-    if cfg.workers == Workers::Auto {
-        let group = route.limiter.as_ref().and_then(|l| l.group.as_deref());
-        Arc::from(group.unwrap_or(route.prefix.as_str()))
-    } else {
-        Arc::from(SHARED_LANE)
-    }
-}
-
-/// The key of the one pool when `workers` is a number.
-pub const SHARED_LANE: &str = "*";
-
-/// Check the overload keys and build the gate's plan (lanes in route order, workers reserved per class).
-pub(crate) fn plan(cfg: &ServeConfig) -> Result<PoolPlan, Invalid> {
-    let classes = cfg.effective_classes();
-    let reserved: Vec<usize> = classes.iter().map(|c| c.reserved_workers).collect();
-    for (i, c) in cfg.classes.iter().enumerate() {
-        if let Some(t) = &c.codel {
-            if t.target.is_zero() {
-                return Err(Invalid::new(
-                    keypath!["classes", i, "codel", "target"],
-                    "must be > 0",
-                ));
-            }
-            if t.interval.is_zero() {
-                return Err(Invalid::new(
-                    keypath!["classes", i, "codel", "interval"],
-                    "must be > 0",
-                ));
-            }
-        } else if c.lifo {
-            return Err(Invalid::new(
-                keypath!["classes", i, "lifo"],
-                "adaptive LIFO needs the class's standing-queue detector: add \
-                 `codel = { target = \"...\" }` (with `drop = false` to only switch to LIFO)",
-            ));
-        }
-    }
-    let total_reserved: usize = reserved.iter().sum();
-    let last_reserving = cfg.classes.iter().rposition(|c| c.reserved_workers > 0);
-    let reserved_err = |limit: usize, what: String| {
-        Invalid::new(
-            keypath!["classes", last_reserving.unwrap_or(0), "reserved_workers"],
-            format!(
-                "classes reserve {total_reserved} workers in all, which leaves none of the {limit} \
-                 {what} for the other classes; reserve fewer"
-            ),
-        )
-    };
-    match cfg.workers {
-        Workers::Fixed(n) => {
-            if let Some(i) = cfg.routes.iter().position(|r| r.limiter.is_some()) {
-                return Err(Invalid::new(
-                    keypath!["routes", i, "limiter"],
-                    format!(
-                        "per-route limits need workers = \"auto\" (workers is {n}: one pool shared by \
-                         every route)"
-                    ),
-                ));
-            }
-            if cfg.limiter.is_some() {
-                return Err(Invalid::new(
-                    keypath!["limiter"],
-                    format!("`[limiter]` needs workers = \"auto\" (workers is {n})"),
-                ));
-            }
-            if total_reserved > 0 && total_reserved >= n {
-                return Err(reserved_err(n, "workers".into()));
-            }
-            Ok(PoolPlan {
-                lanes: vec![LanePlan {
-                    key: Arc::from(SHARED_LANE),
-                    limit: LaneLimit::Fixed(n),
-                }],
-                reserved,
-            })
-        }
-        Workers::Auto => {
-            let global = cfg.limiter.clone().unwrap_or_default();
-            if global.group.is_some() {
-                return Err(Invalid::new(
-                    keypath!["limiter", "group"],
-                    "`group` belongs in a route's limiter (`[routes.limiter] group = \"...\"`)",
-                ));
-            }
-            let mut base = LimiterConfig::default();
-            global
-                .apply(&mut base)
-                .map_err(|(f, m)| Invalid::new(keypath!["limiter", f], m))?;
-            let mut lanes: Vec<LanePlan> = Vec::new();
-            let mut first_of_group: Vec<(Arc<str>, usize)> = Vec::new();
-            for (i, r) in cfg.effective_routes().iter().enumerate() {
-                let key = lane_key(cfg, r);
-                let table = r.limiter.clone().unwrap_or_default();
-                if let Some((_, j)) = first_of_group.iter().find(|(k, _)| *k == key) {
-                    if !table.only_group() {
-                        return Err(Invalid::new(
-                            keypath!["routes", i, "limiter"],
-                            format!(
-                                "group `{key}` is configured by routes[{j}].limiter; the other routes \
-                                 of a group give only `group`"
-                            ),
-                        ));
-                    }
-                    continue;
-                }
-                first_of_group.push((key.clone(), i));
-                let mut c = base.clone();
-                let route_key = |f: &str| keypath!["routes", i, "limiter", f];
-                table
-                    .apply(&mut c)
-                    .map_err(|(f, m)| Invalid::new(route_key(f), m))?;
-                if let Err(e) = c.validate() {
-                    let path = if table.sets(e.field) {
-                        route_key(e.field)
-                    } else {
-                        keypath!["limiter", e.field]
-                    };
-                    return Err(Invalid::new(path, e.reason));
-                }
-                if total_reserved > 0 && total_reserved >= c.min {
-                    return Err(reserved_err(
-                        c.min,
-                        format!("(`min` of route `{}`'s limit)", r.prefix),
-                    ));
-                }
-                lanes.push(LanePlan {
-                    key,
-                    limit: LaneLimit::Adaptive(c),
-                });
-            }
-            Ok(PoolPlan { lanes, reserved })
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn check(text: &str) -> Result<PoolPlan, String> {
-        let cfg: ServeConfig = toml::from_str(text).map_err(|e| e.to_string())?;
-        plan(&cfg).map_err(|e| format!("{}: {}", crate::config::path_to_string(&e.path), e.message))
-    }
+    use crate::config::ServeConfig;
 
     #[test]
     fn workers_parse_as_number_or_auto() {
@@ -439,87 +281,5 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("must be ≥ 1"), "{e}");
-    }
-
-    #[test]
-    fn fixed_workers_make_one_shared_lane() {
-        let p = check("workers = 8\n[[routes]]\nprefix = \"/a\"\nsynthetic = {}\n").unwrap();
-        assert_eq!(p.lanes.len(), 1);
-        assert_eq!(&*p.lanes[0].key, SHARED_LANE);
-        assert_eq!(p.lanes[0].limit, LaneLimit::Fixed(8));
-    }
-
-    #[test]
-    fn auto_makes_a_lane_per_route_or_group_with_merged_settings() {
-        let p = check(
-            r#"
-workers = "auto"
-[limiter]
-algorithm = "aimd"
-max = 300
-[[routes]]
-prefix = "/a"
-synthetic = {}
-limiter = { group = "app", min = 4 }
-[[routes]]
-prefix = "/b"
-synthetic = {}
-limiter = { group = "app" }
-[[routes]]
-prefix = "/static"
-synthetic = {}
-limiter = { limit = 8 }
-"#,
-        )
-        .unwrap();
-        let keys: Vec<&str> = p.lanes.iter().map(|l| &*l.key).collect();
-        assert_eq!(keys, vec!["app", "/static"]);
-        let LaneLimit::Adaptive(a) = &p.lanes[0].limit else {
-            panic!()
-        };
-        assert_eq!((a.algorithm, a.min, a.max), (Algorithm::Aimd, 4, 300));
-        let LaneLimit::Adaptive(s) = &p.lanes[1].limit else {
-            panic!()
-        };
-        assert_eq!((s.algorithm, s.min, s.max), (Algorithm::Fixed, 8, 8));
-    }
-
-    #[test]
-    fn errors_name_the_key_that_caused_them() {
-        let e = check("workers = \"auto\"\n[limiter]\nmin = 50\n").unwrap_err();
-        assert!(
-            e.starts_with("limiter.initial: must be between min (50)"),
-            "{e}"
-        );
-        let e = check(
-            "workers = \"auto\"\n[[routes]]\nprefix = \"/\"\nsynthetic = {}\nlimiter = { backoff = 2.0 }\n",
-        )
-        .unwrap_err();
-        assert!(e.starts_with("routes[0].limiter.backoff:"), "{e}");
-        let e = check("workers = 4\n[limiter]\nmin = 2\n").unwrap_err();
-        assert!(
-            e.starts_with("limiter: `[limiter]` needs workers = \"auto\""),
-            "{e}"
-        );
-        let e = check(
-            "workers = 4\n[[classes]]\nname = \"a\"\nreserved_workers = 2\n[[classes]]\nname = \"b\"\nreserved_workers = 2\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("classes[1].reserved_workers: classes reserve 4"),
-            "{e}"
-        );
-        let e = check("[[classes]]\nname = \"a\"\nlifo = true\n").unwrap_err();
-        assert!(e.starts_with("classes[0].lifo: adaptive LIFO needs"), "{e}");
-        let e = check("[[classes]]\nname = \"a\"\ncodel = { target = \"0ms\" }\n").unwrap_err();
-        assert!(e.starts_with("classes[0].codel.target: must be > 0"), "{e}");
-        let e = check(
-            "workers = \"auto\"\n[[routes]]\nprefix = \"/a\"\nsynthetic = {}\nlimiter = { group = \"g\" }\n[[routes]]\nprefix = \"/b\"\nsynthetic = {}\nlimiter = { group = \"g\", max = 5 }\n",
-        )
-        .unwrap_err();
-        assert!(
-            e.starts_with("routes[1].limiter: group `g` is configured by routes[0]"),
-            "{e}"
-        );
     }
 }

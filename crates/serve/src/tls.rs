@@ -20,8 +20,9 @@ use rustls::sign::CertifiedKey;
 use serde::Deserialize;
 use tokio::net::TcpStream;
 
-use crate::config::{Invalid, Seg};
+use crate::invalid::Invalid;
 use crate::keypath;
+use ordo_util::located::Seg;
 
 /// ALPN identifier of HTTP/1.1.
 pub const ALPN_HTTP1: &[u8] = b"http/1.1";
@@ -570,7 +571,7 @@ mod tests {
     }
 
     fn path_string(e: &Invalid) -> String {
-        crate::config::path_to_string(&e.path)
+        ordo_util::located::path_to_string(&e.path)
     }
 
     #[test]

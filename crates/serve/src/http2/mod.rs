@@ -45,9 +45,9 @@ use tokio::sync::{Semaphore, watch};
 use tokio::task::JoinSet;
 use tokio::time::Instant;
 
-use crate::config::Invalid;
 use crate::http::Transport;
 use crate::http::{Handler, Limits, shutdown_signalled};
+use crate::invalid::Invalid;
 use crate::keypath;
 
 /// `[http2]`: HTTP/2 on the listeners and its limits.
@@ -617,7 +617,8 @@ mod tests {
     #[test]
     fn config_defaults_are_valid_and_bad_values_name_their_key() {
         Http2Config::default().check().unwrap();
-        let path = |c: Http2Config| crate::config::path_to_string(&c.check().unwrap_err().path);
+        let path =
+            |c: Http2Config| ordo_util::located::path_to_string(&c.check().unwrap_err().path);
         let c = Http2Config {
             max_concurrent_streams: 0,
             ..Http2Config::default()
@@ -634,7 +635,7 @@ mod tests {
         };
         let e = c.check().unwrap_err();
         assert_eq!(
-            crate::config::path_to_string(&e.path),
+            ordo_util::located::path_to_string(&e.path),
             "http2.connection_window_size"
         );
         assert!(e.message.contains("134217728"), "{}", e.message);

@@ -2,6 +2,8 @@
 //! classifier, the routes with their backends, the admin guard and the TLS setup — built the same way at
 //! start-up, on reload and by `ordo serve --check`, so a check refuses exactly what start-up would.
 
+mod overload;
+
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -89,7 +91,7 @@ pub fn sched_config(cfg: &ServeConfig) -> SchedConfig {
             deadline: c.deadline.map(nanos),
             queue_cap: c.queue_cap,
             queue_timeout: c.queue_timeout.filter(|d| !d.is_zero()).map(nanos),
-            codel: crate::overload::codel_spec(c),
+            codel: overload::codel_spec(c),
         })
         .collect();
     SchedConfig {
@@ -163,7 +165,7 @@ impl Compiled {
         }
         let admin = AdminGuard::build(cfg).map_err(loc)?;
         let sched = sched_config(cfg);
-        let plan = crate::overload::plan(cfg).map_err(loc)?;
+        let plan = overload::plan(cfg).map_err(loc)?;
         let mut pickers: Vec<Box<dyn HeadPicker>> = Vec::new();
         if cfg.policy == PolicyName::Lua {
             let path = cfg
@@ -214,7 +216,7 @@ impl Compiled {
                 lanes: cfg
                     .effective_routes()
                     .iter()
-                    .map(|r| (r.prefix.clone(), crate::overload::lane_key(cfg, r)))
+                    .map(|r| (r.prefix.clone(), overload::lane_key(cfg, r)))
                     .collect(),
                 admin,
             },
