@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::parse::{ChunkError, ChunkedDecoder, Framing, Head, HeadError, parse_head};
-use super::write::{WriteCtx, encode_whole, write_all_timeout, write_response};
+use super::write::{WriteCtx, encode_whole, split_file, write_all_timeout, write_response};
 use super::{Body, Handler, Limits, Request, Response, Version, shutdown_signalled};
 
 /// Initial read-buffer size; also the least free space kept before each read.
@@ -41,6 +41,17 @@ pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
         buf: &[u8],
         limit: Duration,
     ) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// Writes a response's rendered `head`, then `len` bytes of `file` from `offset`; `limit` bounds each wait
+    /// for the client to take more. A file that turns out shorter (it shrank while being sent) is an error:
+    /// the connection must close, as the promised length cannot be kept.
+    fn send_file(
+        &mut self,
+        head: &[u8],
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+        limit: Duration,
+    ) -> impl Future<Output = std::io::Result<()>> + Send;
 }
 
 impl Transport for TcpStream {
@@ -55,6 +66,78 @@ impl Transport for TcpStream {
     ) -> impl Future<Output = std::io::Result<()>> + Send {
         write_all_then_close(self, buf, limit)
     }
+
+    fn send_file(
+        &mut self,
+        head: &[u8],
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+        limit: Duration,
+    ) -> impl Future<Output = std::io::Result<()>> + Send {
+        sendfile_tcp(self, head, file, offset, len, limit)
+    }
+}
+
+/// Most bytes one sendfile(2) call is asked for, so one large response does not hold the thread for long
+/// (the kernel stops earlier anyway when the socket's send buffer is full).
+const SENDFILE_CHUNK: u64 = 1 << 20;
+
+/// Waits until `stream` can take more, for at most `limit`.
+async fn writable_within(stream: &TcpStream, limit: Duration) -> std::io::Result<()> {
+    match timeout(limit, stream.writable()).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "client did not read the response",
+        )),
+    }
+}
+
+/// The head with MSG_MORE (so it shares a segment with the file's first bytes), then the file by
+/// sendfile(2): the kernel sends it from the page cache without copying it through user space. Partial sends
+/// go on from where they stopped; a full send buffer waits for writability through the reactor.
+async fn sendfile_tcp(
+    stream: &TcpStream,
+    mut head: &[u8],
+    file: std::fs::File,
+    mut offset: u64,
+    len: u64,
+    limit: Duration,
+) -> std::io::Result<()> {
+    let end = offset.saturating_add(len);
+    let more = len > 0;
+    while !head.is_empty() {
+        match stream.try_io(Interest::WRITABLE, || {
+            ordo_sys::net::send(stream, head, more)
+        }) {
+            Ok(n) => head = &head[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                writable_within(stream, limit).await?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    while offset < end {
+        let want = (end - offset).min(SENDFILE_CHUNK) as usize;
+        match stream.try_io(Interest::WRITABLE, || {
+            ordo_sys::net::sendfile(stream, &file, &mut offset, want)
+        }) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "file shrank while it was sent",
+                ));
+            }
+            // a fast client on loopback could keep the loop going: let other tasks run between chunks
+            Ok(_) => tokio::task::consume_budget().await,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                writable_within(stream, limit).await?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A handler's response still to come, boxed so it can move from the accept loop into a task.
@@ -372,7 +455,14 @@ pub(crate) async fn serve<H: Handler, S: Transport>(
                 stream.write_last(&wbuf, ctx.write_timeout).await
             }
             Ok(()) => write_all_timeout(&mut stream, &wbuf, ctx.write_timeout).await,
-            Err(resp) => write_response(&mut stream, &mut wbuf, resp, &mut ctx).await,
+            Err(resp) => match split_file(&mut wbuf, resp, &mut ctx) {
+                Ok((file, offset, len)) => {
+                    stream
+                        .send_file(&wbuf, file, offset, len, ctx.write_timeout)
+                        .await
+                }
+                Err(resp) => write_response(&mut stream, &mut wbuf, resp, &mut ctx).await,
+            },
         };
         if written.is_err() {
             return;
