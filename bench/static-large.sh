@@ -19,8 +19,8 @@ ROUNDS=${ROUNDS:-3}
 CONNS=${CONNS:-16}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
-NGINX_PORT=${NGINX_PORT:-18180}
-ORDO_PORT=${ORDO_PORT:-18181}
+NGINX_PORT=${NGINX_PORT:-18460}
+ORDO_PORT=${ORDO_PORT:-18461}
 
 here=$(cd "$(dirname "$0")/.." && pwd)
 for tool in nginx wrk taskset curl; do

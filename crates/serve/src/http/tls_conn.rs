@@ -21,6 +21,11 @@ impl Transport for TlsStream<TcpStream> {
         self.get_ref().0.set_nodelay(true)
     }
 
+    /// rustls may already hold decrypted input, which only a read can tell: at once.
+    fn input_ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        std::future::ready(Ok(()))
+    }
+
     /// The last bytes, then close_notify (the TLS end of the connection), within `limit`.
     async fn write_last(&mut self, buf: &[u8], limit: Duration) -> std::io::Result<()> {
         write_all_timeout(self, buf, limit).await?;
