@@ -9,6 +9,7 @@
 #   bench/static-large.sh                        # needs nginx and wrk: ORDO_SETUP_PEERS=1 ./scripts/setup.sh
 #   SIZE=4194304 CONNS=8 DURATION=5s ROUNDS=5 bench/static-large.sh
 #   ORDO_BENCH_NO_BUILD=1 ...                    # use the release binary already built
+#   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another build of ordo (an earlier commit, say)
 #
 # Everything it starts is killed and its temp dir removed on every exit path.
 set -euo pipefail
@@ -49,6 +50,7 @@ if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
 fi
 target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
 target_dir=${target_dir:-$here/target}
+ordo_bin=${ORDO_BIN:-$target_dir/release/ordo}
 
 mkdir -p "$tmp/www" "$tmp/nginx/tmp"
 head -c "$SIZE" /dev/urandom > "$tmp/www/large.bin"
@@ -105,7 +107,7 @@ pids+=("$master")
 wait_ready "http://127.0.0.1:$NGINX_PORT/large.bin"
 nginx_pid=$(pgrep -P "$master" | head -1)
 
-taskset -c "$SERVER_CPU" "$target_dir/release/ordo" serve --config "$tmp/ordo.toml" 2>>"$tmp/ordo.stderr" &
+taskset -c "$SERVER_CPU" "$ordo_bin" serve --config "$tmp/ordo.toml" 2>>"$tmp/ordo.stderr" &
 ordo_pid=$!
 pids+=("$ordo_pid")
 wait_ready "http://127.0.0.1:$ORDO_PORT/large.bin"
