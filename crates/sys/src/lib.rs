@@ -6,6 +6,7 @@ pub mod clock;
 mod error;
 pub mod fingerprint;
 pub mod knobs;
+pub mod memory;
 pub mod net;
 pub mod process;
 pub mod procfs;

@@ -117,6 +117,37 @@ pub fn send(socket: &impl AsFd, buf: &[u8], more: bool) -> io::Result<usize> {
     Ok(n as usize)
 }
 
+/// sendfile(2): copies up to `count` bytes of `file`, from `*offset`, to the connected socket `out` inside the
+/// kernel (no copy through user space), advancing `*offset` by what was sent; the file's own position is not
+/// used or changed, so one open file can serve several responses. Non-blocking when the socket is: a full
+/// send buffer gives `WouldBlock`. `Ok(0)` with `count > 0` means `*offset` is at (or past) the end of the
+/// file — it shrank. sendfile has no MSG_NOSIGNAL: a write to a connection the peer closed raises SIGPIPE,
+/// which Rust programs ignore (std sets it to SIG_IGN before `main`), so it surfaces as `BrokenPipe`.
+pub fn sendfile(
+    out: &impl AsFd,
+    file: &impl AsFd,
+    offset: &mut u64,
+    count: usize,
+) -> io::Result<usize> {
+    let mut off = libc::off_t::try_from(*offset)
+        .map_err(|_| io::Error::new(io::ErrorKind::InvalidInput, "file offset too large"))?;
+    // SAFETY: both fds are open for the duration of the borrows; `off` is a valid, writable off_t that
+    // outlives the call, and the kernel writes only that one value through the pointer.
+    let n = unsafe {
+        libc::sendfile(
+            out.as_fd().as_raw_fd(),
+            file.as_fd().as_raw_fd(),
+            &mut off,
+            count,
+        )
+    };
+    if n < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    *offset = off as u64;
+    Ok(n as usize)
+}
+
 /// The std address of a `sockaddr_storage` the kernel filled in with `len` bytes.
 fn to_socket_addr(s: &libc::sockaddr_storage, len: usize) -> io::Result<SocketAddr> {
     match i32::from(s.ss_family) {
@@ -154,6 +185,29 @@ fn to_socket_addr(s: &libc::sockaddr_storage, len: usize) -> io::Result<SocketAd
 mod tests {
     use super::*;
     use std::io::{Read, Write};
+
+    #[test]
+    fn sendfile_sends_a_range_and_reports_the_end_of_the_file() {
+        let dir = std::env::temp_dir().join(format!("ordo-sys-sendfile-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        let path = dir.join("f");
+        std::fs::write(&path, b"0123456789").unwrap();
+        let file = std::fs::File::open(&path).unwrap();
+        let l = TcpListener::bind("127.0.0.1:0").unwrap();
+        let mut c = TcpStream::connect(l.local_addr().unwrap()).unwrap();
+        let (s, _) = l.accept().unwrap();
+        let mut off = 3u64;
+        assert_eq!(sendfile(&s, &file, &mut off, 4).unwrap(), 4);
+        assert_eq!(off, 7);
+        // past the end: nothing sent, 0 returned
+        let mut end = 10u64;
+        assert_eq!(sendfile(&s, &file, &mut end, 5).unwrap(), 0);
+        drop(s);
+        let mut got = Vec::new();
+        c.read_to_end(&mut got).unwrap();
+        assert_eq!(got, b"3456");
+        std::fs::remove_dir_all(&dir).unwrap();
+    }
 
     #[test]
     fn accepts_nonblocking_with_the_peer_address() {

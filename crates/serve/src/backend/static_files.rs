@@ -12,9 +12,11 @@
 //!   answers 400 to a `..`, plain or percent-encoded, that would climb above `/`); a path that resolves — through
 //!   symlinks — outside the root → 403; anything that is not a regular file (devices, FIFOs, sockets) → 403;
 //!   a missing file → 404.
-//! - Files up to `cache_max_file_bytes` (default 1 MiB) are cached, within `cache_max_total_bytes` (default
-//!   64 MiB) overall; a cached file is checked against the disk (path, size, mtime) at most once a second.
-//!   Larger files are streamed in chunks and never loaded whole.
+//! - Files up to `cache_max_file_bytes` (default 1 MiB) and `sendfile_min_bytes` (default 64 KiB) are cached,
+//!   within `cache_max_total_bytes` (default 64 MiB) overall; a cached file is checked against the disk (path,
+//!   size, mtime) at most once a second. Larger files are never loaded whole: their metadata is cached (and
+//!   checked the same way), the file is opened per request and sent by the HTTP layer — with sendfile(2) on a
+//!   plain TCP connection, in chunks through TLS.
 
 use std::collections::HashMap;
 use std::path::{Path, PathBuf};
@@ -40,6 +42,9 @@ fn default_cache_max_file_bytes() -> u64 {
 fn default_cache_max_total_bytes() -> u64 {
     64 * 1024 * 1024
 }
+fn default_sendfile_min_bytes() -> u64 {
+    64 * 1024
+}
 fn default_index() -> Option<String> {
     Some("index.html".to_string())
 }
@@ -56,6 +61,9 @@ pub struct StaticConfig {
     /// Total bytes of cached file bodies at most.
     #[serde(default = "default_cache_max_total_bytes")]
     pub cache_max_total_bytes: u64,
+    /// Files larger than this are sent from the file (sendfile(2) on plain TCP) instead of kept in memory.
+    #[serde(default = "default_sendfile_min_bytes")]
+    pub sendfile_min_bytes: u64,
     /// File served for a directory; `""` for none.
     #[serde(default = "default_index")]
     pub index: Option<String>,
@@ -68,6 +76,7 @@ impl StaticConfig {
             root: root.into(),
             cache_max_file_bytes: default_cache_max_file_bytes(),
             cache_max_total_bytes: default_cache_max_total_bytes(),
+            sendfile_min_bytes: default_sendfile_min_bytes(),
             index: default_index(),
         }
     }
@@ -85,6 +94,13 @@ struct Entry {
     head: Bytes,
     data: Option<Bytes>,
     checked_ms: AtomicU64,
+}
+
+impl Entry {
+    /// Bytes of file contents the entry holds in memory.
+    fn cached_len(&self) -> u64 {
+        self.data.as_ref().map_or(0, |d| d.len() as u64)
+    }
 }
 
 /// See the module documentation.
@@ -165,8 +181,8 @@ impl StaticBackend {
         if !get && req.method != "HEAD" {
             return Response::text(405, "method not allowed").with_header("Allow", "GET, HEAD");
         }
-        let entry = match self.lookup(&req.path) {
-            Ok(e) => e,
+        let (entry, file) = match self.lookup_open(&req.path) {
+            Ok(x) => x,
             Err(resp) => return resp,
         };
         if not_modified(req, &entry) {
@@ -199,7 +215,7 @@ impl StaticBackend {
                     },
                 },
             },
-            None => match open_same(&entry) {
+            None => match file {
                 Some(file) => Response {
                     status,
                     headers: vec![
@@ -253,7 +269,12 @@ impl StaticBackend {
         let (file, meta) = self.resolve(rel, path)?;
         let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
         let mut len = meta.len();
-        let data = if len <= self.cfg.cache_max_file_bytes {
+        let data = if len
+            <= self
+                .cfg
+                .cache_max_file_bytes
+                .min(self.cfg.sendfile_min_bytes)
+        {
             match std::fs::read(&file) {
                 Ok(d) => {
                     len = d.len() as u64;
@@ -265,9 +286,7 @@ impl StaticBackend {
             None
         };
         let entry = Arc::new(make_entry(file, len, mtime, data, now));
-        if entry.data.is_some() {
-            self.insert(rel, entry.clone());
-        }
+        self.insert(rel, entry.clone());
         Ok(entry)
     }
 
@@ -275,8 +294,27 @@ impl StaticBackend {
         self.cache.read().unwrap_or_else(|e| e.into_inner())
     }
 
+    /// The entry for a request path and, when its bytes are not cached, its file opened. A file that no longer
+    /// matches its entry (changed within the revalidation interval) drops the entry, and the path is looked up
+    /// once more.
+    fn lookup_open(&self, path: &str) -> Result<(Arc<Entry>, Option<std::fs::File>), Response> {
+        for _ in 0..2 {
+            let e = self.lookup(path)?;
+            if e.data.is_some() {
+                return Ok((e, None));
+            }
+            if let Some(f) = open_same(&e) {
+                return Ok((e, Some(f)));
+            }
+            if let Some(rel) = self.relative(path) {
+                self.evict(rel);
+            }
+        }
+        Err(Response::text(404, "not found"))
+    }
+
     fn insert(&self, rel: &str, e: Arc<Entry>) {
-        let len = e.len;
+        let len = e.cached_len();
         let mut map = self.cache.write().unwrap_or_else(|e| e.into_inner());
         if map.len() >= MAX_ENTRIES
             || self
@@ -288,7 +326,8 @@ impl StaticBackend {
             return;
         }
         if let Some(old) = map.insert(rel.to_string(), e) {
-            self.cached_bytes.fetch_sub(old.len, Ordering::Relaxed);
+            self.cached_bytes
+                .fetch_sub(old.cached_len(), Ordering::Relaxed);
         }
         self.cached_bytes.fetch_add(len, Ordering::Relaxed);
     }
@@ -296,7 +335,8 @@ impl StaticBackend {
     fn evict(&self, rel: &str) {
         let mut map = self.cache.write().unwrap_or_else(|e| e.into_inner());
         if let Some(old) = map.remove(rel) {
-            self.cached_bytes.fetch_sub(old.len, Ordering::Relaxed);
+            self.cached_bytes
+                .fetch_sub(old.cached_len(), Ordering::Relaxed);
         }
     }
 

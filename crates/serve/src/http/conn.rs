@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use tokio::time::{Instant, timeout, timeout_at};
 
 use super::parse::{ChunkError, ChunkedDecoder, Framing, Head, HeadError, parse_head};
-use super::write::{WriteCtx, encode_whole, write_all_timeout, write_response};
+use super::write::{WriteCtx, encode_whole, split_file, write_all_timeout, write_response};
 use super::{Body, Handler, Limits, Request, Response, Version, shutdown_signalled};
 
 /// Initial read-buffer size; also the least free space kept before each read.
@@ -41,11 +41,30 @@ pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
         buf: &[u8],
         limit: Duration,
     ) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// Resolves when a read may find input (or the end of it), without reading: an idle connection waits here
+    /// holding no buffer. A transport that cannot tell without reading (TLS may hold decrypted bytes already)
+    /// resolves at once.
+    fn input_ready(&self) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// Writes a response's rendered `head`, then `len` bytes of `file` from `offset`; `limit` bounds each wait
+    /// for the client to take more. A file that turns out shorter (it shrank while being sent) is an error:
+    /// the connection must close, as the promised length cannot be kept.
+    fn send_file(
+        &mut self,
+        head: &[u8],
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+        limit: Duration,
+    ) -> impl Future<Output = std::io::Result<()>> + Send;
 }
 
 impl Transport for TcpStream {
     fn nodelay(&self) -> std::io::Result<()> {
         self.set_nodelay(true)
+    }
+
+    fn input_ready(&self) -> impl Future<Output = std::io::Result<()>> + Send {
+        self.readable()
     }
 
     fn write_last(
@@ -55,6 +74,78 @@ impl Transport for TcpStream {
     ) -> impl Future<Output = std::io::Result<()>> + Send {
         write_all_then_close(self, buf, limit)
     }
+
+    fn send_file(
+        &mut self,
+        head: &[u8],
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+        limit: Duration,
+    ) -> impl Future<Output = std::io::Result<()>> + Send {
+        sendfile_tcp(self, head, file, offset, len, limit)
+    }
+}
+
+/// Most bytes one sendfile(2) call is asked for, so one large response does not hold the thread for long
+/// (the kernel stops earlier anyway when the socket's send buffer is full).
+const SENDFILE_CHUNK: u64 = 1 << 20;
+
+/// Waits until `stream` can take more, for at most `limit`.
+async fn writable_within(stream: &TcpStream, limit: Duration) -> std::io::Result<()> {
+    match timeout(limit, stream.writable()).await {
+        Ok(r) => r,
+        Err(_) => Err(std::io::Error::new(
+            std::io::ErrorKind::TimedOut,
+            "client did not read the response",
+        )),
+    }
+}
+
+/// The head with MSG_MORE (so it shares a segment with the file's first bytes), then the file by
+/// sendfile(2): the kernel sends it from the page cache without copying it through user space. Partial sends
+/// go on from where they stopped; a full send buffer waits for writability through the reactor.
+async fn sendfile_tcp(
+    stream: &TcpStream,
+    mut head: &[u8],
+    file: std::fs::File,
+    mut offset: u64,
+    len: u64,
+    limit: Duration,
+) -> std::io::Result<()> {
+    let end = offset.saturating_add(len);
+    let more = len > 0;
+    while !head.is_empty() {
+        match stream.try_io(Interest::WRITABLE, || {
+            ordo_sys::net::send(stream, head, more)
+        }) {
+            Ok(n) => head = &head[n..],
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                writable_within(stream, limit).await?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    while offset < end {
+        let want = (end - offset).min(SENDFILE_CHUNK) as usize;
+        match stream.try_io(Interest::WRITABLE, || {
+            ordo_sys::net::sendfile(stream, &file, &mut offset, want)
+        }) {
+            Ok(0) => {
+                return Err(std::io::Error::new(
+                    std::io::ErrorKind::UnexpectedEof,
+                    "file shrank while it was sent",
+                ));
+            }
+            // a fast client on loopback could keep the loop going: let other tasks run between chunks
+            Ok(_) => tokio::task::consume_budget().await,
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                writable_within(stream, limit).await?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// A handler's response still to come, boxed so it can move from the accept loop into a task.
@@ -113,7 +204,7 @@ impl Start {
     /// A connection nothing has been read from.
     pub(crate) fn fresh() -> Start {
         Start {
-            rbuf: BytesMut::with_capacity(READ_CHUNK),
+            rbuf: BytesMut::new(),
             served: 0,
             nodelay: false,
             resume: Resume::Read,
@@ -223,175 +314,258 @@ pub(crate) fn request_from(head: Head, body: Bytes, peer: SocketAddr) -> (Reques
     (req, info)
 }
 
-pub(crate) async fn serve<H: Handler, S: Transport>(
+/// A connection's state between exchanges.
+struct State {
+    /// Bytes received and not yet consumed; no allocation while the connection is idle.
+    rbuf: BytesMut,
+    /// The response being written; no allocation while the connection is idle.
+    wbuf: BytesMut,
+    served: u64,
+    nodelay: bool,
+}
+
+/// What follows an exchange.
+enum After {
+    KeepOn,
+    Close,
+}
+
+pub(crate) fn serve<H: Handler, S: Transport>(
     mut stream: S,
     peer: SocketAddr,
     handler: Arc<H>,
     limits: Arc<Limits>,
     shutdown: watch::Receiver<bool>,
     start: Start,
-) {
+) -> impl Future<Output = ()> + Send {
     // TCP_NODELAY is set before the first write that Nagle could hold back (see `needs_nodelay`), so a
     // one-response connection (`Connection: close`, HTTP/1.0) saves the setsockopt.
     let Start {
-        mut rbuf,
-        mut served,
-        mut nodelay,
+        rbuf,
+        served,
+        nodelay,
         resume,
     } = start;
-    let mut resume = Some(resume);
-    // one shutdown future for the connection's life, polled while it waits between requests
-    let mut stop_rx = shutdown.clone();
-    let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
-    let mut wbuf = BytesMut::with_capacity(4 * 1024);
-    let accepted = Instant::now();
-    loop {
-        let (resp, info) = match resume.take() {
-            Some(Resume::Handle { mut fut, info }) => {
-                match handle_watching(&mut stream, &mut rbuf, fut.as_mut(), &limits).await {
-                    Some(resp) => (resp, info),
-                    None => return,
-                }
-            }
-            Some(Resume::Write { resp, info }) => (resp, info),
-            Some(Resume::Rest { rest, keep }) => {
-                if write_all_timeout(&mut stream, &rest, limits.idle_timeout)
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                if !keep {
-                    if !rbuf.is_empty() {
-                        linger_close(stream).await;
-                    }
-                    return;
-                }
-                continue;
-            }
-            None | Some(Resume::Read) => {
+    let mut st = State {
+        rbuf,
+        wbuf: BytesMut::new(),
+        served,
+        nodelay,
+    };
+    // (boxed: a connection holds its rarely used starting point only as a pointer)
+    let mut resume = match resume {
+        Resume::Read => None,
+        other => Some(Box::new(other)),
+    };
+    // Built here rather than as an `async fn`, whose future would keep the arguments beside the values made
+    // from them: everything below is what an idle connection holds.
+    async move {
+        // one shutdown future for the connection's life, polled while it waits between requests
+        let mut stop_rx = shutdown.clone();
+        let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
+        let accepted = Instant::now();
+        loop {
+            let mut deadline = None;
+            if resume.is_none() && st.rbuf.is_empty() {
                 // Wait for the first byte of the next request: the head timeout on a fresh connection, the idle
                 // timeout between requests; shutdown closes a connection that is between requests.
-                let deadline = if rbuf.is_empty() {
-                    let wait_until = if served == 0 {
-                        accepted + limits.head_timeout
-                    } else {
-                        Instant::now() + limits.idle_timeout
-                    };
-                    reserve(&mut rbuf);
-                    let r = tokio::select! {
-                        biased;
-                        r = timeout_at(wait_until, stream.read_buf(&mut rbuf)) => r,
-                        _ = &mut stop => return,
-                    };
-                    match r {
-                        Ok(Ok(n)) if n > 0 => {}
-                        _ => return,
-                    }
-                    if served == 0 {
-                        accepted + limits.head_timeout
-                    } else {
-                        Instant::now() + limits.head_timeout
-                    }
+                let wait_until = if st.served == 0 {
+                    accepted + limits.head_timeout
+                } else {
+                    Instant::now() + limits.idle_timeout
+                };
+                // Idle: no buffers held while waiting (an idle keep-alive connection is its task and its
+                // socket's registration); the read buffer is taken once input is there.
+                if st.rbuf.capacity() > 0 {
+                    st.rbuf = BytesMut::new();
+                }
+                if st.wbuf.capacity() > 0 {
+                    st.wbuf = BytesMut::new();
+                }
+                let read = async {
+                    stream.input_ready().await?;
+                    reserve(&mut st.rbuf);
+                    stream.read_buf(&mut st.rbuf).await
+                };
+                let r = tokio::select! {
+                    biased;
+                    r = timeout_at(wait_until, read) => r,
+                    _ = &mut stop => return,
+                };
+                match r {
+                    Ok(Ok(n)) if n > 0 => {}
+                    _ => return,
+                }
+                deadline = Some(if st.served == 0 {
+                    accepted + limits.head_timeout
                 } else {
                     Instant::now() + limits.head_timeout
-                };
+                });
+            }
+            let resume = resume.take().map_or(Resume::Read, |r| *r);
+            // One request and its response, in a future of its own, allocated only while it runs: what an
+            // exchange needs (the handler's future, the writes, the error paths) is not part of the connection's
+            // future, which is what an idle keep-alive connection holds.
+            let exchange = exchange(
+                &mut stream,
+                &mut st,
+                resume,
+                deadline,
+                peer,
+                &*handler,
+                &limits,
+                &shutdown,
+            );
+            match Box::pin(exchange).await {
+                After::KeepOn => {}
+                After::Close => return,
+            }
+        }
+    }
+}
 
-                let head = loop {
-                    match parse_head(&rbuf, limits.max_head_bytes, limits.max_uri_bytes) {
-                        Ok(h) => break h,
-                        Err(HeadError::Status(status, msg)) => {
-                            return fail(stream, &mut wbuf, status, msg, &limits).await;
-                        }
-                        Err(HeadError::Partial) => {
-                            match read_until(&mut stream, &mut rbuf, deadline).await {
-                                ReadOutcome::Data => {}
-                                ReadOutcome::Closed => return,
-                                ReadOutcome::TimedOut => {
-                                    return fail(
-                                        stream,
-                                        &mut wbuf,
-                                        408,
-                                        "request head not received in time",
-                                        &limits,
-                                    )
-                                    .await;
-                                }
+/// Serves one request from `resume` (reading it unless a `Resume` says otherwise; `deadline` for its head
+/// when input has already been waited for) and writes its response.
+#[allow(clippy::too_many_arguments)]
+async fn exchange<H: Handler, S: Transport>(
+    stream: &mut S,
+    st: &mut State,
+    resume: Resume,
+    deadline: Option<Instant>,
+    peer: SocketAddr,
+    handler: &H,
+    limits: &Limits,
+    shutdown: &watch::Receiver<bool>,
+) -> After {
+    let (resp, info) = match resume {
+        Resume::Handle { mut fut, info } => {
+            match handle_watching(stream, &mut st.rbuf, fut.as_mut(), limits).await {
+                Some(resp) => (resp, info),
+                None => return After::Close,
+            }
+        }
+        Resume::Write { resp, info } => (resp, info),
+        Resume::Rest { rest, keep } => {
+            if write_all_timeout(stream, &rest, limits.idle_timeout)
+                .await
+                .is_err()
+            {
+                return After::Close;
+            }
+            if !keep {
+                if !st.rbuf.is_empty() {
+                    linger_close(stream).await;
+                }
+                return After::Close;
+            }
+            return After::KeepOn;
+        }
+        Resume::Read => {
+            let deadline = deadline.unwrap_or_else(|| Instant::now() + limits.head_timeout);
+            let head = loop {
+                match parse_head(&st.rbuf, limits.max_head_bytes, limits.max_uri_bytes) {
+                    Ok(h) => break h,
+                    Err(HeadError::Status(status, msg)) => {
+                        fail(stream, &mut st.wbuf, status, msg, limits).await;
+                        return After::Close;
+                    }
+                    Err(HeadError::Partial) => {
+                        match read_until(stream, &mut st.rbuf, deadline).await {
+                            ReadOutcome::Data => {}
+                            ReadOutcome::Closed => return After::Close,
+                            ReadOutcome::TimedOut => {
+                                let msg = "request head not received in time";
+                                fail(stream, &mut st.wbuf, 408, msg, limits).await;
+                                return After::Close;
                             }
                         }
                     }
-                };
-                rbuf.advance(head.len);
+                }
+            };
+            st.rbuf.advance(head.len);
 
-                if let Framing::Length(n) = head.framing {
-                    if n > limits.max_body_bytes {
-                        return fail(stream, &mut wbuf, 413, "request body too large", &limits)
-                            .await;
-                    }
-                }
-                // The client waits for a go-ahead before sending a body it announced (and not yet sent).
-                if head.expect_continue
-                    && !matches!(head.framing, Framing::None)
-                    && rbuf.is_empty()
-                    && write_all_timeout(
-                        &mut stream,
-                        b"HTTP/1.1 100 Continue\r\n\r\n",
-                        limits.idle_timeout,
-                    )
-                    .await
-                    .is_err()
-                {
-                    return;
-                }
-                let body = match read_body(&mut stream, &mut rbuf, head.framing, &limits).await {
-                    Ok(body) => body,
-                    Err(Stop::Close) => return,
-                    Err(Stop::Fail(status, msg)) => {
-                        return fail(stream, &mut wbuf, status, msg, &limits).await;
-                    }
-                };
-                let (req, info) = request_from(head, body, peer);
-                let fut = std::pin::pin!(handler.handle(req));
-                match handle_watching(&mut stream, &mut rbuf, fut, &limits).await {
-                    Some(resp) => (resp, info),
-                    // The client closed (or reset) the connection while its request waited or was served: the
-                    // request was dropped with it (its queue place or permit released); nobody is left to answer.
-                    None => return,
+            if let Framing::Length(n) = head.framing {
+                if n > limits.max_body_bytes {
+                    fail(stream, &mut st.wbuf, 413, "request body too large", limits).await;
+                    return After::Close;
                 }
             }
-        };
-        served += 1;
-        let mut ctx = info.write_ctx(served, *shutdown.borrow(), &limits);
-        if !nodelay && needs_nodelay(served, ctx.keep_alive, &resp.body) {
-            let _ = stream.nodelay();
-            nodelay = true;
-        }
-        let written = match encode_whole(&mut wbuf, resp, &mut ctx) {
-            // the last bytes before a close (and no input left to drain): the FIN shares their segment
-            Ok(()) if !ctx.keep_alive && rbuf.is_empty() => {
-                stream.write_last(&wbuf, ctx.write_timeout).await
+            // The client waits for a go-ahead before sending a body it announced (and not yet sent).
+            if head.expect_continue
+                && !matches!(head.framing, Framing::None)
+                && st.rbuf.is_empty()
+                && write_all_timeout(
+                    stream,
+                    b"HTTP/1.1 100 Continue\r\n\r\n",
+                    limits.idle_timeout,
+                )
+                .await
+                .is_err()
+            {
+                return After::Close;
             }
-            Ok(()) => write_all_timeout(&mut stream, &wbuf, ctx.write_timeout).await,
-            Err(resp) => write_response(&mut stream, &mut wbuf, resp, &mut ctx).await,
-        };
-        if written.is_err() {
-            return;
-        }
-        if !ctx.keep_alive {
-            // Input the client sent after this request (pipelined beyond a `Connection: close`) would turn a
-            // plain close into a reset that can destroy the response: drain it first. Otherwise close at once.
-            if !rbuf.is_empty() {
-                linger_close(stream).await;
+            let body = match read_body(stream, &mut st.rbuf, head.framing, limits).await {
+                Ok(body) => body,
+                Err(Stop::Close) => return After::Close,
+                Err(Stop::Fail(status, msg)) => {
+                    fail(stream, &mut st.wbuf, status, msg, limits).await;
+                    return After::Close;
+                }
+            };
+            let (req, info) = request_from(head, body, peer);
+            let fut = std::pin::pin!(handler.handle(req));
+            match handle_watching(stream, &mut st.rbuf, fut, limits).await {
+                Some(resp) => (resp, info),
+                // The client closed (or reset) the connection while its request waited or was served: the
+                // request was dropped with it (its queue place or permit released); nobody is left to answer.
+                None => return After::Close,
             }
-            return;
         }
-        if rbuf.is_empty() && rbuf.capacity() > KEEP_CAPACITY {
-            rbuf = BytesMut::with_capacity(READ_CHUNK);
-        }
-        if wbuf.capacity() > KEEP_CAPACITY {
-            wbuf = BytesMut::with_capacity(4 * 1024);
-        }
+    };
+    st.served += 1;
+    let mut ctx = info.write_ctx(st.served, *shutdown.borrow(), limits);
+    if !st.nodelay && needs_nodelay(st.served, ctx.keep_alive, &resp.body) {
+        let _ = stream.nodelay();
+        st.nodelay = true;
     }
+    let wbuf = &mut st.wbuf;
+    if wbuf.capacity() == 0 {
+        wbuf.reserve(4 * 1024);
+    }
+    let written = match encode_whole(wbuf, resp, &mut ctx) {
+        // the last bytes before a close (and no input left to drain): the FIN shares their segment
+        Ok(()) if !ctx.keep_alive && st.rbuf.is_empty() => {
+            stream.write_last(wbuf, ctx.write_timeout).await
+        }
+        Ok(()) => write_all_timeout(stream, wbuf, ctx.write_timeout).await,
+        Err(resp) => match split_file(wbuf, resp, &mut ctx) {
+            Ok((file, offset, len)) => {
+                stream
+                    .send_file(wbuf, file, offset, len, ctx.write_timeout)
+                    .await
+            }
+            Err(resp) => write_response(stream, wbuf, resp, &mut ctx).await,
+        },
+    };
+    if written.is_err() {
+        return After::Close;
+    }
+    if !ctx.keep_alive {
+        // Input the client sent after this request (pipelined beyond a `Connection: close`) would turn a
+        // plain close into a reset that can destroy the response: drain it first. Otherwise close at once.
+        if !st.rbuf.is_empty() {
+            linger_close(stream).await;
+        }
+        return After::Close;
+    }
+    // (an idle wait gives both back; pipelined requests skip it)
+    if st.rbuf.is_empty() && st.rbuf.capacity() > KEEP_CAPACITY {
+        st.rbuf = BytesMut::new();
+    }
+    if st.wbuf.capacity() > KEEP_CAPACITY {
+        st.wbuf = BytesMut::new();
+    }
+    After::KeepOn
 }
 
 /// Writes the last bytes of a connection that is closed right after, with MSG_MORE: the kernel holds the
@@ -480,7 +654,7 @@ async fn handle_watching<S: Transport, F: Future<Output = Response> + ?Sized>(
 
 /// Answers a request the connection cannot go on from, then closes.
 async fn fail<S: Transport>(
-    mut stream: S,
+    stream: &mut S,
     wbuf: &mut BytesMut,
     status: u16,
     msg: &str,
@@ -493,7 +667,7 @@ async fn fail<S: Transport>(
         keep_alive: false,
         write_timeout: limits.idle_timeout.min(Duration::from_secs(5)),
     };
-    if write_response(&mut stream, wbuf, Response::text(status, msg), &mut ctx)
+    if write_response(stream, wbuf, Response::text(status, msg), &mut ctx)
         .await
         .is_ok()
     {
@@ -503,7 +677,7 @@ async fn fail<S: Transport>(
 
 /// Half-closes, then drains (bounded) what the client still sends, so the kernel does not answer unread
 /// input with a reset that would discard our last response.
-async fn linger_close<S: Transport>(mut stream: S) {
+async fn linger_close<S: Transport>(stream: &mut S) {
     if stream.shutdown().await.is_err() {
         return;
     }

@@ -398,6 +398,7 @@ pub async fn run_listener_with<H: Handler>(
         .max_connections
         .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
     let slots = Arc::new(Semaphore::new(max));
+    let _release = AbortOnDrop(tokio::spawn(release_after_closes(slots.clone(), max)));
     // one shutdown future for the whole loop (not one waiter registration per accept)
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
@@ -451,36 +452,15 @@ pub async fn run_listener_with<H: Handler>(
                         continue;
                     }
                 };
-                let handler = handler.clone();
-                let limits = limits.clone();
-                let shutdown = shutdown.clone();
-                let mut abandoned = abandoned.clone();
-                let tls = tls.clone();
-                let http2 = http2.clone();
-                tokio::spawn(async move {
-                    let served = async {
-                        match tls {
-                            None if http2.h2c => {
-                                plain_or_h2c(stream, peer, handler, limits, http2, shutdown, start)
-                                    .await
-                            }
-                            None => {
-                                conn::serve(stream, peer, handler, limits, shutdown, start).await
-                            }
-                            Some(tls) => {
-                                let h = (handler, limits, http2);
-                                tls_conn::serve(stream, peer, tls, h, shutdown).await
-                            }
-                        }
-                    };
-                    tokio::select! {
-                        biased;
-                        _ = served => {}
-                        // the listener was given up on (shutdown grace over): drop the connection
-                        _ = abandoned.changed() => {}
-                    }
-                    drop(permit);
-                });
+                tokio::spawn(connection_task(
+                    stream,
+                    peer,
+                    (handler.clone(), limits.clone(), http2.clone()),
+                    shutdown.clone(),
+                    start,
+                    tls.clone(),
+                    (abandoned.clone(), permit),
+                ));
             }
             Err(e) => {
                 use std::io::ErrorKind::*;
@@ -508,6 +488,79 @@ pub async fn run_listener_with<H: Handler>(
     Ok(())
 }
 
+/// How many connections must have closed (since the peak of open ones) before the heap's free memory is
+/// given back to the kernel.
+const RELEASE_AFTER_CLOSES: usize = 1024;
+
+/// Gives the memory of closed connections back to the kernel. The allocator keeps what connections freed
+/// (scattered between live allocations, it cannot shrink the heap by itself), so after a burst of closes —
+/// the number of open connections (`max` less the free `slots`) fell by `RELEASE_AFTER_CLOSES` and by half
+/// from its peak — the free pages are released. Checked once a second; steady churn at a level never
+/// triggers it.
+async fn release_after_closes(slots: Arc<Semaphore>, max: usize) {
+    let mut tick = tokio::time::interval(Duration::from_secs(1));
+    tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
+    let mut peak = 0usize;
+    loop {
+        tick.tick().await;
+        let open = max.saturating_sub(slots.available_permits());
+        peak = peak.max(open);
+        if peak - open >= RELEASE_AFTER_CLOSES && open <= peak / 2 {
+            let released = ordo_sys::memory::release_free_heap();
+            tracing::debug!(
+                peak,
+                open,
+                released,
+                "connections closed: free heap memory released"
+            );
+            peak = open;
+        }
+    }
+}
+
+/// Aborts a task when dropped (a helper task that must not outlive its owner).
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+/// One accepted connection's task: its protocol served until it ends or the listener is given up on
+/// (`abandoned` changes); then its `permit` is released. The protocol's future is built here and boxed, so
+/// the task holds it once (an `async` wrapper would keep the arguments beside the future made from them):
+/// an idle plain keep-alive connection costs this task plus `conn::serve`'s future (see there).
+fn connection_task<H: Handler>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    (handler, limits, http2): (Arc<H>, Arc<Limits>, Arc<crate::http2::Http2Config>),
+    shutdown: watch::Receiver<bool>,
+    start: conn::Start,
+    tls: Option<Arc<crate::tls::TlsAcceptor>>,
+    (mut abandoned, permit): (watch::Receiver<()>, tokio::sync::OwnedSemaphorePermit),
+) -> impl Future<Output = ()> + Send + 'static {
+    let served: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = match tls {
+        None if http2.h2c => Box::pin(plain_or_h2c(
+            stream, peer, handler, limits, http2, shutdown, start,
+        )),
+        None => Box::pin(conn::serve(stream, peer, handler, limits, shutdown, start)),
+        Some(tls) => {
+            let h = (handler, limits, http2);
+            Box::pin(tls_conn::serve(stream, peer, tls, h, shutdown))
+        }
+    };
+    async move {
+        tokio::select! {
+            biased;
+            _ = served => {}
+            // the listener was given up on (shutdown grace over): drop the connection
+            _ = abandoned.changed() => {}
+        }
+        drop(permit);
+    }
+}
+
 /// A plain connection with h2c on: HTTP/2 if it opens with the HTTP/2 preface, else HTTP/1.
 async fn plain_or_h2c<H: Handler>(
     mut stream: TcpStream,
@@ -525,8 +578,8 @@ async fn plain_or_h2c<H: Handler>(
             Sniffed::Gone => return,
             Sniffed::Http2 => {
                 let pre = std::mem::take(&mut start.rbuf).freeze();
-                return crate::http2::serve(stream, pre, peer, handler, limits, http2, shutdown)
-                    .await;
+                let h2 = crate::http2::serve(stream, pre, peer, handler, limits, http2, shutdown);
+                return Box::pin(h2).await;
             }
             Sniffed::Http1 => {}
         }
@@ -556,6 +609,61 @@ pub async fn serve_connection<H: Handler>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// What each idle plain keep-alive connection costs is mostly its task's future: it must not grow with
+    /// the handler's future or the rarer paths (TLS, HTTP/2, error answers, file and stream writes), which
+    /// are boxed. The sizes are deterministic for a given compiler (today 704 bytes for `conn::serve`, 2 728 before it was split);
+    /// the bounds leave room for its changes.
+    #[tokio::test]
+    async fn a_connection_task_future_is_small() {
+        struct Heavy;
+        impl Handler for Heavy {
+            fn handle(&self, _req: Request) -> impl Future<Output = Response> + Send + 'static {
+                let big = [7u8; 8192];
+                async move {
+                    tokio::task::yield_now().await;
+                    Response::bytes(200, "x", Bytes::copy_from_slice(&big))
+                }
+            }
+        }
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let plain = TcpStream::connect(addr).await.unwrap();
+        let (_tx, rx) = watch::channel(false);
+        let (_abandon, abandoned) = watch::channel(());
+        let permit = Arc::new(Semaphore::new(1)).acquire_owned().await.unwrap();
+        let fut = connection_task(
+            plain,
+            addr,
+            (
+                Arc::new(Heavy),
+                Arc::new(Limits::default()),
+                Arc::new(crate::http2::Http2Config::off()),
+            ),
+            rx,
+            conn::Start::fresh(),
+            None,
+            (abandoned, permit),
+        );
+        let size = std::mem::size_of_val(&fut);
+        assert!(
+            size <= 256,
+            "a connection task's own future is {size} bytes"
+        );
+        let (_tx, rx) = watch::channel(false);
+        let plain = TcpStream::connect(addr).await.unwrap();
+        let limits = Arc::new(Limits::default());
+        let fut = conn::serve(
+            plain,
+            addr,
+            Arc::new(Heavy),
+            limits,
+            rx,
+            conn::Start::fresh(),
+        );
+        let size = std::mem::size_of_val(&fut);
+        assert!(size <= 1024, "a plain connection's future is {size} bytes");
+    }
 
     #[test]
     fn limits_from_toml() {

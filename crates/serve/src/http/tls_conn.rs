@@ -12,13 +12,18 @@ use tokio::sync::watch;
 use tokio_rustls::server::TlsStream;
 
 use super::conn::{self, Transport};
-use super::write::write_all_timeout;
+use super::write::{write_all_timeout, write_file};
 use super::{Handler, Limits, shutdown_signalled};
 use crate::tls::{HandshakeError, TlsAcceptor};
 
 impl Transport for TlsStream<TcpStream> {
     fn nodelay(&self) -> std::io::Result<()> {
         self.get_ref().0.set_nodelay(true)
+    }
+
+    /// rustls may already hold decrypted input, which only a read can tell: at once.
+    fn input_ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
+        std::future::ready(Ok(()))
     }
 
     /// The last bytes, then close_notify (the TLS end of the connection), within `limit`.
@@ -31,6 +36,20 @@ impl Transport for TlsStream<TcpStream> {
                 "client did not read the response",
             )),
         }
+    }
+
+    /// Through TLS the file has to pass through user space to be encrypted: read in chunks and written.
+    async fn send_file(
+        &mut self,
+        head: &[u8],
+        file: std::fs::File,
+        offset: u64,
+        len: u64,
+        limit: Duration,
+    ) -> std::io::Result<()> {
+        write_all_timeout(self, head, limit).await?;
+        let mut buf = bytes::BytesMut::new();
+        write_file(self, &mut buf, file, offset, len, limit).await
     }
 }
 

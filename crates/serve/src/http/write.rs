@@ -47,8 +47,24 @@ fn put_u64(out: &mut BytesMut, mut n: u64) {
 
 /// Renders the status line and headers of `resp` into `out` (which is cleared first).
 pub(crate) fn render_head(out: &mut BytesMut, resp: &Response, ctx: &mut WriteCtx) {
+    let pre = match &resp.body {
+        Body::Prerendered { head, .. } | Body::PrerenderedStream { head, .. } => Some(&head[..]),
+        _ => None,
+    };
+    render_head_parts(out, resp.status, &resp.headers, pre, resp.body.len(), ctx);
+}
+
+/// [`render_head`] from a response's parts: `pre` is a body's pre-rendered header lines, `body_len` its length
+/// when known.
+fn render_head_parts(
+    out: &mut BytesMut,
+    status: u16,
+    headers: &[(String, String)],
+    pre: Option<&[u8]>,
+    body_len: Option<u64>,
+    ctx: &mut WriteCtx,
+) {
     out.clear();
-    let status = resp.status;
     out.put_slice(b"HTTP/1.1 ");
     put_u64(out, u64::from(status));
     out.put_u8(b' ');
@@ -60,7 +76,7 @@ pub(crate) fn render_head(out: &mut BytesMut, resp: &Response, ctx: &mut WriteCt
     let no_body_status = (100..200).contains(&status) || status == 204 || status == 304;
     let keep_handler_length = ctx.head_request || status == 304;
     let mut handler_length = false;
-    for (k, v) in &resp.headers {
+    for (k, v) in headers {
         let lk = k.as_bytes();
         if lk.eq_ignore_ascii_case(b"content-length") {
             if !keep_handler_length || handler_length {
@@ -87,11 +103,11 @@ pub(crate) fn render_head(out: &mut BytesMut, resp: &Response, ctx: &mut WriteCt
         out.put_slice(v.as_bytes());
         out.put_slice(b"\r\n");
     }
-    if let Body::Prerendered { head, .. } | Body::PrerenderedStream { head, .. } = &resp.body {
+    if let Some(head) = pre {
         out.put_slice(head);
     }
     if !no_body_status && !handler_length {
-        match resp.body.len() {
+        match body_len {
             Some(n) => {
                 out.put_slice(b"Content-Length: ");
                 put_u64(out, n);
@@ -164,6 +180,25 @@ pub(crate) fn encode_whole(
     Ok(())
 }
 
+/// A file body to send: its head is rendered into `out` and the file, offset and length are handed back, for
+/// a transport that sends files its own way (sendfile(2) on plain TCP); any other response is handed back.
+pub(crate) fn split_file(
+    out: &mut BytesMut,
+    resp: Response,
+    ctx: &mut WriteCtx,
+) -> Result<(std::fs::File, u64, u64), Response> {
+    if bodyless(&resp, ctx) {
+        return Err(resp);
+    }
+    match resp.body {
+        Body::File { file, offset, len } => {
+            render_head_parts(out, resp.status, &resp.headers, None, Some(len), ctx);
+            Ok((file, offset, len))
+        }
+        body => Err(Response { body, ..resp }),
+    }
+}
+
 /// Writes `resp`; `Err` means the connection must be closed (write failed, or the body could not be
 /// completed as framed).
 pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
@@ -225,7 +260,7 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
     }
 }
 
-async fn write_file<W: AsyncWrite + Unpin>(
+pub(crate) async fn write_file<W: AsyncWrite + Unpin>(
     w: &mut W,
     out: &mut BytesMut,
     file: std::fs::File,

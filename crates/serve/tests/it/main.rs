@@ -22,5 +22,6 @@ mod http2;
 mod http_backends;
 mod http_inline;
 mod http_proxy_hostile;
+mod http_sendfile;
 mod http_server;
 mod tls;

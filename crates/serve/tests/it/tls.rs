@@ -446,3 +446,49 @@ async fn https_upstreams_are_verified() {
     );
     upstream.shutdown().await.unwrap();
 }
+
+/// A static file above `sendfile_min_bytes` through TLS: no sendfile there (the bytes must be encrypted), the
+/// file is read in chunks and written through the TLS stream, whole and as a range, keep-alive after it.
+#[tokio::test]
+async fn a_large_static_file_over_tls() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = cert(&["a.test"]);
+    write_pair(dir.path(), "a", &a);
+    std::fs::create_dir_all(dir.path().join("www")).unwrap();
+    let data: String = (0..300_007)
+        .map(|i| (b'a' + (i % 26) as u8) as char)
+        .collect();
+    std::fs::write(dir.path().join("www/big.txt"), &data).unwrap();
+    let path = config_file(
+        dir.path(),
+        "[[tls.certificates]]\ncert = \"a.crt\"\nkey = \"a.key\"\n\
+         [[routes]]\nprefix = \"/\"\nstatic = { root = \"www\" }\n",
+    );
+    let h = start_cfg(ServeConfig::from_file(&path).unwrap()).await;
+    let c = client(&[&a.2], &[b"http/1.1"], BOTH);
+    let mut s = connect(&c, h.local_addr(), "a.test").await.unwrap();
+    for _ in 0..2 {
+        let (status, body) = get_on(&mut s, "/big.txt").await;
+        assert_eq!(status, 200);
+        assert!(body == data, "body differs ({} bytes)", body.len());
+    }
+    s.write_all(b"GET /big.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=100000-100009\r\n\r\n")
+        .await
+        .unwrap();
+    let mut buf = Vec::new();
+    let mut chunk = [0u8; 4096];
+    while !buf.ends_with(&data.as_bytes()[100_000..100_010]) {
+        let n = tokio::time::timeout(Duration::from_secs(10), s.read(&mut chunk))
+            .await
+            .expect("response within 10 s")
+            .unwrap();
+        assert!(n > 0, "closed early");
+        buf.extend_from_slice(&chunk[..n]);
+    }
+    assert!(
+        buf.starts_with(b"HTTP/1.1 206 "),
+        "{}",
+        String::from_utf8_lossy(&buf)
+    );
+    assert_eq!(get_on(&mut s, "/big.txt").await.0, 200);
+}

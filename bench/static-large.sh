@@ -1,0 +1,162 @@
+#!/usr/bin/env bash
+# ordo serve vs nginx on one large static file (default 1 MiB): CPU time per request of each server, and the
+# ratio. nginx runs with `sendfile on` (its default setup for static files); ordo serve sends files above
+# `sendfile_min_bytes` (64 KiB) with sendfile(2) on plain TCP. One worker each (`threads = 1`), both pinned
+# to SERVER_CPU, wrk pinned to CLIENT_CPU, keep-alive. Each case runs ROUNDS times, interleaved (ABBA), and
+# the median is reported; CPU time comes from /proc/PID/stat (robust when other processes steal the core,
+# which req/s is not).
+#
+#   bench/static-large.sh                        # needs nginx and wrk: ORDO_SETUP_PEERS=1 ./scripts/setup.sh
+#   SIZE=4194304 CONNS=8 DURATION=5s ROUNDS=5 bench/static-large.sh
+#   ORDO_BENCH_NO_BUILD=1 ...                    # use the release binary already built
+#   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another build of ordo (an earlier commit, say)
+#
+# Everything it starts is killed and its temp dir removed on every exit path.
+set -euo pipefail
+
+SIZE=${SIZE:-1048576}
+DURATION=${DURATION:-5s}
+ROUNDS=${ROUNDS:-3}
+CONNS=${CONNS:-16}
+SERVER_CPU=${SERVER_CPU:-0}
+CLIENT_CPU=${CLIENT_CPU:-1}
+NGINX_PORT=${NGINX_PORT:-18460}
+ORDO_PORT=${ORDO_PORT:-18461}
+
+here=$(cd "$(dirname "$0")/.." && pwd)
+for tool in nginx wrk taskset curl; do
+  command -v "$tool" >/dev/null 2>&1 || { echo "static-large: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
+done
+nginx_bin=$(command -v nginx)
+
+tmp=$(mktemp -d -t ordo-static-large.XXXXXX)
+chmod 755 "$tmp" # nginx's worker runs as an unprivileged user when started as root
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do
+    [ -n "$p" ] && kill "$p" 2>/dev/null || true
+  done
+  for p in "${pids[@]:-}"; do
+    [ -n "$p" ] && wait "$p" 2>/dev/null || true
+  done
+  rm -rf "$tmp"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
+  echo "building (release)..." >&2
+  (cd "$here" && cargo build --release -q --bin ordo)
+fi
+target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+target_dir=${target_dir:-$here/target}
+ordo_bin=${ORDO_BIN:-$target_dir/release/ordo}
+
+mkdir -p "$tmp/www" "$tmp/nginx/tmp"
+head -c "$SIZE" /dev/urandom > "$tmp/www/large.bin"
+chmod 644 "$tmp/www/large.bin"
+cat "$tmp/www/large.bin" > /dev/null # in the page cache before either server reads it
+
+cat > "$tmp/nginx/nginx.conf" <<EOF
+worker_processes 1;
+daemon off;
+pid $tmp/nginx/nginx.pid;
+error_log $tmp/nginx/error.log;
+events { worker_connections 8192; }
+http {
+  access_log off;
+  sendfile on; tcp_nopush on; tcp_nodelay on;
+  keepalive_requests 100000000;
+  open_file_cache max=100 inactive=60s;
+  default_type application/octet-stream;
+  client_body_temp_path $tmp/nginx/tmp; proxy_temp_path $tmp/nginx/tmp; fastcgi_temp_path $tmp/nginx/tmp;
+  uwsgi_temp_path $tmp/nginx/tmp; scgi_temp_path $tmp/nginx/tmp;
+  server { listen 127.0.0.1:$NGINX_PORT; root $tmp/www; }
+}
+EOF
+
+cat > "$tmp/ordo.toml" <<EOF
+listen = "127.0.0.1:$ORDO_PORT"
+threads = 1
+workers = 4096
+policy = "fcfs"
+queue_cap = 100000
+[limits]
+max_connections = 100000
+[admin]
+enabled = false
+[[classes]]
+name = "default"
+[[routes]]
+prefix = "/"
+static = { root = "$tmp/www" }
+EOF
+
+wait_ready() { # $1 = url
+  for _ in $(seq 1 100); do
+    if curl -fs -o /dev/null "$1"; then return 0; fi
+    sleep 0.1
+  done
+  echo "static-large: $1 did not come up" >&2
+  exit 1
+}
+
+taskset -c "$SERVER_CPU" "$nginx_bin" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2>>"$tmp/nginx/stderr" &
+master=$!
+pids+=("$master")
+wait_ready "http://127.0.0.1:$NGINX_PORT/large.bin"
+nginx_pid=$(pgrep -P "$master" | head -1)
+
+taskset -c "$SERVER_CPU" "$ordo_bin" serve --config "$tmp/ordo.toml" 2>>"$tmp/ordo.stderr" &
+ordo_pid=$!
+pids+=("$ordo_pid")
+wait_ready "http://127.0.0.1:$ORDO_PORT/large.bin"
+
+# both serve the same bytes
+for port in "$NGINX_PORT" "$ORDO_PORT"; do
+  curl -fs "http://127.0.0.1:$port/large.bin" | cmp -s - "$tmp/www/large.bin" \
+    || { echo "static-large: port $port served different bytes" >&2; exit 1; }
+done
+
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+clk_tck=$(getconf CLK_TCK)
+
+run_wrk() { # PID PORT -> "rps cpu_us_per_req"
+  local t0 t1 out reqs rps
+  t0=$(ticks "$1")
+  out=$(taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "http://127.0.0.1:$2/large.bin")
+  t1=$(ticks "$1")
+  reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
+  rps=$(echo "$out" | awk '/Requests\/sec/ { print $2 }')
+  if echo "$out" | grep -qE 'Non-2xx|Socket errors'; then
+    echo "warning: wrk on port $2 reported: $(echo "$out" | grep -E 'Non-2xx|Socket errors' | tr -s ' ')" >&2
+  fi
+  awk -v r="$rps" -v n="$reqs" -v dt="$((t1 - t0))" -v hz="$clk_tck" \
+    'BEGIN { printf "%.0f %.2f\n", r, (n > 0 ? dt / hz * 1e6 / n : 0) }'
+}
+
+median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+
+echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections, $SIZE-byte file" >&2
+declare -A rps cpu
+for round in $(seq 1 "$ROUNDS"); do
+  echo "round $round/$ROUNDS..." >&2
+  if [ $((round % 2)) = 1 ]; then order=(nginx ordo); else order=(ordo nginx); fi
+  for k in "${order[@]}"; do
+    if [ "$k" = nginx ]; then read -r r c < <(run_wrk "$nginx_pid" "$NGINX_PORT")
+    else read -r r c < <(run_wrk "$ordo_pid" "$ORDO_PORT"); fi
+    rps[$k]="${rps[$k]:-} $r"
+    cpu[$k]="${cpu[$k]:-} $c"
+  done
+done
+echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
+
+echo
+echo "$SIZE-byte file, keep-alive; nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///') (sendfile on), ordo serve (threads = 1); both on CPU $SERVER_CPU, wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU"
+printf '%-8s %12s %11s   %s\n' "server" "req/s (med)" "CPU us/req" "all rounds (CPU us/req)"
+for k in nginx ordo; do
+  printf '%-8s %12s %11s   %s\n' "$k" "$(echo "${rps[$k]}" | median)" "$(echo "${cpu[$k]}" | median)" "${cpu[$k]# }"
+done
+echo
+awk -v o="$(echo "${cpu[ordo]}" | median)" -v n="$(echo "${cpu[nginx]}" | median)" -v ro="$(echo "${rps[ordo]}" | median)" -v rn="$(echo "${rps[nginx]}" | median)" \
+  'BEGIN { printf "ratio ordo/nginx: %.2f (CPU us/req; goal <= 1.2)   %.2f (req/s)\n", (n > 0 ? o / n : 0), (rn > 0 ? ro / rn : 0) }'
