@@ -18,10 +18,8 @@ NGINX_PORT=${NGINX_PORT:-18470}
 ORDO_PORT=${ORDO_PORT:-18471}
 SETTLE=${SETTLE:-2}
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-for tool in nginx python3 curl; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "idle-conns: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
-done
+. "$(dirname "$0")/lib.sh"
+bench_init idle-conns nginx python3 curl
 nginx_bin=$(command -v nginx)
 want=$((N + 1000))
 if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$want" ]; then
@@ -30,27 +28,8 @@ if [ "$(ulimit -Hn)" != unlimited ] && [ "$(ulimit -Hn)" -lt "$want" ]; then
 fi
 ulimit -n "$want"
 
-tmp=$(mktemp -d -t ordo-idle-conns.XXXXXX)
-chmod 755 "$tmp"
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "building (release)..." >&2
-  (cd "$here" && cargo build --release -q --bin ordo)
-fi
-target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-target_dir=${target_dir:-$here/target}
+bench_build --bin ordo
+bench_ports_free "$NGINX_PORT" "$ORDO_PORT"
 
 mkdir -p "$tmp/www" "$tmp/nginx/tmp"
 awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/file.txt"

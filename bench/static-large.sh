@@ -23,34 +23,12 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 NGINX_PORT=${NGINX_PORT:-18460}
 ORDO_PORT=${ORDO_PORT:-18461}
 
-here=$(cd "$(dirname "$0")/.." && pwd)
-for tool in nginx wrk taskset curl; do
-  command -v "$tool" >/dev/null 2>&1 || { echo "static-large: $tool not found (ORDO_SETUP_PEERS=1 ./scripts/setup.sh)" >&2; exit 1; }
-done
+. "$(dirname "$0")/lib.sh"
+bench_init static-large nginx wrk taskset curl
 nginx_bin=$(command -v nginx)
-
-tmp=$(mktemp -d -t ordo-static-large.XXXXXX)
-chmod 755 "$tmp" # nginx's worker runs as an unprivileged user when started as root
-pids=()
-cleanup() {
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && kill "$p" 2>/dev/null || true
-  done
-  for p in "${pids[@]:-}"; do
-    [ -n "$p" ] && wait "$p" 2>/dev/null || true
-  done
-  rm -rf "$tmp"
-}
-trap cleanup EXIT
-trap 'exit 130' INT TERM
-
-if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
-  echo "building (release)..." >&2
-  (cd "$here" && cargo build --release -q --bin ordo)
-fi
-target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null | sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
-target_dir=${target_dir:-$here/target}
-ordo_bin=${ORDO_BIN:-$target_dir/release/ordo}
+bench_build --bin ordo
+ordo_bin=${ORDO_BIN:-$ordo}
+bench_ports_free "$NGINX_PORT" "$ORDO_PORT"
 
 mkdir -p "$tmp/www" "$tmp/nginx/tmp"
 head -c "$SIZE" /dev/urandom > "$tmp/www/large.bin"
