@@ -278,7 +278,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 return Ok(ExitCode::SUCCESS);
             }
             runner::install_signal_flag(opts.stop.clone());
-            let outcome = runner::run(&spec, &opts).map_err(map_run_error)?;
+            let outcome = ordo_tune::run(&spec, &opts).map_err(map_run_error)?;
             finish(
                 outcome,
                 &format!(
@@ -292,7 +292,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         TuneCommand::Resume(a) => {
             let opts = options(&a);
             runner::install_signal_flag(opts.stop.clone());
-            let outcome = runner::resume(&opts).map_err(map_run_error)?;
+            let outcome = ordo_tune::resume(&opts).map_err(map_run_error)?;
             finish(
                 outcome,
                 &format!("ordo tune resume{}", store_flags(&a)),

@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use ordo_serve::backend::static_files::{StaticBackend, StaticConfig};
-use ordo_serve::http::{Handler, Limits, Request, Response, run_listener};
+use ordo_serve::http::{Handler, Limits, Request, Response};
+use ordo_serve::listen::run_listener;
 
 struct Static(Arc<StaticBackend>);
 

@@ -12,6 +12,7 @@ pub mod gate;
 pub mod http;
 pub mod http2;
 mod invalid;
+pub mod listen;
 pub mod lua;
 pub mod metrics;
 pub mod overload;

@@ -119,7 +119,7 @@ impl Server {
             Some(l) => (None, Some((l, tls.clone()))),
             None => (tls, None),
         };
-        let main = tokio::spawn(crate::http::run_listener_with(
+        let main = tokio::spawn(crate::listen::run_listener_with(
             listener,
             app.clone(),
             limits.clone(),
@@ -128,7 +128,7 @@ impl Server {
             http2.clone(),
         ));
         let https = extra_tls.map(|(l, tls)| {
-            tokio::spawn(crate::http::run_listener_with(
+            tokio::spawn(crate::listen::run_listener_with(
                 l,
                 app,
                 limits,
@@ -138,7 +138,7 @@ impl Server {
             ))
         });
         let admin = admin_listener.map(|l| {
-            tokio::spawn(crate::http::run_listener(
+            tokio::spawn(crate::listen::run_listener(
                 l,
                 Arc::new(crate::admin::AdminApp::new(shared.clone())),
                 Arc::new(crate::http::Limits::default()),

@@ -8,6 +8,8 @@ mod parsers;
 pub mod runner;
 pub mod search;
 mod session;
+
+pub use session::{resume, run};
 pub mod spec;
 mod stats;
 pub mod store;

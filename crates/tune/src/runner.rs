@@ -16,10 +16,9 @@ use ordo_sys::knobs::{
 
 use crate::analysis::Analysis;
 use crate::design::{self, Configuration};
-use crate::session::{self, Phase};
 use crate::spec::{Design, KnobSpec, Spec, SpecError, TargetKind};
 use crate::stats::Summary;
-use crate::store::{Store, StoreError};
+use crate::store::StoreError;
 use crate::target::{RunningTarget, TargetError, command_line, free_port};
 use crate::workload::{self, WorkloadError};
 
@@ -184,7 +183,7 @@ impl Plan {
     fn estimate(&self, reps: usize) -> Duration {
         let runs = match self.search {
             Some((budget, _)) => {
-                let (lo, hi) = session::search_runs(
+                let (lo, hi) = search_runs(
                     &crate::spec::RepeatRule {
                         min: self.min_runs,
                         max: self.max_runs,
@@ -636,24 +635,6 @@ pub(crate) fn restore(applier: &mut Applier) -> Result<Vec<RestoreNote>, RunErro
     Ok(notes)
 }
 
-/// Run (or resume) an experiment: prepare (checks, locks), open it in the store, then step through its
-/// phases ([`crate::session`]) until it is done or interrupted, and restore everything.
-pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
-    // The journal (and its lock) first: every process started from here on is journalled.
-    let mut applier = Applier::new(opts.root.clone(), &opts.journal, opts.threads.clone())?;
-    applier.set_lock_wait(opts.lock_wait);
-    let prepared = session::prepare(spec, opts, &mut applier)?;
-    let mut s = session::Session::open(prepared, opts)?;
-    let mut phase = s.first_phase();
-    let interrupted = loop {
-        match phase {
-            Phase::Done { interrupted } => break interrupted,
-            p => phase = s.step(p, &mut applier)?,
-        }
-    };
-    s.finish(applier, interrupted)
-}
-
 /// The repetition rule, decided at the start of `block` from the measured runs of the blocks before it:
 /// every configuration has `min` runs and meets the CI rule or has `max`. Runs of `block` and later (a
 /// resumed experiment has some stored) do not count, so a resumed experiment completes the block it was
@@ -743,36 +724,20 @@ pub(crate) fn stored_spec_path(file: &Path) -> String {
         .to_string()
 }
 
-/// Resume the newest unfinished experiment in `opts.db` from the file text stored with it.
-/// A missing file or one that is not a store is refused (usage error) without creating or changing it.
-pub fn resume(opts: &RunOptions) -> Result<Outcome, RunError> {
-    let store = Store::open_existing(&opts.db)?;
-    let id = store.latest_unfinished()?.ok_or_else(|| {
-        RunError::Other(match store.latest() {
-            Ok(newest) => format!(
-                "{}: nothing to resume — every experiment in it is finished (the newest is {newest}; `ordo tune show {}` prints it)",
-                opts.db.display(),
-                opts.db.display()
-            ),
-            Err(_) => format!("{}: nothing to resume — it holds no experiments", opts.db.display()),
-        })
-    })?;
-    let e = store.experiment(id)?;
-    drop(store);
-    let file = PathBuf::from(&e.spec_path);
-    let dir = file
-        .parent()
-        .map(Path::to_path_buf)
-        .filter(|p| !p.as_os_str().is_empty())
-        .unwrap_or_else(|| PathBuf::from("."));
-    let spec = Spec::parse(&e.spec_text, &file, &dir)?;
-    run(&spec, opts)
+/// Runs per configuration-equivalent of a search, at least and at most (for the plan's estimate): every
+/// trial runs `min` times, the re-check runs two configurations `min` to `max` times.
+pub(crate) fn search_runs(rule: &crate::spec::RepeatRule, budget: usize) -> (usize, usize) {
+    (
+        budget * rule.min + 2 * rule.min,
+        budget * rule.min + 2 * rule.max,
+    )
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::store::ExperimentMeta;
+    use crate::store::{ExperimentMeta, Store};
+    use crate::{resume, run};
 
     #[test]
     fn without_root_system_knobs_are_skipped_and_optional_ones_dropped() {

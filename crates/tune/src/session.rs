@@ -7,6 +7,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 use std::io::IsTerminal;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
@@ -19,7 +20,7 @@ use crate::runner::{
     rule_met, stored_spec_path, tempdir, without,
 };
 use crate::search::{Searcher, Space, Trial};
-use crate::spec::{Design, RepeatRule, Spec};
+use crate::spec::{Design, Spec};
 use crate::stats::Summary;
 use crate::store::{ExperimentMeta, NewRun, RecheckMeta, SearchMeta, Store, text_hash};
 use crate::target::RunningTarget;
@@ -748,11 +749,46 @@ impl<'o> Session<'o> {
     }
 }
 
-/// Runs per configuration-equivalent of a search, at least and at most (for the plan's estimate): every
-/// trial runs `min` times, the re-check runs two configurations `min` to `max` times.
-pub(crate) fn search_runs(rule: &RepeatRule, budget: usize) -> (usize, usize) {
-    (
-        budget * rule.min + 2 * rule.min,
-        budget * rule.min + 2 * rule.max,
-    )
+/// Run (or resume) an experiment: prepare (checks, locks), open it in the store, then step through its
+/// phases (this module) until it is done or interrupted, and restore everything.
+pub fn run(spec: &Spec, opts: &RunOptions) -> Result<Outcome, RunError> {
+    // The journal (and its lock) first: every process started from here on is journalled.
+    let mut applier = Applier::new(opts.root.clone(), &opts.journal, opts.threads.clone())?;
+    applier.set_lock_wait(opts.lock_wait);
+    let prepared = prepare(spec, opts, &mut applier)?;
+    let mut s = Session::open(prepared, opts)?;
+    let mut phase = s.first_phase();
+    let interrupted = loop {
+        match phase {
+            Phase::Done { interrupted } => break interrupted,
+            p => phase = s.step(p, &mut applier)?,
+        }
+    };
+    s.finish(applier, interrupted)
+}
+
+/// Resume the newest unfinished experiment in `opts.db` from the file text stored with it.
+/// A missing file or one that is not a store is refused (usage error) without creating or changing it.
+pub fn resume(opts: &RunOptions) -> Result<Outcome, RunError> {
+    let store = Store::open_existing(&opts.db)?;
+    let id = store.latest_unfinished()?.ok_or_else(|| {
+        RunError::Other(match store.latest() {
+            Ok(newest) => format!(
+                "{}: nothing to resume — every experiment in it is finished (the newest is {newest}; `ordo tune show {}` prints it)",
+                opts.db.display(),
+                opts.db.display()
+            ),
+            Err(_) => format!("{}: nothing to resume — it holds no experiments", opts.db.display()),
+        })
+    })?;
+    let e = store.experiment(id)?;
+    drop(store);
+    let file = PathBuf::from(&e.spec_path);
+    let dir = file
+        .parent()
+        .map(Path::to_path_buf)
+        .filter(|p| !p.as_os_str().is_empty())
+        .unwrap_or_else(|| PathBuf::from("."));
+    let spec = Spec::parse(&e.spec_text, &file, &dir)?;
+    run(&spec, opts)
 }

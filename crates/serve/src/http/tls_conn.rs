@@ -1,20 +1,14 @@
-//! HTTP over TLS: the handshake on an accepted connection (within the head timeout, given up at shutdown),
-//! then the connection handler of the protocol ALPN chose: HTTP/2 (`crate::http2`) or HTTP/1.1. The TLS
-//! stream is a [`Transport`] for the HTTP/1 loop.
+//! HTTP/1.1 over TLS: the TLS stream as a [`Transport`] for the HTTP/1 loop (files pass through user space
+//! to be encrypted). The handshake and the choice of protocol by ALPN are `crate::listen`'s.
 
-use std::net::SocketAddr;
-use std::sync::Arc;
 use std::time::Duration;
 
 use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
-use tokio::sync::watch;
 use tokio_rustls::server::TlsStream;
 
-use super::conn::{self, Transport};
+use super::conn::Transport;
 use super::write::{write_all_timeout, write_file};
-use super::{Handler, Limits, shutdown_signalled};
-use crate::tls::{HandshakeError, TlsAcceptor};
 
 impl Transport for TlsStream<TcpStream> {
     fn nodelay(&self) -> std::io::Result<()> {
@@ -50,55 +44,5 @@ impl Transport for TlsStream<TcpStream> {
         write_all_timeout(self, head, limit).await?;
         let mut buf = bytes::BytesMut::new();
         write_file(self, &mut buf, file, offset, len, limit).await
-    }
-}
-
-/// Serves one accepted TCP connection of a TLS listener: handshake, then the negotiated protocol.
-pub(crate) async fn serve<H: Handler>(
-    tcp: TcpStream,
-    peer: SocketAddr,
-    acceptor: Arc<TlsAcceptor>,
-    (handler, limits, http2): (Arc<H>, Arc<Limits>, Arc<crate::http2::Http2Config>),
-    shutdown: watch::Receiver<bool>,
-) {
-    let mut stop_rx = shutdown.clone();
-    let tls = tokio::select! {
-        biased;
-        r = acceptor.accept(tcp, limits.head_timeout) => r,
-        _ = shutdown_signalled(&mut stop_rx) => return,
-    };
-    let stream = match tls {
-        Ok(s) => s,
-        Err(HandshakeError::TimedOut) => {
-            tracing::debug!(%peer, "TLS handshake not completed in time; closed");
-            return;
-        }
-        Err(HandshakeError::Failed(e)) => {
-            tracing::debug!(%peer, error = %e, "TLS handshake failed");
-            return;
-        }
-    };
-    // The protocol ALPN settled on (none offered by the client: HTTP/1.1).
-    match stream.get_ref().1.alpn_protocol() {
-        Some(crate::tls::ALPN_H2) => {
-            let pre = bytes::Bytes::new();
-            crate::http2::serve(stream, pre, peer, handler, limits, http2, shutdown).await
-        }
-        None | Some(crate::tls::ALPN_HTTP1) => {
-            conn::serve(
-                stream,
-                peer,
-                handler,
-                limits,
-                shutdown,
-                conn::Start::fresh(),
-            )
-            .await
-        }
-        Some(other) => {
-            // rustls only agrees on a protocol the server offered, so this is a protocol list without its
-            // handler: a bug, not a client's fault.
-            tracing::error!(%peer, alpn = %String::from_utf8_lossy(other), "no handler for the negotiated protocol");
-        }
     }
 }

@@ -5,7 +5,8 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use ordo_serve::http::{Handler, Limits, run_listener};
+use ordo_serve::http::{Handler, Limits};
+use ordo_serve::listen::run_listener;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::watch;

@@ -103,13 +103,13 @@ warmup = 1
     assert!(plan.render().contains("estimated duration"));
 
     // Interrupted after 4 runs...
-    let first = runner::run(&spec, &opts).unwrap();
+    let first = ordo_tune::run(&spec, &opts).unwrap();
     assert!(first.interrupted);
     assert_eq!(first.runs_this_session, 4);
     assert!(!opts.journal.exists() || std::fs::read_to_string(&opts.journal).unwrap().is_empty());
     // ...then resumed to the end.
     opts.run_limit = None;
-    let second = runner::run(&spec, &opts).unwrap();
+    let second = ordo_tune::run(&spec, &opts).unwrap();
     assert!(second.resumed && !second.interrupted);
     assert_eq!(second.experiment, first.experiment);
     assert_eq!(second.runs_this_session, 16);
@@ -205,7 +205,7 @@ fn a_search_finds_the_optimum_with_a_fraction_of_the_grid_rechecks_it_and_resume
     let spec = Spec::from_file(&search_file(d.path())).unwrap();
 
     // Without interruption.
-    let whole = runner::run(&spec, &opts_in(d.path(), "whole.db")).unwrap();
+    let whole = ordo_tune::run(&spec, &opts_in(d.path(), "whole.db")).unwrap();
     assert!(!whole.interrupted);
     let a = &whole.analysis;
     let s = a.search.clone().expect("a search summary");
@@ -233,10 +233,10 @@ fn a_search_finds_the_optimum_with_a_fraction_of_the_grid_rechecks_it_and_resume
     // Interrupted twice (mid-trial) and resumed: the same trials, in the same order, the same result.
     let mut opts = opts_in(d.path(), "parts.db");
     opts.run_limit = Some(7);
-    assert!(runner::run(&spec, &opts).unwrap().interrupted);
-    assert!(runner::run(&spec, &opts).unwrap().interrupted);
+    assert!(ordo_tune::run(&spec, &opts).unwrap().interrupted);
+    assert!(ordo_tune::run(&spec, &opts).unwrap().interrupted);
     opts.run_limit = None;
-    let parts = runner::run(&spec, &opts).unwrap();
+    let parts = ordo_tune::run(&spec, &opts).unwrap();
     assert!(parts.resumed && !parts.interrupted);
     let labels = |db: &str| -> Vec<String> {
         let store = Store::open_read_only(&d.path().join(db)).unwrap();
