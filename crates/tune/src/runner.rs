@@ -543,6 +543,8 @@ impl Drop for TempDir {
 
 pub(crate) fn tempdir() -> Result<TempDir, RunError> {
     static N: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+    static SWEPT: std::sync::Once = std::sync::Once::new();
+    SWEPT.call_once(|| sweep_stale_scratch(&std::env::temp_dir()));
     let p = std::env::temp_dir().join(format!(
         "ordo-tune-{}-{}",
         std::process::id(),
@@ -550,6 +552,29 @@ pub(crate) fn tempdir() -> Result<TempDir, RunError> {
     ));
     std::fs::create_dir_all(&p).map_err(|e| RunError::Other(format!("{}: {e}", p.display())))?;
     Ok(TempDir(p))
+}
+
+/// Removes the scratch directories (`ordo-tune-PID-N`) of `ordo tune` processes that are gone: a run
+/// removes its own when it ends, but one killed with SIGKILL cannot. A directory whose PID is alive (this
+/// process, another run, or an unrelated process that reused the number) is left alone.
+fn sweep_stale_scratch(dir: &Path) {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name();
+        let Some(pid) = name
+            .to_str()
+            .and_then(|n| n.strip_prefix("ordo-tune-"))
+            .and_then(|rest| rest.split_once('-'))
+            .and_then(|(pid, n)| n.parse::<u64>().ok().and(pid.parse::<u32>().ok()))
+        else {
+            continue;
+        };
+        if !Path::new(&format!("/proc/{pid}")).exists() {
+            let _ = std::fs::remove_dir_all(e.path());
+        }
+    }
 }
 
 /// Set `flag` on SIGINT or SIGTERM (`ordo_sys::watch_interrupts`: a thread of its own waits for them). Returns once
@@ -738,6 +763,42 @@ mod tests {
     use super::*;
     use crate::store::{ExperimentMeta, Store};
     use crate::{resume, run};
+
+    #[test]
+    fn scratch_dirs_of_gone_processes_are_swept_and_live_ones_kept() {
+        let d = tempfile::tempdir().unwrap();
+        let mut child = std::process::Command::new("true").spawn().unwrap();
+        let gone = child.id();
+        child.wait().unwrap();
+        let mine = std::process::id();
+        for n in [
+            format!("ordo-tune-{gone}-0"),
+            format!("ordo-tune-{mine}-3"),
+            "ordo-tune-x-1".into(),
+            "other-1-2".into(),
+        ] {
+            std::fs::create_dir(d.path().join(&n)).unwrap();
+            std::fs::write(d.path().join(&n).join("target.stderr"), "x").unwrap();
+        }
+        sweep_stale_scratch(d.path());
+        let mut left: Vec<String> = std::fs::read_dir(d.path())
+            .unwrap()
+            .map(|e| e.unwrap().file_name().into_string().unwrap())
+            .collect();
+        left.sort();
+        let want_gone = !Path::new(&format!("/proc/{gone}")).exists();
+        let mut want = vec![
+            format!("ordo-tune-{mine}-3"),
+            "ordo-tune-x-1".to_string(),
+            "other-1-2".to_string(),
+        ];
+        if !want_gone {
+            // (the number was reused at once by another process: then it is rightly kept)
+            want.push(format!("ordo-tune-{gone}-0"));
+        }
+        want.sort();
+        assert_eq!(left, want);
+    }
 
     #[test]
     fn without_root_system_knobs_are_skipped_and_optional_ones_dropped() {
