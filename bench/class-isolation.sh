@@ -104,7 +104,6 @@ run_top() {
 }
 
 p99() { jq -r '.summary.latency.percentiles[] | select(.p == 99) | .ms' "$1"; }
-median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
 modes=(reserved)
 [ "$BEFORE" = 1 ] && modes+=(before)

@@ -150,14 +150,6 @@ for c in "--http2 --cacert $tmp/ca.pem https://localhost:$ORDO_PORT/file.txt" "-
 done
 
 # --- rounds ---------------------------------------------------------------------------------------------
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-clk_tck=$(getconf CLK_TCK)
-cpu_line() { grep "^cpu$1 " /proc/stat; }
-busy_pct() {
-  echo "$1 $2" | awk '{ i1 = $5 + $6; t1 = 0; for (k = 2; k <= 11; k++) t1 += $k;
-                        i2 = $16 + $17; t2 = 0; for (k = 13; k <= 22; k++) t2 += $k;
-                        printf "%.0f", (t2 > t1 ? 100 * (1 - (i2 - i1) / (t2 - t1)) : 0) }'
-}
 
 # CPU seconds (user + system) of this shell's waited-for children so far (bash's `times`, second line)
 # (`times` runs in this shell, not a command substitution's, whose children would be its own)
@@ -193,7 +185,6 @@ measure() {
     'BEGIN { printf "%.0f %.2f %s %s %.2f\n", r, (n > 0 ? dt / hz * 1e6 / n : 0), sb, cb, (n > 0 ? kc * 1e6 / n : 0) }'
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 declare -A rps cpu sbusy cbusy ccpu
 record() {
   rps[$1]="${rps[$1]:-} $2"; cpu[$1]="${cpu[$1]:-} $3"; sbusy[$1]="${sbusy[$1]:-} $4"; cbusy[$1]="${cbusy[$1]:-} $5"

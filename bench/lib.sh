@@ -1,7 +1,8 @@
 # Plumbing shared by the scripts under bench/ (sourced, not run): the tool check, a temp dir and the
 # processes a script starts, both cleaned up on every exit path, the release build and where its binaries
 # are, and a check that the ports a script will listen on are free (a port another program holds would
-# otherwise be measured in ordo's or the peer's place). Each script keeps what it measures and prints.
+# otherwise be measured in ordo's or the peer's place), and the measuring helpers (a process's CPU ticks,
+# a core's busy share, the median). Each script keeps what it measures and prints.
 #
 #   . "$(dirname "$0")/lib.sh"
 #   bench_init serve-vs-nginx nginx wrk taskset curl   # $here, $tmp, pids=(), traps; exits 1 naming a missing tool
@@ -70,3 +71,17 @@ bench_ports_free() {
     fi
   done
 }
+
+# Measuring helpers shared by the scripts that pin a server and a client to a core each:
+# the CPU ticks (user + system) a process has used so far, and the system's tick rate.
+ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+clk_tck=$(getconf CLK_TCK)
+# One CPU's line of /proc/stat, and how busy (%) that CPU was between two of its lines.
+cpu_line() { grep "^cpu$1 " /proc/stat; }
+busy_pct() {
+  echo "$1 $2" | awk '{ i1 = $5 + $6; t1 = 0; for (k = 2; k <= 11; k++) t1 += $k;
+                        i2 = $16 + $17; t2 = 0; for (k = 13; k <= 22; k++) t2 += $k;
+                        printf "%.0f", (t2 > t1 ? 100 * (1 - (i2 - i1) / (t2 - t1)) : 0) }'
+}
+# The median of numbers given one per line or separated by spaces.
+median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }

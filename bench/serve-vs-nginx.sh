@@ -138,16 +138,7 @@ start_ordo() { # $1 = config, $2 = port; sets started_pid
   kill -0 "$started_pid" 2>/dev/null || { echo "serve-vs-nginx: server on port $2 exited: $(tail -n 2 "$tmp/ordo.stderr")" >&2; exit 1; }
 }
 
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-clk_tck=$(getconf CLK_TCK)
 
-# busy percentage of one CPU between two /proc/stat "cpuN" lines
-cpu_line() { grep "^cpu$1 " /proc/stat; }
-busy_pct() {
-  echo "$1 $2" | awk '{ i1 = $5 + $6; t1 = 0; for (k = 2; k <= 11; k++) t1 += $k;
-                        i2 = $16 + $17; t2 = 0; for (k = 13; k <= 22; k++) t2 += $k;
-                        printf "%.0f", (t2 > t1 ? 100 * (1 - (i2 - i1) / (t2 - t1)) : 0) }'
-}
 
 # run_wrk PID PORT [wrk args...] -> prints "rps cpu_us_per_req server_core_busy% client_core_busy%"
 run_wrk() {
@@ -167,7 +158,6 @@ run_wrk() {
     'BEGIN { printf "%.0f %.2f %s %s\n", r, (n > 0 ? dt / hz * 1e6 / n : 0), sb, cb }'
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
 declare -A rps cpu sbusy cbusy
 record() { # case rps cpu server_busy client_busy

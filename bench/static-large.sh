@@ -96,8 +96,6 @@ for port in "$NGINX_PORT" "$ORDO_PORT"; do
     || { echo "static-large: port $port served different bytes" >&2; exit 1; }
 done
 
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-clk_tck=$(getconf CLK_TCK)
 
 run_wrk() { # PID PORT -> "rps cpu_us_per_req"
   local t0 t1 out reqs rps
@@ -113,7 +111,6 @@ run_wrk() { # PID PORT -> "rps cpu_us_per_req"
     'BEGIN { printf "%.0f %.2f\n", r, (n > 0 ? dt / hz * 1e6 / n : 0) }'
 }
 
-median() { tr ' ' '\n' | grep -v '^$' | sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections, $SIZE-byte file" >&2
 declare -A rps cpu

@@ -115,14 +115,6 @@ for port in "$NGINX_PORT" "$ORDO_PORT"; do
   done
 done
 
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
-clk_tck=$(getconf CLK_TCK)
-cpu_line() { grep "^cpu$1 " /proc/stat; }
-busy_pct() {
-  echo "$1 $2" | awk '{ i1 = $5 + $6; t1 = 0; for (k = 2; k <= 11; k++) t1 += $k;
-                        i2 = $16 + $17; t2 = 0; for (k = 13; k <= 22; k++) t2 += $k;
-                        printf "%.0f", (t2 > t1 ? 100 * (1 - (i2 - i1) / (t2 - t1)) : 0) }'
-}
 
 # run_wrk PID PORT CONNS [wrk args...] -> "rps cpu_us_per_req server_core_busy% client_core_busy%"
 run_wrk() {
@@ -142,7 +134,6 @@ run_wrk() {
     'BEGIN { printf "%.0f %.2f %s %s\n", r, (n > 0 ? dt / hz * 1e6 / n : 0), sb, cb }'
 }
 
-median() { sort -n | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
 declare -A rps cpu sbusy cbusy
 record() {
   rps[$1]="${rps[$1]:-} $2"; cpu[$1]="${cpu[$1]:-} $3"; sbusy[$1]="${sbusy[$1]:-} $4"; cbusy[$1]="${cbusy[$1]:-} $5"
