@@ -117,10 +117,10 @@ pub fn run(config: BenchConfig, cancel: CancelToken) -> Result<BenchReport, Benc
 
 /// [`run`], calling `on_progress` about every 100 ms from the calling thread.
 ///
-/// The phases, in order: check the settings and that the target answers (`preflight`); pre-serialise
-/// every class's requests (`class_plans`); place the warm-up, the measured part and the end in time
-/// (`Schedule`); start the workers; watch them until they finish, sampling the server at the measured
-/// start and at the end (`watch`); merge their statistics and build the report.
+/// The phases, in order: check the settings and that the target answers (`preflight`); plan the run
+/// (`plan_run`: pre-serialise every class's requests, pick the protocol, place the warm-up, the measured
+/// part and the end in time); start the workers; watch them until they finish, sampling the server at the
+/// measured start and at the end (`watch`); merge their statistics (`join_workers`) and build the report.
 pub fn run_observed(
     config: BenchConfig,
     cancel: CancelToken,
@@ -138,8 +138,71 @@ pub fn run_observed(
     } else {
         None
     };
+    let threads = config.effective_threads();
+    let run = plan_run(&config, addr, tls, threads)?;
+    let plan = run.plan.clone();
 
-    // Classes: a mix, or one default class requesting the target.
+    let mut handles = Vec::with_capacity(threads);
+    for t in 0..threads {
+        let plan = plan.clone();
+        let rx = cancel.subscribe();
+        handles.push(
+            std::thread::Builder::new()
+                .name(format!("ordo-bench-{t}"))
+                .spawn(move || engine::run_thread(plan, t, threads, rx))?,
+        );
+    }
+    let watched = watch(&config, &plan, &handles, sampler.as_mut(), on_progress);
+    let stats = join_workers(handles, plan.classes.len(), run.open)?;
+
+    let interrupted = cancel.is_cancelled();
+    let elapsed = measured_elapsed(&config, interrupted, &stats, &run.sched, &watched);
+    let complete: u64 = stats.classes.iter().map(|c| c.completed).sum();
+    let server = match (config.server_pid, watched.first_sample, watched.last_sample) {
+        (Some(pid), Some(a), Some(b)) => Some(server_report(pid, &b.delta(&a), complete)),
+        _ => None,
+    };
+    Ok(report::build(report::BuildInput {
+        config: run_config(&config, threads, run.open, run.assign_requests),
+        target: config.target.url.clone(),
+        started_unix_ms: watched.started_unix_ms.unwrap_or_else(unix_ms),
+        interrupted,
+        elapsed_s: elapsed.as_secs_f64(),
+        class_names: run.mix.classes.iter().map(|c| c.name.clone()).collect(),
+        shares: run.shares,
+        class_connections: run.class_connections,
+        connections: run.clients as u64,
+        stats: &stats,
+        server,
+        hostname: config.target.host.clone(),
+        port: config.target.port,
+        path: config.target.path.clone(),
+    }))
+}
+
+/// What a run is, decided before its workers start: the engine's shared plan and the figures the report
+/// needs about it.
+struct PlannedRun {
+    plan: Arc<Plan>,
+    sched: Schedule,
+    mix: Mix,
+    shares: Vec<f64>,
+    /// Connections (clients) per class when classes are assigned by connection; zeros otherwise.
+    class_connections: Vec<u64>,
+    /// The clients of the loop: a connection each (HTTP/1.1), or a stream each (HTTP/2).
+    clients: usize,
+    open: bool,
+    assign_requests: bool,
+}
+
+/// The classes (a mix, or one default class requesting the target), the protocol, the clients' classes
+/// and the schedule in time, as the engine's [`Plan`].
+fn plan_run(
+    config: &BenchConfig,
+    addr: std::net::SocketAddr,
+    tls: Option<tls::Tls>,
+    threads: usize,
+) -> Result<PlannedRun, BenchError> {
     let mix = config.mix.clone().unwrap_or_else(|| {
         Mix::new(
             Assign::Clients,
@@ -147,17 +210,16 @@ pub fn run_observed(
         )
     });
     let shares = mix.normalised_shares();
-    let classes = class_plans(&config, &mix)?;
+    let classes = class_plans(config, &mix)?;
     // the one place that picks the protocol: the engine runs either
     let protocol: Arc<dyn engine::Protocol> = if config.h2 {
         Arc::new(h2::H2Plan {
-            requests: h2_requests(&config, &mix)?,
+            requests: h2_requests(config, &mix)?,
             streams: config.streams,
         })
     } else {
         Arc::new(engine::Http1Protocol)
     };
-    // the clients of the loop: a connection each (HTTP/1.1), or a stream each (HTTP/2)
     let clients = config.connections * if config.h2 { config.streams } else { 1 };
     let open = matches!(config.pacing, Pacing::Open { .. });
     let assign_requests = open || mix.assign == Assign::Requests;
@@ -169,10 +231,8 @@ pub fn run_observed(
             class_connections[c] += 1;
         }
     }
-
-    let threads = config.effective_threads();
     let start = Instant::now();
-    let sched = Schedule::new(&config, start)?;
+    let sched = Schedule::new(config, start)?;
     let plan = Arc::new(Plan {
         addr,
         tls,
@@ -201,20 +261,25 @@ pub fn run_observed(
         drain: config.drain,
         measured_in_flight: AtomicU64::new(0),
     });
+    Ok(PlannedRun {
+        plan,
+        sched,
+        mix,
+        shares,
+        class_connections,
+        clients,
+        open,
+        assign_requests,
+    })
+}
 
-    let mut handles = Vec::with_capacity(threads);
-    for t in 0..threads {
-        let plan = plan.clone();
-        let rx = cancel.subscribe();
-        handles.push(
-            std::thread::Builder::new()
-                .name(format!("ordo-bench-{t}"))
-                .spawn(move || engine::run_thread(plan, t, threads, rx))?,
-        );
-    }
-    let watched = watch(&config, &plan, &handles, sampler.as_mut(), on_progress);
-
-    let mut stats = Stats::new(plan.classes.len(), open);
+/// Every worker's statistics merged (a worker's I/O error or panic fails the run).
+fn join_workers(
+    handles: Vec<std::thread::JoinHandle<std::io::Result<Stats>>>,
+    classes: usize,
+    open: bool,
+) -> Result<Stats, BenchError> {
+    let mut stats = Stats::new(classes, open);
     for h in handles {
         match h.join() {
             Ok(Ok(s)) => stats.merge(&s),
@@ -226,8 +291,19 @@ pub fn run_observed(
             }
         }
     }
-    let interrupted = cancel.is_cancelled();
-    let elapsed = match (config.stop, interrupted) {
+    Ok(stats)
+}
+
+/// The measured part's length: the configured duration, the time the last of `n` requests completed, or
+/// (interrupted, or a request count never reached) from the measured start until the workers finished.
+fn measured_elapsed(
+    config: &BenchConfig,
+    interrupted: bool,
+    stats: &Stats,
+    sched: &Schedule,
+    watched: &Watched,
+) -> Duration {
+    match (config.stop, interrupted) {
         (Stop::Duration(d), false) => d,
         (Stop::Requests(_), false) if stats.last_done_us > 0 => {
             Duration::from_micros(stats.last_done_us)
@@ -238,28 +314,7 @@ pub fn run_observed(
                 .map_or(watched.finished, |e| e.min(watched.finished));
             until.saturating_duration_since(sched.measure_start)
         }
-    };
-    let complete: u64 = stats.classes.iter().map(|c| c.completed).sum();
-    let server = match (config.server_pid, watched.first_sample, watched.last_sample) {
-        (Some(pid), Some(a), Some(b)) => Some(server_report(pid, &b.delta(&a), complete)),
-        _ => None,
-    };
-    Ok(report::build(report::BuildInput {
-        config: run_config(&config, threads, open, assign_requests),
-        target: config.target.url.clone(),
-        started_unix_ms: watched.started_unix_ms.unwrap_or_else(unix_ms),
-        interrupted,
-        elapsed_s: elapsed.as_secs_f64(),
-        class_names: mix.classes.iter().map(|c| c.name.clone()).collect(),
-        shares,
-        class_connections,
-        connections: clients as u64,
-        stats: &stats,
-        server,
-        hostname: config.target.host.clone(),
-        port: config.target.port,
-        path: config.target.path.clone(),
-    }))
+    }
 }
 
 /// Check what can be checked before any worker starts: the settings, the open-file limit, that the target
