@@ -85,3 +85,23 @@ busy_pct() {
 }
 # The median of numbers given one per line or separated by spaces.
 median() { tr ' ' '\n' | grep -v '^$' | sort -g | awk '{ a[NR] = $1 } END { print (NR % 2 ? a[(NR + 1) / 2] : (a[NR / 2] + a[NR / 2 + 1]) / 2) }'; }
+
+# One wrk run from CLIENT_CPU against URL with CONNS connections for DURATION, the extra arguments passed on
+# (-H, -s): prints "req/s  CPU µs per request of process PID  busy % of SERVER_CPU  busy % of CLIENT_CPU",
+# and warns on stderr when wrk saw non-2xx answers or socket errors.
+bench_wrk() {
+  local measure_pid=$1 url=$2 conns=$3; shift 3
+  local t0 t1 out reqs rps s0 s1 c0 c1
+  t0=$(ticks "$measure_pid")
+  s0=$(cpu_line "$SERVER_CPU"); c0=$(cpu_line "$CLIENT_CPU")
+  out=$(taskset -c "$CLIENT_CPU" wrk -t1 -c"$conns" -d"$DURATION" "$@" "$url")
+  s1=$(cpu_line "$SERVER_CPU"); c1=$(cpu_line "$CLIENT_CPU")
+  t1=$(ticks "$measure_pid")
+  reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
+  rps=$(echo "$out" | awk '/Requests\/sec/ { print $2 }')
+  if echo "$out" | grep -qE 'Non-2xx|Socket errors'; then
+    echo "warning: wrk on $url reported: $(echo "$out" | grep -E 'Non-2xx|Socket errors' | tr -s ' ')" >&2
+  fi
+  awk -v r="$rps" -v n="$reqs" -v dt="$((t1 - t0))" -v hz="$clk_tck" -v sb="$(busy_pct "$s0" "$s1")" -v cb="$(busy_pct "$c0" "$c1")" \
+    'BEGIN { printf "%.0f %.2f %s %s\n", r, (n > 0 ? dt / hz * 1e6 / n : 0), sb, cb }'
+}

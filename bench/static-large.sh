@@ -98,17 +98,7 @@ done
 
 
 run_wrk() { # PID PORT -> "rps cpu_us_per_req"
-  local t0 t1 out reqs rps
-  t0=$(ticks "$1")
-  out=$(taskset -c "$CLIENT_CPU" wrk -t1 -c"$CONNS" -d"$DURATION" "http://127.0.0.1:$2/large.bin")
-  t1=$(ticks "$1")
-  reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
-  rps=$(echo "$out" | awk '/Requests\/sec/ { print $2 }')
-  if echo "$out" | grep -qE 'Non-2xx|Socket errors'; then
-    echo "warning: wrk on port $2 reported: $(echo "$out" | grep -E 'Non-2xx|Socket errors' | tr -s ' ')" >&2
-  fi
-  awk -v r="$rps" -v n="$reqs" -v dt="$((t1 - t0))" -v hz="$clk_tck" \
-    'BEGIN { printf "%.0f %.2f\n", r, (n > 0 ? dt / hz * 1e6 / n : 0) }'
+  bench_wrk "$1" "http://127.0.0.1:$2/large.bin" "$CONNS" | awk '{ print $1, $2 }'
 }
 
 

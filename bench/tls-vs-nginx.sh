@@ -117,22 +117,7 @@ done
 
 
 # run_wrk PID PORT CONNS [wrk args...] -> "rps cpu_us_per_req server_core_busy% client_core_busy%"
-run_wrk() {
-  local measure_pid=$1 port=$2 conns=$3; shift 3
-  local t0 t1 out reqs rps s0 s1 c0 c1
-  t0=$(ticks "$measure_pid")
-  s0=$(cpu_line "$SERVER_CPU"); c0=$(cpu_line "$CLIENT_CPU")
-  out=$(taskset -c "$CLIENT_CPU" wrk -t1 -c"$conns" -d"$DURATION" "$@" "https://127.0.0.1:$port/file.txt")
-  s1=$(cpu_line "$SERVER_CPU"); c1=$(cpu_line "$CLIENT_CPU")
-  t1=$(ticks "$measure_pid")
-  reqs=$(echo "$out" | awk '/requests in/ { print $1 }')
-  rps=$(echo "$out" | awk '/Requests\/sec/ { print $2 }')
-  if echo "$out" | grep -qE 'Non-2xx|Socket errors'; then
-    echo "warning: wrk on port $port reported: $(echo "$out" | grep -E 'Non-2xx|Socket errors' | tr -s ' ')" >&2
-  fi
-  awk -v r="$rps" -v n="$reqs" -v dt="$((t1 - t0))" -v hz="$clk_tck" -v sb="$(busy_pct "$s0" "$s1")" -v cb="$(busy_pct "$c0" "$c1")" \
-    'BEGIN { printf "%.0f %.2f %s %s\n", r, (n > 0 ? dt / hz * 1e6 / n : 0), sb, cb }'
-}
+run_wrk() { local pid=$1 port=$2 conns=$3; shift 3; bench_wrk "$pid" "https://127.0.0.1:$port/file.txt" "$conns" "$@"; }
 
 declare -A rps cpu sbusy cbusy
 record() {
