@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 use anyhow::Context;
-use ordo_serve::{Overrides, PolicyName, ServeConfig, Server, StartError, Workers};
+use ordo_serve::{Overrides, PolicyKind, ServeConfig, Server, StartError, Workers};
 
 use crate::exit::UsageError;
 
@@ -26,8 +26,8 @@ pub struct Args {
     #[arg(long, value_name = "N|auto", value_parser = parse_workers)]
     pub workers: Option<Workers>,
     /// Dispatch policy: fcfs, priority, lottery, stride, wfq, srpt, edf or lua (overrides `policy`).
-    #[arg(long, value_name = "NAME", value_parser = parse_policy)]
-    pub policy: Option<PolicyName>,
+    #[arg(long, value_name = "NAME", value_parser = ordo_serve::parse_policy)]
+    pub policy: Option<PolicyKind>,
     /// Lua script defining `pick(heads)` for `--policy lua` (overrides `policy_script`; relative to the
     /// current directory).
     #[arg(long, value_name = "PATH")]
@@ -57,10 +57,6 @@ fn parse_workers(s: &str) -> Result<Workers, String> {
         Workers::Fixed(n) if n > 1_000_000 => Err(format!("{n} is over 1000000")),
         w => Ok(w),
     }
-}
-
-fn parse_policy(s: &str) -> Result<PolicyName, String> {
-    s.parse()
 }
 
 fn parse_admin(s: &str) -> Result<AdminArg, String> {
@@ -151,7 +147,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         eprintln!(
             "{}: ok (policy {}, {}, {}, {}, {})",
             path.display(),
-            cfg.policy,
+            ordo_serve::policy_name(cfg.policy),
             count(cfg.class_names().len(), "class", "classes"),
             count(cfg.rules.len(), "rule", "rules"),
             count(cfg.effective_routes().len(), "route", "routes"),
@@ -235,7 +231,7 @@ mod tests {
         };
         let a = args(&[]);
         let cfg = resolve_file(&a, a.check.as_deref()).unwrap();
-        assert_eq!(cfg.policy, PolicyName::Lua);
+        assert_eq!(cfg.policy, PolicyKind::Custom);
         // the file plus --policy fcfs cannot start (its policy_script needs policy lua): --check says so
         let a = args(&["--policy", "fcfs", "--workers", "3"]);
         let e = resolve_file(&a, a.check.as_deref()).unwrap_err();
@@ -263,7 +259,11 @@ mod tests {
 
     #[test]
     fn policy_arg_names_the_choices() {
-        assert_eq!(parse_policy("stride"), Ok(PolicyName::Stride));
-        assert!(parse_policy("random").unwrap_err().contains("fcfs"));
+        assert_eq!(ordo_serve::parse_policy("stride"), Ok(PolicyKind::Stride));
+        assert!(
+            ordo_serve::parse_policy("random")
+                .unwrap_err()
+                .contains("fcfs")
+        );
     }
 }

@@ -95,7 +95,7 @@ impl PolicyKind {
     ];
 
     /// The lower-case name used in configuration files ("fcfs", "priority", ..., "custom").
-    pub fn as_str(self) -> &'static str {
+    pub const fn as_str(self) -> &'static str {
         match self {
             PolicyKind::Fcfs => "fcfs",
             PolicyKind::Priority => "priority",

@@ -135,7 +135,7 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
         "config": cfg.name(),
         "listen": shared.local_addr.to_string(),
         "admin": shared.admin_addr.map(|a| a.to_string()),
-        "policy": cfg.policy.as_str(),
+        "policy": crate::config::policy_name(cfg.policy),
         "workers": snap.workers,
         "busy": snap.busy,
         "queued": snap.queued,

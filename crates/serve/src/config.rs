@@ -8,6 +8,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
+use ordo_sched::PolicyKind;
 use ordo_util::keypath;
 use ordo_util::located::{Source, line_of, span_of_path};
 use serde::Deserialize;
@@ -34,7 +35,8 @@ pub struct ServeConfig {
     /// limit per route that follows the backend's latency (docs/overload.md).
     pub workers: crate::overload::Workers,
     /// The dispatch policy.
-    pub policy: PolicyName,
+    #[serde(deserialize_with = "deserialize_policy")]
+    pub policy: PolicyKind,
     /// Lua script defining `pick(heads)`; required by `policy = "lua"`.
     pub policy_script: Option<PathBuf>,
     /// Seed of the lottery policy's random numbers.
@@ -91,7 +93,7 @@ impl Default for ServeConfig {
             listen: DEFAULT_LISTEN.parse().expect("constant address"),
             threads: 0,
             workers: crate::overload::Workers::default(),
-            policy: PolicyName::Fcfs,
+            policy: PolicyKind::Fcfs,
             policy_script: None,
             seed: 1,
             queue_cap: Some(10_000),
@@ -117,61 +119,72 @@ impl Default for ServeConfig {
     }
 }
 
-/// The policy names accepted by `policy = "..."`.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum PolicyName {
-    Fcfs,
-    Priority,
-    Lottery,
-    Stride,
-    Wfq,
-    Srpt,
-    Edf,
-    Lua,
+/// How the config file and `--policy` spell each of the scheduler's policies: sched's own names, except that
+/// its custom policy (an external picker chooses among the queue heads) is `lua`, the one picker serve has.
+pub const fn policy_name(p: PolicyKind) -> &'static str {
+    match p {
+        PolicyKind::Custom => "lua",
+        p => p.as_str(),
+    }
 }
 
-impl PolicyName {
-    /// The name as written in the config.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PolicyName::Fcfs => "fcfs",
-            PolicyName::Priority => "priority",
-            PolicyName::Lottery => "lottery",
-            PolicyName::Stride => "stride",
-            PolicyName::Wfq => "wfq",
-            PolicyName::Srpt => "srpt",
-            PolicyName::Edf => "edf",
-            PolicyName::Lua => "lua",
+/// Every name [`policy_name`] gives, in [`PolicyKind::ALL`]'s order (serde lists them on an unknown one).
+const POLICY_NAMES: [&str; PolicyKind::ALL.len()] = {
+    let mut names = [""; PolicyKind::ALL.len()];
+    let mut i = 0;
+    while i < names.len() {
+        names[i] = policy_name(PolicyKind::ALL[i]);
+        i += 1;
+    }
+    names
+};
+
+/// The policy spelled `s` (see [`policy_name`]).
+fn policy_named(s: &str) -> Option<PolicyKind> {
+    PolicyKind::ALL.into_iter().find(|p| policy_name(*p) == s)
+}
+
+/// `--policy NAME`: the policy spelled `s`; the error lists the valid names.
+pub fn parse_policy(s: &str) -> Result<PolicyKind, String> {
+    policy_named(s).ok_or_else(|| {
+        let (last, rest) = POLICY_NAMES.split_last().expect("eight policies");
+        format!(
+            "unknown policy `{s}` (expected {} or {last})",
+            rest.join(", ")
+        )
+    })
+}
+
+/// `policy = "..."`, read as serde reads a unit-only enum (so a wrong value gets the same message, with the
+/// valid names listed): one of [`POLICY_NAMES`].
+fn deserialize_policy<'de, D: serde::Deserializer<'de>>(d: D) -> Result<PolicyKind, D::Error> {
+    /// The variant's name, refused inside the variant's own place so that the error points at it.
+    struct Name(PolicyKind);
+    impl<'de> Deserialize<'de> for Name {
+        fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+            let s = String::deserialize(d)?;
+            policy_named(&s)
+                .map(Name)
+                .ok_or_else(|| serde::de::Error::unknown_variant(&s, &POLICY_NAMES))
         }
     }
-}
-
-impl std::str::FromStr for PolicyName {
-    type Err = String;
-    fn from_str(s: &str) -> Result<Self, String> {
-        Ok(match s {
-            "fcfs" => PolicyName::Fcfs,
-            "priority" => PolicyName::Priority,
-            "lottery" => PolicyName::Lottery,
-            "stride" => PolicyName::Stride,
-            "wfq" => PolicyName::Wfq,
-            "srpt" => PolicyName::Srpt,
-            "edf" => PolicyName::Edf,
-            "lua" => PolicyName::Lua,
-            other => {
-                return Err(format!(
-                    "unknown policy `{other}` (expected fcfs, priority, lottery, stride, wfq, srpt, edf or lua)"
-                ));
-            }
-        })
+    struct PolicyVisitor;
+    impl<'de> serde::de::Visitor<'de> for PolicyVisitor {
+        type Value = PolicyKind;
+        fn expecting(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+            f.write_str("a policy name")
+        }
+        fn visit_enum<A: serde::de::EnumAccess<'de>>(
+            self,
+            data: A,
+        ) -> Result<PolicyKind, A::Error> {
+            use serde::de::VariantAccess;
+            let (Name(p), variant) = data.variant()?;
+            variant.unit_variant()?;
+            Ok(p)
+        }
     }
-}
-
-impl fmt::Display for PolicyName {
-    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        f.write_str(self.as_str())
-    }
+    d.deserialize_enum("PolicyKind", &POLICY_NAMES, PolicyVisitor)
 }
 
 /// One request class.
@@ -338,7 +351,7 @@ pub struct HeadersConfig {
 pub struct Overrides {
     pub listen: Option<SocketAddr>,
     pub workers: Option<crate::overload::Workers>,
-    pub policy: Option<PolicyName>,
+    pub policy: Option<PolicyKind>,
     /// `--policy-script PATH`; a relative path is taken as given (the binary makes it absolute against the
     /// current directory, not the file's).
     pub policy_script: Option<PathBuf>,
@@ -356,7 +369,7 @@ impl Overrides {
             "listen" => self.listen.map(|a| format!("--listen {a}")),
             "workers" => self.workers.map(|w| format!("--workers {w}")),
             "threads" => self.threads.map(|t| format!("--threads {t}")),
-            "policy" => self.policy.map(|p| format!("--policy {p}")),
+            "policy" => self.policy.map(|p| format!("--policy {}", policy_name(p))),
             "policy_script" => self
                 .policy_script
                 .as_ref()
@@ -551,8 +564,8 @@ impl ServeConfig {
     fn check_policy_script(&self) -> Result<(), Invalid> {
         let o = &self.overrides;
         let file = self.origin.as_ref().map(|o| o.name.clone());
-        if self.policy == PolicyName::Lua && self.policy_script.is_none() {
-            if o.policy == Some(PolicyName::Lua) {
+        if self.policy == PolicyKind::Custom && self.policy_script.is_none() {
+            if o.policy == Some(PolicyKind::Custom) {
                 return Err(Invalid::flag(
                     "--policy lua",
                     match file {
@@ -571,7 +584,7 @@ impl ServeConfig {
                 "policy \"lua\" needs `policy_script = \"file.lua\"`",
             ));
         }
-        if self.policy != PolicyName::Lua && self.policy_script.is_some() {
+        if self.policy != PolicyKind::Custom && self.policy_script.is_some() {
             if let Some(flag) = o.flag_for("policy_script") {
                 let whose = match (&o.policy, &file) {
                     (Some(_), _) => " from --policy".to_string(),
@@ -582,7 +595,7 @@ impl ServeConfig {
                     flag,
                     format!(
                         "only used with policy \"lua\" (policy is \"{}\"{whose}); add --policy lua",
-                        self.policy
+                        policy_name(self.policy)
                     ),
                 ));
             }
@@ -600,7 +613,7 @@ impl ServeConfig {
                 keypath!["policy_script"],
                 format!(
                     "only used with policy = \"lua\" (policy is \"{}\")",
-                    self.policy
+                    policy_name(self.policy)
                 ),
             ));
         }
@@ -799,7 +812,7 @@ impl ServeConfig {
                 ));
             }
         }
-        if self.policy == PolicyName::Edf && !self.classes.iter().any(|c| c.deadline.is_some()) {
+        if self.policy == PolicyKind::Edf && !self.classes.iter().any(|c| c.deadline.is_some()) {
             return Err(Invalid::new(
                 keypath!["policy"],
                 "policy \"edf\" needs at least one class with a `deadline`",
@@ -918,6 +931,32 @@ impl Secret {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn policies_are_sched_kinds_with_custom_spelled_lua() {
+        for p in PolicyKind::ALL {
+            assert_eq!(parse_policy(policy_name(p)), Ok(p));
+            let cfg = ServeConfig::from_toml_str(
+                &format!(
+                    "policy = \"{}\"\n[[classes]]\nname = \"a\"\ndeadline = \"1s\"\n",
+                    policy_name(p)
+                ),
+                "p.toml",
+            );
+            // lua also needs its script; every other name is accepted as is
+            match p {
+                PolicyKind::Custom => {
+                    assert!(cfg.unwrap_err().to_string().contains("policy_script"))
+                }
+                _ => assert_eq!(cfg.unwrap().policy, p),
+            }
+        }
+        assert_eq!(policy_name(PolicyKind::Custom), "lua");
+        assert_eq!(
+            parse_policy("custom").unwrap_err(),
+            "unknown policy `custom` (expected fcfs, priority, lottery, stride, wfq, srpt, edf or lua)"
+        );
+    }
 
     #[test]
     fn validation_errors_name_file_line_and_key() {

@@ -21,8 +21,9 @@ pub mod server;
 mod shared;
 pub mod tls;
 
-pub use config::{ConfigError, Overrides, PolicyName, ServeConfig};
+pub use config::{ConfigError, Overrides, ServeConfig, parse_policy, policy_name};
 pub use gate::Overloaded;
+pub use ordo_sched::PolicyKind;
 /// Build a key path: `keypath!["classes", 1, "weight"]`.
 #[doc(hidden)]
 pub use ordo_util::keypath;

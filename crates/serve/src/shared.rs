@@ -106,7 +106,7 @@ impl Shared {
         })();
         match result {
             Ok(()) => {
-                tracing::info!(config = %new.name(), policy = %new.policy, workers = %new.workers, "configuration reloaded");
+                tracing::info!(config = %new.name(), policy = %crate::config::policy_name(new.policy), workers = %new.workers, "configuration reloaded");
                 *cur = new;
                 self.metrics.reload(true);
                 Ok(())

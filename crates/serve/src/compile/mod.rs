@@ -12,7 +12,7 @@ use ordo_sched::{ClassSpec, HeadPicker, Nanos, PolicyKind, SchedConfig, Schedule
 use crate::admin_guard::AdminGuard;
 use crate::backend::Backend;
 use crate::classify::{Classifier, Route, Router};
-use crate::config::{ConfigError, HeadersConfig, Invalid, PolicyName, ServeConfig};
+use crate::config::{ConfigError, HeadersConfig, Invalid, ServeConfig};
 use crate::keypath;
 use crate::lua::LuaPicker;
 use crate::metrics::Metrics;
@@ -65,19 +65,6 @@ impl HeadPicker for NoPicker {
     }
 }
 
-fn policy_kind(p: PolicyName) -> PolicyKind {
-    match p {
-        PolicyName::Fcfs => PolicyKind::Fcfs,
-        PolicyName::Priority => PolicyKind::Priority,
-        PolicyName::Lottery => PolicyKind::Lottery,
-        PolicyName::Stride => PolicyKind::Stride,
-        PolicyName::Wfq => PolicyKind::Wfq,
-        PolicyName::Srpt => PolicyKind::Srpt,
-        PolicyName::Edf => PolicyKind::Edf,
-        PolicyName::Lua => PolicyKind::Custom,
-    }
-}
-
 /// The scheduler configuration of `cfg`.
 pub fn sched_config(cfg: &ServeConfig) -> SchedConfig {
     let classes = cfg
@@ -96,7 +83,7 @@ pub fn sched_config(cfg: &ServeConfig) -> SchedConfig {
         .collect();
     SchedConfig {
         classes,
-        policy: policy_kind(cfg.policy),
+        policy: cfg.policy,
         global_queue_cap: cfg.queue_cap,
         queue_timeout: Some(cfg.queue_timeout).filter(|d| !d.is_zero()).map(nanos),
         seed: cfg.seed,
@@ -167,7 +154,7 @@ impl Compiled {
         let sched = sched_config(cfg);
         let plan = overload::plan(cfg).map_err(loc)?;
         let mut pickers: Vec<Box<dyn HeadPicker>> = Vec::new();
-        if cfg.policy == PolicyName::Lua {
+        if cfg.policy == PolicyKind::Custom {
             let path = cfg
                 .policy_script
                 .as_deref()
@@ -211,7 +198,7 @@ impl Compiled {
                 retry_after_secs: cfg.retry_after.as_secs_f64().ceil().max(1.0) as u64,
                 needs_size: matches!(
                     cfg.policy,
-                    PolicyName::Srpt | PolicyName::Wfq | PolicyName::Lua
+                    PolicyKind::Srpt | PolicyKind::Wfq | PolicyKind::Custom
                 ),
                 lanes: cfg
                     .effective_routes()

@@ -208,7 +208,7 @@ fn defaults_serve_synthetic_fcfs_on_8080() {
     let c = ServeConfig::from_toml_str("", "empty.toml").unwrap();
     assert_eq!(c.listen.to_string(), "127.0.0.1:8080");
     assert_eq!(c.admin.listen.to_string(), "127.0.0.1:9090");
-    assert_eq!(c.policy, ordo_serve::PolicyName::Fcfs);
+    assert_eq!(c.policy, ordo_serve::PolicyKind::Fcfs);
     assert_eq!(c.class_names(), vec!["default".to_string()]);
     assert!(c.effective_routes()[0].synthetic.is_some());
     ServeConfig::default().validate().unwrap();
@@ -232,7 +232,7 @@ fn every_example_is_valid() {
 /// line or key), the file's own errors keep their line, and an override that fixes nothing is not blamed.
 #[test]
 fn override_errors_name_the_flag_not_the_line() {
-    use ordo_serve::{Overrides, PolicyName};
+    use ordo_serve::{Overrides, PolicyKind};
     let with = |text: &str, o: Overrides| {
         let mut cfg = ServeConfig::from_toml_str(text, "ok.toml").expect("valid alone");
         cfg.apply_overrides(o);
@@ -241,7 +241,7 @@ fn override_errors_name_the_flag_not_the_line() {
     let e = with(
         "workers = 2\npolicy = \"fcfs\"\n",
         Overrides {
-            policy: Some(PolicyName::Lua),
+            policy: Some(PolicyKind::Custom),
             workers: Some(3.into()),
             ..Overrides::default()
         },
@@ -255,7 +255,7 @@ fn override_errors_name_the_flag_not_the_line() {
     let e = with(
         "policy = \"edf\"\n[[classes]]\nname = \"a\"\ndeadline = \"1s\"\n[[classes]]\nname = \"b\"\n",
         Overrides {
-            policy: Some(PolicyName::Stride),
+            policy: Some(PolicyKind::Stride),
             policy_script: Some("/no/such/pick.lua".into()),
             ..Overrides::default()
         },
