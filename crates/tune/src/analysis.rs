@@ -185,38 +185,84 @@ fn better(obj: Objective, a: f64, b: f64) -> bool {
     }
 }
 
-/// Analyse a stored experiment.
+/// Analyse a stored experiment: every configuration's statistics, then (over the measured ones, a
+/// search's re-check left apart) seed 000's table, the main effects, the comparisons with the baseline and
+/// the best, then the parts only some experiments have (scalability, search) and the notes.
 pub fn analyze(data: &ExperimentData) -> Analysis {
     let meta = &data.experiment.meta;
     let obj = meta.objective();
-    let score_values = |idx: usize| scores(data, idx);
+    let configs = config_stats(data);
+    let measured = measured(meta, &configs);
+    let baseline = measured.iter().copied().find(|c| c.is_baseline);
+    let table = seed_table(obj, &measured, baseline);
+    let main_effects = main_effects(meta, &measured);
+    let comparisons = baseline.map_or_else(Vec::new, |b| against_baseline(data, &measured, b));
+    let best = best_of(obj, &measured, &comparisons);
+    Analysis {
+        experiment: data.experiment.id,
+        name: data.experiment.name.clone(),
+        status: data.experiment.status.clone(),
+        objective: meta.objective.clone(),
+        score_terms: meta.score_terms.clone(),
+        table,
+        main_effects,
+        comparisons,
+        best,
+        scalability: meta
+            .scale_knob
+            .as_ref()
+            .map(|k| scalability(data, &configs, k)),
+        search: meta
+            .search
+            .as_ref()
+            .map(|s| search_summary(s, &configs, &|idx| scores(data, idx), obj)),
+        notes: meta
+            .notes
+            .iter()
+            .cloned()
+            .chain(ci_target_missed(meta, &configs))
+            .collect(),
+        configs,
+    }
+}
+
+/// Every configuration's score and metric statistics (a metric it never reported is left out).
+fn config_stats(data: &ExperimentData) -> Vec<ConfigStats> {
     let names = data.metric_names();
-    let configs: Vec<ConfigStats> = data
-        .configurations
+    data.configurations
         .iter()
         .map(|c| ConfigStats {
             idx: c.idx,
             label: c.label.clone(),
             is_baseline: c.is_baseline,
             values: c.values.clone(),
-            score: Summary::of(&score_values(c.idx)),
+            score: Summary::of(&scores(data, c.idx)),
             metrics: names
                 .iter()
                 .map(|m| (m.clone(), Summary::of(&data.values(c.idx, m))))
                 .filter(|(_, s)| s.n > 0)
                 .collect(),
         })
-        .collect();
-    // A search's re-check runs are kept apart: they answer whether its best survives (see `recheck`).
+        .collect()
+}
+
+/// The configurations with a score. A search's re-check runs are kept apart: they answer whether its best
+/// survives (see `recheck`).
+fn measured<'a>(meta: &ExperimentMeta, configs: &'a [ConfigStats]) -> Vec<&'a ConfigStats> {
     let in_recheck = |idx: usize| meta.search.as_ref().is_some_and(|s| s.is_recheck(idx));
-    let measured: Vec<&ConfigStats> = configs
+    configs
         .iter()
         .filter(|c| c.score.n > 0 && !in_recheck(c.idx))
-        .collect();
-    let baseline = measured.iter().copied().find(|c| c.is_baseline);
+        .collect()
+}
 
-    // Seed 000's table.
-    let table = (!measured.is_empty()).then(|| {
+/// Seed 000's table over the measured configurations' mean scores (`None`: nothing measured).
+fn seed_table(
+    obj: Objective,
+    measured: &[&ConfigStats],
+    baseline: Option<&ConfigStats>,
+) -> Option<SeedTable> {
+    (!measured.is_empty()).then(|| {
         let means: Vec<f64> = measured.iter().map(|c| c.score.mean).collect();
         let s = Summary::of(&means);
         let (best, worst) = match obj {
@@ -238,39 +284,43 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
             max_abs_increase: baseline.map(|b| dir * (best - b.score.mean) / b.score.mean.abs()),
             max_rel_increase: dir * (best - worst) / worst.abs(),
         }
-    });
+    })
+}
 
-    // Main effects, over the design's own points and levels.
-    let main_effects = main_effects(meta, &measured);
-
-    // Welch vs baseline, Holm-corrected.
-    let mut comparisons = Vec::new();
-    if let Some(b) = baseline {
-        let bv = score_values(b.idx);
-        let mut raw = Vec::new();
-        for c in measured.iter().filter(|c| !c.is_baseline) {
-            if let Some(w) = welch(&score_values(c.idx), &bv) {
-                raw.push((c, w));
-            }
-        }
-        let adj = holm(&raw.iter().map(|(_, w)| w.p).collect::<Vec<_>>());
-        for ((c, w), p_holm) in raw.into_iter().zip(adj) {
-            comparisons.push(Comparison {
-                idx: c.idx,
-                label: c.label.clone(),
-                diff: w.diff,
-                rel: w.diff / b.score.mean.abs(),
-                ci_low: w.ci_low,
-                ci_high: w.ci_high,
-                p: w.p,
-                p_holm,
-                significant: p_holm < ALPHA,
-            });
+/// Welch's t-test of every other measured configuration against `baseline`, Holm-corrected (a
+/// configuration the test cannot be run on is left out).
+fn against_baseline(
+    data: &ExperimentData,
+    measured: &[&ConfigStats],
+    baseline: &ConfigStats,
+) -> Vec<Comparison> {
+    let bv = scores(data, baseline.idx);
+    let mut raw = Vec::new();
+    for c in measured.iter().filter(|c| !c.is_baseline) {
+        if let Some(w) = welch(&scores(data, c.idx), &bv) {
+            raw.push((c, w));
         }
     }
+    let adj = holm(&raw.iter().map(|(_, w)| w.p).collect::<Vec<_>>());
+    raw.into_iter()
+        .zip(adj)
+        .map(|((c, w), p_holm)| Comparison {
+            idx: c.idx,
+            label: c.label.clone(),
+            diff: w.diff,
+            rel: w.diff / baseline.score.mean.abs(),
+            ci_low: w.ci_low,
+            ci_high: w.ci_high,
+            p: w.p,
+            p_holm,
+            significant: p_holm < ALPHA,
+        })
+        .collect()
+}
 
-    // Best.
-    let best = measured
+/// The measured configuration with the best mean score (the first of equals), with its comparison.
+fn best_of(obj: Objective, measured: &[&ConfigStats], comparisons: &[Comparison]) -> Option<Best> {
+    measured
         .iter()
         .copied()
         .reduce(|a, c| {
@@ -286,34 +336,7 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
             mean: c.score.mean,
             ci95: c.score.ci95,
             vs_baseline: comparisons.iter().find(|x| x.idx == c.idx).cloned(),
-        });
-
-    Analysis {
-        experiment: data.experiment.id,
-        name: data.experiment.name.clone(),
-        status: data.experiment.status.clone(),
-        objective: meta.objective.clone(),
-        score_terms: meta.score_terms.clone(),
-        table,
-        main_effects,
-        comparisons,
-        best,
-        scalability: meta
-            .scale_knob
-            .as_ref()
-            .map(|k| scalability(data, &configs, k)),
-        search: meta
-            .search
-            .as_ref()
-            .map(|s| search_summary(s, &configs, &score_values, obj)),
-        notes: meta
-            .notes
-            .iter()
-            .cloned()
-            .chain(ci_target_missed(meta, &configs))
-            .collect(),
-        configs,
-    }
+        })
 }
 
 /// Whether `c` is a point of the design for `knob`: it sets the knob to one of its levels, and

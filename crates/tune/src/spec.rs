@@ -843,77 +843,10 @@ fn check_knobs(
     target: &TargetSpec,
     workloads: &[WorkloadSpec],
 ) -> Result<Vec<KnobSpec>, SpecError> {
-    let mut knobs = Vec::new();
-    for (k, v) in raw {
-        let id: KnobId = k
-            .parse()
-            .map_err(|e: ordo_sys::knobs::KnobError| cx.err("knobs", k, e.to_string()))?;
-        let mut optional = false;
-        let v = match v {
-            toml::Value::Table(t) => {
-                for key in t.keys() {
-                    if key != "levels" && key != "optional" {
-                        return Err(cx.err(
-                            "knobs",
-                            k,
-                            format!("unknown key `{key}` (levels, optional)"),
-                        ));
-                    }
-                }
-                optional = match t.get("optional") {
-                    None => false,
-                    Some(toml::Value::Boolean(b)) => *b,
-                    Some(_) => {
-                        return Err(cx.err("knobs", k, "optional must be true or false"));
-                    }
-                };
-                t.get("levels")
-                    .ok_or_else(|| cx.err("knobs", k, "needs levels = [...]"))?
-            }
-            v => v,
-        };
-        let levels: Vec<String> = match v {
-            toml::Value::Array(a) => a
-                .iter()
-                .map(|x| {
-                    toml_value_string(x)
-                        .ok_or_else(|| cx.err("knobs", k, "levels must be strings or numbers"))
-                })
-                .collect::<Result<_, _>>()?,
-            other => vec![
-                toml_value_string(other)
-                    .ok_or_else(|| cx.err("knobs", k, "levels must be strings or numbers"))?,
-            ],
-        };
-        if levels.is_empty() {
-            return Err(cx.err("knobs", k, "needs at least one level"));
-        }
-        let mut seen = levels.clone();
-        seen.sort();
-        seen.dedup();
-        if seen.len() != levels.len() {
-            return Err(cx.err("knobs", k, "a level is listed twice"));
-        }
-        if let KnobId::Param(p) = &id {
-            let uses = |s: &str| s.contains(&format!("{{{p}}}"));
-            let used = match &target.kind {
-                TargetKind::Builtin { args, .. } => args.iter().any(|a| uses(a)),
-                TargetKind::Command { argv } => argv.iter().any(|a| uses(a)),
-                _ => false,
-            } || workloads.iter().any(|w| match &w.kind {
-                WorkloadKind::Bench(b) => uses(&b.url),
-                WorkloadKind::Command { argv, .. } => argv.iter().any(|a| uses(a)),
-            });
-            if !used {
-                return Err(cx.err("knobs", k, format!("no `{{{p}}}` in the target's command or a workload: this parameter would have no effect")));
-            }
-        }
-        knobs.push(KnobSpec {
-            id,
-            levels,
-            optional,
-        });
-    }
+    let mut knobs = raw
+        .iter()
+        .map(|(k, v)| check_knob(cx, k, v, target, workloads))
+        .collect::<Result<Vec<_>, _>>()?;
     // TOML tables are sorted by key; keep the order the file lists the knobs in.
     knobs.sort_by_key(|k| {
         raw.keys()
@@ -932,6 +865,102 @@ fn check_knobs(
         ));
     }
     Ok(knobs)
+}
+
+/// `[knobs] k = v`: the knob's name, its form (`levels` alone, or a table with `levels` and `optional`), its
+/// levels, and for a parameter, that something uses it.
+fn check_knob(
+    cx: &Ctx<'_>,
+    k: &str,
+    v: &toml::Value,
+    target: &TargetSpec,
+    workloads: &[WorkloadSpec],
+) -> Result<KnobSpec, SpecError> {
+    let id: KnobId = k
+        .parse()
+        .map_err(|e: ordo_sys::knobs::KnobError| cx.err("knobs", k, e.to_string()))?;
+    let (levels, optional) = match v {
+        toml::Value::Table(t) => knob_table(cx, k, t)?,
+        v => (v, false),
+    };
+    let levels = knob_levels(cx, k, levels)?;
+    if let KnobId::Param(p) = &id
+        && !param_used(p, target, workloads)
+    {
+        return Err(cx.err("knobs", k, format!("no `{{{p}}}` in the target's command or a workload: this parameter would have no effect")));
+    }
+    Ok(KnobSpec {
+        id,
+        levels,
+        optional,
+    })
+}
+
+/// `k = { levels = ..., optional = ... }`: the levels' value and whether the knob is optional.
+fn knob_table<'t>(
+    cx: &Ctx<'_>,
+    k: &str,
+    t: &'t toml::Table,
+) -> Result<(&'t toml::Value, bool), SpecError> {
+    if let Some(key) = t.keys().find(|key| *key != "levels" && *key != "optional") {
+        return Err(cx.err(
+            "knobs",
+            k,
+            format!("unknown key `{key}` (levels, optional)"),
+        ));
+    }
+    let optional = match t.get("optional") {
+        None => false,
+        Some(toml::Value::Boolean(b)) => *b,
+        Some(_) => {
+            return Err(cx.err("knobs", k, "optional must be true or false"));
+        }
+    };
+    let levels = t
+        .get("levels")
+        .ok_or_else(|| cx.err("knobs", k, "needs levels = [...]"))?;
+    Ok((levels, optional))
+}
+
+/// A knob's levels: an array of strings or numbers, or one of them alone; at least one, none twice.
+fn knob_levels(cx: &Ctx<'_>, k: &str, v: &toml::Value) -> Result<Vec<String>, SpecError> {
+    let levels: Vec<String> = match v {
+        toml::Value::Array(a) => a
+            .iter()
+            .map(|x| {
+                toml_value_string(x)
+                    .ok_or_else(|| cx.err("knobs", k, "levels must be strings or numbers"))
+            })
+            .collect::<Result<_, _>>()?,
+        other => vec![
+            toml_value_string(other)
+                .ok_or_else(|| cx.err("knobs", k, "levels must be strings or numbers"))?,
+        ],
+    };
+    if levels.is_empty() {
+        return Err(cx.err("knobs", k, "needs at least one level"));
+    }
+    let mut seen = levels.clone();
+    seen.sort();
+    seen.dedup();
+    if seen.len() != levels.len() {
+        return Err(cx.err("knobs", k, "a level is listed twice"));
+    }
+    Ok(levels)
+}
+
+/// Whether parameter `p` appears as `{p}` in the target's command or a workload (else it would change
+/// nothing).
+fn param_used(p: &str, target: &TargetSpec, workloads: &[WorkloadSpec]) -> bool {
+    let uses = |s: &str| s.contains(&format!("{{{p}}}"));
+    (match &target.kind {
+        TargetKind::Builtin { args, .. } => args.iter().any(|a| uses(a)),
+        TargetKind::Command { argv } => argv.iter().any(|a| uses(a)),
+        _ => false,
+    }) || workloads.iter().any(|w| match &w.kind {
+        WorkloadKind::Bench(b) => uses(&b.url),
+        WorkloadKind::Command { argv, .. } => argv.iter().any(|a| uses(a)),
+    })
 }
 
 /// `[baseline]`: explicit values; a parameter knob not named gets its first level.
