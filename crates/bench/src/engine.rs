@@ -14,7 +14,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use tokio::io::{AsyncRead, AsyncWrite, AsyncWriteExt, ReadBuf};
+use tokio::io::AsyncWriteExt;
 use tokio::net::TcpStream;
 use tokio::sync::watch;
 
@@ -235,68 +235,12 @@ fn us(d: Duration) -> u64 {
 }
 
 /// A connection to the target: plain TCP, or TLS over it (`https://`).
-enum Conn {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
+type Conn = ordo_sys::tls::ClientStream;
 
-impl AsyncRead for Conn {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl AsyncWrite for Conn {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            Conn::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
-            Conn::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
-
-impl Conn {
-    /// Sends one request. A TLS stream holds the records until flushed; a TCP socket has nothing to flush.
-    async fn send(&mut self, req: &[u8]) -> std::io::Result<()> {
-        match self {
-            Conn::Plain(s) => s.write_all(req).await,
-            Conn::Tls(s) => {
-                s.write_all(req).await?;
-                s.flush().await
-            }
-        }
-    }
+/// Sends one request. A TLS stream holds the records until flushed; a TCP socket's flush does nothing.
+async fn send(conn: &mut Conn, req: &[u8]) -> std::io::Result<()> {
+    conn.write_all(req).await?;
+    conn.flush().await
 }
 
 /// Connects (and for `https://` makes the TLS handshake) within `limit`.
@@ -313,7 +257,7 @@ async fn open(plan: &Plan, limit: Duration) -> Option<Conn> {
             Some(tls) => {
                 // the handshake's own messages must not wait for Nagle either
                 let _ = s.set_nodelay(true);
-                tls.handshake(s).await.ok().map(|t| Conn::Tls(Box::new(t)))
+                tls.connect(s).await.ok()
             }
         }
     };
@@ -527,7 +471,7 @@ async fn exchange(
             }
         };
         let reused = connected.is_none();
-        if s.send(req).await.is_err() {
+        if send(s, req).await.is_err() {
             *stream = None;
             if reused && !retried {
                 retried = true;

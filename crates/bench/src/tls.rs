@@ -8,79 +8,15 @@ use std::net::SocketAddr;
 use std::sync::Arc;
 use std::time::Duration;
 
-use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, ServerCertVerifier};
-use rustls::crypto::CryptoProvider;
+use rustls::pki_types::CertificateDer;
 use rustls::pki_types::pem::PemObject;
-use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use tokio::net::TcpStream;
 
 use crate::BenchError;
 use crate::config::TlsOptions;
 use crate::target::Target;
 
 /// What every connection of a run needs to speak TLS.
-#[derive(Clone)]
-pub(crate) struct Tls {
-    pub connector: tokio_rustls::TlsConnector,
-    pub name: ServerName<'static>,
-}
-
-impl std::fmt::Debug for Tls {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "Tls({:?})", self.name)
-    }
-}
-
-impl Tls {
-    /// The handshake on a connected socket.
-    pub(crate) async fn handshake(
-        &self,
-        tcp: TcpStream,
-    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-        self.connector.connect(self.name.clone(), tcp).await
-    }
-}
-
-/// Accepts any certificate (`--insecure`); signatures are still checked, so the handshake costs the same.
-#[derive(Debug)]
-struct AcceptAny(Arc<CryptoProvider>);
-
-impl ServerCertVerifier for AcceptAny {
-    fn verify_server_cert(
-        &self,
-        _: &CertificateDer<'_>,
-        _: &[CertificateDer<'_>],
-        _: &ServerName<'_>,
-        _: &[u8],
-        _: UnixTime,
-    ) -> Result<ServerCertVerified, rustls::Error> {
-        Ok(ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.0.signature_verification_algorithms;
-        rustls::crypto::verify_tls12_signature(message, cert, dss, algs)
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<HandshakeSignatureValid, rustls::Error> {
-        let algs = &self.0.signature_verification_algorithms;
-        rustls::crypto::verify_tls13_signature(message, cert, dss, algs)
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
+pub(crate) type Tls = ordo_sys::tls::Connector;
 
 fn invalid(field: &str, message: String) -> BenchError {
     BenchError::InvalidConfig {
@@ -94,51 +30,46 @@ pub(crate) fn client_config(
     opts: &TlsOptions,
     h2: bool,
 ) -> Result<Arc<rustls::ClientConfig>, BenchError> {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-        .map_err(|e| invalid("tls", e.to_string()))?;
-    let mut cc = if opts.insecure {
-        builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAny(provider)))
-            .with_no_client_auth()
+    let roots = if opts.insecure {
+        None
     } else {
-        let mut roots = rustls::RootCertStore::empty();
-        match &opts.cacert {
-            Some(p) => {
-                let text = std::fs::read(p)
-                    .map_err(|e| invalid("cacert", format!("{}: {e}", p.display())))?;
-                for c in CertificateDer::pem_slice_iter(&text) {
-                    let c = c.map_err(|e| invalid("cacert", format!("{}: {e}", p.display())))?;
-                    roots
-                        .add(c)
-                        .map_err(|e| invalid("cacert", format!("{}: {e}", p.display())))?;
-                }
-                if roots.is_empty() {
-                    return Err(invalid(
-                        "cacert",
-                        format!("{}: no PEM certificate in it", p.display()),
-                    ));
-                }
-            }
-            None => {
-                for c in rustls_native_certs::load_native_certs().certs {
-                    let _ = roots.add(c);
-                }
-            }
-        }
-        builder.with_root_certificates(roots).with_no_client_auth()
+        Some(root_store(opts)?)
     };
-    cc.alpn_protocols = vec![if h2 {
-        b"h2".to_vec()
-    } else {
-        b"http/1.1".to_vec()
-    }];
+    let alpn: &[u8] = if h2 { b"h2" } else { b"http/1.1" };
+    let mut cc = ordo_sys::tls::client_config(roots, &[alpn]);
     if !opts.resume {
         cc.resumption = rustls::client::Resumption::disabled();
     }
     Ok(Arc::new(cc))
+}
+
+/// The certificates a server's is verified against: `--cacert`'s, else the system's.
+fn root_store(opts: &TlsOptions) -> Result<rustls::RootCertStore, BenchError> {
+    let mut roots = rustls::RootCertStore::empty();
+    match &opts.cacert {
+        Some(p) => {
+            let text =
+                std::fs::read(p).map_err(|e| invalid("cacert", format!("{}: {e}", p.display())))?;
+            for c in CertificateDer::pem_slice_iter(&text) {
+                let c = c.map_err(|e| invalid("cacert", format!("{}: {e}", p.display())))?;
+                roots
+                    .add(c)
+                    .map_err(|e| invalid("cacert", format!("{}: {e}", p.display())))?;
+            }
+            if roots.is_empty() {
+                return Err(invalid(
+                    "cacert",
+                    format!("{}: no PEM certificate in it", p.display()),
+                ));
+            }
+        }
+        None => {
+            for c in rustls_native_certs::load_native_certs().certs {
+                let _ = roots.add(c);
+            }
+        }
+    }
+    Ok(roots)
 }
 
 /// Builds the run's TLS side and makes one handshake with the server at `addr` (blocking, within
@@ -183,8 +114,5 @@ pub(crate) fn prepare(
     conn.send_close_notify();
     let _ = conn.write_tls(&mut tcp);
     let _ = tcp.flush();
-    Ok(Tls {
-        connector: tokio_rustls::TlsConnector::from(config),
-        name,
-    })
+    Ok(Tls::new(config, name))
 }

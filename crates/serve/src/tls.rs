@@ -318,87 +318,23 @@ pub fn root_store(ca_file: Option<&Path>) -> Result<rustls::RootCertStore, Strin
     Ok(roots)
 }
 
-/// A certificate verifier that accepts anything: for tests against self-signed servers only.
-#[derive(Debug)]
-struct AcceptAnyCertificate(Arc<CryptoProvider>);
-
-impl rustls::client::danger::ServerCertVerifier for AcceptAnyCertificate {
-    fn verify_server_cert(
-        &self,
-        _end_entity: &CertificateDer<'_>,
-        _intermediates: &[CertificateDer<'_>],
-        _server_name: &ServerName<'_>,
-        _ocsp_response: &[u8],
-        _now: rustls::pki_types::UnixTime,
-    ) -> Result<rustls::client::danger::ServerCertVerified, rustls::Error> {
-        Ok(rustls::client::danger::ServerCertVerified::assertion())
-    }
-
-    fn verify_tls12_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls12_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn verify_tls13_signature(
-        &self,
-        message: &[u8],
-        cert: &CertificateDer<'_>,
-        dss: &rustls::DigitallySignedStruct,
-    ) -> Result<rustls::client::danger::HandshakeSignatureValid, rustls::Error> {
-        rustls::crypto::verify_tls13_signature(
-            message,
-            cert,
-            dss,
-            &self.0.signature_verification_algorithms,
-        )
-    }
-
-    fn supported_verify_schemes(&self) -> Vec<rustls::SignatureScheme> {
-        self.0.signature_verification_algorithms.supported_schemes()
-    }
-}
-
 /// The client configuration for connecting to TLS servers: certificates verified against `roots`, or not
 /// verified at all when `roots` is `None` (tests only). `alpn` is offered when not empty.
 pub fn client_config(
     roots: Option<rustls::RootCertStore>,
     alpn: &[&[u8]],
 ) -> Arc<rustls::ClientConfig> {
-    let provider = provider();
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-        .expect("the ring provider supports the default versions");
-    let mut cc = match roots {
-        Some(r) => builder.with_root_certificates(r).with_no_client_auth(),
-        None => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-            .with_no_client_auth(),
-    };
-    cc.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
-    Arc::new(cc)
+    Arc::new(ordo_sys::tls::client_config(roots, alpn))
 }
 
 /// How a proxy connects to an `https://` upstream: the client configuration and the name its certificate
 /// must be valid for (sent as SNI unless it is an IP address).
 #[derive(Clone)]
-pub(crate) struct UpstreamTls {
-    connector: tokio_rustls::TlsConnector,
-    name: ServerName<'static>,
-}
+pub(crate) struct UpstreamTls(ordo_sys::tls::Connector);
 
 impl fmt::Debug for UpstreamTls {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        write!(f, "UpstreamTls({:?})", self.name)
+        write!(f, "UpstreamTls({:?})", self.0.name())
     }
 }
 
@@ -408,80 +344,16 @@ impl UpstreamTls {
         let host = host.trim_start_matches('[').trim_end_matches(']');
         let name = ServerName::try_from(host.to_string())
             .map_err(|e| format!("`{host}` is not a valid TLS server name: {e}"))?;
-        Ok(UpstreamTls {
-            connector: tokio_rustls::TlsConnector::from(config),
-            name,
-        })
+        Ok(UpstreamTls(ordo_sys::tls::Connector::new(config, name)))
     }
 
     pub(crate) async fn connect(&self, tcp: TcpStream) -> std::io::Result<UpstreamStream> {
-        let s = self.connector.connect(self.name.clone(), tcp).await?;
-        Ok(UpstreamStream::Tls(Box::new(s)))
+        self.0.connect(tcp).await
     }
 }
 
 /// A pooled connection to an upstream: plain TCP, or TLS over it.
-#[derive(Debug)]
-pub(crate) enum UpstreamStream {
-    Plain(TcpStream),
-    Tls(Box<tokio_rustls::client::TlsStream<TcpStream>>),
-}
-
-impl UpstreamStream {
-    /// The TCP socket (under the TLS session, if any).
-    pub(crate) fn tcp(&self) -> &TcpStream {
-        match self {
-            UpstreamStream::Plain(s) => s,
-            UpstreamStream::Tls(s) => s.get_ref().0,
-        }
-    }
-}
-
-impl tokio::io::AsyncRead for UpstreamStream {
-    fn poll_read(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &mut tokio::io::ReadBuf<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => std::pin::Pin::new(s).poll_read(cx, buf),
-            UpstreamStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_read(cx, buf),
-        }
-    }
-}
-
-impl tokio::io::AsyncWrite for UpstreamStream {
-    fn poll_write(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-        buf: &[u8],
-    ) -> std::task::Poll<std::io::Result<usize>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => std::pin::Pin::new(s).poll_write(cx, buf),
-            UpstreamStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_write(cx, buf),
-        }
-    }
-
-    fn poll_flush(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => std::pin::Pin::new(s).poll_flush(cx),
-            UpstreamStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_flush(cx),
-        }
-    }
-
-    fn poll_shutdown(
-        self: std::pin::Pin<&mut Self>,
-        cx: &mut std::task::Context<'_>,
-    ) -> std::task::Poll<std::io::Result<()>> {
-        match self.get_mut() {
-            UpstreamStream::Plain(s) => std::pin::Pin::new(s).poll_shutdown(cx),
-            UpstreamStream::Tls(s) => std::pin::Pin::new(s.as_mut()).poll_shutdown(cx),
-        }
-    }
-}
+pub(crate) type UpstreamStream = ordo_sys::tls::ClientStream;
 
 #[cfg(test)]
 mod tests {

@@ -1,5 +1,6 @@
 //! ordo-sys: everything Linux — knobs behind one interface with a configurable root and a journal, /proc
-//! readers, getrusage and the machine fingerprint. The only crate allowed `unsafe`.
+//! readers, getrusage and the machine fingerprint. The only crate allowed `unsafe`. With feature `tls`, the
+//! client side of TLS connections that serve's proxy and the load generator share.
 
 mod cancel;
 pub mod clock;
@@ -14,6 +15,8 @@ pub mod rusage;
 mod sampler;
 mod signal;
 pub mod thread;
+#[cfg(feature = "tls")]
+pub mod tls;
 pub mod units;
 
 pub use cancel::CancelToken;
