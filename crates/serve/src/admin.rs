@@ -9,11 +9,10 @@ use bytes::Bytes;
 use serde_json::json;
 
 use crate::admin_guard::refuse;
-use crate::gate::REASONS;
-use crate::gate::reason_str;
 use crate::http::{Handler, Request, Response};
 use crate::metrics::Format;
 use crate::shared::Shared;
+use ordo_sched::RejectReason;
 /// Content types a browser may send cross-origin without asking first (a CORS "simple" request): `POST
 /// /reload` carrying one is refused, so no form anywhere can trigger a reload.
 fn cors_simple_body(req: &Request) -> bool {
@@ -96,9 +95,9 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
         .map(|(i, (name, queued))| {
             let m = shared.metrics.class(name);
             let c = classes_cfg.iter().find(|c| *c.name == **name);
-            let rejected: serde_json::Map<String, serde_json::Value> = REASONS
+            let rejected: serde_json::Map<String, serde_json::Value> = RejectReason::ALL
                 .iter()
-                .map(|r| (reason_str(*r).to_string(), json!(m.rejected(*r).get())))
+                .map(|r| (r.as_str().to_string(), json!(m.rejected(*r).get())))
                 .collect();
             json!({
                 "name": &**name,

@@ -23,25 +23,10 @@ use tokio::time::Instant;
 
 /// A request was refused instead of queued or served: answer 503 with Retry-After.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, thiserror::Error)]
-#[error("overloaded: {}", reason_str(*.reason))]
+#[error("overloaded: {}", .reason.as_str())]
 pub struct Overloaded {
     pub reason: RejectReason,
 }
-
-/// The metric label of a reject reason.
-pub fn reason_str(r: RejectReason) -> &'static str {
-    match r {
-        RejectReason::ClassQueueFull => "class_queue_full",
-        RejectReason::GlobalQueueFull => "global_queue_full",
-        RejectReason::DeadlineUnreachable => "deadline_unreachable",
-        RejectReason::QueueTimeout => "queue_timeout",
-        RejectReason::Shutdown => "shutdown",
-        RejectReason::StandingQueue => "standing_queue",
-    }
-}
-
-/// Every reject reason, for metrics and status.
-pub const REASONS: [RejectReason; 6] = RejectReason::ALL;
 
 /// How many requests one lane may serve at once.
 #[derive(Clone, Debug, PartialEq)]

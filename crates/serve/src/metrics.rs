@@ -13,7 +13,7 @@ use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
-use crate::gate::{GateSnapshot, REASONS, reason_str};
+use crate::gate::GateSnapshot;
 
 /// A label value written escaped (`\\`, `\"`, `\n`), as both exposition formats require: prometheus-client
 /// writes `String` values as they are, so a class named `a"b` broke every line it appeared on.
@@ -91,7 +91,7 @@ pub struct ClassMetrics {
     pub arrivals: Counter,
     pub dispatched: Counter,
     pub completed: Counter,
-    rejected: [Counter; REASONS.len()],
+    rejected: [Counter; RejectReason::ALL.len()],
     pub queue_wait: Histogram,
     pub service: Histogram,
 }
@@ -99,7 +99,10 @@ pub struct ClassMetrics {
 impl ClassMetrics {
     /// The counter of rejections for `reason`.
     pub fn rejected(&self, reason: RejectReason) -> &Counter {
-        let i = REASONS.iter().position(|r| *r == reason).unwrap_or(0);
+        let i = RejectReason::ALL
+            .iter()
+            .position(|r| *r == reason)
+            .unwrap_or(0);
         &self.rejected[i]
     }
 
@@ -388,11 +391,11 @@ impl Metrics {
             return m.clone();
         }
         let l = ClassLabel::new(name);
-        let rejected = REASONS.map(|r| {
+        let rejected = RejectReason::ALL.map(|r| {
             self.rejected
                 .get_or_create(&RejectLabel {
                     class: Escaped(name.to_string()),
-                    reason: reason_str(r).to_string(),
+                    reason: r.as_str().to_string(),
                 })
                 .clone()
         });

@@ -12,7 +12,7 @@ use crate::access_log::{RequestLine, Served};
 use crate::classify::size_hint;
 use crate::compile::{Active, Compiled, nanos};
 use crate::config::{ConfigError, Invalid, ServeConfig};
-use crate::gate::{Gate, Overloaded, reason_str};
+use crate::gate::{Gate, Overloaded};
 use crate::http::{Handler, Request, Response};
 use crate::keypath;
 use crate::metrics::Metrics;
@@ -183,9 +183,8 @@ impl Shared {
             Ok(p) => p,
             Err(Overloaded { reason }) => {
                 cm.rejected(reason).inc();
-                let mut resp =
-                    Response::text(503, &format!("overloaded: {}\n", reason_str(reason)))
-                        .with_header("Retry-After", active.retry_after_secs.to_string());
+                let mut resp = Response::text(503, &format!("overloaded: {}\n", reason.as_str()))
+                    .with_header("Retry-After", active.retry_after_secs.to_string());
                 if active.headers.class {
                     resp = resp.with_header("X-Ordo-Class", c.class_name.to_string());
                 }
