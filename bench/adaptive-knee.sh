@@ -77,12 +77,7 @@ write_config() { # $1 = file, $2 = workers value (a number or "auto"), $3 = algo
       echo "[limiter]"
       echo "algorithm = \"$3\""
     fi
-    for c in a:4 b:2 c:1; do
-      echo "[[classes]]"; echo "name = \"${c%%:*}\""; echo "weight = ${c##*:}"
-    done
-    for c in a b c; do
-      echo "[[rules]]"; echo "class = \"$c\""; echo "path_prefix = \"/$c\""
-    done
+    bench_three_classes
     echo "[[routes]]"
     echo "prefix = \"/\""
     echo "synthetic = { capacity = [{ at = \"0s\", servers = $HIGH }, { at = \"${PHASE}s\", servers = $LOW }, { at = \"$((2 * PHASE))s\", servers = $HIGH }] }"

@@ -30,61 +30,29 @@ ORDO_H2C_PORT=${ORDO_H2C_PORT:-18455}
 bench_init h2-vs-nginx nginx h2load taskset curl openssl
 nginx_bin=$(command -v nginx)
 bench_build --bin ordo
-ordo_bin=$ordo
 bench_ports_free "$NGINX_PORT" "$ORDO_PORT" "$ORDO_H2C_PORT"
 
-mkdir -p "$tmp/www" "$tmp/nginx/tmp" "$tmp/nginx/logs"
-awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/file.txt"
-# a throwaway CA and a server certificate it signs (a self-signed leaf is refused by rustls clients)
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench CA" \
-  -keyout "$tmp/ca.key" -out "$tmp/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
-  -keyout "$tmp/key.pem" -out "$tmp/cert.csr" 2>/dev/null
-printf "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n" > "$tmp/ext.cnf"
-openssl x509 -req -in "$tmp/cert.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -days 2 \
-  -extfile "$tmp/ext.cnf" -out "$tmp/cert.pem" 2>/dev/null
-chmod 644 "$tmp/key.pem"
+mkdir -p "$tmp/www"
+bench_file_2k "$tmp/www/file.txt"
+bench_tls_cert
 
 # nginx before 1.25.1 takes `http2` on the listen line; later ones want `http2 on;` (the old form still works)
-cat > "$tmp/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  sendfile on; tcp_nopush on; tcp_nodelay on;
-  keepalive_requests 100000000;
-  http2_max_requests 100000000;
-  http2_max_concurrent_streams 128;
-  open_file_cache max=100 inactive=60s;
-  default_type text/plain;
-  client_body_temp_path $tmp/nginx/tmp; proxy_temp_path $tmp/nginx/tmp; fastcgi_temp_path $tmp/nginx/tmp;
-  uwsgi_temp_path $tmp/nginx/tmp; scgi_temp_path $tmp/nginx/tmp;
-  server {
+bench_nginx_conf "$tmp/nginx" "  server {
     listen 127.0.0.1:$NGINX_PORT ssl http2;
+    http2_max_requests 100000000;
+    http2_max_concurrent_streams 128;
     ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;
     ssl_protocols TLSv1.3;
     root $tmp/www;
-  }
-}
-EOF
+  }"
 
 # ordo: TLS on the main listener, and an h2c (plain) listener of its own for the h2c checks
 ordo_conf() { # $1 = port, $2 = tls table or ""
+  bench_ordo_head "$1" fcfs
   cat <<EOF
-listen = "127.0.0.1:$1"
-threads = 1
-workers = 4096
-queue_cap = 100000
-[limits]
-max_connections = 100000
 [http2]
 max_concurrent_streams = 128
 max_streams_in_progress = 128
-[admin]
-enabled = false
 $2
 [[routes]]
 prefix = "/"
@@ -96,27 +64,9 @@ min_version = \"1.3\"
 certificates = [{ cert = \"$tmp/cert.pem\", key = \"$tmp/key.pem\" }]" > "$tmp/ordo.toml"
 ordo_conf "$ORDO_H2C_PORT" "" > "$tmp/ordo-h2c.toml"
 
-wait_ready() { # $1 = url
-  for _ in $(seq 1 100); do
-    if curl -fsk -o /dev/null "$1"; then return 0; fi
-    sleep 0.1
-  done
-  echo "h2-vs-nginx: $1 did not come up" >&2
-  exit 1
-}
-
-taskset -c "$SERVER_CPU" "$nginx_bin" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2>>"$tmp/nginx/stderr" &
-nginx_master=$!
-pids+=("$nginx_master")
-wait_ready "https://127.0.0.1:$NGINX_PORT/file.txt"
-nginx_pid=$(pgrep -P "$nginx_master" | head -1)
-taskset -c "$SERVER_CPU" "$ordo_bin" serve --config "$tmp/ordo.toml" 2>>"$tmp/ordo.stderr" &
-ordo_pid=$!
-pids+=("$ordo_pid")
-wait_ready "https://127.0.0.1:$ORDO_PORT/file.txt"
-taskset -c "$SERVER_CPU" "$ordo_bin" serve --config "$tmp/ordo-h2c.toml" 2>>"$tmp/ordo-h2c.stderr" &
-pids+=("$!")
-wait_ready "http://127.0.0.1:$ORDO_H2C_PORT/file.txt"
+bench_start_nginx "$tmp/nginx" "https://127.0.0.1:$NGINX_PORT/file.txt" "$SERVER_CPU"; nginx_pid=$started_pid
+bench_start_ordo "$tmp/ordo.toml" "https://127.0.0.1:$ORDO_PORT/file.txt" "$SERVER_CPU"; ordo_pid=$started_pid
+bench_start_ordo "$tmp/ordo-h2c.toml" "http://127.0.0.1:$ORDO_H2C_PORT/file.txt" "$SERVER_CPU"
 
 # --- peer clients: every response must be 2xx -----------------------------------------------------------
 fail() { echo "h2-vs-nginx: $*" >&2; exit 1; }
@@ -137,9 +87,9 @@ check_h2load "--h1 (TLS) → ordo" -n 20000 -c 4 -m 1 --h1 "https://127.0.0.1:$O
 check_h2load "h2 (TLS) → nginx" -n 20000 -c 4 -m 50 "https://127.0.0.1:$NGINX_PORT/file.txt"
 for mode in "--h2 https://localhost:$ORDO_PORT" "--h2c http://127.0.0.1:$ORDO_H2C_PORT"; do
   set -- $mode
-  out=$(taskset -c "$CLIENT_CPU" "$ordo_bin" bench --no-progress --json -c 4 --streams 50 -n 20000 "$1" \
+  out=$(taskset -c "$CLIENT_CPU" "$ordo" bench --no-progress --json -c 4 --streams 50 -n 20000 "$1" \
     --cacert "$tmp/ca.pem" "$2/file.txt")
-  ok=$(echo "$out" | tr -d ' \n' | sed -n 's/.*"status_counts":\[\(.*\)\].*/\1/p' | grep -o '"status":2[0-9][0-9],"count":[0-9]*' | awk -F: '{ s += $NF } END { print s + 0 }')
+  ok=$(bench_2xx "$out")
   echo "ordo bench $1 → ordo: $ok/20000 2xx" >&2
   [ "$ok" = 20000 ] || fail "ordo bench $1: not every response was 2xx"
 done
@@ -171,7 +121,7 @@ measure() {
     rps=$(echo "$out" | awk '/^finished in/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "req/s,") print $i }')
     echo "$out" | grep -q ' 0 failed, 0 errored, 0 timeout' || echo "warning: h2load on port $port: $(echo "$out" | grep '^requests:')" >&2
   else
-    out=$(taskset -c "$CLIENT_CPU" "$ordo_bin" bench --no-progress --h2 -t1 -c"$CONNS" --streams "$STREAMS" \
+    out=$(taskset -c "$CLIENT_CPU" "$ordo" bench --no-progress --h2 -t1 -c"$CONNS" --streams "$STREAMS" \
       -d"${DURATION}s" --cacert "$tmp/ca.pem" "$url")
     reqs=$(echo "$out" | awk '/^Complete requests:/ { print $3 }')
     rps=$(echo "$out" | awk '/^Requests per second:/ { print $4 }')
@@ -185,7 +135,8 @@ measure() {
     'BEGIN { printf "%.0f %.2f %s %s %.2f\n", r, (n > 0 ? dt / hz * 1e6 / n : 0), sb, cb, (n > 0 ? kc * 1e6 / n : 0) }'
 }
 
-declare -A rps cpu sbusy cbusy ccpu
+# rps, cpu, sbusy and cbusy are lib.sh's (see bench_wrk_case); ccpu: the client process's CPU µs per request
+declare -A ccpu
 record() {
   rps[$1]="${rps[$1]:-} $2"; cpu[$1]="${cpu[$1]:-} $3"; sbusy[$1]="${sbusy[$1]:-} $4"; cbusy[$1]="${cbusy[$1]:-} $5"
   ccpu[$1]="${ccpu[$1]:-} $6"
@@ -203,15 +154,8 @@ run_case() {
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x ${DURATION}s" >&2
 echo "uptime: $(uptime)"
 cases=(nginx_h2load ordo_h2load ordo_ordobench)
-for round in $(seq 1 "$ROUNDS"); do
-  echo "round $round/$ROUNDS..." >&2
-  if [ $((round % 2)) = 1 ]; then order=("${cases[@]}"); else order=(); for ((k = ${#cases[@]} - 1; k >= 0; k--)); do order+=("${cases[$k]}"); done; fi
-  for k in "${order[@]}"; do run_case "$k"; done
-done
+bench_rounds "${cases[@]}"
 echo "uptime after: $(uptime)"
-
-med() { echo "${1}" | tr ' ' '\n' | grep -v '^$' | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo
 echo "HTTP/2 over TLS 1.3, ECDSA P-256, 2 KB file; ordo serve (threads = 1, h2 + rustls/ring) vs nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///') (1 worker, OpenSSL); both on CPU $SERVER_CPU"

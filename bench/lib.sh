@@ -1,12 +1,15 @@
 # Plumbing shared by the scripts under bench/ (sourced, not run): the tool check, a temp dir and the
 # processes a script starts, both cleaned up on every exit path, the release build and where its binaries
 # are, and a check that the ports a script will listen on are free (a port another program holds would
-# otherwise be measured in ordo's or the peer's place), and the measuring helpers (a process's CPU ticks,
-# a core's busy share, the median). Each script keeps what it measures and prints.
+# otherwise be measured in ordo's or the peer's place); the measuring helpers (a process's CPU ticks,
+# a core's busy share, the median, one wrk run, the ABBA rounds); and what the peer comparisons set up
+# alike (the 2 KB file, a test CA and certificate, nginx's configuration and start, ordo serve's start, the
+# three-class request mix). Each script keeps what it measures and prints.
 #
 #   . "$(dirname "$0")/lib.sh"
 #   bench_init serve-vs-nginx nginx wrk taskset curl   # $here, $tmp, pids=(), traps; exits 1 naming a missing tool
 #   bench_build --bin ordo                               # unless ORDO_BENCH_NO_BUILD=1; sets $target_dir and $ordo
+#                                                        # ($ORDO_BIN when set: another build of ordo)
 #   bench_ports_free "$NGINX_PORT" "$ORDO_PORT"          # exits 1 naming a port already in use
 #   some_server & pids+=("$!")                           # killed and waited for on exit
 #
@@ -49,7 +52,8 @@ bench_cleanup() {
 }
 
 # Builds (release, quietly) what the arguments name, unless ORDO_BENCH_NO_BUILD=1; one call per cargo
-# invocation. Sets $target_dir (cargo's, wherever CARGO_TARGET_DIR puts it) and $ordo (the release binary).
+# invocation. Sets $target_dir (cargo's, wherever CARGO_TARGET_DIR puts it) and $ordo (the release binary,
+# or $ORDO_BIN when set: another build of ordo, an earlier commit's say, with ORDO_BENCH_NO_BUILD=1).
 bench_build() {
   if [ "${ORDO_BENCH_NO_BUILD:-0}" != 1 ]; then
     echo "building (release): cargo build --release $*" >&2
@@ -58,7 +62,7 @@ bench_build() {
   target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null |
     sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
   target_dir=${target_dir:-$here/target}
-  ordo=$target_dir/release/ordo
+  ordo=${ORDO_BIN:-$target_dir/release/ordo}
 }
 
 # Exits 1 if any of the TCP ports is already listened on (on any address).
@@ -104,4 +108,165 @@ bench_wrk() {
   fi
   awk -v r="$rps" -v n="$reqs" -v dt="$((t1 - t0))" -v hz="$clk_tck" -v sb="$(busy_pct "$s0" "$s1")" -v cb="$(busy_pct "$c0" "$c1")" \
     'BEGIN { printf "%.0f %.2f %s %s\n", r, (n > 0 ? dt / hz * 1e6 / n : 0), sb, cb }'
+}
+
+# Runs `run_case NAME` (the script's) for each case named, ROUNDS times: forward in odd rounds, backward in
+# even ones (ABBA), so a drift in the machine's load favours no case.
+bench_rounds() {
+  local round k order
+  for round in $(seq 1 "$ROUNDS"); do
+    echo "round $round/$ROUNDS..." >&2
+    if [ $((round % 2)) = 1 ]; then order=("$@"); else order=(); for ((k = $#; k >= 1; k--)); do order+=("${!k}"); done; fi
+    for k in "${order[@]}"; do run_case "$k"; done
+  done
+}
+
+# Each case's figures over the rounds, space-separated: req/s, server CPU µs per request, server and client
+# core busy %. bench_wrk_case CASE PID URL CONNS [wrk args...] runs bench_wrk once and adds its figures.
+declare -A rps cpu sbusy cbusy
+bench_wrk_case() {
+  local case=$1 r c sb cb
+  shift
+  read -r r c sb cb < <(bench_wrk "$@")
+  rps[$case]="${rps[$case]:-} $r"; cpu[$case]="${cpu[$case]:-} $c"
+  sbusy[$case]="${sbusy[$case]:-} $sb"; cbusy[$case]="${cbusy[$case]:-} $cb"
+}
+# The median of a space-separated list, and a / b with two decimals (0 when b is 0).
+med() { echo "$1" | median; }
+ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
+
+# --- what the peer comparisons set up alike ---------------------------------------------------------------
+
+# The 2 KB text file the comparisons serve: $1 = path.
+bench_file_2k() { awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$1"; }
+
+# A throwaway CA ($tmp/ca.pem) and an ECDSA P-256 server certificate it signs, for localhost and 127.0.0.1
+# ($tmp/cert.pem, $tmp/key.pem, readable by nginx's unprivileged worker): rustls clients refuse a
+# self-signed leaf.
+bench_tls_cert() {
+  openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench CA" \
+    -keyout "$tmp/ca.key" -out "$tmp/ca.pem" 2>/dev/null
+  openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
+    -keyout "$tmp/key.pem" -out "$tmp/cert.csr" 2>/dev/null
+  printf "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n" > "$tmp/ext.cnf"
+  openssl x509 -req -in "$tmp/cert.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -days 2 \
+    -extfile "$tmp/ext.cnf" -out "$tmp/cert.pem" 2>/dev/null
+  chmod 644 "$tmp/key.pem"
+}
+
+# Writes DIR/nginx.conf: one worker in the foreground, its pid, logs and temp files under DIR, no access log,
+# sendfile with tcp_nopush/tcp_nodelay, unlimited keep-alive requests, an open-file cache, text/plain by
+# default; SERVERS (the server blocks, with whatever a script sets differently per server) inside `http`.
+# CONNECTIONS (default 8192) sets worker_connections, and worker_rlimit_nofile when given.
+#   bench_nginx_conf DIR SERVERS [CONNECTIONS]
+bench_nginx_conf() {
+  local dir=$1 servers=$2 conns=${3:-8192} rlimit=""
+  [ -n "${3:-}" ] && rlimit="worker_rlimit_nofile $3;
+"
+  mkdir -p "$dir/tmp" "$dir/logs"
+  cat > "$dir/nginx.conf" <<EOF
+worker_processes 1;
+${rlimit}daemon off;
+pid $dir/nginx.pid;
+error_log $dir/error.log;
+events { worker_connections $conns; }
+http {
+  access_log off;
+  sendfile on; tcp_nopush on; tcp_nodelay on;
+  keepalive_requests 100000000;
+  open_file_cache max=100 inactive=60s;
+  default_type text/plain;
+  client_body_temp_path $dir/tmp; proxy_temp_path $dir/tmp; fastcgi_temp_path $dir/tmp;
+  uwsgi_temp_path $dir/tmp; scgi_temp_path $dir/tmp;
+$servers
+}
+EOF
+}
+
+# Waits (10 s at most) until URL answers 2xx; exits 1 saying so when it does not.
+bench_wait_ready() {
+  for _ in $(seq 1 100); do
+    if curl -fsk -o /dev/null "$1"; then return 0; fi
+    sleep 0.1
+  done
+  echo "$bench_name: $1 did not come up" >&2
+  exit 1
+}
+
+# Starts nginx with DIR/nginx.conf, pinned to CPU when one is given, and waits until URL answers; sets
+# started_pid to its worker (the process that does the work).
+#   bench_start_nginx DIR URL [CPU]
+bench_start_nginx() {
+  local dir=$1 url=$2 pin=() master
+  [ -n "${3:-}" ] && pin=(taskset -c "$3")
+  ${pin[@]+"${pin[@]}"} "$(command -v nginx)" -c "$dir/nginx.conf" -p "$dir" 2>>"$dir/stderr" &
+  master=$!
+  pids+=("$master")
+  bench_wait_ready "$url"
+  started_pid=$(pgrep -P "$master" | head -1)
+}
+
+# Starts `$ordo serve --config CONFIG` (stderr to $tmp/ordo.stderr), pinned to CPU when one is given, waits
+# until URL answers and checks it still runs; sets started_pid.
+#   bench_start_ordo CONFIG URL [CPU]
+bench_start_ordo() {
+  local pin=()
+  [ -n "${3:-}" ] && pin=(taskset -c "$3")
+  ${pin[@]+"${pin[@]}"} "$ordo" serve --config "$1" 2>>"$tmp/ordo.stderr" &
+  bench_check_started "$!" "$2"
+}
+# Registers PID (a server just started in the background) as started_pid, to be killed on exit; waits until
+# URL answers and checks PID still runs (else exits 1 with the end of LOG, default $tmp/ordo.stderr).
+#   bench_check_started PID URL [LOG]
+bench_check_started() {
+  started_pid=$1
+  pids+=("$started_pid")
+  bench_wait_ready "$2"
+  kill -0 "$started_pid" 2>/dev/null || { echo "$bench_name: the server for $2 exited: $(tail -n 2 "${3:-$tmp/ordo.stderr}")" >&2; exit 1; }
+}
+
+# The head of ordo serve's configuration in the peer comparisons (on stdout): listen on 127.0.0.1:PORT, one
+# runtime thread, policy POLICY, workers, queue and connections far above any client count (the peers have
+# no such limits), no admin listener; LIMITS (lines, optional) added to [limits], the head's last table.
+#   bench_ordo_head PORT POLICY [LIMITS]
+bench_ordo_head() {
+  echo "listen = \"127.0.0.1:$1\""
+  echo "threads = 1"
+  echo "workers = 4096"
+  echo "policy = \"$2\""
+  echo "queue_cap = 100000"
+  echo "[admin]"
+  echo "enabled = false"
+  echo "[limits]"
+  echo "max_connections = 100000"
+  if [ -n "${3:-}" ]; then echo "$3"; fi
+}
+
+# The three-class mix of the scheduling cases: ordo serve's classes a, b, c (stride weights 4:2:1) chosen by
+# path prefix (bench_three_classes: config lines on stdout), and a wrk script cycling through /a/, /b/ and
+# /c/file.txt (bench_mix_lua FILE).
+bench_three_classes() {
+  local c
+  for c in a:4 b:2 c:1; do
+    echo "[[classes]]"; echo "name = \"${c%%:*}\""; echo "weight = ${c##*:}"
+  done
+  for c in a b c; do
+    echo "[[rules]]"; echo "class = \"$c\""; echo "path_prefix = \"/$c\""
+  done
+}
+bench_mix_lua() {
+  cat > "$1" <<'EOF'
+local paths = { "/a/file.txt", "/b/file.txt", "/c/file.txt" }
+local i = 0
+request = function()
+  i = i % 3 + 1
+  return wrk.format(nil, paths[i])
+end
+EOF
+}
+
+# How many of an `ordo bench --json` run's responses were 2xx ($1 = its JSON).
+bench_2xx() {
+  echo "$1" | tr -d ' \n' | sed -n 's/.*"status_counts":\[\(.*\)\].*/\1/p' |
+    grep -o '"status":2[0-9][0-9],"count":[0-9]*' | awk -F: '{ s += $NF } END { print s + 0 }'
 }

@@ -44,38 +44,17 @@ bench_init proxy-vs-haproxy haproxy nginx wrk taskset curl
 nginx_bin=$(command -v nginx)
 haproxy_bin=$(command -v haproxy)
 bench_build --bin ordo
-ordo_bin=${ORDO_BIN:-$ordo}
 bench_ports_free "$UP_PORT" "$HAPROXY_PORT" "$NGINX_PROXY_PORT" "$ORDO_PORT" "$STRIDE3_PORT"
 
 # The 2 KB file at the upstream's root and under a/ b/ c/ (the three-class mix).
 mkdir -p "$tmp/www"
 for d in "" a b c; do
   mkdir -p "$tmp/www/$d"
-  awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/$d/file.txt"
+  bench_file_2k "$tmp/www/$d/file.txt"
 done
 
-nginx_conf() { # $1 = dir, $2 = server block
-  mkdir -p "$1/tmp"
-  cat > "$1/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $1/nginx.pid;
-error_log $1/error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  sendfile on; tcp_nopush on; tcp_nodelay on;
-  keepalive_requests 100000000;
-  open_file_cache max=100 inactive=60s;
-  default_type text/plain;
-  client_body_temp_path $1/tmp; proxy_temp_path $1/tmp; fastcgi_temp_path $1/tmp;
-  uwsgi_temp_path $1/tmp; scgi_temp_path $1/tmp;
-$2
-}
-EOF
-}
-nginx_conf "$tmp/upstream" "  server { listen 127.0.0.1:$UP_PORT; root $tmp/www; }"
-nginx_conf "$tmp/nginx_proxy" "  upstream up { server 127.0.0.1:$UP_PORT; keepalive $CONNS; keepalive_requests 100000000; }
+bench_nginx_conf "$tmp/upstream" "  server { listen 127.0.0.1:$UP_PORT; root $tmp/www; }"
+bench_nginx_conf "$tmp/nginx_proxy" "  upstream up { server 127.0.0.1:$UP_PORT; keepalive $CONNS; keepalive_requests 100000000; }
   server {
     listen 127.0.0.1:$NGINX_PROXY_PORT;
     location / {
@@ -110,22 +89,9 @@ EOF
 
 write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port
   {
-    echo "listen = \"127.0.0.1:$4\""
-    echo "threads = 1"
-    echo "workers = 4096"
-    echo "policy = \"$2\""
-    echo "queue_cap = 100000"
-    echo "[limits]"
-    echo "max_connections = 100000"
-    echo "[admin]"
-    echo "enabled = false"
+    bench_ordo_head "$4" "$2"
     if [ "$3" = 3 ]; then
-      for c in a:4 b:2 c:1; do
-        echo "[[classes]]"; echo "name = \"${c%%:*}\""; echo "weight = ${c##*:}"
-      done
-      for c in a b c; do
-        echo "[[rules]]"; echo "class = \"$c\""; echo "path_prefix = \"/$c\""
-      done
+      bench_three_classes
     else
       echo "[[classes]]"; echo "name = \"default\""
     fi
@@ -139,87 +105,40 @@ write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port
 write_ordo_config "$tmp/fcfs.toml" fcfs 1 "$ORDO_PORT"
 write_ordo_config "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT"
 
-cat > "$tmp/mix.lua" <<'EOF'
-local paths = { "/a/file.txt", "/b/file.txt", "/c/file.txt" }
-local i = 0
-request = function()
-  i = i % 3 + 1
-  return wrk.format(nil, paths[i])
-end
-EOF
+bench_mix_lua "$tmp/mix.lua"
 
-wait_ready() { # $1 = url
-  for _ in $(seq 1 100); do
-    if curl -fs -o /dev/null "$1"; then return 0; fi
-    sleep 0.1
-  done
-  echo "proxy-vs-haproxy: $1 did not come up" >&2
-  exit 1
-}
 # The body that comes back through a proxy must be the upstream's 2 KB file.
 check_body() { # $1 = url
   cmp -s <(curl -fs "$1") "$tmp/www/file.txt" || { echo "proxy-vs-haproxy: $1 did not return the file" >&2; exit 1; }
 }
 
-start_nginx() { # $1 = dir, $2 = cpu, $3 = port; sets started_pid (the worker: the process that does the work)
-  taskset -c "$2" "$nginx_bin" -c "$1/nginx.conf" -p "$1" 2>>"$1/stderr" &
-  local master=$!
-  pids+=("$master")
-  wait_ready "http://127.0.0.1:$3/file.txt"
-  started_pid=$(pgrep -P "$master" | head -1)
-}
-start_nginx "$tmp/upstream" "$UPSTREAM_CPU" "$UP_PORT"
-start_nginx "$tmp/nginx_proxy" "$SERVER_CPU" "$NGINX_PROXY_PORT"; nginx_pid=$started_pid
+bench_start_nginx "$tmp/upstream" "http://127.0.0.1:$UP_PORT/file.txt" "$UPSTREAM_CPU"
+bench_start_nginx "$tmp/nginx_proxy" "http://127.0.0.1:$NGINX_PROXY_PORT/file.txt" "$SERVER_CPU"; nginx_pid=$started_pid
 taskset -c "$SERVER_CPU" "$haproxy_bin" -db -f "$tmp/haproxy/haproxy.cfg" >>"$tmp/haproxy/stderr" 2>&1 &
-haproxy_pid=$!
-pids+=("$haproxy_pid")
-wait_ready "http://127.0.0.1:$HAPROXY_PORT/file.txt"
-start_ordo() { # $1 = config, $2 = port; sets started_pid
-  taskset -c "$SERVER_CPU" "$ordo_bin" serve --config "$1" 2>>"$tmp/ordo.stderr" &
-  started_pid=$!
-  pids+=("$started_pid")
-  wait_ready "http://127.0.0.1:$2/file.txt"
-  kill -0 "$started_pid" 2>/dev/null || { echo "proxy-vs-haproxy: ordo on port $2 exited: $(tail -n 2 "$tmp/ordo.stderr")" >&2; exit 1; }
-}
-start_ordo "$tmp/fcfs.toml" "$ORDO_PORT"; ordo_pid=$started_pid
-start_ordo "$tmp/stride3.toml" "$STRIDE3_PORT"; stride3_pid=$started_pid
+bench_check_started "$!" "http://127.0.0.1:$HAPROXY_PORT/file.txt" "$tmp/haproxy/stderr"; haproxy_pid=$started_pid
+bench_start_ordo "$tmp/fcfs.toml" "http://127.0.0.1:$ORDO_PORT/file.txt" "$SERVER_CPU"; ordo_pid=$started_pid
+bench_start_ordo "$tmp/stride3.toml" "http://127.0.0.1:$STRIDE3_PORT/file.txt" "$SERVER_CPU"; stride3_pid=$started_pid
 for port in "$HAPROXY_PORT" "$NGINX_PROXY_PORT" "$ORDO_PORT" "$STRIDE3_PORT"; do
   check_body "http://127.0.0.1:$port/file.txt"
 done
 check_body "http://127.0.0.1:$STRIDE3_PORT/c/file.txt"
 
 
-# run_wrk PID PORT [wrk args...] -> "rps cpu_us_per_req server_core_busy% client_core_busy%"
-run_wrk() { local pid=$1 port=$2; shift 2; bench_wrk "$pid" "http://127.0.0.1:$port/file.txt" "$CONNS" "$@"; }
-
-declare -A rps cpu sbusy cbusy
-record() {
-  rps[$1]="${rps[$1]:-} $2"; cpu[$1]="${cpu[$1]:-} $3"; sbusy[$1]="${sbusy[$1]:-} $4"; cbusy[$1]="${cbusy[$1]:-} $5"
-}
+# run_wrk CASE PID PORT [wrk args...]
+run_wrk() { local case=$1 pid=$2 port=$3; shift 3; bench_wrk_case "$case" "$pid" "http://127.0.0.1:$port/file.txt" "$CONNS" "$@"; }
 run_case() {
-  local r c sb cb
   case $1 in
-    haproxy) read -r r c sb cb < <(run_wrk "$haproxy_pid" "$HAPROXY_PORT") ;;
-    haproxy_mix) read -r r c sb cb < <(run_wrk "$haproxy_pid" "$HAPROXY_PORT" -s "$tmp/mix.lua") ;;
-    nginx_proxy) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_PROXY_PORT") ;;
-    ordo_fcfs) read -r r c sb cb < <(run_wrk "$ordo_pid" "$ORDO_PORT") ;;
-    ordo_stride3) read -r r c sb cb < <(run_wrk "$stride3_pid" "$STRIDE3_PORT" -s "$tmp/mix.lua") ;;
+    haproxy) run_wrk "$1" "$haproxy_pid" "$HAPROXY_PORT" ;;
+    haproxy_mix) run_wrk "$1" "$haproxy_pid" "$HAPROXY_PORT" -s "$tmp/mix.lua" ;;
+    nginx_proxy) run_wrk "$1" "$nginx_pid" "$NGINX_PROXY_PORT" ;;
+    ordo_fcfs) run_wrk "$1" "$ordo_pid" "$ORDO_PORT" ;;
+    ordo_stride3) run_wrk "$1" "$stride3_pid" "$STRIDE3_PORT" -s "$tmp/mix.lua" ;;
   esac
-  record "$1" "$r" "$c" "$sb" "$cb"
 }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections" >&2
-cases=(haproxy ordo_fcfs nginx_proxy haproxy_mix ordo_stride3)
-for round in $(seq 1 "$ROUNDS"); do
-  echo "round $round/$ROUNDS..." >&2
-  # forward in odd rounds, backward in even ones (ABBA), so a drift in the machine's load favours no case
-  if [ $((round % 2)) = 1 ]; then order=("${cases[@]}"); else order=(); for ((k = ${#cases[@]} - 1; k >= 0; k--)); do order+=("${cases[$k]}"); done; fi
-  for k in "${order[@]}"; do run_case "$k"; done
-done
+bench_rounds haproxy ordo_fcfs nginx_proxy haproxy_mix ordo_stride3
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-
-med() { echo "${1}" | tr ' ' '\n' | grep -v '^$' | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo
 echo "proxies on CPU $SERVER_CPU (one thread each): HAProxy $("$haproxy_bin" -v 2>&1 | awk 'NR == 1 { print $3 }'), nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///') proxy_pass, ordo serve;"

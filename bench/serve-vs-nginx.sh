@@ -39,49 +39,18 @@ bench_build "${build[@]}"
 bench_ports_free "$NGINX_PORT" "$ORDO_PORT" $((ORDO_PORT + 1)) $((ORDO_PORT + 2)) $((ORDO_PORT + 3)) "$NGINX_DEFER_PORT"
 
 # The 2 KB file, also under a/ b/ c/ for the three-class runs.
-mkdir -p "$tmp/www" "$tmp/nginx/tmp" "$tmp/nginx/logs"
 for d in "" a b c; do
   mkdir -p "$tmp/www/$d"
-  awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/$d/file.txt"
+  bench_file_2k "$tmp/www/$d/file.txt"
 done
 
-cat > "$tmp/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  sendfile on; tcp_nopush on; tcp_nodelay on;
-  keepalive_requests 100000000;
-  open_file_cache max=100 inactive=60s;
-  default_type text/plain;
-  client_body_temp_path $tmp/nginx/tmp; proxy_temp_path $tmp/nginx/tmp; fastcgi_temp_path $tmp/nginx/tmp;
-  uwsgi_temp_path $tmp/nginx/tmp; scgi_temp_path $tmp/nginx/tmp;
-  server { listen 127.0.0.1:$NGINX_PORT; listen 127.0.0.1:$NGINX_DEFER_PORT deferred; root $tmp/www; }
-}
-EOF
+bench_nginx_conf "$tmp/nginx" "  server { listen 127.0.0.1:$NGINX_PORT; listen 127.0.0.1:$NGINX_DEFER_PORT deferred; root $tmp/www; }"
 
 write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port, $5 = defer_accept (default false)
   {
-    echo "listen = \"127.0.0.1:$4\""
-    echo "threads = 1"
-    echo "workers = 4096"
-    echo "policy = \"$2\""
-    echo "queue_cap = 100000"
-    echo "[limits]"
-    echo "max_connections = 100000"
-    echo "defer_accept = ${5:-false}"
-    echo "[admin]"
-    echo "enabled = false"
+    bench_ordo_head "$4" "$2" "defer_accept = ${5:-false}"
     if [ "$3" = 3 ]; then
-      for c in a:4 b:2 c:1; do
-        echo "[[classes]]"; echo "name = \"${c%%:*}\""; echo "weight = ${c##*:}"
-      done
-      for c in a b c; do
-        echo "[[rules]]"; echo "class = \"$c\""; echo "path_prefix = \"/$c\""
-      done
+      bench_three_classes
     else
       echo "[[classes]]"; echo "name = \"default\""
     fi
@@ -98,62 +67,24 @@ write_ordo_config "$tmp/fcfs3.toml" fcfs 3 "$FCFS3_PORT"
 write_ordo_config "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT"
 write_ordo_config "$tmp/deferred.toml" fcfs 1 "$DEFER_PORT" true
 
-cat > "$tmp/mix.lua" <<'EOF'
-local paths = { "/a/file.txt", "/b/file.txt", "/c/file.txt" }
-local i = 0
-request = function()
-  i = i % 3 + 1
-  return wrk.format(nil, paths[i])
-end
-EOF
-
-wait_ready() { # $1 = url
-  for _ in $(seq 1 100); do
-    if curl -fs -o /dev/null "$1"; then return 0; fi
-    sleep 0.1
-  done
-  echo "serve-vs-nginx: $1 did not come up" >&2
-  exit 1
-}
+bench_mix_lua "$tmp/mix.lua"
 
 # All servers run for the whole benchmark, each pinned to SERVER_CPU; only the one under load does work, so
 # the cases can be interleaved closely in time (the machine's noise then hits them alike).
-start_nginx() { # sets nginx_pid (the worker: the process that does the work)
-  taskset -c "$SERVER_CPU" "$nginx_bin" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2>>"$tmp/nginx/stderr" &
-  local master=$!
-  pids+=("$master")
-  wait_ready "http://127.0.0.1:$NGINX_PORT/file.txt"
-  nginx_pid=$(pgrep -P "$master" | head -1)
-}
-
 start_ordo() { # $1 = config, $2 = port; sets started_pid
   if [ "${ORDO_BENCH_EXAMPLE:-0}" = 1 ]; then
     taskset -c "$SERVER_CPU" "$target_dir/release/examples/static_bench" "$tmp/www" "127.0.0.1:$2" 2>>"$tmp/ordo.stderr" &
+    bench_check_started "$!" "http://127.0.0.1:$2/file.txt"
   else
-    taskset -c "$SERVER_CPU" "$target_dir/release/ordo" serve --config "$1" 2>>"$tmp/ordo.stderr" &
+    bench_start_ordo "$1" "http://127.0.0.1:$2/file.txt" "$SERVER_CPU"
   fi
-  started_pid=$!
-  pids+=("$started_pid")
-  wait_ready "http://127.0.0.1:$2/file.txt"
-  kill -0 "$started_pid" 2>/dev/null || { echo "serve-vs-nginx: server on port $2 exited: $(tail -n 2 "$tmp/ordo.stderr")" >&2; exit 1; }
 }
 
-
-
-# run_wrk PID PORT [wrk args...] -> prints "rps cpu_us_per_req server_core_busy% client_core_busy%"
-run_wrk() { local pid=$1 port=$2; shift 2; bench_wrk "$pid" "http://127.0.0.1:$port/file.txt" "$CONNS" "$@"; }
-
-
-declare -A rps cpu sbusy cbusy
-record() { # case rps cpu server_busy client_busy
-  rps[$1]="${rps[$1]:-} $2"
-  cpu[$1]="${cpu[$1]:-} $3"
-  sbusy[$1]="${sbusy[$1]:-} $4"
-  cbusy[$1]="${cbusy[$1]:-} $5"
-}
+# run_wrk CASE PID PORT [wrk args...]
+run_wrk() { local case=$1 pid=$2 port=$3; shift 3; bench_wrk_case "$case" "$pid" "http://127.0.0.1:$port/file.txt" "$CONNS" "$@"; }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections" >&2
-start_nginx
+bench_start_nginx "$tmp/nginx" "http://127.0.0.1:$NGINX_PORT/file.txt" "$SERVER_CPU"; nginx_pid=$started_pid
 start_ordo "$tmp/plain.toml" "$ORDO_PORT"; ordo_pid=$started_pid
 cases=(nginx_ka ordo_ka ordo_close nginx_close)
 if [ "${ORDO_BENCH_EXAMPLE:-0}" != 1 ]; then
@@ -163,29 +94,19 @@ if [ "${ORDO_BENCH_EXAMPLE:-0}" != 1 ]; then
   cases+=(nginx_close_def ordo_close_def fcfs3 stride3)
 fi
 run_case() {
-  local r c sb cb
   case $1 in
-    nginx_ka) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_PORT") ;;
-    nginx_close) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_PORT" -H 'Connection: close') ;;
-    ordo_ka) read -r r c sb cb < <(run_wrk "$ordo_pid" "$ORDO_PORT") ;;
-    ordo_close) read -r r c sb cb < <(run_wrk "$ordo_pid" "$ORDO_PORT" -H 'Connection: close') ;;
-    nginx_close_def) read -r r c sb cb < <(run_wrk "$nginx_pid" "$NGINX_DEFER_PORT" -H 'Connection: close') ;;
-    ordo_close_def) read -r r c sb cb < <(run_wrk "$deferred_pid" "$DEFER_PORT" -H 'Connection: close') ;;
-    fcfs3) read -r r c sb cb < <(run_wrk "$fcfs3_pid" "$FCFS3_PORT" -s "$tmp/mix.lua") ;;
-    stride3) read -r r c sb cb < <(run_wrk "$stride3_pid" "$STRIDE3_PORT" -s "$tmp/mix.lua") ;;
+    nginx_ka) run_wrk "$1" "$nginx_pid" "$NGINX_PORT" ;;
+    nginx_close) run_wrk "$1" "$nginx_pid" "$NGINX_PORT" -H 'Connection: close' ;;
+    ordo_ka) run_wrk "$1" "$ordo_pid" "$ORDO_PORT" ;;
+    ordo_close) run_wrk "$1" "$ordo_pid" "$ORDO_PORT" -H 'Connection: close' ;;
+    nginx_close_def) run_wrk "$1" "$nginx_pid" "$NGINX_DEFER_PORT" -H 'Connection: close' ;;
+    ordo_close_def) run_wrk "$1" "$deferred_pid" "$DEFER_PORT" -H 'Connection: close' ;;
+    fcfs3) run_wrk "$1" "$fcfs3_pid" "$FCFS3_PORT" -s "$tmp/mix.lua" ;;
+    stride3) run_wrk "$1" "$stride3_pid" "$STRIDE3_PORT" -s "$tmp/mix.lua" ;;
   esac
-  record "$1" "$r" "$c" "$sb" "$cb"
 }
-for round in $(seq 1 "$ROUNDS"); do
-  echo "round $round/$ROUNDS..." >&2
-  # forward in odd rounds, backward in even ones (ABBA), so a drift in the machine's load favours no case
-  if [ $((round % 2)) = 1 ]; then order=("${cases[@]}"); else order=(); for ((k = ${#cases[@]} - 1; k >= 0; k--)); do order+=("${cases[$k]}"); done; fi
-  for k in "${order[@]}"; do run_case "$k"; done
-done
+bench_rounds "${cases[@]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
-
-med() { echo "${1}" | tr ' ' '\n' | grep -v '^$' | median; }
-ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
 echo
 echo "ordo side: $ordo_kind; nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///'), 1 worker; both on CPU $SERVER_CPU, wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU"

@@ -27,68 +27,28 @@ ORDO_PORT=${ORDO_PORT:-18461}
 bench_init static-large nginx wrk taskset curl
 nginx_bin=$(command -v nginx)
 bench_build --bin ordo
-ordo_bin=${ORDO_BIN:-$ordo}
 bench_ports_free "$NGINX_PORT" "$ORDO_PORT"
 
-mkdir -p "$tmp/www" "$tmp/nginx/tmp"
+mkdir -p "$tmp/www"
 head -c "$SIZE" /dev/urandom > "$tmp/www/large.bin"
 chmod 644 "$tmp/www/large.bin"
 cat "$tmp/www/large.bin" > /dev/null # in the page cache before either server reads it
 
-cat > "$tmp/nginx/nginx.conf" <<EOF
-worker_processes 1;
-daemon off;
-pid $tmp/nginx/nginx.pid;
-error_log $tmp/nginx/error.log;
-events { worker_connections 8192; }
-http {
-  access_log off;
-  sendfile on; tcp_nopush on; tcp_nodelay on;
-  keepalive_requests 100000000;
-  open_file_cache max=100 inactive=60s;
-  default_type application/octet-stream;
-  client_body_temp_path $tmp/nginx/tmp; proxy_temp_path $tmp/nginx/tmp; fastcgi_temp_path $tmp/nginx/tmp;
-  uwsgi_temp_path $tmp/nginx/tmp; scgi_temp_path $tmp/nginx/tmp;
-  server { listen 127.0.0.1:$NGINX_PORT; root $tmp/www; }
-}
-EOF
+bench_nginx_conf "$tmp/nginx" "  server { listen 127.0.0.1:$NGINX_PORT; root $tmp/www; default_type application/octet-stream; }"
 
-cat > "$tmp/ordo.toml" <<EOF
-listen = "127.0.0.1:$ORDO_PORT"
-threads = 1
-workers = 4096
-policy = "fcfs"
-queue_cap = 100000
-[limits]
-max_connections = 100000
-[admin]
-enabled = false
+{
+  bench_ordo_head "$ORDO_PORT" fcfs
+  cat <<EOF
 [[classes]]
 name = "default"
 [[routes]]
 prefix = "/"
 static = { root = "$tmp/www" }
 EOF
+} > "$tmp/ordo.toml"
 
-wait_ready() { # $1 = url
-  for _ in $(seq 1 100); do
-    if curl -fs -o /dev/null "$1"; then return 0; fi
-    sleep 0.1
-  done
-  echo "static-large: $1 did not come up" >&2
-  exit 1
-}
-
-taskset -c "$SERVER_CPU" "$nginx_bin" -c "$tmp/nginx/nginx.conf" -p "$tmp/nginx" 2>>"$tmp/nginx/stderr" &
-master=$!
-pids+=("$master")
-wait_ready "http://127.0.0.1:$NGINX_PORT/large.bin"
-nginx_pid=$(pgrep -P "$master" | head -1)
-
-taskset -c "$SERVER_CPU" "$ordo_bin" serve --config "$tmp/ordo.toml" 2>>"$tmp/ordo.stderr" &
-ordo_pid=$!
-pids+=("$ordo_pid")
-wait_ready "http://127.0.0.1:$ORDO_PORT/large.bin"
+bench_start_nginx "$tmp/nginx" "http://127.0.0.1:$NGINX_PORT/large.bin" "$SERVER_CPU"; nginx_pid=$started_pid
+bench_start_ordo "$tmp/ordo.toml" "http://127.0.0.1:$ORDO_PORT/large.bin" "$SERVER_CPU"; ordo_pid=$started_pid
 
 # both serve the same bytes
 for port in "$NGINX_PORT" "$ORDO_PORT"; do
@@ -97,23 +57,15 @@ for port in "$NGINX_PORT" "$ORDO_PORT"; do
 done
 
 
-run_wrk() { # PID PORT -> "rps cpu_us_per_req"
-  bench_wrk "$1" "http://127.0.0.1:$2/large.bin" "$CONNS" | awk '{ print $1, $2 }'
+run_case() {
+  case $1 in
+    nginx) bench_wrk_case nginx "$nginx_pid" "http://127.0.0.1:$NGINX_PORT/large.bin" "$CONNS" ;;
+    ordo) bench_wrk_case ordo "$ordo_pid" "http://127.0.0.1:$ORDO_PORT/large.bin" "$CONNS" ;;
+  esac
 }
 
-
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections, $SIZE-byte file" >&2
-declare -A rps cpu
-for round in $(seq 1 "$ROUNDS"); do
-  echo "round $round/$ROUNDS..." >&2
-  if [ $((round % 2)) = 1 ]; then order=(nginx ordo); else order=(ordo nginx); fi
-  for k in "${order[@]}"; do
-    if [ "$k" = nginx ]; then read -r r c < <(run_wrk "$nginx_pid" "$NGINX_PORT")
-    else read -r r c < <(run_wrk "$ordo_pid" "$ORDO_PORT"); fi
-    rps[$k]="${rps[$k]:-} $r"
-    cpu[$k]="${cpu[$k]:-} $c"
-  done
-done
+bench_rounds nginx ordo
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 echo
