@@ -2,7 +2,7 @@
 //! (to `https://` targets) share: the client configuration (rustls with the ring provider, certificates
 //! verified against given roots, or not at all), the connector bound to the name a server's certificate must
 //! be valid for, and a connection that is plain TCP or TLS over it. Behind the `tls` feature so the crates
-//! that only read results do not compile rustls.
+//! that do not use it (results, probe) build without rustls.
 
 use std::fmt;
 use std::pin::Pin;
