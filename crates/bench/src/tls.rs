@@ -1,7 +1,8 @@
 //! TLS for `https://` targets: the client configuration (the server's certificate verified against the
 //! system's CA certificates or `--cacert`, or not at all with `--insecure`; session resumption only when
-//! asked), the connect-and-handshake step of a connection, and a first handshake before the run so a
-//! certificate problem is reported once, with what to do about it, instead of as a run of failures.
+//! asked), the connector every connection of the run hands its socket to, and a first handshake before the
+//! run so a certificate problem is reported once, with what to do about it, instead of as a run of failures.
+//! The pieces serve's proxy uses too (the rustls configuration, connector and stream) are `ordo_sys::tls`.
 
 use std::io::Write;
 use std::net::SocketAddr;

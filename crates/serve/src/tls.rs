@@ -1,7 +1,9 @@
 //! TLS termination for `ordo serve` (rustls with the ring provider): the `[tls]` configuration, loading and
 //! checking certificates and keys (errors name the config file, line and key, and the PEM file), SNI
 //! selection among several certificates, ALPN, the acceptor whose certificates a reload swaps without
-//! touching established connections, and the client side used for `https://` proxy upstreams.
+//! touching established connections, and the client side used for `https://` proxy upstreams (their trust
+//! roots and server name here; the rustls configuration, connector and stream shared with bench in
+//! `ordo_sys::tls`).
 //!
 //! The handshake's result is handed to a protocol-specific connection handler by the negotiated ALPN
 //! protocol (see `crate::http::tls_conn`): HTTP/2 (`h2`, unless `[http2] enabled = false`) or HTTP/1.1.
