@@ -570,24 +570,18 @@ mod tests {
     use super::*;
 
     fn fake_root() -> (tempfile::TempDir, SysRoot) {
-        let d = tempfile::tempdir().unwrap();
-        let w = |rel: &str, v: &str| {
-            let p = d.path().join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, v).unwrap();
-        };
-        w("proc/sys/vm/swappiness", "60\n");
-        w("proc/sys/kernel/sched_rr_timeslice_ms", "100\n");
-        w("sys/kernel/debug/sched/base_slice_ns", "3000000\n");
-        w(
-            "sys/kernel/debug/sched/features",
-            "PLACE_LAG RUN_TO_PARITY NO_HRTICK\n",
-        );
-        w("proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n");
-        w("proc/42/cgroup", "0::/web\n");
-        w("sys/fs/cgroup/web/cpu.weight", "100\n");
-        let r = SysRoot::at(d.path());
-        (d, r)
+        super::super::root::fake_root(&[
+            ("proc/sys/vm/swappiness", "60\n"),
+            ("proc/sys/kernel/sched_rr_timeslice_ms", "100\n"),
+            ("sys/kernel/debug/sched/base_slice_ns", "3000000\n"),
+            (
+                "sys/kernel/debug/sched/features",
+                "PLACE_LAG RUN_TO_PARITY NO_HRTICK\n",
+            ),
+            ("proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n"),
+            ("proc/42/cgroup", "0::/web\n"),
+            ("sys/fs/cgroup/web/cpu.weight", "100\n"),
+        ])
     }
 
     fn read(r: &SysRoot, rel: &str) -> String {

@@ -585,24 +585,18 @@ mod tests {
     use super::*;
 
     fn root() -> (tempfile::TempDir, SysRoot) {
-        let d = tempfile::tempdir().unwrap();
-        let w = |rel: &str, v: &str| {
-            let p = d.path().join(rel);
-            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
-            std::fs::write(p, v).unwrap();
-        };
-        w("proc/sys/vm/swappiness", "60\n");
-        w("proc/sys/kernel/sched_rr_timeslice_ms", "100\n");
-        w("proc/sys/kernel/osrelease", "6.18.4\n");
-        w("proc/sys/net/ipv4/tcp_rmem", "4096\t131072\t6291456\n");
-        w("sys/kernel/debug/sched/base_slice_ns", "3000000\n");
-        w(
-            "sys/kernel/debug/sched/preempt",
-            "none voluntary (full) lazy\n",
-        );
-        w("sys/devices/system/cpu/online", "0-1\n");
-        let r = SysRoot::at(d.path());
-        (d, r)
+        super::super::root::fake_root(&[
+            ("proc/sys/vm/swappiness", "60\n"),
+            ("proc/sys/kernel/sched_rr_timeslice_ms", "100\n"),
+            ("proc/sys/kernel/osrelease", "6.18.4\n"),
+            ("proc/sys/net/ipv4/tcp_rmem", "4096\t131072\t6291456\n"),
+            ("sys/kernel/debug/sched/base_slice_ns", "3000000\n"),
+            (
+                "sys/kernel/debug/sched/preempt",
+                "none voluntary (full) lazy\n",
+            ),
+            ("sys/devices/system/cpu/online", "0-1\n"),
+        ])
     }
 
     fn lv(v: &[&str]) -> Vec<String> {

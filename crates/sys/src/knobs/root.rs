@@ -201,6 +201,20 @@ pub(crate) fn write_value(path: &Path, value: &str) -> Result<(), KnobError> {
         .map_err(|e| KnobError::io(path, e))
 }
 
+/// A temporary tree holding `files` (path under the root, content) and the privileged [`SysRoot`] at it,
+/// for the knob modules' tests.
+#[cfg(test)]
+pub(crate) fn fake_root(files: &[(&str, &str)]) -> (tempfile::TempDir, SysRoot) {
+    let d = tempfile::tempdir().unwrap();
+    for (rel, content) in files {
+        let p = d.path().join(rel);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    let r = SysRoot::at(d.path());
+    (d, r)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
