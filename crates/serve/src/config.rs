@@ -147,10 +147,11 @@ fn policy_named(s: &str) -> Option<PolicyKind> {
 /// `--policy NAME`: the policy spelled `s`; the error lists the valid names.
 pub fn parse_policy(s: &str) -> Result<PolicyKind, String> {
     policy_named(s).ok_or_else(|| {
-        let (last, rest) = POLICY_NAMES.split_last().expect("eight policies");
+        let (rest, last) = POLICY_NAMES.split_at(POLICY_NAMES.len() - 1);
         format!(
-            "unknown policy `{s}` (expected {} or {last})",
-            rest.join(", ")
+            "unknown policy `{s}` (expected {} or {})",
+            rest.join(", "),
+            last.join("")
         )
     })
 }
