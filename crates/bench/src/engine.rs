@@ -237,10 +237,13 @@ fn us(d: Duration) -> u64 {
 /// A connection to the target: plain TCP, or TLS over it (`https://`).
 type Conn = ordo_sys::tls::ClientStream;
 
-/// Sends one request. A TLS stream holds the records until flushed; a TCP socket's flush does nothing.
+/// Sends one request. A TLS stream holds the records until flushed; a TCP socket has nothing to flush.
 async fn send(conn: &mut Conn, req: &[u8]) -> std::io::Result<()> {
     conn.write_all(req).await?;
-    conn.flush().await
+    match conn {
+        Conn::Plain(_) => Ok(()),
+        Conn::Tls(_) => conn.flush().await,
+    }
 }
 
 /// Connects (and for `https://` makes the TLS handshake) within `limit`.
