@@ -15,10 +15,11 @@
 # work has its knee near the core count). Each case is measured ROUNDS times, alone then flooded, and the
 # medians used.
 #
-#   bench/class-isolation.sh                       # ~4 min
+#   bench/class-isolation.sh                       # ~5 min
 #   POLICIES="priority stride" WORKLOADS=cpu ROUNDS=3 DURATION=10 bench/class-isolation.sh
 #   ORDO_BENCH_NO_BUILD=1 ...                        # use the release binary already built
 #   PORT=18291 PRIO=0 ...                            # another port; no raised priority
+#   KERNEL=0 BEFORE=0 ...                            # only the "reserved" mode
 #
 # Needs curl and jq. Everything it starts is killed on every exit path.
 set -euo pipefail
@@ -38,8 +39,10 @@ KERNEL=${KERNEL:-1}
 LOW_NICE=${LOW_NICE:-19}
 PORT=${PORT:-18191}
 # Server and clients run at this nice value (root may go below 0), so that other work on a shared machine
-# (builds) does not stretch the latencies measured; PRIO=0 to measure without.
-PRIO=${PRIO:--10}
+# (builds) does not stretch the latencies measured; PRIO=0 to measure without. At -10 builds still took a
+# share of the cores from the top class, alone and flooded alike, which hid the flood's effect in noise
+# (docs/overload.md, "Measured").
+PRIO=${PRIO:--20}
 
 . "$(dirname "$0")/lib.sh"
 bench_init class-isolation curl jq awk
