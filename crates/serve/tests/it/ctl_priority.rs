@@ -50,6 +50,10 @@ synthetic = {{}}
     ))
     .await;
     let addr = h.local_addr();
+    let st = h.status();
+    assert_eq!(st["classes"][1]["nice"], nice);
+    assert!(st["classes"][0]["nice"].is_null());
+    assert!(st["classes"][1]["thread_policy"].is_null());
     // a request of the top class (no priority) first
     assert_eq!(get(addr, "/top/cpu?us=1000").await.status, 200);
     let low = tokio::spawn(async move { get(addr, "/low/cpu?us=1500000").await.status });
