@@ -5,6 +5,9 @@
 # clients flood the low class (a closed loop: its requests queue in ordo), and the ratio printed:
 #   - "reserved": the top class has workers reserved to it (`reserved_workers`), CPU work runs on the
 #     blocking pool — what ordo does now (target: top p99 under flood ≤ 1.10 × alone);
+#   - for `cpu` only, "idle" and "nice" (unless KERNEL=0): as "reserved", and the low class's CPU work runs
+#     at a lower kernel priority — `thread_policy = "idle"` (SCHED_IDLE) or `nice = LOW_NICE` — so the
+#     kernel, not only ordo's queue, gives the cores to the top class first;
 #   - "before" (unless BEFORE=0): nothing reserved and, for `cpu`, the CPU burned on the I/O thread
 #     (`inline_cpu = true`) — how ordo behaved before, for comparison.
 # The top class is TOP_CLIENTS closed-loop clients, with as many reserved workers (at most workers − 1).
@@ -12,10 +15,11 @@
 # work has its knee near the core count). Each case is measured ROUNDS times, alone then flooded, and the
 # medians used.
 #
-#   bench/class-isolation.sh                       # ~4 min
+#   bench/class-isolation.sh                       # ~5 min
 #   POLICIES="priority stride" WORKLOADS=cpu ROUNDS=3 DURATION=10 bench/class-isolation.sh
 #   ORDO_BENCH_NO_BUILD=1 ...                        # use the release binary already built
 #   PORT=18291 PRIO=0 ...                            # another port; no raised priority
+#   KERNEL=0 BEFORE=0 ...                            # only the "reserved" mode
 #
 # Needs curl and jq. Everything it starts is killed on every exit path.
 set -euo pipefail
@@ -31,10 +35,14 @@ CPU_WORKERS=${CPU_WORKERS:-$(($(nproc) + 1))}
 TOP_CLIENTS=${TOP_CLIENTS:-2}
 FLOOD_CLIENTS=${FLOOD_CLIENTS:-200}
 BEFORE=${BEFORE:-1}
+KERNEL=${KERNEL:-1}
+LOW_NICE=${LOW_NICE:-19}
 PORT=${PORT:-18191}
 # Server and clients run at this nice value (root may go below 0), so that other work on a shared machine
-# (builds) does not stretch the latencies measured; PRIO=0 to measure without.
-PRIO=${PRIO:--10}
+# (builds) does not stretch the latencies measured; PRIO=0 to measure without. At -10 builds still took a
+# share of the cores from the top class, alone and flooded alike, which hid the flood's effect in noise
+# (docs/overload.md, "Measured").
+PRIO=${PRIO:--20}
 
 . "$(dirname "$0")/lib.sh"
 bench_init class-isolation curl jq awk
@@ -44,16 +52,20 @@ bench_ports_free "$PORT"
 
 mkdir -p "$OUT"
 
-# $1 = file, $2 = policy, $3 = workload, $4 = mode (reserved|before)
+# $1 = file, $2 = policy, $3 = workload, $4 = mode (reserved|idle|nice|before)
 write_config() {
-  local workers reserved inline
+  local workers reserved inline low_prio=""
   if [ "$3" = cpu ]; then workers=$CPU_WORKERS; else workers=$SLEEP_WORKERS; fi
-  if [ "$4" = reserved ]; then
-    reserved=$((TOP_CLIENTS < workers ? TOP_CLIENTS : workers - 1)); inline=false
-  else
+  if [ "$4" = before ]; then
     reserved=0; inline=true
+  else
+    reserved=$((TOP_CLIENTS < workers ? TOP_CLIENTS : workers - 1)); inline=false
   fi
   if [ "$3" = sleep ]; then inline=false; fi
+  case $4 in
+    idle) low_prio='thread_policy = "idle"' ;;
+    nice) low_prio="nice = $LOW_NICE" ;;
+  esac
   cat > "$1" <<EOF
 listen = "127.0.0.1:$PORT"
 threads = 1
@@ -69,6 +81,7 @@ enabled = false
 name = "low"
 weight = 1
 priority = 0
+$low_prio
 [[classes]]
 name = "top"
 weight = 4
@@ -105,14 +118,19 @@ run_top() {
 
 p99() { jq -r '.summary.latency.percentiles[] | select(.p == 99) | .ms' "$1"; }
 
-modes=(reserved)
-[ "$BEFORE" = 1 ] && modes+=(before)
-echo "load before: $(uptime | sed 's/.*load average: //') on $(nproc) CPUs; $ROUNDS round(s) x ${DURATION}s per measurement" >&2
+# the modes of workload $1
+modes_of() {
+  echo reserved
+  if [ "$1" = cpu ] && [ "$KERNEL" = 1 ]; then echo idle nice; fi
+  if [ "$BEFORE" = 1 ]; then echo before; fi
+}
+load_before=$(uptime | sed 's/.*load average: //')
+echo "load before: $load_before on $(nproc) CPUs; $ROUNDS round(s) x ${DURATION}s per measurement" >&2
 declare -A alone flood flood_rps
 for round in $(seq 1 "$ROUNDS"); do
   for w in $WORKLOADS; do
     for p in $POLICIES; do
-      for m in "${modes[@]}"; do
+      for m in $(modes_of "$w"); do
         echo "round $round: $w, $p, $m..." >&2
         key="$w $p $m"
         write_config "$tmp/cfg.toml" "$p" "$w" "$m"
@@ -135,14 +153,17 @@ for round in $(seq 1 "$ROUNDS"); do
     done
   done
 done
-echo "load after: $(uptime | sed 's/.*load average: //')" >&2
+load_after=$(uptime | sed 's/.*load average: //')
+echo "load after: $load_after" >&2
+echo "(other processes on the machine, e.g. builds, compete for the same cores: quote the load average)" >&2
 
 echo
 echo "top class: $TOP_CLIENTS closed-loop clients; flood: $FLOOD_CLIENTS clients on the low class; sleep = ${SLEEP_MS} ms with $SLEEP_WORKERS workers, cpu = ${CPU_US} us with $CPU_WORKERS workers; threads = 1"
+echo "$(date -u '+%F %H:%M') UTC; load average (1/5/15 min) $load_before before, $load_after after, on $(nproc) CPUs; $ROUNDS round(s) of ${DURATION}s, medians"
 printf '%-7s %-9s %-9s %14s %16s %10s %14s\n' "work" "policy" "mode" "top p99 alone" "top p99 flooded" "ratio" "flood req/s"
 for w in $WORKLOADS; do
   for p in $POLICIES; do
-    for m in "${modes[@]}"; do
+    for m in $(modes_of "$w"); do
       key="$w $p $m"
       a=$(echo "${alone[$key]}" | median); f=$(echo "${flood[$key]}" | median)
       printf '%-7s %-9s %-9s %11.2f ms %13.2f ms %9.2fx %14.0f\n' "$w" "$p" "$m" "$a" "$f" \
@@ -150,4 +171,4 @@ for w in $WORKLOADS; do
     done
   done
 done
-echo "(target: ratio ≤ 1.10 in mode \"reserved\"; the top class's bench JSON under flood is in $OUT)"
+echo "(target: ratio ≤ 1.10 — \"reserved\" for sleep, \"idle\"/\"nice\" (low class at lower kernel priority) for cpu; the top class's bench JSON under flood is in $OUT)"

@@ -113,6 +113,8 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
                 "standing": snap.class_standing.get(i).copied().unwrap_or(false),
                 "codel_target_ms": c.and_then(|c| c.codel.as_ref()).map(|t| t.target.as_secs_f64() * 1e3),
                 "lifo": c.is_some_and(|c| c.lifo),
+                "nice": c.and_then(|c| c.nice),
+                "thread_policy": c.and_then(|c| c.thread_policy).map(|p| p.to_string()),
             })
         })
         .collect();

@@ -217,6 +217,12 @@ pub struct ClassConfig {
     pub codel: Option<crate::overload::CodelTable>,
     /// Serve the newest request first while the class's queue is standing (needs `codel`).
     pub lifo: bool,
+    /// The nice value (-20..=19) of the thread running this class's CPU work, for the request's
+    /// duration; the thread's own is put back after (docs/overload.md, "Kernel priority per class").
+    pub nice: Option<i32>,
+    /// The kernel policy (other, batch or idle) of the thread running this class's CPU work, for the
+    /// request's duration.
+    pub thread_policy: Option<ordo_sys::Policy>,
 }
 
 impl Default for ClassConfig {
@@ -233,6 +239,8 @@ impl Default for ClassConfig {
             reserved_workers: 0,
             codel: None,
             lifo: false,
+            nice: None,
+            thread_policy: None,
         }
     }
 }

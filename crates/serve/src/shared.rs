@@ -199,7 +199,8 @@ impl Shared {
         dm.dispatched.inc();
         dm.queue_wait.observe(permit.waited().as_secs_f64());
         let start = Instant::now();
-        let mut resp = route.backend.call(&req).await;
+        let priority = active.priority_of(permit.class_name());
+        let mut resp = route.backend.call_at(&req, priority).await;
         let service = start.elapsed();
         permit.finish(matches!(resp.status, 502..=504));
         route.learn(service);

@@ -317,6 +317,159 @@ pub fn set_nice(tid: i32, nice: i32) -> Result<(), SysError> {
     Ok(())
 }
 
+/// The lowest nice value this process may give its threads: -20 with CAP_SYS_NICE in its effective set,
+/// else `20 - RLIMIT_NICE` (the soft limit; 0 by default, so 20: no thread may go below its nice of today,
+/// nor leave SCHED_IDLE). Lowering a priority (a higher nice) is always allowed; raising it again is not,
+/// which is what a per-request priority that is restored afterwards needs.
+pub fn nice_floor() -> i32 {
+    let cap_sys_nice = std::fs::read_to_string("/proc/self/status")
+        .ok()
+        .and_then(|s| parse_cap_eff(&s))
+        .is_some_and(|caps| caps & (1 << CAP_SYS_NICE) != 0);
+    if cap_sys_nice {
+        return -20;
+    }
+    let mut lim = libc::rlimit {
+        rlim_cur: 0,
+        rlim_max: 0,
+    };
+    // SAFETY: `lim` is a valid, writable rlimit; getrlimit writes only into it.
+    let rc = unsafe { libc::getrlimit(libc::RLIMIT_NICE, &mut lim) };
+    if rc != 0 {
+        return 20;
+    }
+    nice_floor_of(false, lim.rlim_cur)
+}
+
+const CAP_SYS_NICE: u32 = 23;
+
+/// The `CapEff:` bit mask of a /proc/PID/status text.
+fn parse_cap_eff(status: &str) -> Option<u64> {
+    let line = status.lines().find_map(|l| l.strip_prefix("CapEff:"))?;
+    u64::from_str_radix(line.trim(), 16).ok()
+}
+
+/// [`nice_floor`] from its inputs: RLIMIT_NICE's soft limit r allows nice values down to 20 - r.
+fn nice_floor_of(cap_sys_nice: bool, rlimit_nice: u64) -> i32 {
+    if cap_sys_nice {
+        return -20;
+    }
+    20 - rlimit_nice.min(40) as i32
+}
+
+/// A thread priority to run a piece of work at: a policy among other, batch and idle, and/or a nice value
+/// (which SCHED_IDLE has none of: the kernel ignores it there). `None` keeps the thread's own.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct WorkPriority {
+    pub policy: Option<Policy>,
+    pub nice: Option<i32>,
+}
+
+impl WorkPriority {
+    /// Neither a policy nor a nice value: running at it changes nothing.
+    pub fn is_default(&self) -> bool {
+        self.policy.is_none() && self.nice.is_none()
+    }
+
+    /// Give the calling thread this priority until the returned guard is dropped (on this thread), which
+    /// puts back the policy and nice value it had. With nothing to change no system call is made. The
+    /// guard restores on every path, panics included; a failed restore is logged.
+    pub fn enter(&self) -> Result<PriorityGuard, SysError> {
+        if self.is_default() {
+            return Ok(PriorityGuard::noop());
+        }
+        if let Some(p) = self.policy {
+            if !matches!(p, Policy::Other | Policy::Batch | Policy::Idle) {
+                return Err(SysError::Unsupported(format!(
+                    "running work at policy {p}: only other, batch and idle"
+                )));
+            }
+        }
+        if let Some(n) = self.nice {
+            if !(-20..=19).contains(&n) {
+                return Err(SysError::Unsupported(format!(
+                    "nice {n}: must be in -20..=19"
+                )));
+            }
+        }
+        let saved = getattr(0)?;
+        let saved_policy = Policy::from_raw(saved.sched_policy, saved.sched_priority);
+        let policy = self.policy.unwrap_or(saved_policy);
+        let nice = self.nice.unwrap_or(saved.sched_nice);
+        if policy == saved_policy && nice == saved.sched_nice {
+            return Ok(PriorityGuard::noop());
+        }
+        let nice_only = policy == saved_policy && policy.is_fair();
+        if nice_only {
+            // only the nice value changes: setpriority leaves the slice as it is
+            set_nice(0, nice)?;
+        } else {
+            let (raw, prio) = policy.to_raw();
+            setattr(
+                0,
+                &SchedAttr {
+                    sched_policy: raw,
+                    sched_priority: prio,
+                    sched_flags: saved.sched_flags & SCHED_FLAG_RESET_ON_FORK,
+                    sched_nice: nice,
+                    ..Default::default()
+                },
+            )?;
+        }
+        Ok(PriorityGuard {
+            saved: Some(saved),
+            nice_only,
+            _thread_bound: std::marker::PhantomData,
+        })
+    }
+}
+
+/// Puts the calling thread's policy and nice value back when dropped (see [`WorkPriority::enter`]). Not
+/// `Send`: it must be dropped on the thread it changed.
+#[must_use = "dropping the guard restores the thread's priority at once"]
+pub struct PriorityGuard {
+    saved: Option<SchedAttr>,
+    /// Only the nice value was changed (and is all there is to put back).
+    nice_only: bool,
+    _thread_bound: std::marker::PhantomData<*const ()>,
+}
+
+impl PriorityGuard {
+    fn noop() -> Self {
+        PriorityGuard {
+            saved: None,
+            nice_only: true,
+            _thread_bound: std::marker::PhantomData,
+        }
+    }
+}
+
+impl Drop for PriorityGuard {
+    fn drop(&mut self) {
+        let Some(saved) = self.saved.take() else {
+            return;
+        };
+        let result = if self.nice_only {
+            set_nice(0, saved.sched_nice)
+        } else {
+            // the policy changed, so the slice went back to the default; it stays the default
+            setattr(
+                0,
+                &SchedAttr {
+                    sched_policy: saved.sched_policy,
+                    sched_priority: saved.sched_priority,
+                    sched_flags: saved.sched_flags & SCHED_FLAG_RESET_ON_FORK,
+                    sched_nice: saved.sched_nice,
+                    ..Default::default()
+                },
+            )
+        };
+        if let Err(e) = result {
+            tracing::warn!(error = %e, "could not restore a worker thread's scheduling priority");
+        }
+    }
+}
+
 /// Kernel release as (major, minor), from uname.
 pub fn kernel_version() -> Option<(u32, u32)> {
     let rel = std::fs::read_to_string("/proc/sys/kernel/osrelease").ok()?;
@@ -493,6 +646,89 @@ mod tests {
             }
             assert!(set_nice(0, 40).is_err());
             assert!(set_affinity(0, &[]).is_err());
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
+    fn nice_floor_from_capability_and_rlimit() {
+        assert_eq!(nice_floor_of(true, 0), -20);
+        assert_eq!(nice_floor_of(false, 0), 20);
+        assert_eq!(nice_floor_of(false, 20), 0);
+        assert_eq!(nice_floor_of(false, 40), -20);
+        assert_eq!(nice_floor_of(false, u64::MAX), -20);
+        let status = "Name:\tx\nCapInh:\t0000000000000000\nCapEff:\t000001fffeffffff\n";
+        assert_eq!(parse_cap_eff(status), Some(0x1fffeffffff));
+        assert!(parse_cap_eff(status).unwrap() & (1 << CAP_SYS_NICE) != 0);
+        assert_eq!(parse_cap_eff("Name:\tx\n"), None);
+        assert!((-20..=20).contains(&nice_floor()));
+    }
+
+    /// A priority entered on a thread is in effect until its guard drops, then the thread's own is back —
+    /// on a spawned thread, so the harness's threads are untouched. Going back up needs CAP_SYS_NICE (or
+    /// RLIMIT_NICE); without it only the refusal is checked.
+    #[test]
+    fn work_priority_is_entered_and_restored() {
+        std::thread::spawn(|| {
+            let before = get_sched(0).unwrap();
+            assert!(WorkPriority::default().enter().is_ok());
+            assert!(
+                WorkPriority {
+                    policy: Some(Policy::Fifo(5)),
+                    nice: None
+                }
+                .enter()
+                .is_err()
+            );
+            assert!(
+                WorkPriority {
+                    policy: None,
+                    nice: Some(20)
+                }
+                .enter()
+                .is_err()
+            );
+            assert_eq!(get_sched(0).unwrap(), before, "refusals change nothing");
+            if nice_floor() > before.nice {
+                return;
+            }
+            let nice = if before.nice == 7 { 8 } else { 7 };
+            {
+                let _g = WorkPriority {
+                    policy: None,
+                    nice: Some(nice),
+                }
+                .enter()
+                .unwrap();
+                assert_eq!(get_nice(0).unwrap(), nice);
+            }
+            assert_eq!(get_sched(0).unwrap(), before);
+            {
+                // (SCHED_IDLE has no nice value: the kernel keeps the one the thread had)
+                let _g = WorkPriority {
+                    policy: Some(Policy::Idle),
+                    nice: None,
+                }
+                .enter()
+                .unwrap();
+                assert_eq!(get_sched(0).unwrap().policy, Policy::Idle);
+            }
+            let after = get_sched(0).unwrap();
+            assert_eq!((after.policy, after.nice), (before.policy, before.nice));
+            // restored on a panic's unwinding too
+            let r = std::panic::catch_unwind(|| {
+                let _g = WorkPriority {
+                    policy: Some(Policy::Batch),
+                    nice: None,
+                }
+                .enter()
+                .unwrap();
+                panic!("work failed");
+            });
+            assert!(r.is_err());
+            let after = get_sched(0).unwrap();
+            assert_eq!((after.policy, after.nice), (before.policy, before.nice));
         })
         .join()
         .unwrap();

@@ -6,6 +6,8 @@ pub mod proxy;
 pub mod static_files;
 pub mod synthetic;
 
+use ordo_sys::thread::WorkPriority;
+
 use crate::http::{Request, Response};
 
 /// Why a backend could not be built from its config.
@@ -33,10 +35,18 @@ pub enum Backend {
 impl Backend {
     /// Answers one request (never fails: errors become 4xx/5xx responses).
     pub async fn call(&self, req: &Request) -> Response {
+        self.call_at(req, WorkPriority::default()).await
+    }
+
+    /// [`Backend::call`], with the CPU work the backend does on a thread of its own for this request (the
+    /// synthetic backend's `us`) run at `priority` — the request's class's kernel priority. Static files
+    /// and the proxy do their work on the shared I/O threads, where a per-request priority would apply to
+    /// every other connection too, so they ignore it.
+    pub async fn call_at(&self, req: &Request, priority: WorkPriority) -> Response {
         match self {
             Backend::Static(b) => b.call(req).await,
             Backend::Proxy(b) => b.call(req).await,
-            Backend::Synthetic(b) => b.call(req).await,
+            Backend::Synthetic(b) => b.call_at(req, priority).await,
         }
     }
 

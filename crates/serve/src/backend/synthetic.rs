@@ -20,6 +20,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
+use ordo_sys::thread::WorkPriority;
 use serde::Deserialize;
 
 use super::BackendError;
@@ -257,6 +258,13 @@ impl SyntheticBackend {
     }
 
     pub async fn call(&self, req: &Request) -> Response {
+        self.call_at(req, WorkPriority::default()).await
+    }
+
+    /// [`SyntheticBackend::call`] with the CPU work (`us`) run at `priority` on the blocking pool's thread
+    /// (and the thread's own priority back afterwards); `inline_cpu` burns on the I/O thread, shared by
+    /// every connection, so there the priority is not applied.
+    pub async fn call_at(&self, req: &Request, priority: WorkPriority) -> Response {
         let w = match self.work(req) {
             Ok(w) => w,
             Err(msg) => return Response::text(400, &msg),
@@ -273,7 +281,7 @@ impl SyntheticBackend {
             if self.cfg.inline_cpu {
                 burn(d, &AtomicBool::new(false));
             } else {
-                burn_off_thread(d).await;
+                burn_off_thread(d, priority).await;
             }
         }
         match w.n {
@@ -336,8 +344,10 @@ fn burn(d: Duration, stop: &AtomicBool) {
 
 /// [`burn`] on tokio's blocking pool (its threads number at most the requests in flight, which the gate
 /// bounds by `workers`), so the I/O threads keep accepting, parsing and scheduling meanwhile. Dropping the
-/// future (the client went away) stops the burn.
-async fn burn_off_thread(d: Duration) {
+/// future (the client went away) stops the burn. The thread runs at `priority` meanwhile; if the kernel
+/// refuses it (the configuration check makes sure it would not), the work runs at the thread's own and
+/// the first refusal is logged.
+async fn burn_off_thread(d: Duration, priority: WorkPriority) {
     struct StopOnDrop(Arc<AtomicBool>);
     impl Drop for StopOnDrop {
         fn drop(&mut self) {
@@ -346,7 +356,20 @@ async fn burn_off_thread(d: Duration) {
     }
     let stop = Arc::new(AtomicBool::new(false));
     let guard = StopOnDrop(stop.clone());
-    let _ = tokio::task::spawn_blocking(move || burn(d, &stop)).await;
+    let _ = tokio::task::spawn_blocking(move || {
+        let _at = match priority.enter() {
+            Ok(g) => Some(g),
+            Err(e) => {
+                static LOGGED: AtomicBool = AtomicBool::new(false);
+                if !LOGGED.swap(true, Ordering::Relaxed) {
+                    tracing::warn!(error = %e, "cannot give a worker thread its class's priority; running at its own");
+                }
+                None
+            }
+        };
+        burn(d, &stop)
+    })
+    .await;
     drop(guard);
 }
 
@@ -475,6 +498,75 @@ mod tests {
         tokio::time::sleep(Duration::from_secs(1)).await;
         assert_eq!(b.servers(), Some(4));
         assert_eq!(run(5).await, vec![1, 1, 1, 1, 2]);
+    }
+
+    /// The thread burning a request's CPU runs at the priority given for it (its class's) while it burns,
+    /// and has its own back once the request ends — here ended early, by the client going away. The
+    /// thread is found from outside, in /proc, as another tool would see it. Bounded: 5 ms polls, at
+    /// most 10 s each; needs the right to restore a priority (root, CAP_SYS_NICE), else it checks nothing
+    /// and says so.
+    #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
+    async fn cpu_work_runs_at_its_priority_and_the_thread_gets_its_own_back() {
+        use ordo_sys::Policy;
+        use ordo_sys::thread::{get_sched, list_threads, nice_floor};
+        let own = get_sched(0).unwrap();
+        if nice_floor() > own.nice {
+            eprintln!(
+                "skipped: this process may not restore a thread's priority (no CAP_SYS_NICE)"
+            );
+            return;
+        }
+        fn poll(want: &dyn Fn(i32) -> bool) -> Option<i32> {
+            let pid = std::process::id() as i32;
+            let deadline = Instant::now() + Duration::from_secs(10);
+            for _ in 0..2000 {
+                let found = list_threads(pid)
+                    .unwrap_or_default()
+                    .into_iter()
+                    .find(|&t| want(t));
+                if found.is_some() || Instant::now() > deadline {
+                    return found;
+                }
+                std::thread::sleep(Duration::from_millis(5));
+            }
+            None
+        }
+        let nice = if own.nice == 13 { 14 } else { 13 };
+        let cases = [
+            WorkPriority {
+                policy: None,
+                nice: Some(nice),
+            },
+            WorkPriority {
+                policy: Some(Policy::Idle),
+                nice: None,
+            },
+        ];
+        let b = Arc::new(backend());
+        for prio in cases {
+            let is_at = move |t: i32| {
+                get_sched(t).is_ok_and(|s| match prio.policy {
+                    Some(p) => s.policy == p,
+                    None => s.nice == nice,
+                })
+            };
+            let call = {
+                let b = b.clone();
+                tokio::spawn(async move { b.call_at(&Request::get("/cpu?us=9000000"), prio).await })
+            };
+            let tid = tokio::task::spawn_blocking(move || poll(&is_at))
+                .await
+                .unwrap()
+                .unwrap_or_else(|| panic!("no thread ran the work at {prio:?}"));
+            call.abort();
+            let _ = call.await;
+            let back = tokio::task::spawn_blocking(move || poll(&move |t| t == tid && !is_at(t)))
+                .await
+                .unwrap();
+            assert_eq!(back, Some(tid), "thread {tid} kept {prio:?}");
+            let s = get_sched(tid).unwrap();
+            assert_eq!((s.policy, s.nice), (own.policy, own.nice), "{prio:?}");
+        }
     }
 
     /// CPU work runs on the blocking pool: a current-thread runtime still runs other tasks meanwhile.

@@ -8,6 +8,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use ordo_sched::{ClassSpec, HeadPicker, Nanos, PolicyKind, SchedConfig, Scheduler};
+use ordo_sys::Policy;
+use ordo_sys::thread::WorkPriority;
 
 use crate::admin_guard::AdminGuard;
 use crate::backend::Backend;
@@ -45,9 +47,21 @@ pub(crate) struct Active {
     pub(crate) lanes: Vec<(String, Arc<str>)>,
     /// Who may use the admin endpoints (`[admin]` token and allowed host names).
     pub(crate) admin: AdminGuard,
+    /// The kernel priority of each class that has one (`nice`, `thread_policy`); the others run at the
+    /// thread's own.
+    pub(crate) priorities: Vec<(Arc<str>, WorkPriority)>,
 }
 
 impl Active {
+    /// The kernel priority a class's CPU work runs at (the thread's own when the class sets none).
+    pub(crate) fn priority_of(&self, class: &str) -> WorkPriority {
+        self.priorities
+            .iter()
+            .find(|(n, _)| &**n == class)
+            .map(|(_, p)| *p)
+            .unwrap_or_default()
+    }
+
     /// The lane a route's requests queue in.
     pub(crate) fn lane_of(&self, prefix: &str) -> Option<&Arc<str>> {
         match self.lanes.as_slice() {
@@ -151,6 +165,7 @@ impl Compiled {
             ));
         }
         let admin = AdminGuard::build(cfg).map_err(loc)?;
+        let priorities = class_priorities(cfg, &KernelPriority::of_this_process()).map_err(loc)?;
         let sched = sched_config(cfg);
         let plan = overload::plan(cfg).map_err(loc)?;
         let mut pickers: Vec<Box<dyn HeadPicker>> = Vec::new();
@@ -206,6 +221,7 @@ impl Compiled {
                     .map(|r| (r.prefix.clone(), overload::lane_key(cfg, r)))
                     .collect(),
                 admin,
+                priorities,
             },
             sched,
             pickers,
@@ -215,10 +231,203 @@ impl Compiled {
     }
 }
 
+/// What the kernel lets this process do with its threads' priorities.
+pub(crate) struct KernelPriority {
+    /// The lowest nice value it may set (`ordo_sys::thread::nice_floor`).
+    pub(crate) floor: i32,
+    /// The nice value its threads run at (and are put back to after a class's request).
+    pub(crate) own_nice: i32,
+}
+
+impl KernelPriority {
+    fn of_this_process() -> Self {
+        KernelPriority {
+            floor: ordo_sys::thread::nice_floor(),
+            own_nice: ordo_sys::thread::get_nice(0).unwrap_or(0),
+        }
+    }
+}
+
+/// Check each class's `nice` and `thread_policy` and what the kernel permits: the worker thread gets the
+/// class's priority for the request and its own back afterwards, and going back up (to a lower nice, or
+/// out of SCHED_IDLE) needs CAP_SYS_NICE or RLIMIT_NICE — refused here rather than failing per request.
+pub(crate) fn class_priorities(
+    cfg: &ServeConfig,
+    kernel: &KernelPriority,
+) -> Result<Vec<(Arc<str>, WorkPriority)>, Invalid> {
+    let mut out = Vec::new();
+    for (i, c) in cfg.classes.iter().enumerate() {
+        let prio = WorkPriority {
+            policy: c.thread_policy,
+            nice: c.nice,
+        };
+        if prio.is_default() {
+            continue;
+        }
+        if let Some(p) = c.thread_policy {
+            if !matches!(p, Policy::Other | Policy::Batch | Policy::Idle) {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "thread_policy"],
+                    format!(
+                        "\"{p}\": only \"other\", \"batch\" or \"idle\" (a real-time or deadline class \
+                         would starve everything else on the machine, ordo's own I/O threads included)"
+                    ),
+                ));
+            }
+        }
+        if let Some(n) = c.nice {
+            if !(-20..=19).contains(&n) {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "nice"],
+                    format!("{n}: must be in -20..=19"),
+                ));
+            }
+            if c.thread_policy == Some(Policy::Idle) {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "nice"],
+                    format!(
+                        "{n}: has no effect with thread_policy = \"idle\" (SCHED_IDLE threads have no \
+                         nice value); remove one of the two"
+                    ),
+                ));
+            }
+        }
+        // the lowest nice value the thread passes through: the class's, or its own when it goes back
+        let lowest = match (c.nice, c.thread_policy) {
+            (Some(n), _) if n != kernel.own_nice => Some(n.min(kernel.own_nice)),
+            (_, Some(Policy::Idle)) => Some(kernel.own_nice),
+            _ => None,
+        };
+        if let Some(lowest) = lowest.filter(|&l| l < kernel.floor) {
+            let (key, value) = match c.nice {
+                Some(n) if n != kernel.own_nice => ("nice", n.to_string()),
+                _ => ("thread_policy", "\"idle\"".to_string()),
+            };
+            return Err(Invalid::new(
+                keypath!["classes", i, key],
+                format!(
+                    "{value}: the thread running a request of class `{}` gets this for the request and \
+                     its own nice ({}) back afterwards, which needs nice {lowest}; this process may go no \
+                     lower than nice {} (it lacks CAP_SYS_NICE and `ulimit -e` is {}). Run ordo with \
+                     CAP_SYS_NICE (systemd: AmbientCapabilities=CAP_SYS_NICE) or RLIMIT_NICE ≥ {}, or \
+                     remove the key",
+                    c.name,
+                    kernel.own_nice,
+                    kernel.floor,
+                    20 - kernel.floor,
+                    20 - lowest
+                ),
+            ));
+        }
+        out.push((Arc::from(c.name.as_str()), prio));
+    }
+    Ok(out)
+}
+
 impl ServeConfig {
     /// Check every value, compile rules, routes and scripts (then discard them). The server runs the same
     /// compilation when it starts or reloads, so `--check` refuses exactly what start-up would refuse.
     pub fn validate(&self) -> Result<(), ConfigError> {
         Compiled::build(self, None).map(|_| ())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::config::Origin;
+
+    /// `text` parsed with its origin (so errors are located) and its classes' priorities checked against
+    /// a kernel that permits down to nice `floor`, threads running at `own_nice`.
+    fn priorities(
+        text: &str,
+        floor: i32,
+        own_nice: i32,
+    ) -> Result<Vec<(Arc<str>, WorkPriority)>, String> {
+        let mut cfg: ServeConfig = toml::from_str(text).map_err(|e| e.to_string())?;
+        cfg.origin = Some(Arc::new(Origin {
+            name: "ordo.toml".into(),
+            path: None,
+            text: text.into(),
+            dir: ".".into(),
+        }));
+        class_priorities(&cfg, &KernelPriority { floor, own_nice })
+            .map_err(|e| cfg.locate(e).to_string())
+    }
+
+    const CLASSES: &str = "[[classes]]\nname = \"top\"\n[[classes]]\nname = \"low\"\n";
+
+    #[test]
+    fn class_priorities_are_read_and_checked() {
+        let text = format!("{CLASSES}nice = 10\n");
+        assert_eq!(
+            priorities(&text, -20, 0).unwrap(),
+            vec![(
+                Arc::from("low"),
+                WorkPriority {
+                    policy: None,
+                    nice: Some(10)
+                }
+            )]
+        );
+        let text = format!("{CLASSES}thread_policy = \"idle\"\n");
+        let p = priorities(&text, -20, 0).unwrap();
+        assert_eq!(p[0].1.policy, Some(Policy::Idle));
+        assert_eq!(priorities(CLASSES, 20, 0).unwrap(), vec![]);
+
+        let bad = [
+            (
+                "nice = 20\n",
+                "ordo.toml:5: classes[1].nice: 20: must be in -20..=19",
+            ),
+            (
+                "nice = -21\n",
+                "ordo.toml:5: classes[1].nice: -21: must be in -20..=19",
+            ),
+            (
+                "thread_policy = \"fifo:10\"\n",
+                "ordo.toml:5: classes[1].thread_policy: \"fifo:10\": only \"other\", \"batch\" or \"idle\"",
+            ),
+            (
+                "thread_policy = \"idle\"\nnice = 5\n",
+                "ordo.toml:6: classes[1].nice: 5: has no effect with thread_policy = \"idle\"",
+            ),
+        ];
+        for (extra, want) in bad {
+            let e = priorities(&format!("{CLASSES}{extra}"), -20, 0).unwrap_err();
+            assert!(e.starts_with(want), "{extra}: {e}");
+        }
+        // a policy name the parser does not know is refused at parse time, naming the value
+        let e =
+            priorities(&format!("{CLASSES}thread_policy = \"sometimes\"\n"), -20, 0).unwrap_err();
+        assert!(e.contains("sometimes"), "{e}");
+    }
+
+    /// Without CAP_SYS_NICE (floor 20: RLIMIT_NICE 0) a thread may lower its priority but never get its
+    /// own back, so every per-request change but SCHED_BATCH is refused, naming the key, value and fix.
+    #[test]
+    fn priorities_the_kernel_would_not_restore_are_refused() {
+        for (extra, key) in [
+            ("nice = 10\n", "classes[1].nice: 10:"),
+            ("nice = -5\n", "classes[1].nice: -5:"),
+            (
+                "thread_policy = \"idle\"\n",
+                "classes[1].thread_policy: \"idle\":",
+            ),
+        ] {
+            let e = priorities(&format!("{CLASSES}{extra}"), 20, 0).unwrap_err();
+            assert!(e.starts_with(&format!("ordo.toml:5: {key}")), "{e}");
+            assert!(e.contains("CAP_SYS_NICE"), "{e}");
+            assert!(e.contains("may go no lower than nice 20"), "{e}");
+        }
+        // SCHED_BATCH and back, and a nice equal to the thread's own, need no privilege
+        let text = format!("{CLASSES}thread_policy = \"batch\"\nnice = 0\n");
+        assert_eq!(priorities(&text, 20, 0).unwrap().len(), 1);
+        // RLIMIT_NICE 25 (floor -5): nice -5 and back to 0 are allowed, -6 is not
+        assert!(priorities(&format!("{CLASSES}nice = -5\n"), -5, 0).is_ok());
+        let e = priorities(&format!("{CLASSES}nice = -6\n"), -5, 0).unwrap_err();
+        assert!(e.contains("RLIMIT_NICE ≥ 26"), "{e}");
+        // threads at nice 5 (the server started under `nice -n 5`) may go to 10 and back with floor 5
+        assert!(priorities(&format!("{CLASSES}nice = 10\n"), 5, 5).is_ok());
     }
 }

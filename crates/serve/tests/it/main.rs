@@ -15,6 +15,7 @@ mod ctl_lanes;
 mod ctl_lua;
 mod ctl_lua_sandbox;
 mod ctl_overload;
+mod ctl_priority;
 mod ctl_reload;
 mod ctl_seed003;
 mod ctl_shutdown;

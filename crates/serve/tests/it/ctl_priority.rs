@@ -1,0 +1,73 @@
+//! A class's kernel priority (`nice`, `thread_policy`): through the whole server, the thread that burns a
+//! request's CPU runs at the priority of the request's class, and gets its own back afterwards.
+
+use std::time::{Duration, Instant};
+
+use ordo_sys::thread::{get_sched, list_threads, nice_floor};
+
+use crate::ctl_util::{get, start};
+
+/// A thread of this process for which `want` holds, polled every 5 ms for at most 10 s.
+fn poll(want: impl Fn(i32) -> bool) -> Option<i32> {
+    let pid = std::process::id() as i32;
+    let deadline = Instant::now() + Duration::from_secs(10);
+    for _ in 0..2000 {
+        let found = list_threads(pid)
+            .unwrap_or_default()
+            .into_iter()
+            .find(|&t| want(t));
+        if found.is_some() || Instant::now() > deadline {
+            return found;
+        }
+        std::thread::sleep(Duration::from_millis(5));
+    }
+    None
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_class_cpu_work_runs_at_its_nice_and_the_thread_gets_its_own_back() {
+    let own = get_sched(0).unwrap();
+    if nice_floor() > own.nice {
+        eprintln!("skipped: this process may not restore a thread's priority (no CAP_SYS_NICE)");
+        return;
+    }
+    let nice = if own.nice == 12 { 11 } else { 12 };
+    let h = start(&format!(
+        r#"
+workers = 4
+[[classes]]
+name = "top"
+[[classes]]
+name = "low"
+nice = {nice}
+[[rules]]
+class = "low"
+path_prefix = "/low"
+[[routes]]
+prefix = "/"
+synthetic = {{}}
+"#
+    ))
+    .await;
+    let addr = h.local_addr();
+    let st = h.status();
+    assert_eq!(st["classes"][1]["nice"], nice);
+    assert!(st["classes"][0]["nice"].is_null());
+    assert!(st["classes"][1]["thread_policy"].is_null());
+    // a request of the top class (no priority) first
+    assert_eq!(get(addr, "/top/cpu?us=1000").await.status, 200);
+    let low = tokio::spawn(async move { get(addr, "/low/cpu?us=1500000").await.status });
+    let tid =
+        tokio::task::spawn_blocking(move || poll(|t| get_sched(t).is_ok_and(|s| s.nice == nice)))
+            .await
+            .unwrap()
+            .expect("a thread runs the low class's work at its nice");
+    assert_eq!(low.await.unwrap(), 200);
+    let s = tokio::task::spawn_blocking(move || {
+        poll(|t| t == tid && get_sched(t).is_ok_and(|s| s.nice != nice));
+        get_sched(tid).unwrap()
+    })
+    .await
+    .unwrap();
+    assert_eq!((s.policy, s.nice), (own.policy, own.nice));
+}
