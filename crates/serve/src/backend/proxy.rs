@@ -39,7 +39,9 @@ use tokio::sync::mpsc;
 
 use super::BackendError;
 use crate::http::duration;
-use crate::http::parse::{ChunkError, ChunkedDecoder, has_bare_lf, origin_form, trim_ows_both};
+use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response, trim_ows};
+
+use crate::http::parse::origin_form;
 use crate::http::{Body, Request, Response, Version};
 use crate::tls::{UpstreamStream, UpstreamTls};
 
@@ -639,13 +641,14 @@ impl ProxyBackend {
         // The whole head (interim 1xx heads included) must arrive by this deadline, whatever the pace of
         // the single reads (each bounded by read_timeout).
         let sent_at = tokio::time::Instant::now();
+        let head_request = req.method == "HEAD";
         let head_deadline = sent_at + self.cfg.response_head_timeout;
         // the clock is read once for the first read (the usual whole head), again only for later ones
         let mut clock = Some(sent_at);
         let mut got_any = false;
         conn.buf.clear();
         let parsed = loop {
-            match self.parse_response_head(&conn.buf)? {
+            match self.parse_response_head(&mut conn.buf, head_request)? {
                 Some(p) if (100..200).contains(&p.status) => {
                     if p.status == 101 {
                         return Err(ExchangeError::Bad("upstream switched protocols".into()));
@@ -685,9 +688,8 @@ impl ProxyBackend {
             }
         };
         conn.buf.advance(parsed.head_len);
-        let no_body = req.method == "HEAD" || parsed.status == 204 || parsed.status == 304;
         let lines = parsed.lines;
-        if no_body {
+        if parsed.framing == ResponseFraming::None {
             let mut headers = Vec::new();
             if let Some(n) = parsed.content_length {
                 headers.push(("Content-Length".into(), n.to_string()));
@@ -705,8 +707,8 @@ impl ProxyBackend {
             });
         }
         let status = parsed.status;
-        match (parsed.content_length, parsed.chunked) {
-            (Some(n), _) if n <= self.cfg.buffer_max_bytes => {
+        match parsed.framing {
+            ResponseFraming::Length(n) if n <= self.cfg.buffer_max_bytes => {
                 let n = n as usize;
                 while conn.buf.len() < n {
                     conn.buf.reserve(n - conn.buf.len());
@@ -739,7 +741,12 @@ impl ProxyBackend {
                     body: Body::Prerendered { head, body: out },
                 })
             }
-            (len, chunked) => {
+            framing => {
+                let (len, chunked) = match framing {
+                    ResponseFraming::Length(n) => (Some(n), false),
+                    ResponseFraming::Chunked => (None, true),
+                    ResponseFraming::None | ResponseFraming::UntilClose => (None, false),
+                };
                 let (tx, rx) = mpsc::channel(8);
                 let up = up.clone();
                 let reusable = parsed.reusable && (len.is_some() || chunked);
@@ -757,97 +764,63 @@ impl ProxyBackend {
         }
     }
 
-    fn parse_response_head(&self, buf: &[u8]) -> Result<Option<ParsedHead>, ExchangeError> {
-        // HTTP/1.2 … 1.9 is read as the highest minor version we implement (RFC 9110 §6.2), on a copy
-        if buf.len() > 9
-            && buf.starts_with(b"HTTP/1.")
-            && (b'2'..=b'9').contains(&buf[7])
-            && buf[8] == b' '
-        {
-            let mut copy = buf.to_vec();
-            copy[7] = b'1';
-            return self.parse_response_head_as_sent(&copy);
-        }
-        self.parse_response_head_as_sent(buf)
-    }
-
-    fn parse_response_head_as_sent(&self, buf: &[u8]) -> Result<Option<ParsedHead>, ExchangeError> {
+    /// The upstream's response head (`None`: not complete yet) with the header lines to forward rendered.
+    /// The framing, Content-Length, status and version rules are the shared codec's (ordo-http1); this
+    /// adds the proxy's: a head size limit, no transfer coding but `chunked` (the body is forwarded
+    /// decoded), and which headers are forwarded.
+    fn parse_response_head(
+        &self,
+        buf: &mut [u8],
+        head_request: bool,
+    ) -> Result<Option<ParsedHead>, ExchangeError> {
+        let too_large = buf.len() > self.cfg.max_response_head_bytes;
         let mut storage = [httparse::EMPTY_HEADER; 100];
-        let mut resp = httparse::Response::new(&mut storage);
-        let head_len = match resp.parse(buf) {
-            Ok(httparse::Status::Complete(n)) => n,
-            Ok(httparse::Status::Partial) => {
-                if buf.len() > self.cfg.max_response_head_bytes {
-                    return Err(ExchangeError::Bad(
-                        "upstream response head too large".into(),
-                    ));
-                }
-                return Ok(None);
+        let head = match parse_response(buf, &mut storage, head_request) {
+            Ok(Some(head)) => head,
+            Ok(None) if too_large => {
+                return Err(ExchangeError::Bad(
+                    "upstream response head too large".into(),
+                ));
             }
-            Err(e) => {
-                return Err(ExchangeError::Bad(format!(
-                    "malformed upstream response: {e}"
-                )));
-            }
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(ExchangeError::Bad(format!("upstream response: {e}"))),
         };
-        if has_bare_lf(&buf[..head_len]) {
-            return Err(ExchangeError::Bad("bare LF in upstream response".into()));
+        if head.other_codings {
+            let te = head
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("transfer-encoding"))
+                .map_or(String::new(), |h| {
+                    String::from_utf8_lossy(h.value).into_owned()
+                });
+            return Err(ExchangeError::Bad(format!(
+                "unsupported upstream Transfer-Encoding {te:?}"
+            )));
         }
-        let status = resp.code.unwrap_or(0);
-        if !(100..=999).contains(&status) {
-            return Err(ExchangeError::Bad("bad upstream status".into()));
-        }
-        let mut reusable = resp.version == Some(1);
-        // the header names the upstream's Connection field lists (hop-by-hop, not forwarded); "close" ends
-        // the connection's reuse
+        // HTTP/1.0 upstreams are not reused, even with keep-alive; nor a close-delimited body's connection
+        let reusable =
+            head.minor == 1 && head.keep_alive && head.framing != ResponseFraming::UntilClose;
+        // the header names the upstream's Connection field lists (hop-by-hop, not forwarded)
         let mut named: Vec<&[u8]> = Vec::new();
-        for h in resp.headers.iter() {
+        for h in head.headers.iter() {
             if h.name.eq_ignore_ascii_case("connection") {
                 for t in h.value.split(|&b| b == b',') {
-                    let t = trim_ows_both(t);
-                    if t.eq_ignore_ascii_case(b"close") {
-                        reusable = false;
-                    }
+                    let t = trim_ows(t);
                     if !t.is_empty() {
                         named.push(t);
                     }
                 }
             }
         }
-        let mut content_length: Option<u64> = None;
-        let mut chunked = false;
         // The forwarded header lines, rendered once here as the upstream spelled them and written by the
         // HTTP layer behind ordo's own (Server, Date, Content-Length or chunked framing): no per-header
         // allocation. Date and Server are ordo's, as on every response it sends.
-        let mut lines = BytesMut::with_capacity(head_len);
-        for h in resp.headers.iter() {
+        let mut lines = BytesMut::with_capacity(head.len);
+        for h in head.headers.iter() {
             let name = h.name.as_bytes();
-            let raw = trim_ows_both(h.value);
-            if name.eq_ignore_ascii_case(b"content-length") {
-                let n: u64 = std::str::from_utf8(raw)
-                    .ok()
-                    .filter(|v| !v.is_empty() && v.bytes().all(|b| b.is_ascii_digit()))
-                    .and_then(|v| v.parse().ok())
-                    .ok_or_else(|| ExchangeError::Bad("bad upstream Content-Length".into()))?;
-                if content_length.is_some_and(|c| c != n) {
-                    return Err(ExchangeError::Bad(
-                        "conflicting upstream Content-Length".into(),
-                    ));
-                }
-                content_length = Some(n);
-                continue;
-            }
-            if name.eq_ignore_ascii_case(b"transfer-encoding") {
-                if !raw.eq_ignore_ascii_case(b"chunked") || chunked {
-                    return Err(ExchangeError::Bad(format!(
-                        "unsupported upstream Transfer-Encoding {:?}",
-                        String::from_utf8_lossy(raw)
-                    )));
-                }
-                chunked = true;
-                continue;
-            }
-            if hop_by_hop_bytes(name)
+            let raw = trim_ows(h.value);
+            if name.eq_ignore_ascii_case(b"content-length")
+                || hop_by_hop_bytes(name)
                 || named.iter().any(|n| n.eq_ignore_ascii_case(name))
                 || name.eq_ignore_ascii_case(b"date")
                 || name.eq_ignore_ascii_case(b"server")
@@ -858,33 +831,24 @@ impl ProxyBackend {
             // forwarded as the upstream spelled it, the value byte for byte (UTF-8 or not)
             put_header(&mut lines, name, raw);
         }
-        if chunked && content_length.is_some() {
-            return Err(ExchangeError::Bad(
-                "upstream sent Content-Length with Transfer-Encoding".into(),
-            ));
-        }
-        if !chunked && content_length.is_none() && !(status == 204 || status == 304 || status < 200)
-        {
-            // close-delimited body
-            reusable = false;
-        }
         Ok(Some(ParsedHead {
-            status,
+            status: head.status,
             lines: lines.freeze(),
-            content_length: if chunked { None } else { content_length },
-            chunked,
+            framing: head.framing,
+            content_length: head.content_length,
             reusable,
-            head_len,
+            head_len: head.len,
         }))
     }
 }
 
 struct ParsedHead {
     status: u16,
-    /// The header lines to forward, rendered (see `parse_response_head_as_sent`).
+    /// The header lines to forward, rendered (see `parse_response_head`).
     lines: Bytes,
+    framing: ResponseFraming,
+    /// As declared (forwarded on a response without a body: the answer to HEAD, 304).
     content_length: Option<u64>,
-    chunked: bool,
     reusable: bool,
     head_len: usize,
 }
@@ -1006,13 +970,9 @@ async fn stream_body(
                     }
                 }
                 Err(e) => {
-                    let msg = match e {
-                        ChunkError::Invalid(m) => m,
-                        ChunkError::TooLarge => "chunk too large",
-                    };
                     let _ = tx
                         .send(Err(std::io::Error::other(format!(
-                            "bad upstream chunking: {msg}"
+                            "bad upstream chunking: {e}"
                         ))))
                         .await;
                     return;

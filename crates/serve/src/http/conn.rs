@@ -17,7 +17,9 @@ use tokio::net::TcpStream;
 use tokio::sync::watch;
 use tokio::time::{Instant, timeout, timeout_at};
 
-use super::parse::{ChunkError, ChunkedDecoder, Framing, Head, HeadError, parse_head};
+use ordo_http1::{ChunkError, ChunkedDecoder};
+
+use super::parse::{Framing, Head, HeadError, parse_head};
 use super::write::{WriteCtx, encode_whole, split_file, write_all_timeout, write_response};
 use super::{Body, Handler, Limits, Request, Response, Version, shutdown_signalled};
 

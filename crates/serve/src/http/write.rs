@@ -7,7 +7,9 @@ use std::time::Duration;
 use bytes::{BufMut, BytesMut};
 use tokio::io::{AsyncReadExt, AsyncSeekExt, AsyncWrite, AsyncWriteExt};
 
-use super::parse::{is_tchar, reason_phrase};
+use ordo_http1::is_tchar;
+
+use super::parse::reason_phrase;
 use super::{Body, Response, Version, date};
 
 /// Bodies up to this size are copied behind the head so the response leaves in one write.

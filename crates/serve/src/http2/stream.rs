@@ -317,7 +317,7 @@ fn request_of<H>(
         if raw.iter().any(|&b| b == 0 || b == b'\r' || b == b'\n') {
             return Err((400, "invalid header value"));
         }
-        let raw = crate::http::parse::trim_ows_both(raw);
+        let raw = ordo_http1::trim_ows(raw);
         let value = match std::str::from_utf8(raw) {
             Ok(v) => v.to_string(),
             Err(_) => {
@@ -474,7 +474,7 @@ impl HeadCache {
                 for line in head.split(|&b| b == b'\n') {
                     let line = line.strip_suffix(b"\r").unwrap_or(line);
                     if let Some(i) = line.iter().position(|&b| b == b':') {
-                        let value = crate::http::parse::trim_ows_both(&line[i + 1..]);
+                        let value = ordo_http1::trim_ows(&line[i + 1..]);
                         fields.extend(field(&line[..i], value));
                     }
                 }

@@ -1,0 +1,84 @@
+//! The small byte-level rules of HTTP/1.1 syntax (RFC 9110 §5.6): tokens, optional whitespace, line ends.
+
+/// Whether `b` may appear in a token (a header name, a transfer-coding name): RFC 9110 §5.6.2's `tchar`.
+#[inline]
+pub fn is_tchar(b: u8) -> bool {
+    b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b)
+}
+
+/// `b` without spaces and tabs at either end (a field value's OWS).
+#[inline]
+pub fn trim_ows(b: &[u8]) -> &[u8] {
+    let b = trim_ows_start(b);
+    let end = b
+        .iter()
+        .rposition(|&c| c != b' ' && c != b'\t')
+        .map_or(0, |i| i + 1);
+    &b[..end]
+}
+
+/// `b` without spaces and tabs at its start.
+#[inline]
+pub(crate) fn trim_ows_start(b: &[u8]) -> &[u8] {
+    let start = b
+        .iter()
+        .position(|&c| c != b' ' && c != b'\t')
+        .unwrap_or(b.len());
+    &b[start..]
+}
+
+/// [`trim_ows`] for text.
+#[inline]
+pub(crate) fn trim_ows_str(s: &str) -> &str {
+    s.trim_matches([' ', '\t'])
+}
+
+/// Whether a head has a line ending in a bare LF. httparse accepts one as a line end; an HTTP/1.1 recipient
+/// must not (a front end and a back end that disagree on line ends is a classic smuggling vector).
+#[inline]
+pub fn has_bare_lf(head: &[u8]) -> bool {
+    let mut prev = 0u8;
+    for &b in head {
+        if b == b'\n' && prev != b'\r' {
+            return true;
+        }
+        prev = b;
+    }
+    false
+}
+
+/// The value of a hexadecimal digit (either case).
+#[inline]
+pub fn hex_digit(b: u8) -> Option<u8> {
+    match b {
+        b'0'..=b'9' => Some(b - b'0'),
+        b'a'..=b'f' => Some(b - b'a' + 10),
+        b'A'..=b'F' => Some(b - b'A' + 10),
+        _ => None,
+    }
+}
+
+/// Whether a field value byte is allowed: visible characters, space, tab and obs-text; no other control
+/// byte, no DEL (RFC 9110 §5.5).
+#[inline]
+pub(crate) fn is_field_byte(b: u8) -> bool {
+    !((b < 0x20 && b != b'\t') || b == 0x7f)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn ows_and_tokens() {
+        assert_eq!(trim_ows(b" \t a b \t"), b"a b");
+        assert_eq!(trim_ows(b" \t "), b"");
+        assert_eq!(trim_ows_start(b" \ta "), b"a ");
+        assert!(is_tchar(b'~') && is_tchar(b'Z') && !is_tchar(b'(') && !is_tchar(b' '));
+        assert!(has_bare_lf(b"a\r\nb\n") && has_bare_lf(b"\n") && !has_bare_lf(b"a\r\n\r\n"));
+        assert_eq!(
+            (hex_digit(b'f'), hex_digit(b'F'), hex_digit(b'g')),
+            (Some(15), Some(15), None)
+        );
+    }
+}
