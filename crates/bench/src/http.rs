@@ -1,11 +1,13 @@
 //! The lean HTTP/1.1 client path: requests are serialised once into `Bytes`; responses are parsed with
-//! httparse from one reused buffer per connection, bodies (Content-Length, chunked, or until close) are
-//! skipped without copying, and nothing is allocated per request.
+//! the shared codec (ordo-http1: the framing rules and chunked decoder serve applies) from one reused buffer
+//! per connection, bodies (Content-Length, chunked, or until close) are skipped without copying, and
+//! nothing is allocated per request.
 
 use std::io;
 use std::time::Instant;
 
 use bytes::Bytes;
+use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::target::{Header, Target};
@@ -163,10 +165,9 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
             filled += n;
         }
         let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
-        let mut resp = httparse::Response::new(&mut headers);
-        match resp.parse(&buf[..filled]) {
-            Ok(httparse::Status::Complete(len)) => {
-                let status = resp.code.unwrap_or(0);
+        match parse_response(&mut buf[..filled], &mut headers, head_request) {
+            Ok(Some(head)) => {
+                let (status, len) = (head.status, head.len);
                 if (100..200).contains(&status) && status != 101 {
                     // Interim response: drop it and read on.
                     buf.copy_within(len..filled, 0);
@@ -174,54 +175,18 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
                     parse_first = filled > 0;
                     continue;
                 }
-                let mut close = resp.version == Some(0);
-                let mut content_length: Option<u64> = None;
-                let mut chunked = false;
-                for h in resp.headers.iter() {
-                    if h.name.eq_ignore_ascii_case("content-length") {
-                        let v = std::str::from_utf8(h.value)
-                            .ok()
-                            .and_then(|s| s.trim().parse::<u64>().ok())
-                            .ok_or_else(|| ReadError::Malformed("bad Content-Length".into()))?;
-                        // Two different lengths leave the message's end undefined (RFC 9112 §6.3):
-                        // the response is malformed, whichever one a reader would pick.
-                        if content_length.is_some_and(|old| old != v) {
-                            return Err(ReadError::Malformed("conflicting Content-Length".into()));
-                        }
-                        content_length = Some(v);
-                    } else if h.name.eq_ignore_ascii_case("transfer-encoding") {
-                        chunked = h
-                            .value
-                            .split(|&b| b == b',')
-                            .next_back()
-                            .map(|t| t.trim_ascii().eq_ignore_ascii_case(b"chunked"))
-                            .unwrap_or(false);
-                    } else if server.is_none() && h.name.eq_ignore_ascii_case("server") {
+                if server.is_none() {
+                    if let Some(h) = head
+                        .headers
+                        .iter()
+                        .find(|h| h.name.eq_ignore_ascii_case("server"))
+                    {
                         *server = Some(String::from_utf8_lossy(h.value).trim().to_string());
-                    } else if h.name.eq_ignore_ascii_case("connection") {
-                        for tok in h.value.split(|&b| b == b',') {
-                            let tok = tok.trim_ascii();
-                            if tok.eq_ignore_ascii_case(b"close") {
-                                close = true;
-                            } else if tok.eq_ignore_ascii_case(b"keep-alive") {
-                                close = false;
-                            }
-                        }
                     }
                 }
-                let no_body = head_request || status == 204 || status == 304 || status < 200;
-                let framing = if no_body {
-                    Framing::Length(0)
-                } else if chunked {
-                    Framing::Chunked
-                } else if let Some(n) = content_length {
-                    Framing::Length(n)
-                } else {
-                    Framing::UntilClose
-                };
-                break (status, len, framing, close);
+                break (status, len, head.framing, !head.keep_alive);
             }
-            Ok(httparse::Status::Partial) => continue,
+            Ok(None) => continue,
             Err(e) => return Err(ReadError::Malformed(format!("bad response head: {e}"))),
         }
     };
@@ -230,7 +195,11 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
     let mut body_bytes: u64 = 0;
     let content_bytes: u64;
     match framing {
-        Framing::Length(total) => {
+        ResponseFraming::None | ResponseFraming::Length(_) => {
+            let total = match framing {
+                ResponseFraming::Length(n) => n,
+                _ => 0,
+            };
             let mut remaining = total;
             let take = (have as u64).min(remaining);
             remaining -= take;
@@ -265,36 +234,47 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
             }
             content_bytes = body_bytes;
         }
-        Framing::Chunked => {
-            let mut dec = ChunkedDecoder::default();
+        ResponseFraming::Chunked => {
+            // serve's decoder (ordo-http1), counting only: the data is never copied
+            let mut dec = ChunkedDecoder::new(u64::MAX);
+            let mut data: u64 = 0;
             let mut start = head_len;
             loop {
-                let (consumed, done) = dec
-                    .feed(&buf[start..start + have])
-                    .map_err(|e| ReadError::Malformed(e.to_string()))?;
-                body_bytes += consumed as u64;
+                let (used, done) = dec
+                    .feed(&buf[start..start + have], |c| data += c.len() as u64)
+                    .map_err(|e| ReadError::Malformed(format!("bad chunked body: {e}")))?;
+                body_bytes += used as u64;
+                // what the decoder did not use: bytes after the body, or a line not complete yet
+                let left = have - used;
+                buf.copy_within(start + used..start + have, 0);
                 if done {
-                    if consumed < have {
-                        buf.copy_within(start + consumed..start + have, 0);
-                        *carry = have - consumed;
-                    }
+                    *carry = left;
                     break;
                 }
-                let n = match stream.read(&mut buf[..]).await {
+                if left == buf.len() {
+                    if buf.len() >= MAX_HEAD {
+                        return Err(ReadError::Malformed(
+                            "chunked body line larger than 1 MiB".into(),
+                        ));
+                    }
+                    let n = (buf.len() * 2).clamp(4096, MAX_HEAD);
+                    buf.resize(n, 0);
+                }
+                let n = match stream.read(&mut buf[left..]).await {
                     Ok(0) | Err(_) => {
                         return Err(ReadError::Length {
                             expected: None,
-                            got: dec.data,
+                            got: data,
                         });
                     }
                     Ok(n) => n,
                 };
                 start = 0;
-                have = n;
+                have = left + n;
             }
-            content_bytes = dec.data;
+            content_bytes = data;
         }
-        Framing::UntilClose => {
+        ResponseFraming::UntilClose => {
             body_bytes += have as u64;
             loop {
                 match stream.read(&mut buf[..]).await {
@@ -316,156 +296,8 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
         head_bytes: head_len as u64,
         body_bytes,
         content_bytes,
-        close: close || matches!(framing, Framing::UntilClose),
+        close: close || framing == ResponseFraming::UntilClose,
     })
-}
-
-#[derive(Clone, Copy, Debug)]
-enum Framing {
-    Length(u64),
-    Chunked,
-    UntilClose,
-}
-
-/// Incremental chunked-body decoder that only counts: it never copies data.
-#[derive(Debug, Default)]
-pub(crate) struct ChunkedDecoder {
-    state: ChunkState,
-    size: u64,
-    digits: u32,
-    /// Decoded data bytes so far.
-    pub data: u64,
-}
-
-#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
-enum ChunkState {
-    #[default]
-    Size,
-    Ext,
-    SizeLf,
-    Data,
-    DataCr,
-    DataLf,
-    TrailerStart,
-    TrailerLine,
-    FinalLf,
-    Done,
-}
-
-impl ChunkedDecoder {
-    /// Consume bytes; returns how many belonged to the body and whether the body ended.
-    pub(crate) fn feed(&mut self, input: &[u8]) -> Result<(usize, bool), &'static str> {
-        let mut i = 0;
-        while i < input.len() {
-            let b = input[i];
-            match self.state {
-                ChunkState::Size => {
-                    let d = match b {
-                        b'0'..=b'9' => Some(b - b'0'),
-                        b'a'..=b'f' => Some(b - b'a' + 10),
-                        b'A'..=b'F' => Some(b - b'A' + 10),
-                        _ => None,
-                    };
-                    match d {
-                        Some(d) => {
-                            self.digits += 1;
-                            if self.digits > 15 {
-                                return Err("chunk size too large");
-                            }
-                            self.size = self.size * 16 + d as u64;
-                        }
-                        None if self.digits == 0 => return Err("bad chunk size"),
-                        None => match b {
-                            b';' | b' ' | b'\t' => self.state = ChunkState::Ext,
-                            b'\r' => self.state = ChunkState::SizeLf,
-                            b'\n' => self.end_size(),
-                            _ => return Err("bad chunk size"),
-                        },
-                    }
-                    i += 1;
-                }
-                ChunkState::Ext => {
-                    match b {
-                        b'\r' => self.state = ChunkState::SizeLf,
-                        b'\n' => self.end_size(),
-                        _ => {}
-                    }
-                    i += 1;
-                }
-                ChunkState::SizeLf => {
-                    if b != b'\n' {
-                        return Err("bad chunk size line");
-                    }
-                    self.end_size();
-                    i += 1;
-                }
-                ChunkState::Data => {
-                    let take = ((input.len() - i) as u64).min(self.size);
-                    self.size -= take;
-                    self.data += take;
-                    i += take as usize;
-                    if self.size == 0 {
-                        self.state = ChunkState::DataCr;
-                    }
-                }
-                ChunkState::DataCr => {
-                    match b {
-                        b'\r' => self.state = ChunkState::DataLf,
-                        b'\n' => self.start_size(),
-                        _ => return Err("missing CRLF after chunk"),
-                    }
-                    i += 1;
-                }
-                ChunkState::DataLf => {
-                    if b != b'\n' {
-                        return Err("missing CRLF after chunk");
-                    }
-                    self.start_size();
-                    i += 1;
-                }
-                ChunkState::TrailerStart => {
-                    match b {
-                        b'\r' => self.state = ChunkState::FinalLf,
-                        b'\n' => {
-                            self.state = ChunkState::Done;
-                            return Ok((i + 1, true));
-                        }
-                        _ => self.state = ChunkState::TrailerLine,
-                    }
-                    i += 1;
-                }
-                ChunkState::TrailerLine => {
-                    if b == b'\n' {
-                        self.state = ChunkState::TrailerStart;
-                    }
-                    i += 1;
-                }
-                ChunkState::FinalLf => {
-                    if b != b'\n' {
-                        return Err("bad end of chunked body");
-                    }
-                    self.state = ChunkState::Done;
-                    return Ok((i + 1, true));
-                }
-                ChunkState::Done => return Ok((i, true)),
-            }
-        }
-        Ok((i, self.state == ChunkState::Done))
-    }
-
-    fn end_size(&mut self) {
-        self.state = if self.size == 0 {
-            ChunkState::TrailerStart
-        } else {
-            ChunkState::Data
-        };
-    }
-
-    fn start_size(&mut self) {
-        self.state = ChunkState::Size;
-        self.size = 0;
-        self.digits = 0;
-    }
 }
 
 #[cfg(test)]
@@ -624,29 +456,6 @@ mod tests {
     }
 
     #[test]
-    fn chunked_decoder_any_split() {
-        let wire = b"5;a=b\r\nhello\r\n1a\r\nabcdefghijklmnopqrstuvwxyz\r\n0\r\nT: v\r\n\r\nNEXT";
-        let body_len = wire.len() - 4;
-        for a in 0..=wire.len() {
-            for b in a..=wire.len() {
-                let mut d = ChunkedDecoder::default();
-                let mut used = 0;
-                let mut done = false;
-                for piece in [&wire[..a], &wire[a..b], &wire[b..]] {
-                    if done {
-                        break;
-                    }
-                    let (n, fin) = d.feed(piece).unwrap();
-                    used += n;
-                    done = fin;
-                }
-                assert!(done, "split {a}/{b}");
-                assert_eq!((used, d.data), (body_len, 31), "split {a}/{b}");
-            }
-        }
-    }
-
-    #[test]
     fn head_and_interim() {
         let r = read_all(
             b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\n",
@@ -660,7 +469,42 @@ mod tests {
     fn malformed() {
         let r = read_all(b"HTTZ/1.1 200 OK\r\n\r\n", false);
         assert!(r[0].as_ref().unwrap_err().contains("Malformed"));
-        let mut d = ChunkedDecoder::default();
-        assert!(d.feed(b"zz\r\n").is_err());
+        let r = read_all(
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+            false,
+        );
+        assert!(r[0].as_ref().unwrap_err().contains("Malformed"), "{r:?}");
+    }
+    /// The client refuses the chunked framing serve refuses, as a malformed response (a protocol error,
+    /// not a short body): a bare LF ending a chunk-size line, a chunk's data or the last chunk, which it
+    /// used to accept.
+    #[test]
+    fn bare_lf_in_chunked_framing_is_malformed() {
+        for (wire, why) in [
+            (
+                &b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\nhello\r\n0\r\n\r\n"[..],
+                "bare LF in chunk-size line",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\n0\r\n\r\n",
+                "chunk data not followed by CRLF",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n0\n\r\n",
+                "bare LF in chunk-size line",
+            ),
+            (
+                b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n0\r\nT: v\n\r\n",
+                "bare LF in trailer",
+            ),
+        ] {
+            let r = read_all(wire, false);
+            let e = r[0].as_ref().map(|_| ()).unwrap_err();
+            assert!(
+                e.contains("Malformed") && e.contains(why),
+                "{:?}: {r:?}",
+                String::from_utf8_lossy(wire)
+            );
+        }
     }
 }
