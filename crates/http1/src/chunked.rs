@@ -11,7 +11,7 @@ use bytes::{Buf, BytesMut};
 use crate::token::{hex_digit, is_field_byte, is_tchar, trim_ows_start};
 
 /// Longest chunk-size line (with extensions) accepted.
-pub const MAX_CHUNK_LINE: usize = 4096;
+const MAX_CHUNK_LINE: usize = 4096;
 /// Largest trailer section accepted.
 const MAX_TRAILER_BYTES: usize = 16 * 1024;
 

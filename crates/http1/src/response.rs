@@ -5,7 +5,7 @@
 use std::fmt;
 
 use crate::framing::{FramingError, ResponseFraming, parse_content_length, response_framing};
-use crate::token::{has_bare_lf, trim_ows};
+use crate::token::{ConnectionOptions, has_bare_lf, trim_ows};
 
 /// A complete response head; `headers` borrow the buffer it was parsed from.
 #[derive(Debug)]
@@ -93,7 +93,7 @@ pub fn parse_response<'h, 'b>(
     let headers: &'h [httparse::Header<'b>] = resp.headers;
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding: Option<&[u8]> = None;
-    let (mut close, mut keep_alive_token) = (false, false);
+    let mut connection = ConnectionOptions::default();
     for h in headers {
         let name = h.name.as_bytes();
         if name.eq_ignore_ascii_case(b"content-length") {
@@ -110,16 +110,12 @@ pub fn parse_response<'h, 'b>(
             }
             transfer_encoding = Some(trim_ows(h.value));
         } else if name.eq_ignore_ascii_case(b"connection") {
-            for t in h.value.split(|&b| b == b',') {
-                let t = trim_ows(t);
-                close |= t.eq_ignore_ascii_case(b"close");
-                keep_alive_token |= t.eq_ignore_ascii_case(b"keep-alive");
-            }
+            connection.add(h.value);
         }
     }
     let (framing, other_codings) =
         response_framing(status, head_request, content_length, transfer_encoding)?;
-    let keep_alive = !close && (minor == 1 || keep_alive_token);
+    let keep_alive = !connection.close && (minor == 1 || connection.keep_alive);
     Ok(Some(ResponseHead {
         status,
         minor,

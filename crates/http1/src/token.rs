@@ -47,6 +47,25 @@ pub fn has_bare_lf(head: &[u8]) -> bool {
     false
 }
 
+/// The `close` and `keep-alive` options of a message's Connection fields (RFC 9112 §9.3), in any case.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct ConnectionOptions {
+    pub close: bool,
+    pub keep_alive: bool,
+}
+
+impl ConnectionOptions {
+    /// Adds the options one Connection field value lists.
+    #[inline]
+    pub fn add(&mut self, value: &[u8]) {
+        for t in value.split(|&b| b == b',') {
+            let t = trim_ows(t);
+            self.close |= t.eq_ignore_ascii_case(b"close");
+            self.keep_alive |= t.eq_ignore_ascii_case(b"keep-alive");
+        }
+    }
+}
+
 /// The value of a hexadecimal digit (either case).
 #[inline]
 pub fn hex_digit(b: u8) -> Option<u8> {

@@ -7,7 +7,8 @@
 use bytes::{Bytes, BytesMut};
 pub(crate) use ordo_http1::Framing;
 use ordo_http1::{
-    FramingError, has_bare_lf, hex_digit as hex, parse_content_length, request_framing, trim_ows,
+    ConnectionOptions, FramingError, has_bare_lf, hex_digit as hex, parse_content_length,
+    request_framing, trim_ows,
 };
 
 use super::{SentHead, Version};
@@ -144,8 +145,7 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
     let mut content_length: Option<u64> = None;
     let mut transfer_encoding: Option<String> = None;
     let mut host_at: Option<usize> = None;
-    let mut conn_close = false;
-    let mut conn_keep_alive = false;
+    let mut connection = ConnectionOptions::default();
     let mut expect_continue = false;
     for h in req.headers.iter() {
         let name = h.name.to_ascii_lowercase();
@@ -184,16 +184,7 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
                 }
                 host_at = Some(headers.len());
             }
-            "connection" => {
-                for tok in value.split(',') {
-                    let tok = tok.trim();
-                    if tok.eq_ignore_ascii_case("close") {
-                        conn_close = true;
-                    } else if tok.eq_ignore_ascii_case("keep-alive") {
-                        conn_keep_alive = true;
-                    }
-                }
-            }
+            "connection" => connection.add(value.as_bytes()),
             "expect" => {
                 if value.eq_ignore_ascii_case("100-continue") {
                     expect_continue = version == Version::Http11;
@@ -232,8 +223,8 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
         FramingError::UnsupportedCoding => HeadError::Status(501, "unsupported transfer coding"),
     })?;
     let keep_alive = match version {
-        Version::Http11 => !conn_close,
-        Version::Http10 => conn_keep_alive && !conn_close,
+        Version::Http11 => !connection.close,
+        Version::Http10 => connection.keep_alive && !connection.close,
         Version::Http2 => true, // never parsed from an HTTP/1 head
     };
     Ok(Head {
