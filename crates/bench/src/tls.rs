@@ -12,7 +12,7 @@ use rustls::client::danger::{HandshakeSignatureValid, ServerCertVerified, Server
 use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
-use tokio::net::TcpStream;
+use tokio::io::{AsyncRead, AsyncWrite};
 
 use crate::BenchError;
 use crate::config::TlsOptions;
@@ -33,11 +33,11 @@ impl std::fmt::Debug for Tls {
 
 impl Tls {
     /// The handshake on a connected socket.
-    pub(crate) async fn handshake(
+    pub(crate) async fn handshake<IO: AsyncRead + AsyncWrite + Unpin>(
         &self,
-        tcp: TcpStream,
-    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-        self.connector.connect(self.name.clone(), tcp).await
+        io: IO,
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<IO>> {
+        self.connector.connect(self.name.clone(), io).await
     }
 }
 
