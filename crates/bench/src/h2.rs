@@ -257,11 +257,16 @@ impl Drop for Open {
     }
 }
 
-/// Which streams were woken since the connection task last looked: one flag per stream, set by the
-/// stream's waker, which then wakes the task.
+/// Which streams were woken since the connection task last looked: a stream's waker puts it on the list
+/// (once: its flag says it is there) and wakes the task, which takes the whole list in one go.
 struct Woken {
     flags: Box<[AtomicBool]>,
-    task: Mutex<Option<Waker>>,
+    inner: Mutex<WokenList>,
+}
+
+struct WokenList {
+    task: Option<Waker>,
+    ready: Vec<usize>,
 }
 
 /// The waker h2 keeps for stream `s` (one per stream, reused by all its requests).
@@ -276,9 +281,12 @@ impl Wake for StreamWaker {
     }
 
     fn wake_by_ref(self: &Arc<Self>) {
-        self.woken.flags[self.s].store(true, Ordering::Release);
-        let task = self.woken.task.lock().unwrap_or_else(|e| e.into_inner());
-        if let Some(w) = task.as_ref() {
+        if self.woken.flags[self.s].swap(true, Ordering::AcqRel) {
+            return;
+        }
+        let mut list = self.woken.inner.lock().unwrap_or_else(|e| e.into_inner());
+        list.ready.push(self.s);
+        if let Some(w) = list.task.as_ref() {
             w.wake_by_ref();
         }
     }
@@ -345,6 +353,9 @@ struct Driver {
     clients: Vec<Client>,
     wakers: Vec<Waker>,
     woken: Arc<Woken>,
+    /// The woken list's other buffer (swapped with it each round), and the streams sent this round.
+    ready: Vec<usize>,
+    sent: Vec<usize>,
     open: Option<Open>,
     generation: u64,
     /// Clients to take a slot.
@@ -368,7 +379,10 @@ impl Driver {
         let n = h2.streams;
         let woken = Arc::new(Woken {
             flags: (0..n).map(|_| AtomicBool::new(false)).collect(),
-            task: Mutex::new(None),
+            inner: Mutex::new(WokenList {
+                task: None,
+                ready: Vec::with_capacity(n),
+            }),
         });
         let wakers = (0..n)
             .map(|s| {
@@ -392,6 +406,8 @@ impl Driver {
             clients,
             wakers,
             woken,
+            ready: Vec::with_capacity(n),
+            sent: Vec::with_capacity(n),
             open: None,
             generation: 0,
             free: (0..n).rev().collect(),
@@ -409,20 +425,25 @@ impl Driver {
     /// One pass over the connection's clients: responses that came, timeouts, due requests, new slots,
     /// sends. One clock read per round serves every request it starts or ends.
     fn poll_pass(&mut self, cx: &mut Context<'_>) -> Poll<Need> {
-        {
-            let mut task = self.woken.task.lock().unwrap_or_else(|e| e.into_inner());
-            if !task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                *task = Some(cx.waker().clone());
-            }
-        }
         let plan = self.ctx.plan.clone();
+        let mut ready = std::mem::take(&mut self.ready);
         loop {
-            let now = Instant::now();
-            // 1. Streams whose response (or its end) came.
-            for s in 0..self.clients.len() {
-                if self.woken.flags[s].swap(false, Ordering::Acquire) {
-                    self.poll_stream(s, now);
+            {
+                let mut list = self.woken.inner.lock().unwrap_or_else(|e| e.into_inner());
+                if !list.task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
+                    list.task = Some(cx.waker().clone());
                 }
+                std::mem::swap(&mut list.ready, &mut ready);
+            }
+            let now = Instant::now();
+            // 1. Streams whose response (or its end) came, and those just sent (polled once to leave
+            // their waker with h2).
+            ready.append(&mut self.sent);
+            for &s in &ready {
+                self.woken.flags[s].store(false, Ordering::Release);
+            }
+            for s in ready.drain(..) {
+                self.poll_stream(s, now);
             }
             // 2. Requests past their timeout.
             if self.deadline_armed.is_some_and(|d| d <= now) {
@@ -476,9 +497,9 @@ impl Driver {
                 }
             }
             // 5. Sends.
-            let mut sent = false;
             while let Some(&s) = self.queue.front() {
                 let Some(open) = self.open.as_mut() else {
+                    self.ready = ready;
                     return Poll::Ready(Need::Connect);
                 };
                 let generation = open.generation;
@@ -508,9 +529,7 @@ impl Driver {
                                 req.sent = now;
                                 req.body_tx = Some(body_tx);
                                 self.clients[s].phase = Phase::Head(response);
-                                // polled once to leave its waker with h2
-                                self.woken.flags[s].store(true, Ordering::Relaxed);
-                                sent = true;
+                                self.sent.push(s);
                             }
                             Err(_) => self.fail(s, FailKind::Exception, generation, now),
                         }
@@ -518,9 +537,10 @@ impl Driver {
                 }
             }
             if self.stopped == self.clients.len() {
+                self.ready = ready;
                 return Poll::Ready(Need::Done);
             }
-            if sent || !self.free.is_empty() {
+            if !self.sent.is_empty() || !self.free.is_empty() {
                 continue;
             }
             // 6. Nothing more to do now: the timers.
@@ -536,6 +556,7 @@ impl Driver {
             if self.deadline_armed.is_some() && self.deadline_timer.as_mut().poll(cx).is_ready() {
                 continue;
             }
+            self.ready = ready;
             return Poll::Pending;
         }
     }
