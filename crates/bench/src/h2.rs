@@ -550,10 +550,14 @@ impl Driver {
                     self.wait_armed = Some(until);
                 }
                 if self.wait_timer.as_mut().poll(cx).is_ready() {
+                    // (re-armed next round unless what it was set for is done)
+                    self.wait_armed = None;
                     continue;
                 }
             }
             if self.deadline_armed.is_some() && self.deadline_timer.as_mut().poll(cx).is_ready() {
+                // expire re-arms it (or leaves it unarmed), so a fired timer is never polled again
+                self.expire(Instant::now());
                 continue;
             }
             self.ready = ready;
