@@ -278,69 +278,99 @@ async fn connection(ctx: Ctx, j: usize) {
     client(&ctx, j, &mut x).await
 }
 
-/// One client (client `j` of `plan.clients`): the loop every mode shares.
-pub(crate) async fn client<X: Exchange>(ctx: &Ctx, j: usize, x: &mut X) {
-    let plan = &*ctx.plan;
-    let mut rng = ordo_util::SplitMix64::new(
-        plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
-    );
-    let mut turn = vec![0usize; plan.classes.len()];
-    let mut k: u64 = 0;
-    let open = matches!(plan.pacing, Pacing::Open { .. });
-    loop {
-        // 1. Take a request slot (or stop).
-        let now = Instant::now();
-        let (slot, due, measured) = match plan.pacing {
+/// What a client takes next: a request slot, or the end of its run.
+pub(crate) struct Taken {
+    /// Open loop: the request is not due yet; send it at this instant (then counting from the actual send).
+    pub(crate) wait_until: Option<Instant>,
+    pub(crate) slot: Slot,
+}
+
+/// One request slot: what to send and how it is counted.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Slot {
+    pub(crate) class: usize,
+    pub(crate) url: usize,
+    /// Open loop: the request was due while the client was still busy (the server held it up), so its
+    /// corrected latency counts from here.
+    pub(crate) due: Option<Instant>,
+    pub(crate) measured: bool,
+}
+
+/// A client's place in the run (client `j` of `plan.clients`): its open-loop slots and URL turns.
+pub(crate) struct ClientState {
+    j: usize,
+    rng: ordo_util::SplitMix64,
+    turn: Vec<usize>,
+    k: u64,
+}
+
+impl ClientState {
+    pub(crate) fn new(plan: &Plan, j: usize) -> ClientState {
+        ClientState {
+            j,
+            rng: ordo_util::SplitMix64::new(
+                plan.seed ^ (j as u64 + 1).wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1,
+            ),
+            turn: vec![0usize; plan.classes.len()],
+            k: 0,
+        }
+    }
+
+    /// The next request slot at `now`, or `None` when this client is done.
+    pub(crate) fn take(&mut self, plan: &Plan, now: Instant) -> Option<Taken> {
+        let j = self.j;
+        let (slot, due, wait_until, measured) = match plan.pacing {
             Pacing::Open { rate } => {
-                let i = j as u64 + k * plan.clients as u64;
-                k += 1;
+                let i = j as u64 + self.k * plan.clients as u64;
+                self.k += 1;
                 if plan.limit.is_some_and(|l| i >= l) {
-                    break;
+                    return None;
                 }
                 let due = plan.due(i, rate);
                 if plan.end.is_some_and(|e| due >= e) {
-                    break;
+                    return None;
                 }
                 // The corrected latency counts from when the request was due only if the connection
                 // was still busy with the previous response then (the server held it up). An idle
                 // connection sends when the timer fires, and that timer's lateness (tokio's timer has
                 // 1 ms resolution) is the client's, not the server's: count from the actual send.
                 let backlogged = due <= now;
-                if due > now {
-                    tokio::time::sleep_until(due.into()).await;
-                }
-                (i, backlogged.then_some(due), i >= plan.warm_slots)
+                (
+                    i,
+                    backlogged.then_some(due),
+                    (!backlogged).then_some(due),
+                    i >= plan.warm_slots,
+                )
             }
             Pacing::Closed => {
                 if plan.end.is_some_and(|e| now >= e) {
                     // Draining: keep the load on, unmeasured, until the measured requests are in.
                     if !plan.drain || plan.measured_in_flight.load(Ordering::Relaxed) == 0 {
-                        break;
+                        return None;
                     }
                     (
                         plan.warm_issued.fetch_add(1, Ordering::Relaxed),
+                        None,
                         None,
                         false,
                     )
                 } else if now >= plan.measure_start {
                     let i = plan.issued.fetch_add(1, Ordering::Relaxed);
                     if plan.limit.is_some_and(|l| i >= l) {
-                        break;
+                        return None;
                     }
-                    (i, None, true)
+                    (i, None, None, true)
                 } else {
                     (
                         plan.warm_issued.fetch_add(1, Ordering::Relaxed),
+                        None,
                         None,
                         false,
                     )
                 }
             }
         };
-        if measured {
-            plan.measured_in_flight.fetch_add(1, Ordering::Relaxed);
-        }
-        // 2. Which class and URL.
+        // Which class and URL.
         let class = if plan.assign_requests {
             plan.slot_table[(slot % plan.slot_table.len() as u64) as usize]
         } else {
@@ -352,18 +382,123 @@ pub(crate) async fn client<X: Exchange>(ctx: &Ctx, j: usize, x: &mut X) {
         } else {
             match cp.order {
                 UrlOrder::InTurn => {
-                    let u = turn[class];
-                    turn[class] = (u + 1) % cp.requests.len();
+                    let u = self.turn[class];
+                    self.turn[class] = (u + 1) % cp.requests.len();
                     u
                 }
-                UrlOrder::Random => rng.index(cp.requests.len()),
+                UrlOrder::Random => self.rng.index(cp.requests.len()),
             }
         };
-        // 3. The exchange, bounded by the request timeout.
+        Some(Taken {
+            wait_until,
+            slot: Slot {
+                class,
+                url,
+                due,
+                measured,
+            },
+        })
+    }
+}
+
+/// A request of `slot` starts (is sent or waits for its connection): the drain waits for measured ones.
+pub(crate) fn begin(plan: &Plan, slot: &Slot) {
+    if slot.measured {
+        plan.measured_in_flight.fetch_add(1, Ordering::Relaxed);
+    }
+}
+
+/// Records how the request of `slot`, started at `t_start` (see [`begin`]), ended at `t_done`, having
+/// opened `opened` connections; `server` is the `Server` header its client has seen.
+pub(crate) fn record(
+    ctx: &Ctx,
+    slot: &Slot,
+    res: Result<Exchanged, FailKind>,
+    opened: u64,
+    (t_start, t_done): (Instant, Instant),
+    server: Option<&str>,
+) {
+    if !slot.measured {
+        return;
+    }
+    let plan = &*ctx.plan;
+    let class = slot.class;
+    let done_us = us(t_done.saturating_duration_since(plan.measure_start));
+    let live = &plan.live[ctx.live];
+    let mut st = ctx.stats.borrow_mut();
+    st.connections_opened += opened;
+    if res.is_ok() && st.server_software.is_none() {
+        st.server_software = server.map(str::to_owned);
+    }
+    match res {
+        Ok(x) => {
+            let mut length_ok = true;
+            if plan.strict_length {
+                let mut lens = ctx.lengths.borrow_mut();
+                let len = &mut lens[class][slot.url];
+                match len {
+                    None => *len = Some(x.info.content_bytes),
+                    Some(n) => length_ok = *n == x.info.content_bytes,
+                }
+            }
+            st.document_length.get_or_insert(x.info.content_bytes);
+            if length_ok {
+                let connect_us = x
+                    .connected
+                    .map(|(a, b)| us(b.saturating_duration_since(a)))
+                    .unwrap_or(0);
+                let conn_at = x.connected.map(|(_, b)| b).unwrap_or(t_start);
+                let open = matches!(plan.pacing, Pacing::Open { .. });
+                st.record_ok(
+                    class,
+                    x.info.status,
+                    us(t_done.saturating_duration_since(t_start)),
+                    open.then(|| us(t_done.saturating_duration_since(slot.due.unwrap_or(t_start)))),
+                    connect_us,
+                    us(x.first_byte
+                        .unwrap_or(t_done)
+                        .saturating_duration_since(x.sent)),
+                    us(t_done.saturating_duration_since(conn_at)),
+                    x.info.head_bytes,
+                    x.info.body_bytes,
+                    x.info.content_bytes,
+                    done_us,
+                );
+                live.completed.fetch_add(1, Ordering::Relaxed);
+            } else {
+                st.length_mismatch += 1;
+                st.record_fail(class, FailKind::Length, done_us);
+                live.failed.fetch_add(1, Ordering::Relaxed);
+            }
+        }
+        Err(kind) => {
+            st.record_fail(class, kind, done_us);
+            live.failed.fetch_add(1, Ordering::Relaxed);
+        }
+    }
+    plan.measured_in_flight.fetch_sub(1, Ordering::Relaxed);
+}
+
+/// One client (client `j` of `plan.clients`) with an exchange of its own: the loop every HTTP/1.1
+/// connection runs (HTTP/2 drives its streams with the same pieces in `h2::connection`).
+pub(crate) async fn client<X: Exchange>(ctx: &Ctx, j: usize, x: &mut X) {
+    let plan = &*ctx.plan;
+    let mut state = ClientState::new(plan, j);
+    // 1. Take a request slot (or stop), and wait until it is due (open loop).
+    while let Some(taken) = state.take(plan, Instant::now()) {
+        if let Some(due) = taken.wait_until {
+            tokio::time::sleep_until(due.into()).await;
+        }
+        let slot = taken.slot;
+        begin(plan, &slot);
+        // 2. The exchange, bounded by the request timeout.
         let t_start = Instant::now();
         let mut opened = 0u64;
-        let res =
-            tokio::time::timeout(plan.timeout, x.exchange(plan, class, url, &mut opened)).await;
+        let res = tokio::time::timeout(
+            plan.timeout,
+            x.exchange(plan, slot.class, slot.url, &mut opened),
+        )
+        .await;
         let t_done = Instant::now();
         let res = match res {
             Ok(r) => r,
@@ -372,67 +507,19 @@ pub(crate) async fn client<X: Exchange>(ctx: &Ctx, j: usize, x: &mut X) {
                 Err(FailKind::Timeout)
             }
         };
-        // 4. Record.
-        if measured {
-            let done_us = us(t_done.saturating_duration_since(plan.measure_start));
-            let live = &plan.live[ctx.live];
-            let mut st = ctx.stats.borrow_mut();
-            st.connections_opened += opened;
-            if res.is_ok() && st.server_software.is_none() {
-                st.server_software = x.server_software().map(str::to_owned);
-            }
-            match res {
-                Ok(x) => {
-                    let mut length_ok = true;
-                    if plan.strict_length {
-                        let mut lens = ctx.lengths.borrow_mut();
-                        let slot = &mut lens[class][url];
-                        match slot {
-                            None => *slot = Some(x.info.content_bytes),
-                            Some(n) => length_ok = *n == x.info.content_bytes,
-                        }
-                    }
-                    st.document_length.get_or_insert(x.info.content_bytes);
-                    if length_ok {
-                        let connect_us = x
-                            .connected
-                            .map(|(a, b)| us(b.saturating_duration_since(a)))
-                            .unwrap_or(0);
-                        let conn_at = x.connected.map(|(_, b)| b).unwrap_or(t_start);
-                        st.record_ok(
-                            class,
-                            x.info.status,
-                            us(t_done - t_start),
-                            open.then(|| {
-                                us(t_done.saturating_duration_since(due.unwrap_or(t_start)))
-                            }),
-                            connect_us,
-                            us(x.first_byte
-                                .unwrap_or(t_done)
-                                .saturating_duration_since(x.sent)),
-                            us(t_done.saturating_duration_since(conn_at)),
-                            x.info.head_bytes,
-                            x.info.body_bytes,
-                            x.info.content_bytes,
-                            done_us,
-                        );
-                        live.completed.fetch_add(1, Ordering::Relaxed);
-                    } else {
-                        st.length_mismatch += 1;
-                        st.record_fail(class, FailKind::Length, done_us);
-                        live.failed.fetch_add(1, Ordering::Relaxed);
-                    }
-                }
-                Err(kind) => {
-                    st.record_fail(class, kind, done_us);
-                    live.failed.fetch_add(1, Ordering::Relaxed);
-                }
-            }
-            plan.measured_in_flight.fetch_sub(1, Ordering::Relaxed);
-        }
-        // 5. Think (closed loop).
-        if !cp.think.is_zero() && plan.pacing == Pacing::Closed {
-            tokio::time::sleep(cp.think).await;
+        // 3. Record.
+        record(
+            ctx,
+            &slot,
+            res,
+            opened,
+            (t_start, t_done),
+            x.server_software(),
+        );
+        // 4. Think (closed loop).
+        let think = plan.classes[slot.class].think;
+        if !think.is_zero() && plan.pacing == Pacing::Closed {
+            tokio::time::sleep(think).await;
         }
     }
 }

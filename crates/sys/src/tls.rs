@@ -103,12 +103,12 @@ impl Connector {
         &self.name
     }
 
-    /// The handshake on a connected socket.
-    pub async fn handshake(
+    /// The handshake on a connected socket (or a wrapper of one, such as `ordo bench`'s read-ahead).
+    pub async fn handshake<IO: AsyncRead + AsyncWrite + Unpin>(
         &self,
-        tcp: TcpStream,
-    ) -> std::io::Result<tokio_rustls::client::TlsStream<TcpStream>> {
-        self.connector.connect(self.name.clone(), tcp).await
+        io: IO,
+    ) -> std::io::Result<tokio_rustls::client::TlsStream<IO>> {
+        self.connector.connect(self.name.clone(), io).await
     }
 
     /// The handshake on a connected socket, as a [`ClientStream`].

@@ -1,9 +1,14 @@
 //! `ordo bench --h2` and `--h2c` (issue 11 phase 2) against `ordo serve`: many streams per connection, every
 //! request answered 2xx over one connection each; a class mix is split by request shares with per-class
 //! statistics (and classified by the server: X-Ordo-Class matches); the open loop; a server that does not
-//! offer h2 by ALPN stops the run at once; --streams without HTTP/2 is refused.
+//! offer h2 by ALPN stops the run at once; --streams without HTTP/2 is refused. Against a bare h2c server:
+//! every stream of a connection is counted, and RST_STREAM and timeouts fail only their own request.
 
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
+
+use bytes::Bytes;
 
 use ordo_bench::{
     Assign, BenchConfig, BenchError, CancelToken, Mix, MixClass, Pacing, Stop, TlsOptions, run,
@@ -135,4 +140,152 @@ fn a_server_without_h2_is_reported_at_once() {
     c.streams = 4;
     let e = c.validate().unwrap_err().to_string();
     assert!(e.contains("streams") && e.contains("HTTP/2"), "{e}");
+}
+
+/// A bare h2c server (the h2 crate's) on 127.0.0.1:0 that answers by path: `/ok` with 200 and 100 bytes,
+/// `/reset` with RST_STREAM (INTERNAL_ERROR), `/hang` never. It counts the HTTP/2 connections and streams it
+/// accepted and the most streams one connection had open at once; it stops with the returned runtime.
+struct Raw {
+    _rt: tokio::runtime::Runtime,
+    port: u16,
+    conns: Arc<AtomicU64>,
+    streams: Arc<AtomicU64>,
+    max_open: Arc<AtomicU64>,
+}
+
+fn raw_h2c() -> Raw {
+    let rt = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(1)
+        .enable_all()
+        .build()
+        .unwrap();
+    let listener = rt
+        .block_on(tokio::net::TcpListener::bind("127.0.0.1:0"))
+        .unwrap();
+    let port = listener.local_addr().unwrap().port();
+    let (conns, streams, max_open) = (
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+        Arc::new(AtomicU64::new(0)),
+    );
+    let (c, st, mo) = (conns.clone(), streams.clone(), max_open.clone());
+    rt.spawn(async move {
+        while let Ok((sock, _)) = listener.accept().await {
+            let (c, st, mo) = (c.clone(), st.clone(), mo.clone());
+            tokio::spawn(async move {
+                // (the bench's reachability check connects without a handshake: not counted)
+                let Ok(mut conn) = h2::server::handshake(sock).await else {
+                    return;
+                };
+                c.fetch_add(1, Ordering::Relaxed);
+                let mut hung = Vec::new();
+                let open = Arc::new(AtomicU64::new(0));
+                while let Some(Ok((req, mut respond))) = conn.accept().await {
+                    st.fetch_add(1, Ordering::Relaxed);
+                    let now_open = open.fetch_add(1, Ordering::Relaxed) + 1;
+                    mo.fetch_max(now_open, Ordering::Relaxed);
+                    match req.uri().path() {
+                        "/reset" => {
+                            respond.send_reset(h2::Reason::INTERNAL_ERROR);
+                            open.fetch_sub(1, Ordering::Relaxed);
+                        }
+                        "/hang" => hung.push(respond),
+                        _ => {
+                            let open = open.clone();
+                            tokio::spawn(async move {
+                                // answered a little later, so the client's streams pile up
+                                tokio::time::sleep(Duration::from_millis(2)).await;
+                                let resp = http::Response::new(());
+                                if let Ok(mut body) = respond.send_response(resp, false) {
+                                    let _ = body.send_data(Bytes::from(vec![b'x'; 100]), true);
+                                }
+                                open.fetch_sub(1, Ordering::Relaxed);
+                            });
+                        }
+                    }
+                }
+            });
+        }
+    });
+    Raw {
+        _rt: rt,
+        port,
+        conns,
+        streams,
+        max_open,
+    }
+}
+
+fn raw_cfg(r: &Raw, path: &str) -> BenchConfig {
+    let mut c = BenchConfig::new(&format!("http://127.0.0.1:{}{path}", r.port)).unwrap();
+    c.connections = 1;
+    c.streams = 16;
+    c.h2 = true;
+    c.timeout = Duration::from_secs(10);
+    c
+}
+
+#[test]
+fn every_stream_of_a_connection_is_counted_and_kept_busy() {
+    let raw = raw_h2c();
+    let mut c = raw_cfg(&raw, "/ok");
+    c.connections = 2;
+    c.stop = Stop::Requests(3000);
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 3000);
+    assert_eq!(r.summary.failed.total, 0);
+    assert_eq!(r.summary.body_bytes, 3000 * 100);
+    assert_eq!(r.summary.latency.count, 3000);
+    assert_eq!(r.summary.connections_opened, 2);
+    assert_eq!(raw.conns.load(Ordering::Relaxed), 2);
+    // warm-up requests (none here) aside, the server saw each measured request once, and no more than
+    // the clients' requests in flight at a time (16 per connection); with 2 ms answers they overlap
+    let seen = raw.streams.load(Ordering::Relaxed);
+    assert!((3000..=3000 + 32).contains(&seen), "{seen}");
+    let most = raw.max_open.load(Ordering::Relaxed);
+    assert!((2..=16).contains(&most), "{most}");
+}
+
+#[test]
+fn reset_streams_and_timeouts_are_counted_per_class_and_keep_the_connection() {
+    let raw = raw_h2c();
+    let mut c = raw_cfg(&raw, "/");
+    c.mix = Some(Mix::new(
+        Assign::Requests,
+        vec![
+            MixClass::new("ok", 2.0, "/ok"),
+            MixClass::new("reset", 1.0, "/reset"),
+            MixClass::new("hang", 1.0, "/hang"),
+        ],
+    ));
+    c.stop = Stop::Requests(200);
+    c.timeout = Duration::from_millis(200);
+    let r = run(c, CancelToken::new()).unwrap();
+    let (ok, reset, hang) = (&r.classes[0], &r.classes[1], &r.classes[2]);
+    assert_eq!((ok.complete, ok.failed.total), (100, 0));
+    // RST_STREAM: a receive failure of that request alone
+    assert_eq!((reset.complete, reset.failed.receive), (0, 50));
+    assert_eq!(reset.failed.total, 50);
+    // no answer within --timeout: an exception counted as a timeout; the stream is reset, the
+    // connection stays
+    assert_eq!((hang.complete, hang.failed.timeouts), (0, 50));
+    assert_eq!(hang.failed.total, 50);
+    assert_eq!(r.summary.connections_opened, 1);
+    assert_eq!(raw.conns.load(Ordering::Relaxed), 1);
+}
+
+#[test]
+fn think_time_paces_each_stream() {
+    let raw = raw_h2c();
+    let mut c = raw_cfg(&raw, "/");
+    c.streams = 4;
+    c.stop = Stop::Duration(Duration::from_millis(500));
+    let mut class = MixClass::new("slow", 1.0, "/ok");
+    class.think = Duration::from_millis(50);
+    c.mix = Some(Mix::new(Assign::Clients, vec![class]));
+    let r = run(c, CancelToken::new()).unwrap();
+    // 4 streams × at most one request per 50 ms for 0.5 s (the bound holds however slow the machine is)
+    let n = r.summary.complete;
+    assert!((1..=4 * 11).contains(&n), "{n}");
+    assert_eq!(r.summary.failed.total, 0);
 }
