@@ -5,7 +5,7 @@
 //! time each request was *due*, which corrects coordinated omission as wrk2 does), stopping after an exact
 //! request count or a duration, with or without keep-alive, optionally driving a class mix. Workers record
 //! into per-thread HdrHistograms (constant memory); the coordinator merges them into one [`BenchReport`];
-//! the printers in [`print`] only read that report.
+//! the printers in [`print`](mod@print) only read that report.
 //!
 //! In-process use (demo, tune):
 //! ```no_run

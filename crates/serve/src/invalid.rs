@@ -9,7 +9,7 @@ use ordo_util::located::Seg;
 pub struct Invalid {
     pub path: Vec<Seg>,
     pub message: String,
-    /// The command-line flag that caused it, when the check knows (see [`ServeConfig::locate`]).
+    /// The command-line flag that caused it, when the check knows (see [`ServeConfig::locate`](crate::config::ServeConfig::locate)).
     pub flag: Option<String>,
 }
 

@@ -1,8 +1,8 @@
 //! ordo-serve: the HTTP front end that classifies each request, queues it per class and hands it to a bounded
 //! pool of workers by the configured policy.
 
-pub mod access_log;
-pub mod admin;
+mod access_log;
+mod admin;
 mod admin_guard;
 pub mod backend;
 pub mod classify;
@@ -14,12 +14,12 @@ pub mod http2;
 mod invalid;
 pub mod listen;
 pub mod lua;
-pub mod metrics;
-pub mod overload;
-pub mod sd_notify;
+mod metrics;
+mod overload;
+mod sd_notify;
 pub mod server;
 mod shared;
-pub mod tls;
+mod tls;
 
 pub use config::{ConfigError, Overrides, ServeConfig, parse_policy, policy_name};
 pub use gate::Overloaded;

@@ -1,6 +1,6 @@
 //! Lua hooks (vendored Lua 5.4 through mlua): `classify(request)` for rules the config cannot express, and
 //! `pick(heads)` as a scheduling policy. Scripts run in a sandbox (safe libraries, a memory limit per state, a
-//! wall-time limit per call: see [`sandbox`]); a call that fails or hits a limit falls back (the rules, the
+//! wall-time limit per call: see the `sandbox` module); a call that fails or hits a limit falls back (the rules, the
 //! oldest head) and is counted, and a script that keeps hitting limits is disabled for a while (a circuit
 //! breaker). Classification takes a state from a pool, one per thread calling at once, so requests are not
 //! serialised behind one lock; `pick` runs under the scheduler's lock with its own, shorter limit.

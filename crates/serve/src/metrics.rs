@@ -105,11 +105,6 @@ impl ClassMetrics {
             .unwrap_or(0);
         &self.rejected[i]
     }
-
-    /// Rejections of every reason together.
-    pub fn rejected_total(&self) -> u64 {
-        self.rejected.iter().map(|c| c.get()).sum()
-    }
 }
 
 /// All families of `ordo serve`.

@@ -41,7 +41,7 @@ pub struct Fingerprint {
     pub arch: String,
     /// The timer interrupt frequency (CONFIG_HZ).
     pub config_hz: Option<u32>,
-    /// "/proc/config.gz", "/boot/config-<release>", "estimated from /proc/timer_list" or "unknown".
+    /// "/proc/config.gz", "/boot/config-RELEASE", "estimated from /proc/timer_list" or "unknown".
     pub config_hz_source: String,
     /// "none", "voluntary", "full", "lazy" or "rt"; with PREEMPT_DYNAMIC, the mode in force if known.
     pub preemption: Option<String>,

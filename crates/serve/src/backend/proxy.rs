@@ -23,7 +23,7 @@
 //! Loops: every proxied request carries `Via: <version> ordo-<random hex>` (RFC 9110 §7.6.3), a pseudonym
 //! drawn when the backend is built; a request that arrives already naming it has been here before (a chain
 //! of proxies that leads back) and is answered 508 Loop Detected without being forwarded again. An upstream
-//! that is the server's own listen address is refused when the config is checked ([`points_at_listener`]).
+//! that is the server's own listen address is refused when the config is checked (`points_at_listener`).
 //! Responses with a Content-Length up to `buffer_max_bytes` are read whole; longer, chunked or
 //! close-delimited ones are streamed to the client as they arrive.
 

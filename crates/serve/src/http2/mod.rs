@@ -1,7 +1,7 @@
 //! HTTP/2 server side (RFC 9113), over TLS by ALPN (`h2`) and in cleartext with prior knowledge (h2c), with
 //! the `h2` crate doing the framing, HPACK, flow control and stream states. Every stream is served like a
 //! kept-alive HTTP/1 request: mapped to the same [`Request`](crate::http::Request), handed to the same
-//! [`Handler`](crate::http::Handler) (so it is classified and queued on its own, and one connection's
+//! [`Handler`] (so it is classified and queued on its own, and one connection's
 //! streams share the workers by the class policy), and its [`Response`](crate::http::Response) is sent as
 //! HEADERS and DATA frames within the client's flow-control windows.
 //!

@@ -25,7 +25,7 @@ pub struct JournalEntry {
     /// Seconds since the Unix epoch.
     #[serde(default)]
     pub at: u64,
-    /// The knob's machine-wide lock file (see [`super::KnobLocks`]): `recover` takes it, so it never
+    /// The knob's machine-wide lock file (see `KnobLocks`): `recover` takes it, so it never
     /// restores under a running experiment, and clears the dead run's mark on it.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub lock: Option<PathBuf>,

@@ -11,7 +11,7 @@
 //!   affect the target, and otherwise says why not ([`Refusal`]);
 //! - [`Applier`] writes values, journalling each original value (fsync) before the write, and restores them;
 //!   [`recover`] restores whatever a crashed run left in its journal and stops the processes it started;
-//! - [`KnobLocks`] makes each knob one experiment's at a time, machine-wide.
+//! - `KnobLocks` makes each knob one experiment's at a time, machine-wide.
 
 mod apply;
 mod check;
@@ -68,7 +68,7 @@ pub enum KnobError {
     NoTarget { knob: String, what: &'static str },
     #[error("{0}")]
     Refused(Refusal),
-    /// Another experiment holds the knob (or left it changed); see [`KnobLocks`].
+    /// Another experiment holds the knob (or left it changed); see `KnobLocks`.
     #[error("{knob} {reason} (lock {})", .lock.display())]
     Locked {
         knob: String,

@@ -72,7 +72,7 @@ impl SysRoot {
         self.join("run/ordo/knobs")
     }
 
-    /// A key naming the file `path` for [`super::KnobLocks`]: its path relative to the root.
+    /// A key naming the file `path` for `KnobLocks`: its path relative to the root.
     pub fn lock_key(&self, path: &Path) -> String {
         path.strip_prefix(&self.root)
             .unwrap_or(path)

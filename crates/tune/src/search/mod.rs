@@ -147,7 +147,7 @@ pub struct Searcher {
     pub initial: usize,
     pub seed: u64,
     pub maximize: bool,
-    /// Hyperparameters fitted to the first n scored trials, by n (see [`Searcher::model`]).
+    /// Hyperparameters fitted to the first n scored trials, by n (see `Searcher::model`).
     pub hyper_cache: std::cell::RefCell<BTreeMap<usize, gp::Hyper>>,
 }
 
