@@ -31,6 +31,8 @@
 mod config;
 mod engine;
 mod h2;
+mod h2conn;
+mod hpack;
 mod http;
 mod mix;
 pub mod print;
