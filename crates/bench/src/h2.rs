@@ -9,7 +9,7 @@
 //! request that needs it; the others wait for it.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -23,15 +23,16 @@ use tokio::net::TcpStream;
 use crate::config::Pacing;
 use crate::engine::{ClientState, Ctx, Exchanged, Plan, Protocol, Slot, begin, record};
 use crate::h2conn::{Conn, Event, StreamFail};
+use crate::hpack::{Encoder, Template};
 use crate::http::ResponseInfo;
 use crate::stats::FailKind;
 use crate::target::{Header, Target};
 
-/// One request of a class, ready to be sent as a stream: its header block, encoded once (static-table
-/// indices and literals, no dynamic table, so every request of the class sends the same bytes).
+/// One request of a class, ready to be sent as a stream: its fields for the HPACK encoder (which sends them
+/// as literals the first time on a connection, then as dynamic-table indices: the same bytes every time).
 #[derive(Debug)]
 pub(crate) struct H2Request {
-    block: Vec<u8>,
+    template: Template,
     body: Option<Bytes>,
     /// The method is HEAD (the response's content-length describes no body).
     head: bool,
@@ -104,7 +105,7 @@ impl H2Request {
             .map(|(n, v)| (n.as_slice(), v.as_slice()))
             .collect();
         Ok(H2Request {
-            block: crate::hpack::encode(&refs),
+            template: Template::new(&refs),
             body: body.cloned(),
             head: method == http::Method::HEAD,
         })
@@ -115,9 +116,44 @@ impl H2Request {
 #[derive(Debug)]
 pub(crate) struct H2Plan {
     /// Per class, per URL.
-    pub(crate) requests: Vec<Vec<H2Request>>,
+    requests: Vec<Vec<H2Request>>,
     /// Concurrent streams (clients) per connection.
-    pub(crate) streams: usize,
+    streams: usize,
+    /// Templates in the run, and what their distinct dynamic-table fields take in a table.
+    templates: usize,
+    table_total: usize,
+}
+
+impl H2Plan {
+    /// The plan for `requests` (per class, per URL) with `streams` streams per connection: every template
+    /// numbered, and every distinct (name, value) given one id for the HPACK encoder.
+    pub(crate) fn new(mut requests: Vec<Vec<H2Request>>, streams: usize) -> H2Plan {
+        let mut ids: HashMap<(Vec<u8>, Vec<u8>), u32> = HashMap::new();
+        let mut total = 0usize;
+        let mut index = 0usize;
+        for r in requests.iter_mut().flatten() {
+            r.template.index = index;
+            index += 1;
+            for f in &mut r.template.fields {
+                let (name, value) = f.pair();
+                let next = ids.len() as u32;
+                f.id = *ids
+                    .entry((name.to_vec(), value.to_vec()))
+                    .or_insert_with(|| {
+                        if !f.is_static() {
+                            total += f.size();
+                        }
+                        next
+                    });
+            }
+        }
+        H2Plan {
+            requests,
+            streams,
+            templates: index,
+            table_total: total,
+        }
+    }
 }
 
 /// Receive windows, as h2load's defaults: the client never holds the server back (2^30 - 1 per stream and
@@ -271,6 +307,7 @@ async fn connection(h2: Arc<H2Plan>, ctx: Ctx, j: usize) {
 struct Open {
     io: Io,
     conn: Conn,
+    encoder: Encoder,
     generation: u64,
     /// `conn.out[..written]` is written; a TLS stream has bytes to flush.
     written: usize,
@@ -464,7 +501,9 @@ impl Driver {
                 let c = &mut self.clients[s];
                 let req = c.req.as_mut().expect("a queued client has a request");
                 let t = &self.h2.requests[req.slot.class][req.slot.url];
-                req.stream = open.conn.open(s, &t.block, t.body.as_ref(), t.head);
+                open.encoder.limit(open.conn.header_table_size());
+                let block = open.encoder.encode(&t.template);
+                req.stream = open.conn.open(s, block, t.body.as_ref(), t.head);
                 req.generation = open.generation;
                 req.sent = now;
                 c.phase = Phase::Head;
@@ -791,6 +830,7 @@ impl Driver {
                 self.open = Some(Open {
                     io,
                     conn: Conn::new(WINDOW, WINDOW),
+                    encoder: Encoder::new(self.h2.templates, self.h2.table_total),
                     generation: self.generation,
                     written: 0,
                     flush: false,

@@ -138,6 +138,8 @@ pub(crate) struct Conn {
     unacked: u32,
     /// Streams with body bytes waiting for window.
     blocked: Vec<u32>,
+    /// The server's SETTINGS_HEADER_TABLE_SIZE (what our encoder may use of its decoder's table).
+    table_size: usize,
     /// The last stream id of a GOAWAY received.
     goaway: Option<u32>,
     /// The `server` field of the first response that has one.
@@ -192,6 +194,7 @@ impl Conn {
             recv_window: conn_window as i64,
             unacked: 0,
             blocked: Vec::new(),
+            table_size: 4096,
             goaway: None,
             server: None,
         }
@@ -204,6 +207,11 @@ impl Conn {
             && self.goaway.is_none()
             && self.streams.len() < self.max_streams
             && self.next_id < (1 << 31)
+    }
+
+    /// The server's SETTINGS_HEADER_TABLE_SIZE (4096 until it says otherwise).
+    pub(crate) fn header_table_size(&self) -> usize {
+        self.table_size
     }
 
     /// The connection will take no new stream (GOAWAY, or out of ids) and has none left: drop it.
@@ -696,6 +704,7 @@ impl Conn {
             let key = u16::from_be_bytes([s[0], s[1]]);
             let v = be32(&s[2..6]);
             match key {
+                1 => self.table_size = v as usize,
                 3 => self.max_streams = v as usize,
                 4 => {
                     if v as i64 > MAX_WINDOW {
@@ -870,7 +879,9 @@ mod tests {
             )
         );
         // the server's SETTINGS are acknowledged; its ACK of ours needs nothing
-        feed(&mut c, &settings(&[(3, 10)])).unwrap();
+        assert_eq!(c.header_table_size(), 4096);
+        feed(&mut c, &settings(&[(3, 10), (1, 100)])).unwrap();
+        assert_eq!(c.header_table_size(), 100);
         feed(&mut c, &frame(SETTINGS, ACK, 0, &[])).unwrap();
         assert_eq!(sent(&mut c), vec![(SETTINGS, ACK, 0, vec![])]);
     }

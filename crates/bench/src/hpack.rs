@@ -1,7 +1,9 @@
-//! HPACK (RFC 7541) for `ordo bench`'s HTTP/2 client: requests are encoded once per class into a header block
-//! that every request of the class reuses (static-table indices and literals, no dynamic table, so the block
-//! never changes), and responses are decoded with the full decoder (dynamic table with eviction and size
-//! updates, Huffman strings) into a callback per field, without building a header map.
+//! HPACK (RFC 7541) for `ordo bench`'s HTTP/2 client. Requests: each class's fields are known before the run,
+//! so a connection's first request of a class inserts its fields into the server's dynamic table (literals
+//! with incremental indexing) and every later one is a block of table indices, built once and reused while
+//! the table does not change (when the run's fields do not all fit in the table, a fixed block of static
+//! indices and literals is sent instead). Responses are decoded with the full decoder (dynamic table with
+//! eviction and size updates, Huffman strings) into a callback per field, without building a header map.
 
 use std::collections::VecDeque;
 use std::sync::OnceLock;
@@ -124,6 +126,178 @@ pub(crate) fn encode(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
         }
     }
     out
+}
+
+/// One field of a request template, as the encoder needs it.
+#[derive(Debug)]
+pub(crate) struct Field {
+    /// The same (name, value) has the same id in every template of the run.
+    pub(crate) id: u32,
+    /// Index in the static table of this name and value, or of this name.
+    full: Option<usize>,
+    name_index: Option<usize>,
+    name: Vec<u8>,
+    value: Vec<u8>,
+}
+
+impl Field {
+    /// Its size in the dynamic table (RFC 7541 §4.1).
+    pub(crate) fn size(&self) -> usize {
+        self.name.len() + self.value.len() + 32
+    }
+
+    /// Its name and value.
+    pub(crate) fn pair(&self) -> (&[u8], &[u8]) {
+        (&self.name, &self.value)
+    }
+
+    /// Whether it is sent by a static index (it never goes into the dynamic table).
+    pub(crate) fn is_static(&self) -> bool {
+        self.full.is_some()
+    }
+}
+
+/// The fields of one request (names lower case, pseudo-headers first), and `fallback`: the block without
+/// the dynamic table ([`encode`]).
+#[derive(Debug)]
+pub(crate) struct Template {
+    /// Its number in the run (for the encoder's cache); set with the field ids by the plan.
+    pub(crate) index: usize,
+    pub(crate) fields: Vec<Field>,
+    fallback: Vec<u8>,
+}
+
+impl Template {
+    pub(crate) fn new(fields: &[(&[u8], &[u8])]) -> Template {
+        Template {
+            index: 0,
+            fields: fields
+                .iter()
+                .map(|&(name, value)| Field {
+                    id: 0,
+                    full: STATIC
+                        .iter()
+                        .position(|&(n, v)| n.as_bytes() == name && v.as_bytes() == value),
+                    name_index: STATIC.iter().position(|&(n, _)| n.as_bytes() == name),
+                    name: name.to_vec(),
+                    value: value.to_vec(),
+                })
+                .collect(),
+            fallback: encode(fields),
+        }
+    }
+}
+
+/// The encoding side of one connection: a model of the server's dynamic table as our blocks filled it, and
+/// per template the block of indices last built (valid while the table's version is the same).
+pub(crate) struct Encoder {
+    /// (field id, size), newest first.
+    table: VecDeque<(u32, usize)>,
+    size: usize,
+    max: usize,
+    /// A size update owed at the start of the next block (the server lowered its table size).
+    pending: Option<usize>,
+    version: u64,
+    cache: Vec<Option<(u64, Vec<u8>)>>,
+    /// What the run's distinct dynamic fields take in a table: above `max`, the fallback blocks are sent.
+    total: usize,
+    scratch: Vec<u8>,
+}
+
+impl Encoder {
+    /// An encoder for `templates` templates whose distinct fields take `total` octets of table.
+    pub(crate) fn new(templates: usize, total: usize) -> Encoder {
+        Encoder {
+            table: VecDeque::new(),
+            size: 0,
+            max: 4096,
+            pending: None,
+            version: 0,
+            cache: (0..templates).map(|_| None).collect(),
+            total,
+            scratch: Vec::new(),
+        }
+    }
+
+    /// The server's SETTINGS_HEADER_TABLE_SIZE: below the table size in use, the table shrinks and the next
+    /// block starts with a size update (RFC 7541 §4.2). (Above it, the table stays at its default 4096.)
+    pub(crate) fn limit(&mut self, n: usize) {
+        if n < self.max {
+            self.max = n;
+            self.evict(0);
+            self.version += 1;
+            self.pending = Some(n);
+        }
+    }
+
+    fn evict(&mut self, room: usize) {
+        while self.size + room > self.max {
+            match self.table.pop_back() {
+                Some((_, s)) => self.size -= s,
+                None => break,
+            }
+        }
+    }
+
+    /// The header block for a request of template `t`.
+    pub(crate) fn encode<'a>(&'a mut self, t: &'a Template) -> &'a [u8] {
+        let dynamic = self.total <= self.max;
+        if self.pending.is_none() {
+            if !dynamic {
+                return &t.fallback;
+            }
+            if matches!(&self.cache[t.index], Some((v, _)) if *v == self.version) {
+                return &self.cache[t.index].as_ref().expect("matched above").1;
+            }
+        }
+        let mut out = std::mem::take(&mut self.scratch);
+        out.clear();
+        let mut steady = true;
+        if let Some(n) = self.pending.take() {
+            put_int(&mut out, 0x20, 5, n);
+            steady = false;
+        }
+        if !dynamic {
+            out.extend_from_slice(&t.fallback);
+            self.scratch = out;
+            return &self.scratch;
+        }
+        for f in &t.fields {
+            if let Some(i) = f.full {
+                put_int(&mut out, 0x80, 7, i + 1);
+            } else if let Some(p) = self.table.iter().position(|&(id, _)| id == f.id) {
+                put_int(&mut out, 0x80, 7, 62 + p);
+            } else {
+                // literal with incremental indexing: the server's table gets it, so will ours
+                match f.name_index {
+                    Some(i) => put_int(&mut out, 0x40, 6, i + 1),
+                    None => {
+                        out.push(0x40);
+                        put_str(&mut out, &f.name);
+                    }
+                }
+                put_str(&mut out, &f.value);
+                let size = f.size();
+                if size > self.max {
+                    self.table.clear();
+                    self.size = 0;
+                } else {
+                    self.evict(size);
+                    self.table.push_front((f.id, size));
+                    self.size += size;
+                }
+                self.version += 1;
+                steady = false;
+            }
+        }
+        if steady {
+            // only indices into a table this block did not change: the same bytes until it changes
+            self.cache[t.index] = Some((self.version, out));
+            return &self.cache[t.index].as_ref().expect("just set").1;
+        }
+        self.scratch = out;
+        &self.scratch
+    }
 }
 
 /// A dynamic table entry: name and value in one allocation.
@@ -917,6 +1091,88 @@ mod tests {
         let mut back = Vec::new();
         huffman_decode(&out, &mut back).unwrap();
         assert_eq!(back, input);
+    }
+
+    fn template(
+        index: usize,
+        fields: &[(&str, &str)],
+        ids: &mut Vec<(String, String)>,
+    ) -> Template {
+        let raw: Vec<(&[u8], &[u8])> = fields
+            .iter()
+            .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
+            .collect();
+        let mut t = Template::new(&raw);
+        t.index = index;
+        for (f, &(n, v)) in t.fields.iter_mut().zip(fields) {
+            let key = (n.to_string(), v.to_string());
+            f.id = match ids.iter().position(|k| *k == key) {
+                Some(i) => i as u32,
+                None => {
+                    ids.push(key);
+                    (ids.len() - 1) as u32
+                }
+            };
+        }
+        t
+    }
+
+    /// Blocks from the encoder, decoded in order by the decoder, give each template's fields back; once
+    /// every template was sent, a block is indices only and the same bytes each time.
+    #[test]
+    fn the_encoder_fills_the_dynamic_table_then_sends_indices() {
+        let mut ids = Vec::new();
+        let a: &[(&str, &str)] = &[
+            (":method", "GET"),
+            (":scheme", "https"),
+            (":path", "/a"),
+            (":authority", "localhost:8443"),
+            ("user-agent", "ordo-bench/0.1"),
+            ("x-custom", "1"),
+        ];
+        let b: &[(&str, &str)] = &[
+            (":method", "POST"),
+            (":scheme", "https"),
+            (":path", "/b"),
+            (":authority", "localhost:8443"),
+            ("user-agent", "ordo-bench/0.1"),
+        ];
+        let ts = [template(0, a, &mut ids), template(1, b, &mut ids)];
+        let total: usize = ids.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
+        for (limit, server_table) in [(4096, 4096), (100, 100), (0, 0)] {
+            let mut e = Encoder::new(2, total);
+            e.limit(limit);
+            let mut d = Decoder::new(server_table);
+            let mut last = [Vec::new(), Vec::new()];
+            for round in 0..4 {
+                for (i, t) in ts.iter().enumerate() {
+                    let block = e.encode(t).to_vec();
+                    let mut got = Vec::new();
+                    d.decode(&block, |n, v| {
+                        got.push((
+                            String::from_utf8(n.to_vec()).unwrap(),
+                            String::from_utf8(v.to_vec()).unwrap(),
+                        ))
+                    })
+                    .unwrap();
+                    let want: Vec<(String, String)> = [a, b][i]
+                        .iter()
+                        .map(|(n, v)| (n.to_string(), v.to_string()))
+                        .collect();
+                    assert_eq!(got, want, "limit {limit}, round {round}, template {i}");
+                    if round >= 2 {
+                        assert_eq!(block, last[i], "steady blocks repeat");
+                    }
+                    if round >= 1 && limit == 4096 {
+                        assert!(
+                            block.iter().all(|&c| c & 0x80 != 0),
+                            "indices only: {block:?}"
+                        );
+                    }
+                    last[i] = block;
+                }
+            }
+        }
     }
 
     #[test]
