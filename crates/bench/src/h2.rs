@@ -1,40 +1,41 @@
-//! HTTP/2 for `ordo bench --h2` (over TLS, ALPN `h2`) and `--h2c` (cleartext with prior knowledge), with
-//! the `h2` crate's client. A connection carries `streams` clients at once (h2load's `-m`), all driven by
-//! one task: it takes each client's slots with the engine's pieces (`ClientState`, `begin`, `record` —
-//! classes, open or closed pacing, recording), keeps up to `streams` requests in flight as streams of the
-//! connection, and polls only the streams whose waker fired. No task, timer or clock read per request: one
-//! clock read per pass over the connection, one timer for the request timeouts and one for think times and
-//! open-loop dues. A connection that fails is opened again for the first request that needs it; the others
-//! wait for it.
+//! HTTP/2 for `ordo bench --h2` (over TLS, ALPN `h2`) and `--h2c` (cleartext with prior knowledge). A
+//! connection carries `streams` clients at once (h2load's `-m`), all driven by one task that also does the
+//! connection's I/O: it reads what came, hands it to the connection's state machine (`h2conn`, which parses
+//! frames and decodes header blocks with `hpack`), acts on the events it returns, takes each client's slots
+//! with the engine's pieces (`ClientState`, `begin`, `record` — classes, open or closed pacing, recording),
+//! opens streams with the header block its class encoded once, and writes what the state machine queued.
+//! No task, timer or clock read per request: one clock read per pass, one timer for the request timeouts
+//! and one for think times and open-loop dues. A connection that fails is opened again for the first
+//! request that needs it; the others wait for it.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, VecDeque};
+use std::collections::{BinaryHeap, HashMap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
-use std::sync::atomic::{AtomicBool, Ordering};
-use std::sync::{Arc, Mutex};
-use std::task::{Context, Poll, Wake, Waker};
+use std::sync::Arc;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use bytes::Bytes;
-use h2::client::SendRequest;
-use http::header::{HeaderMap, HeaderName, HeaderValue};
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 
 use crate::config::Pacing;
 use crate::engine::{ClientState, Ctx, Exchanged, Plan, Protocol, Slot, begin, record};
+use crate::h2conn::{Conn, Event, StreamFail};
+use crate::hpack::{Encoder, Template};
 use crate::http::ResponseInfo;
 use crate::stats::FailKind;
 use crate::target::{Header, Target};
 
-/// One request of a class, ready to be sent as a stream (the header block is encoded per request by h2).
+/// One request of a class, ready to be sent as a stream: its fields for the HPACK encoder (which sends them
+/// as literals the first time on a connection, then as dynamic-table indices: the same bytes every time).
 #[derive(Debug)]
 pub(crate) struct H2Request {
-    method: http::Method,
-    uri: http::Uri,
-    headers: HeaderMap,
+    template: Template,
     body: Option<Bytes>,
+    /// The method is HEAD (the response's content-length describes no body).
+    head: bool,
 }
 
 impl H2Request {
@@ -48,24 +49,34 @@ impl H2Request {
         body: Option<&Bytes>,
     ) -> Result<H2Request, String> {
         let method = http::Method::from_bytes(method.as_bytes()).map_err(|e| e.to_string())?;
-        let uri: http::Uri = format!(
-            "{}://{}{}",
-            target.scheme(),
-            target.host_header(),
-            target.path
-        )
-        .parse()
-        .map_err(|e: http::uri::InvalidUri| e.to_string())?;
-        let mut map = HeaderMap::new();
+        let path: http::uri::PathAndQuery = target
+            .path
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        let authority: http::uri::Authority = target
+            .host_header()
+            .parse()
+            .map_err(|e: http::uri::InvalidUri| e.to_string())?;
+        let mut fields: Vec<(Vec<u8>, Vec<u8>)> = vec![
+            (b":method".to_vec(), method.as_str().as_bytes().to_vec()),
+            (b":scheme".to_vec(), target.scheme().as_bytes().to_vec()),
+            (b":path".to_vec(), path.as_str().as_bytes().to_vec()),
+            (
+                b":authority".to_vec(),
+                authority.as_str().as_bytes().to_vec(),
+            ),
+        ];
         let has = |n: &str| headers.iter().any(|h| h.name.eq_ignore_ascii_case(n));
         if !has("user-agent") {
-            map.insert(
-                http::header::USER_AGENT,
-                HeaderValue::from_static(concat!("ordo-bench/", env!("CARGO_PKG_VERSION"))),
-            );
+            fields.push((
+                b"user-agent".to_vec(),
+                concat!("ordo-bench/", env!("CARGO_PKG_VERSION"))
+                    .as_bytes()
+                    .to_vec(),
+            ));
         }
         if !has("accept") {
-            map.insert(http::header::ACCEPT, HeaderValue::from_static("*/*"));
+            fields.push((b"accept".to_vec(), b"*/*".to_vec()));
         }
         for h in headers {
             let lower = h.name.to_ascii_lowercase();
@@ -80,29 +91,24 @@ impl H2Request {
             ) {
                 continue;
             }
-            let name = HeaderName::from_bytes(lower.as_bytes()).map_err(|e| e.to_string())?;
-            let value = HeaderValue::from_str(&h.value).map_err(|e| e.to_string())?;
-            map.append(name, value);
+            let name = http::HeaderName::from_bytes(lower.as_bytes()).map_err(|e| e.to_string())?;
+            let value = http::HeaderValue::from_str(&h.value).map_err(|e| e.to_string())?;
+            fields.push((name.as_str().as_bytes().to_vec(), value.as_bytes().to_vec()));
         }
         if !cookies.is_empty() {
             let line: Vec<String> = cookies.iter().map(|(k, v)| format!("{k}={v}")).collect();
-            let value = HeaderValue::from_str(&line.join("; ")).map_err(|e| e.to_string())?;
-            map.append(http::header::COOKIE, value);
+            let value = http::HeaderValue::from_str(&line.join("; ")).map_err(|e| e.to_string())?;
+            fields.push((b"cookie".to_vec(), value.as_bytes().to_vec()));
         }
+        let refs: Vec<(&[u8], &[u8])> = fields
+            .iter()
+            .map(|(n, v)| (n.as_slice(), v.as_slice()))
+            .collect();
         Ok(H2Request {
-            method,
-            uri,
-            headers: map,
+            template: Template::new(&refs),
             body: body.cloned(),
+            head: method == http::Method::HEAD,
         })
-    }
-
-    fn build(&self) -> http::Request<()> {
-        let mut r = http::Request::new(());
-        *r.method_mut() = self.method.clone();
-        *r.uri_mut() = self.uri.clone();
-        *r.headers_mut() = self.headers.clone();
-        r
     }
 }
 
@@ -110,30 +116,98 @@ impl H2Request {
 #[derive(Debug)]
 pub(crate) struct H2Plan {
     /// Per class, per URL.
-    pub(crate) requests: Vec<Vec<H2Request>>,
+    requests: Vec<Vec<H2Request>>,
     /// Concurrent streams (clients) per connection.
-    pub(crate) streams: usize,
+    streams: usize,
+    /// Templates in the run, and what their distinct dynamic-table fields take in a table.
+    templates: usize,
+    table_total: usize,
 }
 
-/// Opens a connection (TCP, TLS with ALPN `h2` for `https://`, the HTTP/2 handshake) and starts its
-/// driver task.
-async fn connect(plan: &Plan) -> Option<(SendRequest<Bytes>, tokio::task::AbortHandle)> {
+impl H2Plan {
+    /// The plan for `requests` (per class, per URL) with `streams` streams per connection: every template
+    /// numbered, and every distinct (name, value) given one id for the HPACK encoder.
+    pub(crate) fn new(mut requests: Vec<Vec<H2Request>>, streams: usize) -> H2Plan {
+        let mut ids: HashMap<(Vec<u8>, Vec<u8>), u32> = HashMap::new();
+        let mut total = 0usize;
+        let mut index = 0usize;
+        for r in requests.iter_mut().flatten() {
+            r.template.index = index;
+            index += 1;
+            for f in &mut r.template.fields {
+                let (name, value) = f.pair();
+                let next = ids.len() as u32;
+                f.id = *ids
+                    .entry((name.to_vec(), value.to_vec()))
+                    .or_insert_with(|| {
+                        if !f.is_static() {
+                            total += f.size();
+                        }
+                        next
+                    });
+            }
+        }
+        H2Plan {
+            requests,
+            streams,
+            templates: index,
+            table_total: total,
+        }
+    }
+}
+
+/// Receive windows, as h2load's defaults: the client never holds the server back (2^30 - 1 per stream and
+/// for the connection; credit is handed back when half of it is used).
+const WINDOW: u32 = (1 << 30) - 1;
+
+/// The connection's socket: TCP, or TLS over it (ALPN `h2`).
+enum Io {
+    Plain(TcpStream),
+    Tls(Box<dyn Socket>),
+}
+
+/// A TLS stream over [`ReadAhead`] (its type is the TLS crate's; a trait object keeps it out of this one).
+trait Socket: AsyncRead + AsyncWrite + Unpin {}
+
+impl<T: AsyncRead + AsyncWrite + Unpin> Socket for T {}
+
+impl Io {
+    fn poll_read(
+        &mut self,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        match self {
+            Io::Plain(s) => Pin::new(s).poll_read(cx, buf),
+            Io::Tls(s) => Pin::new(&mut **s).poll_read(cx, buf),
+        }
+    }
+
+    fn poll_write(&mut self, cx: &mut Context<'_>, buf: &[u8]) -> Poll<std::io::Result<usize>> {
+        match self {
+            Io::Plain(s) => Pin::new(s).poll_write(cx, buf),
+            Io::Tls(s) => Pin::new(&mut **s).poll_write(cx, buf),
+        }
+    }
+
+    fn poll_flush(&mut self, cx: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        match self {
+            Io::Plain(s) => Pin::new(s).poll_flush(cx),
+            Io::Tls(s) => Pin::new(&mut **s).poll_flush(cx),
+        }
+    }
+}
+
+/// Opens a connection (TCP, TLS with ALPN `h2` for `https://`); the HTTP/2 preface goes out with the
+/// first write.
+async fn connect(plan: &Plan) -> Option<Io> {
     let tcp = TcpStream::connect(plan.addr).await.ok()?;
     let _ = tcp.set_nodelay(true);
-    let mut b = h2::client::Builder::new();
-    // large windows, as h2load's defaults: the client never holds the server back
-    b.initial_window_size((1 << 30) - 1)
-        .initial_connection_window_size((1 << 30) - 1);
     match &plan.tls {
-        Some(tls) => {
-            let s = tls.handshake(ReadAhead::new(tcp)).await.ok()?;
-            let (send, conn) = b.handshake(s).await.ok()?;
-            Some((send, tokio::task::spawn_local(conn).abort_handle()))
-        }
-        None => {
-            let (send, conn) = b.handshake(tcp).await.ok()?;
-            Some((send, tokio::task::spawn_local(conn).abort_handle()))
-        }
+        Some(tls) => Some(Io::Tls(Box::new(
+            tls.handshake(ReadAhead::new(tcp)).await.ok()?,
+        ))),
+        None => Some(Io::Plain(tcp)),
     }
 }
 
@@ -210,29 +284,14 @@ impl AsyncWrite for ReadAhead {
     }
 }
 
-/// The size the response's status line and header fields would have in HTTP/1.1 (HPACK hides the wire
-/// size): what the report's head bytes mean for HTTP/2.
-fn head_size(parts: &http::response::Parts) -> u64 {
-    let fields: usize = parts
-        .headers
-        .iter()
-        .map(|(k, v)| k.as_str().len() + v.len() + 4)
-        .sum();
-    ("HTTP/1.1 200 OK\r\n".len() + fields + 2) as u64
-}
-
-/// Received body bytes a stream hands back to the flow-control windows in one go; the rest is handed back
-/// by h2 when the finished stream is dropped.
-const RELEASE_AT: usize = 1 << 20;
-
 impl Protocol for H2Plan {
     fn connection(self: Arc<Self>, ctx: Ctx, j: usize) -> Pin<Box<dyn Future<Output = ()>>> {
         Box::pin(connection(self, ctx, j))
     }
 }
 
-/// One HTTP/2 connection (connection `j`) and its `streams` clients, all driven by this one task (the h2
-/// connection's I/O runs in a task of its own); aborting this task aborts them and the connection.
+/// One HTTP/2 connection (connection `j`) and its `streams` clients, all driven by this one task; aborting
+/// it aborts them and drops the connection.
 async fn connection(h2: Arc<H2Plan>, ctx: Ctx, j: usize) {
     let mut c = Driver::new(h2, ctx, j);
     loop {
@@ -243,54 +302,21 @@ async fn connection(h2: Arc<H2Plan>, ctx: Ctx, j: usize) {
     }
 }
 
-/// The open connection: the sender of new streams and its generation (a stream that saw an older one fail
-/// does not drop a newer one).
+/// The open connection: its socket, its state, and its generation (a request sent on an older one that
+/// failed does not touch a newer one).
 struct Open {
-    send: SendRequest<Bytes>,
+    io: Io,
+    conn: Conn,
+    encoder: Encoder,
     generation: u64,
-    driver: tokio::task::AbortHandle,
+    /// `conn.out[..written]` is written; a TLS stream has bytes to flush.
+    written: usize,
+    flush: bool,
 }
 
-impl Drop for Open {
-    fn drop(&mut self) {
-        self.driver.abort();
-    }
-}
-
-/// Which streams were woken since the connection task last looked: a stream's waker puts it on the list
-/// (once: its flag says it is there) and wakes the task, which takes the whole list in one go.
-struct Woken {
-    flags: Box<[AtomicBool]>,
-    inner: Mutex<WokenList>,
-}
-
-struct WokenList {
-    task: Option<Waker>,
-    ready: Vec<usize>,
-}
-
-/// The waker h2 keeps for stream `s` (one per stream, reused by all its requests).
-struct StreamWaker {
-    woken: Arc<Woken>,
-    s: usize,
-}
-
-impl Wake for StreamWaker {
-    fn wake(self: Arc<Self>) {
-        self.wake_by_ref()
-    }
-
-    fn wake_by_ref(self: &Arc<Self>) {
-        if self.woken.flags[self.s].swap(true, Ordering::AcqRel) {
-            return;
-        }
-        let mut list = self.woken.inner.lock().unwrap_or_else(|e| e.into_inner());
-        list.ready.push(self.s);
-        if let Some(w) = list.task.as_ref() {
-            w.wake_by_ref();
-        }
-    }
-}
+/// Reads taken in one pass before the task yields to others (a server that sends without pause does not
+/// keep the thread).
+const READS_PER_PASS: usize = 32;
 
 /// Where a stream-client is.
 enum Phase {
@@ -298,18 +324,16 @@ enum Phase {
     Free,
     /// In `waits`: thinking (closed loop, no request), or its open-loop request is not due yet.
     Waiting,
-    /// In `queue`: its request waits for the connection or for h2 to accept a new stream.
+    /// In `queue`: its request waits for the connection or for a stream the server allows.
     Queued,
     /// Sent; the response head has not come.
-    Head(h2::client::ResponseFuture),
+    Head,
     /// Reading the response body.
     Body {
-        body: h2::RecvStream,
         status: u16,
         head_bytes: u64,
         first_byte: Instant,
         bytes: u64,
-        unreleased: usize,
     },
     /// Done for the run.
     Stopped,
@@ -323,12 +347,12 @@ struct Req {
     /// Connections it opened, and when (connect started, connected) for the attempt that opened one.
     opened: u64,
     connected: Option<(Instant, Instant)>,
-    /// A reused connection failed under it and it was sent again (once at most).
+    /// It was refused by the server (REFUSED_STREAM, GOAWAY) and sent again (once at most).
     retried: bool,
-    /// The connection it was sent on, when, and its body's sender.
+    /// The connection and stream it was sent on, and when.
     generation: u64,
+    stream: u32,
     sent: Instant,
-    body_tx: Option<h2::SendStream<Bytes>>,
 }
 
 struct Client {
@@ -351,13 +375,10 @@ struct Driver {
     h2: Arc<H2Plan>,
     ctx: Ctx,
     clients: Vec<Client>,
-    wakers: Vec<Waker>,
-    woken: Arc<Woken>,
-    /// The woken list's other buffer (swapped with it each round), and the streams sent this round.
-    ready: Vec<usize>,
-    sent: Vec<usize>,
     open: Option<Open>,
     generation: u64,
+    /// The state machine's events, reused.
+    events: Vec<Event>,
     /// Clients to take a slot.
     free: Vec<usize>,
     /// Clients whose request waits to be sent, in order.
@@ -377,21 +398,6 @@ struct Driver {
 impl Driver {
     fn new(h2: Arc<H2Plan>, ctx: Ctx, j: usize) -> Driver {
         let n = h2.streams;
-        let woken = Arc::new(Woken {
-            flags: (0..n).map(|_| AtomicBool::new(false)).collect(),
-            inner: Mutex::new(WokenList {
-                task: None,
-                ready: Vec::with_capacity(n),
-            }),
-        });
-        let wakers = (0..n)
-            .map(|s| {
-                Waker::from(Arc::new(StreamWaker {
-                    woken: woken.clone(),
-                    s,
-                }))
-            })
-            .collect();
         let clients = (0..n)
             .map(|s| Client {
                 state: ClientState::new(&ctx.plan, j * n + s),
@@ -404,12 +410,9 @@ impl Driver {
             h2,
             ctx,
             clients,
-            wakers,
-            woken,
-            ready: Vec::with_capacity(n),
-            sent: Vec::with_capacity(n),
             open: None,
             generation: 0,
+            events: Vec::with_capacity(2 * n),
             free: (0..n).rev().collect(),
             queue: VecDeque::with_capacity(n),
             waits: BinaryHeap::with_capacity(n),
@@ -422,29 +425,14 @@ impl Driver {
         }
     }
 
-    /// One pass over the connection's clients: responses that came, timeouts, due requests, new slots,
-    /// sends. One clock read per round serves every request it starts or ends.
+    /// One pass over the connection: what the server sent, timeouts, due requests, new slots, new streams,
+    /// writes. One clock read per round serves every request it starts or ends.
     fn poll_pass(&mut self, cx: &mut Context<'_>) -> Poll<Need> {
         let plan = self.ctx.plan.clone();
-        let mut ready = std::mem::take(&mut self.ready);
         loop {
-            {
-                let mut list = self.woken.inner.lock().unwrap_or_else(|e| e.into_inner());
-                if !list.task.as_ref().is_some_and(|w| w.will_wake(cx.waker())) {
-                    list.task = Some(cx.waker().clone());
-                }
-                std::mem::swap(&mut list.ready, &mut ready);
-            }
             let now = Instant::now();
-            // 1. Streams whose response (or its end) came, and those just sent (polled once to leave
-            // their waker with h2).
-            ready.append(&mut self.sent);
-            for &s in &ready {
-                self.woken.flags[s].store(false, Ordering::Release);
-            }
-            for s in ready.drain(..) {
-                self.poll_stream(s, now);
-            }
+            // 1. What the server sent.
+            let more = self.read(cx, now);
             // 2. Requests past their timeout.
             if self.deadline_armed.is_some_and(|d| d <= now) {
                 self.expire(now);
@@ -482,8 +470,8 @@ impl Driver {
                     connected: None,
                     retried: false,
                     generation: 0,
+                    stream: 0,
                     sent: now,
-                    body_tx: None,
                 });
                 match taken.wait_until {
                     Some(until) => {
@@ -496,54 +484,44 @@ impl Driver {
                     }
                 }
             }
-            // 5. Sends.
+            // 5. New streams, as the server's limits allow.
             while let Some(&s) = self.queue.front() {
+                if self.open.as_ref().is_some_and(|o| o.conn.finished()) {
+                    // after GOAWAY, once its last streams are done
+                    self.open = None;
+                }
                 let Some(open) = self.open.as_mut() else {
-                    self.ready = ready;
+                    self.flush(cx, now);
                     return Poll::Ready(Need::Connect);
                 };
-                let generation = open.generation;
-                match open.send.poll_ready(cx) {
-                    Poll::Pending => break,
-                    Poll::Ready(Err(_)) => {
-                        self.queue.pop_front();
-                        self.fail(s, FailKind::Exception, generation, now);
-                    }
-                    Poll::Ready(Ok(())) => {
-                        self.queue.pop_front();
-                        let req = self.clients[s]
-                            .req
-                            .as_mut()
-                            .expect("a queued client has a request");
-                        let template = &self.h2.requests[req.slot.class][req.slot.url];
-                        match open
-                            .send
-                            .send_request(template.build(), template.body.is_none())
-                        {
-                            Ok((response, mut body_tx)) => {
-                                if let Some(b) = &template.body {
-                                    // h2 sends it as the server's windows allow
-                                    let _ = body_tx.send_data(b.clone(), true);
-                                }
-                                req.generation = generation;
-                                req.sent = now;
-                                req.body_tx = Some(body_tx);
-                                self.clients[s].phase = Phase::Head(response);
-                                self.sent.push(s);
-                            }
-                            Err(_) => self.fail(s, FailKind::Exception, generation, now),
-                        }
-                    }
+                if !open.conn.can_open() {
+                    break;
                 }
+                self.queue.pop_front();
+                let c = &mut self.clients[s];
+                let req = c.req.as_mut().expect("a queued client has a request");
+                let t = &self.h2.requests[req.slot.class][req.slot.url];
+                open.encoder.limit(open.conn.header_table_size());
+                let block = open.encoder.encode(&t.template);
+                req.stream = open.conn.open(s, block, t.body.as_ref(), t.head);
+                req.generation = open.generation;
+                req.sent = now;
+                c.phase = Phase::Head;
             }
+            // 6. What the state machine queued.
+            self.flush(cx, now);
             if self.stopped == self.clients.len() {
-                self.ready = ready;
                 return Poll::Ready(Need::Done);
             }
-            if !self.sent.is_empty() || !self.free.is_empty() {
+            if !self.free.is_empty() {
                 continue;
             }
-            // 6. Nothing more to do now: the timers.
+            if more {
+                // more to read: after the other tasks had a turn
+                cx.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            // 7. Nothing more to do now: the timers.
             if let Some(&Reverse((until, _))) = self.waits.peek() {
                 if self.wait_armed != Some(until) {
                     self.wait_timer.as_mut().reset(until.into());
@@ -560,8 +538,172 @@ impl Driver {
                 self.expire(Instant::now());
                 continue;
             }
-            self.ready = ready;
             return Poll::Pending;
+        }
+    }
+
+    /// Reads what the connection has (until the socket would block, or `READS_PER_PASS` reads: then it
+    /// returns true) and acts on it. A connection that ends or breaks the protocol is dropped.
+    fn read(&mut self, cx: &mut Context<'_>, now: Instant) -> bool {
+        let Some(open) = self.open.as_mut() else {
+            return false;
+        };
+        let mut events = std::mem::take(&mut self.events);
+        let mut more = false;
+        let mut dead = false;
+        for i in 0.. {
+            if i == READS_PER_PASS {
+                more = true;
+                break;
+            }
+            let mut rb = ReadBuf::new(open.conn.input());
+            match open.io.poll_read(cx, &mut rb) {
+                Poll::Pending => break,
+                Poll::Ready(Ok(())) => {
+                    let n = rb.filled().len();
+                    if n == 0 {
+                        dead = true;
+                        break;
+                    }
+                    if let Err(e) = open.conn.received(n, &mut events) {
+                        // best effort: tell the server why, then drop the connection
+                        open.conn.goaway(e.code);
+                        let _ = open.io.poll_write(cx, &open.conn.out[open.written..]);
+                        dead = true;
+                        break;
+                    }
+                }
+                Poll::Ready(Err(_)) => {
+                    dead = true;
+                    break;
+                }
+            }
+        }
+        if self.server.is_none() {
+            self.server = open.conn.server.clone();
+        }
+        let generation = open.generation;
+        for e in events.drain(..) {
+            self.event(e, generation, now);
+        }
+        self.events = events;
+        if dead {
+            self.drop_conn(now);
+        }
+        more && !dead
+    }
+
+    /// Writes what the connection queued (until the socket would block); a write error drops it.
+    fn flush(&mut self, cx: &mut Context<'_>, now: Instant) {
+        let Some(open) = self.open.as_mut() else {
+            return;
+        };
+        let mut dead = false;
+        while open.written < open.conn.out.len() {
+            match open.io.poll_write(cx, &open.conn.out[open.written..]) {
+                Poll::Pending => break,
+                Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
+                    dead = true;
+                    break;
+                }
+                Poll::Ready(Ok(n)) => {
+                    open.written += n;
+                    open.flush = matches!(open.io, Io::Tls(_));
+                }
+            }
+        }
+        if open.written == open.conn.out.len() {
+            open.conn.out.clear();
+            open.written = 0;
+        }
+        if !dead && open.flush {
+            match open.io.poll_flush(cx) {
+                Poll::Pending => {}
+                Poll::Ready(Ok(())) => open.flush = false,
+                Poll::Ready(Err(_)) => dead = true,
+            }
+        }
+        if dead {
+            self.drop_conn(now);
+        }
+    }
+
+    /// What the server said about client `s`'s stream.
+    fn event(&mut self, e: Event, generation: u64, now: Instant) {
+        let s = match e {
+            Event::Head { client, .. }
+            | Event::Data { client, .. }
+            | Event::End { client }
+            | Event::Failed { client, .. } => client,
+        };
+        let c = &mut self.clients[s];
+        if c.req.as_ref().is_none_or(|r| r.generation != generation) {
+            return;
+        }
+        match (e, &mut c.phase) {
+            (
+                Event::Head {
+                    status,
+                    head_bytes,
+                    end,
+                    ..
+                },
+                Phase::Head,
+            ) => {
+                if end {
+                    self.complete(s, status, head_bytes, 0, now, now);
+                } else {
+                    c.phase = Phase::Body {
+                        status,
+                        head_bytes,
+                        first_byte: now,
+                        bytes: 0,
+                    };
+                }
+            }
+            (Event::Data { len, .. }, Phase::Body { bytes, .. }) => *bytes += len as u64,
+            (
+                Event::End { .. },
+                Phase::Body {
+                    status,
+                    head_bytes,
+                    first_byte,
+                    bytes,
+                },
+            ) => {
+                let (status, head_bytes, bytes, first_byte) =
+                    (*status, *head_bytes, *bytes, *first_byte);
+                self.complete(s, status, head_bytes, bytes, first_byte, now);
+            }
+            (Event::Failed { why, .. }, Phase::Head) => match why {
+                // refused before the server looked at it: safe to send again
+                StreamFail::Refused => self.retry(s, FailKind::Receive, now),
+                StreamFail::Reset => self.finish(s, Err(FailKind::Receive), now),
+            },
+            (Event::Failed { .. }, Phase::Body { .. }) => {
+                self.finish(s, Err(FailKind::Length), now)
+            }
+            _ => {}
+        }
+    }
+
+    /// Drops the open connection (it ended, broke the protocol or failed to write): its requests in
+    /// progress fail (a response not begun as a receive failure, one cut short as a length failure).
+    fn drop_conn(&mut self, now: Instant) {
+        let Some(open) = self.open.take() else { return };
+        for s in 0..self.clients.len() {
+            let c = &self.clients[s];
+            if c.req
+                .as_ref()
+                .is_none_or(|r| r.generation != open.generation)
+            {
+                continue;
+            }
+            match c.phase {
+                Phase::Head => self.finish(s, Err(FailKind::Receive), now),
+                Phase::Body { .. } => self.finish(s, Err(FailKind::Length), now),
+                _ => {}
+            }
         }
     }
 
@@ -580,14 +722,14 @@ impl Driver {
         self.deadline_armed = Some(at);
     }
 
-    /// The timeout timer fired: requests past their timeout fail (their streams are reset as they are
-    /// dropped; the connection stays), and the timer moves to the earliest remaining one.
+    /// The timeout timer fired: requests past their timeout fail (their streams are reset; the connection
+    /// stays), and the timer moves to the earliest remaining one.
     fn expire(&mut self, now: Instant) {
         let timeout = self.ctx.plan.timeout;
         let mut next: Option<Instant> = None;
         for s in 0..self.clients.len() {
             let c = &self.clients[s];
-            if !matches!(c.phase, Phase::Queued | Phase::Head(_) | Phase::Body { .. }) {
+            if !matches!(c.phase, Phase::Queued | Phase::Head | Phase::Body { .. }) {
                 continue;
             }
             let Some(req) = &c.req else { continue };
@@ -598,6 +740,10 @@ impl Driver {
             }
             if matches!(c.phase, Phase::Queued) {
                 self.queue.retain(|&q| q != s);
+            } else if let Some(open) = self.open.as_mut()
+                && open.generation == req.generation
+            {
+                open.conn.cancel(req.stream);
             }
             self.finish(s, Err(FailKind::Timeout), now);
         }
@@ -606,89 +752,6 @@ impl Driver {
             None => self.deadline_armed = None,
         }
     }
-
-    /// Polls stream `s` (its waker fired): the response head, then the body to its end.
-    fn poll_stream(&mut self, s: usize, now: Instant) {
-        let waker = &self.wakers[s];
-        let mut cx = Context::from_waker(waker);
-        loop {
-            let c = &mut self.clients[s];
-            let generation = c.req.as_ref().map_or(0, |r| r.generation);
-            match &mut c.phase {
-                Phase::Head(response) => match Pin::new(response).poll(&mut cx) {
-                    Poll::Pending => return,
-                    Poll::Ready(Ok(resp)) => {
-                        let (parts, body) = resp.into_parts();
-                        if self.server.is_none() {
-                            self.server = (parts.headers.get(http::header::SERVER))
-                                .and_then(|v| v.to_str().ok())
-                                .map(str::to_owned);
-                        }
-                        let status = parts.status.as_u16();
-                        let head_bytes = head_size(&parts);
-                        if body.is_end_stream() {
-                            self.complete(s, status, head_bytes, 0, now, now);
-                            return;
-                        }
-                        c.phase = Phase::Body {
-                            body,
-                            status,
-                            head_bytes,
-                            first_byte: now,
-                            bytes: 0,
-                            unreleased: 0,
-                        };
-                    }
-                    Poll::Ready(Err(e)) => {
-                        // refused before the server looked at it: safe to send again
-                        if e.is_go_away() || e.reason() == Some(h2::Reason::REFUSED_STREAM) {
-                            self.fail(s, FailKind::Receive, generation, now);
-                        } else {
-                            if e.is_io() {
-                                self.failed(generation);
-                            }
-                            self.finish(s, Err(FailKind::Receive), now);
-                        }
-                        return;
-                    }
-                },
-                Phase::Body {
-                    body,
-                    status,
-                    head_bytes,
-                    first_byte,
-                    bytes,
-                    unreleased,
-                } => match body.poll_data(&mut cx) {
-                    Poll::Pending => return,
-                    Poll::Ready(Some(Ok(chunk))) => {
-                        *bytes += chunk.len() as u64;
-                        *unreleased += chunk.len();
-                        if *unreleased >= RELEASE_AT {
-                            let _ = body.flow_control().release_capacity(*unreleased);
-                            *unreleased = 0;
-                        }
-                    }
-                    Poll::Ready(Some(Err(e))) => {
-                        if e.is_io() || e.is_go_away() {
-                            self.failed(generation);
-                        }
-                        self.finish(s, Err(FailKind::Length), now);
-                        return;
-                    }
-                    Poll::Ready(None) => {
-                        // dropping the finished stream hands its unreleased bytes back to the connection
-                        let (status, head_bytes, bytes, first_byte) =
-                            (*status, *head_bytes, *bytes, *first_byte);
-                        self.complete(s, status, head_bytes, bytes, first_byte, now);
-                        return;
-                    }
-                },
-                _ => return,
-            }
-        }
-    }
-
     /// Stream `s` got its whole response.
     fn complete(
         &mut self,
@@ -740,31 +803,18 @@ impl Driver {
         }
     }
 
-    /// Client `s`'s request failed with `kind` in a way that says connection `generation` is broken: the
-    /// connection is dropped, and a request that did not open it is sent once more on a new one (the
-    /// server may close a connection at any time, or refuse a stream it did not look at).
-    fn fail(&mut self, s: usize, kind: FailKind, generation: u64, now: Instant) {
-        self.failed(generation);
+    /// Client `s`'s request was refused by the server without being processed: sent once more (on this
+    /// connection if it still takes streams, else on a new one), unless it opened the connection or was
+    /// sent again already.
+    fn retry(&mut self, s: usize, kind: FailKind, now: Instant) {
         let c = &mut self.clients[s];
         let Some(req) = c.req.as_mut() else { return };
         if req.connected.is_none() && !req.retried {
             req.retried = true;
-            req.body_tx = None;
             c.phase = Phase::Queued;
             self.queue.push_front(s);
         } else {
             self.finish(s, Err(kind), now);
-        }
-    }
-
-    /// Drops connection `generation` (it failed), unless a newer one replaced it already.
-    fn failed(&mut self, generation: u64) {
-        if self
-            .open
-            .as_ref()
-            .is_some_and(|o| o.generation == generation)
-        {
-            self.open = None;
         }
     }
 
@@ -774,13 +824,16 @@ impl Driver {
         let plan = self.ctx.plan.clone();
         let t0 = Instant::now();
         match tokio::time::timeout(plan.connect_timeout, connect(&plan)).await {
-            Ok(Some((send, driver))) => {
+            Ok(Some(io)) => {
                 let t1 = Instant::now();
                 self.generation += 1;
                 self.open = Some(Open {
-                    send,
+                    io,
+                    conn: Conn::new(WINDOW, WINDOW),
+                    encoder: Encoder::new(self.h2.templates, self.h2.table_total),
                     generation: self.generation,
-                    driver,
+                    written: 0,
+                    flush: false,
                 });
                 if let Some(req) = self.clients[s].req.as_mut() {
                     req.opened += 1;

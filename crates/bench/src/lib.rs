@@ -31,6 +31,8 @@
 mod config;
 mod engine;
 mod h2;
+mod h2conn;
+mod hpack;
 mod http;
 mod mix;
 pub mod print;
@@ -213,10 +215,7 @@ fn plan_run(
     let classes = class_plans(config, &mix)?;
     // the one place that picks the protocol: the engine runs either
     let protocol: Arc<dyn engine::Protocol> = if config.h2 {
-        Arc::new(h2::H2Plan {
-            requests: h2_requests(config, &mix)?,
-            streams: config.streams,
-        })
+        Arc::new(h2::H2Plan::new(h2_requests(config, &mix)?, config.streams))
     } else {
         Arc::new(engine::Http1Protocol)
     };

@@ -2,7 +2,9 @@
 //! request answered 2xx over one connection each; a class mix is split by request shares with per-class
 //! statistics (and classified by the server: X-Ordo-Class matches); the open loop; a server that does not
 //! offer h2 by ALPN stops the run at once; --streams without HTTP/2 is refused. Against a bare h2c server:
-//! every stream of a connection is counted, and RST_STREAM and timeouts fail only their own request.
+//! every stream of a connection is counted, and RST_STREAM and timeouts fail only their own request; a
+//! request body larger than the server's window and a response larger than a frame go through; a GOAWAY
+//! sends the refused requests again on a new connection.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -154,6 +156,13 @@ struct Raw {
 }
 
 fn raw_h2c() -> Raw {
+    raw_h2c_with(None)
+}
+
+/// [`raw_h2c`] whose connections send GOAWAY (graceful) after `goaway_after` streams. Its stream windows
+/// are 1000 bytes (request bodies wait for WINDOW_UPDATE); `/post` reads the body and answers with as many
+/// bytes, times 10.
+fn raw_h2c_with(goaway_after: Option<u64>) -> Raw {
     let rt = tokio::runtime::Builder::new_multi_thread()
         .worker_threads(1)
         .enable_all()
@@ -174,14 +183,23 @@ fn raw_h2c() -> Raw {
             let (c, st, mo) = (c.clone(), st.clone(), mo.clone());
             tokio::spawn(async move {
                 // (the bench's reachability check connects without a handshake: not counted)
-                let Ok(mut conn) = h2::server::handshake(sock).await else {
+                let Ok(mut conn) = h2::server::Builder::new()
+                    .initial_window_size(1000)
+                    .handshake::<_, Bytes>(sock)
+                    .await
+                else {
                     return;
                 };
                 c.fetch_add(1, Ordering::Relaxed);
                 let mut hung = Vec::new();
                 let open = Arc::new(AtomicU64::new(0));
+                let mut here = 0u64;
                 while let Some(Ok((req, mut respond))) = conn.accept().await {
                     st.fetch_add(1, Ordering::Relaxed);
+                    here += 1;
+                    if goaway_after == Some(here) {
+                        conn.graceful_shutdown();
+                    }
                     let now_open = open.fetch_add(1, Ordering::Relaxed) + 1;
                     mo.fetch_max(now_open, Ordering::Relaxed);
                     match req.uri().path() {
@@ -190,6 +208,22 @@ fn raw_h2c() -> Raw {
                             open.fetch_sub(1, Ordering::Relaxed);
                         }
                         "/hang" => hung.push(respond),
+                        "/post" => {
+                            let open = open.clone();
+                            tokio::spawn(async move {
+                                let mut body = req.into_body();
+                                let mut n = 0usize;
+                                while let Some(Ok(chunk)) = body.data().await {
+                                    n += chunk.len();
+                                    let _ = body.flow_control().release_capacity(chunk.len());
+                                }
+                                let resp = http::Response::new(());
+                                if let Ok(mut tx) = respond.send_response(resp, false) {
+                                    let _ = tx.send_data(Bytes::from(vec![b'y'; n * 10]), true);
+                                }
+                                open.fetch_sub(1, Ordering::Relaxed);
+                            });
+                        }
                         _ => {
                             let open = open.clone();
                             tokio::spawn(async move {
@@ -288,4 +322,35 @@ fn think_time_paces_each_stream() {
     let n = r.summary.complete;
     assert!((1..=4 * 11).contains(&n), "{n}");
     assert_eq!(r.summary.failed.total, 0);
+}
+
+#[test]
+fn request_bodies_past_the_servers_window_and_large_responses_complete() {
+    let raw = raw_h2c();
+    let mut c = raw_cfg(&raw, "/post");
+    c.streams = 4;
+    c.method = "POST".into();
+    // 25 server windows' worth per request; the response is 250 KB (many DATA frames)
+    c.body = Some(Bytes::from(vec![b'b'; 25_000]));
+    c.stop = Stop::Requests(40);
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 40);
+    assert_eq!(r.summary.failed.total, 0);
+    assert_eq!(r.summary.body_bytes, 40 * 250_000);
+    assert_eq!(r.summary.connections_opened, 1);
+}
+
+#[test]
+fn goaway_sends_the_refused_requests_again_on_a_new_connection() {
+    let raw = raw_h2c_with(Some(50));
+    let mut c = raw_cfg(&raw, "/ok");
+    c.stop = Stop::Requests(500);
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 500);
+    assert_eq!(r.summary.failed.total, 0);
+    // a connection takes 50 streams or more (h2's graceful GOAWAY first announces the highest id, then
+    // after a PING round trip the last it took); streams above it are refused and sent again
+    let opened = r.summary.connections_opened;
+    assert!((2..=11).contains(&opened), "{opened}");
+    assert_eq!(raw.conns.load(Ordering::Relaxed), opened);
 }
