@@ -246,3 +246,60 @@ async fn a_second_server_on_a_threaded_servers_address_is_refused() {
     }
     h.shutdown().await.unwrap();
 }
+
+/// Bodies dripped a byte at a time on both threads: shutdown waits `shutdown_grace`, then every thread's
+/// connections are closed without an answer and the shutdown returns.
+#[tokio::test]
+async fn shutdown_grace_closes_what_is_left_on_every_thread() {
+    let h = start_threads("shutdown_grace = \"600ms\"\n", 2).await;
+    let a = h.local_addr();
+    let mut readers = Vec::new();
+    let mut drippers = Vec::new();
+    while readers.len() < MAX_CONNS {
+        let before: u64 = accepted_per_thread(&h).iter().sum();
+        let mut s = TcpStream::connect(a).await.unwrap();
+        s.write_all(b"POST /x HTTP/1.1\r\nHost: t\r\nContent-Length: 1000\r\n\r\n")
+            .await
+            .unwrap();
+        let (rd, mut wr) = s.into_split();
+        readers.push(rd);
+        // a byte every 50 ms for up to 30 s (far longer than the grace), until the server closes
+        drippers.push(tokio::spawn(async move {
+            for _ in 0..600 {
+                if wr.write_all(b"x").await.is_err() {
+                    return;
+                }
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+        }));
+        wait_until(Duration::from_secs(10), || {
+            accepted_per_thread(&h).iter().sum::<u64>() > before
+        })
+        .await;
+        if accepted_per_thread(&h).iter().all(|&n| n > 0) {
+            break;
+        }
+    }
+    assert!(accepted_per_thread(&h).iter().all(|&n| n > 0));
+    let t = std::time::Instant::now();
+    tokio::time::timeout(Duration::from_secs(20), h.shutdown())
+        .await
+        .expect("shutdown returns within 20 s")
+        .unwrap();
+    assert!(
+        t.elapsed() >= Duration::from_millis(550),
+        "waited the grace: {:?}",
+        t.elapsed()
+    );
+    for mut rd in readers {
+        let mut buf = [0u8; 64];
+        let n = tokio::time::timeout(Duration::from_secs(5), rd.read(&mut buf))
+            .await
+            .expect("closed")
+            .unwrap_or(0);
+        assert_eq!(n, 0, "{:?}", String::from_utf8_lossy(&buf[..n]));
+    }
+    for d in drippers {
+        d.abort();
+    }
+}

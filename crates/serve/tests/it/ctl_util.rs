@@ -26,7 +26,12 @@ pub async fn start_cfg(mut cfg: ServeConfig) -> ServerHandle {
 
 /// [`start`] on `threads` serving threads (`Server::start_threads`).
 pub async fn start_threads(toml: &str, threads: usize) -> ServerHandle {
-    let mut cfg = ServeConfig::from_toml_str(toml, "test.toml").expect("valid test config");
+    let cfg = ServeConfig::from_toml_str(toml, "test.toml").expect("valid test config");
+    start_cfg_threads(cfg, threads).await
+}
+
+/// [`start_cfg`] on `threads` serving threads.
+pub async fn start_cfg_threads(mut cfg: ServeConfig, threads: usize) -> ServerHandle {
     let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
     let mut o = cfg.overrides.clone();
     o.listen = Some(any);
