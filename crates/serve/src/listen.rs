@@ -107,6 +107,14 @@ pub(crate) async fn run_listener_shared<H: Handler>(
     // Never sent on: its sender is dropped with this future, which ends every connection task at once.
     let (_abandon_tx, abandoned) = watch::channel(());
     loop {
+        // A connection first, then a slot for it: waiting for a connection while holding a slot would keep
+        // that slot from the server's other listeners (one per serving thread), whose connections would
+        // wait at the limit although one was free.
+        let ready = tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            r = listener.readable() => r,
+        };
         let permit = tokio::select! {
             biased;
             _ = &mut stop => break,
@@ -115,10 +123,13 @@ pub(crate) async fn run_listener_shared<H: Handler>(
                 Err(_) => break,
             },
         };
-        let accepted = tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            r = listener.accept() => r,
+        let accepted = match ready {
+            Ok(()) => match listener.try_accept() {
+                // the readiness was stale: wait for the next connection
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                r => r,
+            },
+            Err(e) => Err(e),
         };
         match accepted {
             Ok((stream, peer)) => {

@@ -41,6 +41,32 @@ impl AsyncListener {
         }
     }
 
+    /// Waits until a connection is (most likely) pending, without taking it: then [`AsyncListener::try_accept`]
+    /// takes it. Lets a server wait for a connection and for room to serve one separately.
+    pub async fn readable(&self) -> io::Result<()> {
+        // the guard is dropped without clearing the readiness: try_accept sees it
+        self.0.readable().await.map(drop)
+    }
+
+    /// The pending connection, non-blocking and unregistered, or `WouldBlock` (clearing the readiness, so
+    /// [`AsyncListener::readable`] waits for the next one) when there is none.
+    pub fn try_accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        use std::task::{Context, Poll, Waker};
+        // Polled once with a no-op waker: only readiness already known is used, and a later `readable`
+        // registers its own waker.
+        match self
+            .0
+            .poll_read_ready(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Ready(Ok(mut ready)) => match ready.try_io(|l| accept_nonblocking(l.get_ref())) {
+                Ok(r) => r,
+                Err(_would_block) => Err(io::ErrorKind::WouldBlock.into()),
+            },
+        }
+    }
+
     /// The address the listener is bound to.
     pub fn local_addr(&self) -> io::Result<SocketAddr> {
         self.0.get_ref().local_addr()

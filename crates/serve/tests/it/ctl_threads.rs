@@ -303,3 +303,39 @@ async fn shutdown_grace_closes_what_is_left_on_every_thread() {
         d.abort();
     }
 }
+
+/// `limits.max_connections` is the server's, not each thread's, and no listener keeps a slot while it waits
+/// for a connection: with one slot and two threads, every connection is served once the one before it has
+/// closed (whichever thread's listener the kernel puts it on), and a second one waits while one is open.
+#[tokio::test]
+async fn max_connections_is_shared_by_the_threads() {
+    let h = start_threads("[limits]\nmax_connections = 1\nidle_timeout = \"10s\"\n", 2).await;
+    let a = h.local_addr();
+    for _ in 0..MAX_CONNS {
+        assert_eq!(get(a, "/x").await.status, 200);
+        if accepted_per_thread(&h).iter().all(|&n| n > 0) {
+            break;
+        }
+    }
+    assert!(
+        accepted_per_thread(&h).iter().all(|&n| n > 0),
+        "{:?}",
+        accepted_per_thread(&h)
+    );
+    // one keep-alive connection open: the next one waits, on whichever thread, until it closes
+    let mut held = TcpStream::connect(a).await.unwrap();
+    held.write_all(b"GET /held HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    assert_eq!(read_response(&mut held, &mut Vec::new()).await.0, 200);
+    let mut next = TcpStream::connect(a).await.unwrap();
+    next.write_all(b"GET /next HTTP/1.1\r\nHost: t\r\n\r\n")
+        .await
+        .unwrap();
+    let mut peek = [0u8; 16];
+    let waited = tokio::time::timeout(Duration::from_millis(300), next.peek(&mut peek)).await;
+    assert!(waited.is_err(), "served beyond max_connections = 1");
+    drop(held);
+    assert_eq!(read_response(&mut next, &mut Vec::new()).await.0, 200);
+    h.shutdown().await.unwrap();
+}
