@@ -77,8 +77,9 @@ bench_ports_free() {
 }
 
 # Measuring helpers shared by the scripts that pin a server and a client to a core each:
-# the CPU ticks (user + system) a process has used so far, and the system's tick rate.
-ticks() { awk '{ print $14 + $15 }' "/proc/$1/stat"; }
+# the CPU ticks (user + system) a process (or the space-separated processes: nginx's workers) has used so
+# far, and the system's tick rate.
+ticks() { local p t=0; for p in $1; do t=$((t + $(awk '{ print $14 + $15 }' "/proc/$p/stat"))); done; echo "$t"; }
 clk_tck=$(getconf CLK_TCK)
 # One CPU's line of /proc/stat, and how busy (%) that CPU was between two of its lines.
 cpu_line() { grep "^cpu$1 " /proc/stat; }
@@ -154,7 +155,7 @@ bench_tls_cert() {
   chmod 644 "$tmp/key.pem"
 }
 
-# Writes DIR/nginx.conf: one worker in the foreground, its pid, logs and temp files under DIR, no access log,
+# Writes DIR/nginx.conf: one worker (NGINX_WORKERS when set) in the foreground, its pid, logs and temp files under DIR, no access log,
 # sendfile with tcp_nopush/tcp_nodelay, unlimited keep-alive requests, an open-file cache, text/plain by
 # default; SERVERS (the server blocks, with whatever a script sets differently per server) inside `http`.
 # CONNECTIONS (default 8192) sets worker_connections, and worker_rlimit_nofile when given.
@@ -165,7 +166,7 @@ bench_nginx_conf() {
 "
   mkdir -p "$dir/tmp" "$dir/logs"
   cat > "$dir/nginx.conf" <<EOF
-worker_processes 1;
+worker_processes ${NGINX_WORKERS:-1};
 ${rlimit}daemon off;
 pid $dir/nginx.pid;
 error_log $dir/error.log;
@@ -194,7 +195,7 @@ bench_wait_ready() {
 }
 
 # Starts nginx with DIR/nginx.conf, pinned to CPU when one is given, and waits until URL answers; sets
-# started_pid to its worker (the process that does the work).
+# started_pid to its (first) worker, the process that does the work, and started_pids to all its workers.
 #   bench_start_nginx DIR URL [CPU]
 bench_start_nginx() {
   local dir=$1 url=$2 pin=() master
@@ -204,6 +205,7 @@ bench_start_nginx() {
   pids+=("$master")
   bench_wait_ready "$url"
   started_pid=$(pgrep -P "$master" | head -1)
+  started_pids=$(pgrep -P "$master" | paste -sd' ')
 }
 
 # Starts `$ordo serve --config CONFIG` (stderr to $tmp/ordo.stderr), pinned to CPU when one is given, waits
@@ -226,12 +228,12 @@ bench_check_started() {
 }
 
 # The head of ordo serve's configuration in the peer comparisons (on stdout): listen on 127.0.0.1:PORT, one
-# runtime thread, policy POLICY, workers, queue and connections far above any client count (the peers have
+# serving thread (ORDO_THREADS when set), policy POLICY, workers, queue and connections far above any client count (the peers have
 # no such limits), no admin listener; LIMITS (lines, optional) added to [limits], the head's last table.
 #   bench_ordo_head PORT POLICY [LIMITS]
 bench_ordo_head() {
   echo "listen = \"127.0.0.1:$1\""
-  echo "threads = 1"
+  echo "threads = ${ORDO_THREADS:-1}"
   echo "workers = 4096"
   echo "policy = \"$2\""
   echo "queue_cap = 100000"

@@ -12,6 +12,8 @@
 #   DURATION=10s ROUNDS=5 CONNS=100 bench/serve-vs-nginx.sh
 #   ORDO_BENCH_EXAMPLE=1 bench/serve-vs-nginx.sh  # HTTP layer + static backend only (crates/serve/examples/static_bench.rs)
 #   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
+#   THREADS=2 bench/serve-vs-nginx.sh              # ordo `threads = 2` vs nginx `worker_processes 2` (still on
+#                                                  # SERVER_CPU: the CPU cost of N threads, not their scaling)
 #
 # Everything it starts is killed and its temp dir removed on every exit path.
 set -euo pipefail
@@ -24,13 +26,15 @@ CLIENT_CPU=${CLIENT_CPU:-1}
 NGINX_PORT=${NGINX_PORT:-18080}
 ORDO_PORT=${ORDO_PORT:-18081} # and the next three ports
 NGINX_DEFER_PORT=${NGINX_DEFER_PORT:-18085}
+THREADS=${THREADS:-1}
+export ORDO_THREADS=$THREADS NGINX_WORKERS=$THREADS
 
 . "$(dirname "$0")/lib.sh"
 bench_init serve-vs-nginx nginx wrk taskset curl
 nginx_bin=$(command -v nginx)
 
 build=(--bin ordo)
-ordo_kind="ordo serve (threads = 1)"
+ordo_kind="ordo serve (threads = $THREADS)"
 if [ "${ORDO_BENCH_EXAMPLE:-0}" = 1 ]; then
   build=(-p ordo-serve --example static_bench)
   ordo_kind="static_bench example (HTTP layer + static backend, no scheduler)"
@@ -84,7 +88,7 @@ start_ordo() { # $1 = config, $2 = port; sets started_pid
 run_wrk() { local case=$1 pid=$2 port=$3; shift 3; bench_wrk_case "$case" "$pid" "http://127.0.0.1:$port/file.txt" "$CONNS" "$@"; }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x $DURATION, $CONNS connections" >&2
-bench_start_nginx "$tmp/nginx" "http://127.0.0.1:$NGINX_PORT/file.txt" "$SERVER_CPU"; nginx_pid=$started_pid
+bench_start_nginx "$tmp/nginx" "http://127.0.0.1:$NGINX_PORT/file.txt" "$SERVER_CPU"; nginx_pid=$started_pids
 start_ordo "$tmp/plain.toml" "$ORDO_PORT"; ordo_pid=$started_pid
 cases=(nginx_ka ordo_ka ordo_close nginx_close)
 if [ "${ORDO_BENCH_EXAMPLE:-0}" != 1 ]; then
@@ -109,7 +113,7 @@ bench_rounds "${cases[@]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 echo
-echo "ordo side: $ordo_kind; nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///'), 1 worker; both on CPU $SERVER_CPU, wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU"
+echo "ordo side: $ordo_kind; nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///'), $THREADS worker(s); both on CPU $SERVER_CPU, wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU"
 printf '%-15s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server core" "client core" "all rounds (req/s)"
 for k in nginx_ka ordo_ka nginx_close ordo_close nginx_close_def ordo_close_def fcfs3 stride3; do
   [ -n "${rps[$k]:-}" ] || continue

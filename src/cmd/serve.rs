@@ -32,7 +32,7 @@ pub struct Args {
     /// current directory).
     #[arg(long, value_name = "PATH")]
     pub policy_script: Option<PathBuf>,
-    /// Tokio worker threads, 0 = one per CPU (overrides `threads`).
+    /// Serving threads (each with its own runtime and listener), 0 = one per CPU (overrides `threads`).
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u64).range(0..=1024))]
     pub threads: Option<u64>,
     /// Admin listener address, or `off` (overrides `[admin]`).
@@ -160,24 +160,20 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     let cfg = resolve(&args)?;
     let (args_listen, args_admin) = (args.listen, args.admin);
-    // One thread asked for: a current-thread runtime, so accepting, serving and timers share that thread
-    // with no hand-offs between a `block_on` thread and a worker. Otherwise a work-stealing pool.
-    let mut rt = if cfg.threads == 1 {
-        tokio::runtime::Builder::new_current_thread()
-    } else {
-        let mut b = tokio::runtime::Builder::new_multi_thread();
-        if cfg.threads > 0 {
-            b.worker_threads(cfg.threads);
-        }
-        b
+    // nginx-style: `threads` serving threads (0: one per CPU), each a current-thread runtime with its own
+    // SO_REUSEPORT listener, so accepting, serving and timers of a connection stay on one thread with no
+    // hand-offs. This thread is the first; the server starts the others.
+    let threads = match cfg.threads {
+        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+        n => n,
     };
-    let rt = rt
+    let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
         .thread_name("ordo-serve")
         .build()
         .context("cannot start the tokio runtime")?;
     rt.block_on(async move {
-        let handle = match Server::start(cfg).await {
+        let handle = match Server::start_threads(cfg, threads).await {
             Ok(h) => h,
             Err(StartError::Config(e)) => return Err(usage(e)),
             Err(e) => {

@@ -141,6 +141,11 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
         "busy": snap.busy,
         "queued": snap.queued,
         "threads": cfg.threads,
+        "accepted_per_thread": shared
+            .accepted
+            .iter()
+            .map(|a| a.load(std::sync::atomic::Ordering::Relaxed))
+            .collect::<Vec<_>>(),
         "shutting_down": snap.closed,
         "uptime_s": shared.started.elapsed().as_secs_f64(),
         "reloads": { "ok": shared.metrics.reloads(true), "error": shared.metrics.reloads(false) },

@@ -7,6 +7,7 @@
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
 
 use tokio::net::{TcpListener, TcpStream};
@@ -44,8 +45,49 @@ pub async fn run_listener_with<H: Handler>(
     tls: Option<Arc<crate::tls::TlsAcceptor>>,
     http2: Arc<crate::http2::Http2Config>,
 ) -> std::io::Result<()> {
-    // Accepted sockets are registered with the runtime only when they need to wait for something.
+    let slots = Slots::new(limits.max_connections);
+    let _release = AbortOnDrop(tokio::spawn(release_after_closes(slots.clone())));
+    let accepted = Arc::new(AtomicU64::new(0));
     let listener = listener.into_std()?;
+    run_listener_shared(
+        listener, handler, limits, shutdown, tls, http2, slots, accepted,
+    )
+    .await
+}
+
+/// `limits.max_connections` as a semaphore the listeners of one server share (one listener per serving
+/// thread: the limit is the server's, not each thread's). Every open connection holds one permit.
+#[derive(Clone)]
+pub(crate) struct Slots {
+    sem: Arc<Semaphore>,
+    max: usize,
+}
+
+impl Slots {
+    pub(crate) fn new(max_connections: usize) -> Self {
+        let max = max_connections.clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
+        Slots {
+            sem: Arc::new(Semaphore::new(max)),
+            max,
+        }
+    }
+}
+
+/// [`run_listener_with`] for one of a server's listeners: `slots` is shared with its other listeners (the
+/// server runs `release_after_closes` for them once), and every connection accepted here is counted in
+/// `accepted`.
+#[allow(clippy::too_many_arguments)]
+pub(crate) async fn run_listener_shared<H: Handler>(
+    listener: std::net::TcpListener,
+    handler: Arc<H>,
+    limits: Arc<Limits>,
+    shutdown: watch::Receiver<bool>,
+    tls: Option<Arc<crate::tls::TlsAcceptor>>,
+    http2: Arc<crate::http2::Http2Config>,
+    slots: Slots,
+    accepts: Arc<AtomicU64>,
+) -> std::io::Result<()> {
+    // Accepted sockets are registered with the runtime only when they need to wait for something.
     if limits.defer_accept {
         ordo_sys::net::set_defer_accept(&listener, 1)?;
     }
@@ -56,11 +98,7 @@ pub async fn run_listener_with<H: Handler>(
         && tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::CurrentThread)
         .then(inline::Scratch::new);
-    let max = limits
-        .max_connections
-        .clamp(1, Semaphore::MAX_PERMITS.min(u32::MAX as usize));
-    let slots = Arc::new(Semaphore::new(max));
-    let _release = AbortOnDrop(tokio::spawn(release_after_closes(slots.clone(), max)));
+    let Slots { sem: slots, max } = slots;
     // one shutdown future for the whole loop (not one waiter registration per accept)
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
@@ -69,6 +107,14 @@ pub async fn run_listener_with<H: Handler>(
     // Never sent on: its sender is dropped with this future, which ends every connection task at once.
     let (_abandon_tx, abandoned) = watch::channel(());
     loop {
+        // A connection first, then a slot for it: waiting for a connection while holding a slot would keep
+        // that slot from the server's other listeners (one per serving thread), whose connections would
+        // wait at the limit although one was free.
+        let ready = tokio::select! {
+            biased;
+            _ = &mut stop => break,
+            r = listener.readable() => r,
+        };
         let permit = tokio::select! {
             biased;
             _ = &mut stop => break,
@@ -77,13 +123,17 @@ pub async fn run_listener_with<H: Handler>(
                 Err(_) => break,
             },
         };
-        let accepted = tokio::select! {
-            biased;
-            _ = &mut stop => break,
-            r = listener.accept() => r,
+        let accepted = match ready {
+            Ok(()) => match listener.try_accept() {
+                // the readiness was stale: wait for the next connection
+                Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => continue,
+                r => r,
+            },
+            Err(e) => Err(e),
         };
         match accepted {
             Ok((stream, peer)) => {
+                accepts.fetch_add(1, Ordering::Relaxed);
                 if accept_errors > 0 {
                     tracing::info!(failed_attempts = accept_errors, "accepting again");
                     accept_errors = 0;
@@ -159,7 +209,8 @@ const RELEASE_AFTER_CLOSES: usize = 1024;
 /// the number of open connections (`max` less the free `slots`) fell by `RELEASE_AFTER_CLOSES` and by half
 /// from its peak — the free pages are released. Checked once a second; steady churn at a level never
 /// triggers it.
-async fn release_after_closes(slots: Arc<Semaphore>, max: usize) {
+pub(crate) async fn release_after_closes(slots: Slots) {
+    let Slots { sem: slots, max } = slots;
     let mut tick = tokio::time::interval(Duration::from_secs(1));
     tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Skip);
     let mut peak = 0usize;
@@ -181,7 +232,7 @@ async fn release_after_closes(slots: Arc<Semaphore>, max: usize) {
 }
 
 /// Aborts a task when dropped (a helper task that must not outlive its owner).
-struct AbortOnDrop(tokio::task::JoinHandle<()>);
+pub(crate) struct AbortOnDrop(pub(crate) tokio::task::JoinHandle<()>);
 
 impl Drop for AbortOnDrop {
     fn drop(&mut self) {

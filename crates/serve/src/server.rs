@@ -1,13 +1,16 @@
 //! Server assembly: binds the listeners (plain, TLS, admin) around the shared state, starts the gate's
-//! timer, and the handle that reloads, reports and shuts down gracefully (on signals, too).
-//! `Server::start` is the API the binary, the demo and the tests use.
+//! timer and the serving threads (each with its own runtime and SO_REUSEPORT listener), and the handle
+//! that reloads, reports and shuts down gracefully (on signals, too). `Server::start` is the API the
+//! binary, the demo and the tests use.
 
+use std::cell::Cell;
 use std::net::SocketAddr;
+use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
 use std::time::Instant;
 
 use tokio::net::TcpListener;
-use tokio::sync::watch;
+use tokio::sync::{oneshot, watch};
 use tokio::task::JoinHandle;
 
 use crate::compile::Compiled;
@@ -30,6 +33,93 @@ pub enum StartError {
         addr: SocketAddr,
         error: std::io::Error,
     },
+    /// A serving thread (or its runtime) could not be started.
+    #[error("cannot start serving thread {index}: {error}")]
+    Thread { index: usize, error: std::io::Error },
+}
+
+thread_local! {
+    /// Which of the server's serving threads this is (0: the caller's runtime, also every thread that is
+    /// not a serving thread).
+    static SERVING_THREAD: Cell<usize> = const { Cell::new(0) };
+}
+
+/// The index of the serving thread running this code: what is tied to one thread's runtime (the proxy's
+/// idle upstream connections) is kept per index.
+pub(crate) fn serving_thread() -> usize {
+    SERVING_THREAD.try_with(Cell::get).unwrap_or(0)
+}
+
+/// Makes the calling thread serving thread `index` (for tests of what is kept per thread).
+#[cfg(test)]
+pub(crate) fn set_serving_thread(index: usize) {
+    SERVING_THREAD.set(index);
+}
+
+/// The listening sockets for `addr`, one per serving thread. One thread: an ordinary listener. Several:
+/// SO_REUSEPORT listeners, the kernel spreading connections over them — after a bind without SO_REUSEPORT
+/// has shown the address is free (so a second server on the same address still fails with "address in
+/// use" instead of sharing its connections); an address with port 0 gets its port from the first.
+async fn bind_listeners(
+    key: &'static str,
+    addr: SocketAddr,
+    n: usize,
+) -> Result<Vec<std::net::TcpListener>, StartError> {
+    let err = |error| StartError::Bind { key, addr, error };
+    if n <= 1 {
+        let l = TcpListener::bind(addr).await.map_err(err)?;
+        return Ok(vec![l.into_std().map_err(err)?]);
+    }
+    /// What tokio's `TcpListener::bind` queues.
+    const BACKLOG: i32 = 1024;
+    let mut at = addr;
+    let mut out = Vec::with_capacity(n);
+    if addr.port() != 0 {
+        drop(std::net::TcpListener::bind(addr).map_err(err)?);
+    }
+    for _ in 0..n {
+        let l = ordo_sys::net::bind_reuseport(at, BACKLOG).map_err(err)?;
+        at = l.local_addr().map_err(err)?;
+        out.push(l);
+    }
+    Ok(out)
+}
+
+/// A serving thread beyond the caller's: its current-thread runtime runs until `stop` is sent or dropped.
+struct Worker {
+    stop: Option<oneshot::Sender<()>>,
+    thread: std::thread::JoinHandle<()>,
+}
+
+/// Starts serving thread `index`: a current-thread runtime on a thread of its own, returned with its handle
+/// (to spawn its listeners on).
+fn start_worker(index: usize) -> Result<(Worker, tokio::runtime::Handle), StartError> {
+    let err = |error| StartError::Thread { index, error };
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .on_thread_start(move || SERVING_THREAD.set(index))
+        .build()
+        .map_err(err)?;
+    let handle = rt.handle().clone();
+    let (stop, stopped) = oneshot::channel::<()>();
+    let thread = std::thread::Builder::new()
+        .name(format!("ordo-serve-{index}"))
+        .spawn(move || {
+            SERVING_THREAD.set(index);
+            rt.block_on(async {
+                let _ = stopped.await;
+            });
+            // its listeners have ended (or were aborted) by now: nothing left to wait for
+            rt.shutdown_background();
+        })
+        .map_err(err)?;
+    Ok((
+        Worker {
+            stop: Some(stop),
+            thread,
+        },
+        handle,
+    ))
 }
 
 /// Entry point: `Server::start(config).await`.
@@ -37,24 +127,35 @@ pub struct Server;
 
 impl Server {
     /// Compile the configuration, bind the listener (and the admin listener unless disabled) and start
-    /// serving on the current tokio runtime.
+    /// serving on the current tokio runtime (whatever `threads` says: see [`Server::start_threads`]).
     pub async fn start(cfg: ServeConfig) -> Result<ServerHandle, StartError> {
+        Self::start_threads(cfg, 1).await
+    }
+
+    /// [`Server::start`] on `threads` serving threads (at least 1), nginx-style: the caller's runtime and
+    /// `threads - 1` more threads, each with a current-thread runtime of its own and its own listener on
+    /// `listen` (and on `tls.listen`) with SO_REUSEPORT, so the kernel spreads connections over the threads
+    /// and each serves its connections start to end — on a current-thread runtime, a connection's first
+    /// request inline in the accept loop. The queue, the workers, the configuration, the metrics and
+    /// `limits.max_connections` are the server's, shared by all threads; the admin listener and the gate's
+    /// timer run on the caller's runtime.
+    pub async fn start_threads(
+        cfg: ServeConfig,
+        threads: usize,
+    ) -> Result<ServerHandle, StartError> {
+        let threads = threads.max(1);
         let metrics = Arc::new(Metrics::new());
         let compiled = Compiled::build(&cfg, Some(&metrics))?;
         let gate = Gate::with_plan(compiled.sched, compiled.pickers, compiled.plan)
             .map_err(|e| cfg.locate(Invalid::new(keypath!["classes"], e.0)))?;
-        let listener = TcpListener::bind(cfg.listen)
-            .await
+        let listeners = bind_listeners("listen", cfg.listen, threads).await?;
+        let local_addr = listeners[0]
+            .local_addr()
             .map_err(|error| StartError::Bind {
                 key: "listen",
                 addr: cfg.listen,
                 error,
             })?;
-        let local_addr = listener.local_addr().map_err(|error| StartError::Bind {
-            key: "listen",
-            addr: cfg.listen,
-            error,
-        })?;
         let admin_listener = if cfg.admin.enabled {
             let l =
                 TcpListener::bind(cfg.admin.listen)
@@ -72,23 +173,14 @@ impl Server {
         let tls = compiled
             .tls
             .map(|c| Arc::new(crate::tls::TlsAcceptor::new(c)));
-        // `tls.listen`: an HTTPS listener beside the plain one; without it the main listener speaks TLS
-        let tls_listener = match cfg.tls.as_ref().and_then(|t| t.listen) {
-            Some(addr) => {
-                Some(
-                    TcpListener::bind(addr)
-                        .await
-                        .map_err(|error| StartError::Bind {
-                            key: "tls.listen",
-                            addr,
-                            error,
-                        })?,
-                )
-            }
+        // `tls.listen`: an HTTPS listener beside the plain one (one per thread); without it the main listener
+        // speaks TLS
+        let tls_listeners = match cfg.tls.as_ref().and_then(|t| t.listen) {
+            Some(addr) => Some(bind_listeners("tls.listen", addr, threads).await?),
             None => None,
         };
-        let tls_addr = match &tls_listener {
-            Some(l) => l.local_addr().ok(),
+        let tls_addr = match &tls_listeners {
+            Some(l) => l[0].local_addr().ok(),
             None => tls.as_ref().map(|_| local_addr),
         };
         let access_log = match &cfg.access_log.path {
@@ -100,6 +192,8 @@ impl Server {
         };
         let limits = Arc::new(cfg.limits.clone());
         let http2 = Arc::new(cfg.http2.clone());
+        let accepted: Vec<Arc<AtomicU64>> =
+            (0..threads).map(|_| Arc::new(AtomicU64::new(0))).collect();
         let shared = Arc::new(Shared {
             gate: gate.clone(),
             active: RwLock::new(Arc::new(compiled.active)),
@@ -111,32 +205,55 @@ impl Server {
             tls: tls.clone(),
             tls_addr,
             access_log,
+            accepted: accepted.clone(),
         });
+        // the serving threads beyond this one (all started before anything is spawned, so a failure leaves
+        // nothing running: dropping a Worker stops its thread)
+        let mut workers = Vec::with_capacity(threads - 1);
+        let mut handles = vec![tokio::runtime::Handle::current()];
+        for index in 1..threads {
+            let (w, h) = start_worker(index)?;
+            workers.push(w);
+            handles.push(h);
+        }
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timer = tokio::spawn(gate.clone().run_timer());
+        let slots = crate::listen::Slots::new(limits.max_connections);
+        let release = crate::listen::AbortOnDrop(tokio::spawn(
+            crate::listen::release_after_closes(slots.clone()),
+        ));
         let app = Arc::new(App(shared.clone()));
-        let (main_tls, extra_tls) = match tls_listener {
-            Some(l) => (None, Some((l, tls.clone()))),
+        let (main_tls, extra_tls) = match &tls_listeners {
+            Some(_) => (None, tls.clone()),
             None => (tls, None),
         };
-        let main = tokio::spawn(crate::listen::run_listener_with(
-            listener,
-            app.clone(),
-            limits.clone(),
-            shutdown_rx.clone(),
-            main_tls,
-            http2.clone(),
-        ));
-        let https = extra_tls.map(|(l, tls)| {
-            tokio::spawn(crate::listen::run_listener_with(
-                l,
-                app,
-                limits,
+        let mut tls_listeners = tls_listeners.map(Vec::into_iter);
+        let mut main = Vec::with_capacity(threads);
+        let mut https = Vec::new();
+        for ((listener, rt), accepted) in listeners.into_iter().zip(&handles).zip(&accepted) {
+            main.push(rt.spawn(crate::listen::run_listener_shared(
+                listener,
+                app.clone(),
+                limits.clone(),
                 shutdown_rx.clone(),
-                tls,
-                http2,
-            ))
-        });
+                main_tls.clone(),
+                http2.clone(),
+                slots.clone(),
+                accepted.clone(),
+            )));
+            if let Some(l) = tls_listeners.as_mut().and_then(Iterator::next) {
+                https.push(rt.spawn(crate::listen::run_listener_shared(
+                    l,
+                    app.clone(),
+                    limits.clone(),
+                    shutdown_rx.clone(),
+                    extra_tls.clone(),
+                    http2.clone(),
+                    slots.clone(),
+                    accepted.clone(),
+                )));
+            }
+        }
         let admin = admin_listener.map(|l| {
             tokio::spawn(crate::listen::run_listener(
                 l,
@@ -152,6 +269,8 @@ impl Server {
             https,
             admin,
             timer,
+            workers,
+            _release: release,
         })
     }
 }
@@ -160,11 +279,15 @@ impl Server {
 pub struct ServerHandle {
     shared: Arc<Shared>,
     shutdown_tx: watch::Sender<bool>,
-    main: JoinHandle<std::io::Result<()>>,
-    /// The `tls.listen` listener, when there is one.
-    https: Option<JoinHandle<std::io::Result<()>>>,
+    /// The `listen` listeners, one per serving thread (the first on the caller's runtime).
+    main: Vec<JoinHandle<std::io::Result<()>>>,
+    /// The `tls.listen` listeners, when there are.
+    https: Vec<JoinHandle<std::io::Result<()>>>,
     admin: Option<JoinHandle<std::io::Result<()>>>,
     timer: JoinHandle<()>,
+    /// The serving threads beyond the caller's.
+    workers: Vec<Worker>,
+    _release: crate::listen::AbortOnDrop,
 }
 
 impl ServerHandle {
@@ -244,33 +367,48 @@ impl ServerHandle {
         };
         let mut give_up = std::pin::pin!(give_up);
         let mut cut_short = false;
-        let r = tokio::select! {
-            r = &mut self.main => match r {
-                Ok(r) => r,
-                Err(e) => Err(std::io::Error::other(e)),
-            },
-            _ = &mut give_up => {
-                cut_short = true;
-                // dropping the listener task ends every connection task it spawned
-                self.main.abort();
-                let _ = (&mut self.main).await;
-                Ok(())
-            }
-        };
-        // the `tls.listen` listener (when there is one), then the admin listener, likewise
-        for mut a in [self.https.take(), self.admin.take()].into_iter().flatten() {
+        // the `listen` listeners (their result is the shutdown's), then the `tls.listen` ones, then the admin
+        // listener: each ends once its connections have; when the grace runs out, the rest are aborted
+        // (dropping a listener's task ends every connection task it spawned)
+        let mains = std::mem::take(&mut self.main)
+            .into_iter()
+            .map(|h| (h, true));
+        let others = std::mem::take(&mut self.https)
+            .into_iter()
+            .chain(self.admin.take())
+            .map(|h| (h, false));
+        let mut r = Ok(());
+        for (mut a, is_main) in mains.chain(others) {
+            let mut result = None;
             if !cut_short {
                 tokio::select! {
-                    _ = &mut a => {}
+                    j = &mut a => result = Some(j),
                     _ = &mut give_up => cut_short = true,
                 }
             }
-            if cut_short {
+            if cut_short && result.is_none() {
                 a.abort();
                 let _ = a.await;
             }
+            if let (true, Some(j), true) = (is_main, result, r.is_ok()) {
+                r = match j {
+                    Ok(x) => x,
+                    Err(e) => Err(std::io::Error::other(e)),
+                };
+            }
         }
-        let _ = self.timer.await;
+        let _ = (&mut self.timer).await;
+        // the other serving threads have nothing left to run: stop them and wait for them to end
+        let workers = std::mem::take(&mut self.workers);
+        if !workers.is_empty() {
+            let joined = tokio::task::spawn_blocking(move || {
+                for mut w in workers {
+                    drop(w.stop.take());
+                    let _ = w.thread.join();
+                }
+            });
+            let _ = joined.await;
+        }
         r
     }
 

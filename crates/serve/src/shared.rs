@@ -31,6 +31,8 @@ pub(crate) struct Shared {
     /// The address that speaks TLS (the main listener's or `tls.listen`'s).
     pub(crate) tls_addr: Option<SocketAddr>,
     pub(crate) access_log: Option<crate::access_log::AccessLog>,
+    /// Connections accepted by each serving thread's listeners (`/status`'s `accepted_per_thread`).
+    pub(crate) accepted: Vec<Arc<std::sync::atomic::AtomicU64>>,
 }
 
 impl Shared {

@@ -1,7 +1,8 @@
 //! Accepting without registering: accept4(2) with SOCK_NONBLOCK | SOCK_CLOEXEC gives a connection ready for
 //! non-blocking I/O in one system call, not registered with any event loop — so a server can answer a
 //! request that is already complete without the epoll registration (and deregistration) an async runtime's
-//! accept performs on every connection. [`AsyncListener`] waits for connections through tokio's reactor.
+//! accept performs on every connection. [`AsyncListener`] waits for connections through tokio's reactor;
+//! [`bind_reuseport`] gives each of a server's threads a listener of its own on one address.
 
 use std::io;
 use std::mem::{MaybeUninit, size_of};
@@ -37,6 +38,32 @@ impl AsyncListener {
                 Ok(r) => return r,
                 Err(_would_block) => continue,
             }
+        }
+    }
+
+    /// Waits until a connection is (most likely) pending, without taking it: then [`AsyncListener::try_accept`]
+    /// takes it. Lets a server wait for a connection and for room to serve one separately.
+    pub async fn readable(&self) -> io::Result<()> {
+        // the guard is dropped without clearing the readiness: try_accept sees it
+        self.0.readable().await.map(drop)
+    }
+
+    /// The pending connection, non-blocking and unregistered, or `WouldBlock` (clearing the readiness, so
+    /// [`AsyncListener::readable`] waits for the next one) when there is none.
+    pub fn try_accept(&self) -> io::Result<(TcpStream, SocketAddr)> {
+        use std::task::{Context, Poll, Waker};
+        // Polled once with a no-op waker: only readiness already known is used, and a later `readable`
+        // registers its own waker.
+        match self
+            .0
+            .poll_read_ready(&mut Context::from_waker(Waker::noop()))
+        {
+            Poll::Pending => Err(io::ErrorKind::WouldBlock.into()),
+            Poll::Ready(Err(e)) => Err(e),
+            Poll::Ready(Ok(mut ready)) => match ready.try_io(|l| accept_nonblocking(l.get_ref())) {
+                Ok(r) => r,
+                Err(_would_block) => Err(io::ErrorKind::WouldBlock.into()),
+            },
         }
     }
 
@@ -93,6 +120,80 @@ pub fn set_defer_accept(listener: &TcpListener, secs: u32) -> io::Result<()> {
         return Err(io::Error::last_os_error());
     }
     Ok(())
+}
+
+/// A listening TCP socket on `addr` with SO_REUSEADDR and SO_REUSEPORT set before bind(2), so that several
+/// such sockets (of this user) can listen on the same address and the kernel spreads new connections over
+/// them — one per server thread, each with its own accept queue (nginx's `reuseport`). Close-on-exec,
+/// blocking (as `std::net::TcpListener::bind` gives it), `backlog` connections queued at most.
+pub fn bind_reuseport(addr: SocketAddr, backlog: i32) -> io::Result<TcpListener> {
+    let family = match addr {
+        SocketAddr::V4(_) => libc::AF_INET,
+        SocketAddr::V6(_) => libc::AF_INET6,
+    };
+    // SAFETY: socket(2) takes no pointers; a non-negative result is a new fd that nothing else owns.
+    let fd = unsafe { libc::socket(family, libc::SOCK_STREAM | libc::SOCK_CLOEXEC, 0) };
+    if fd < 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: `fd` was just returned by socket(2), is open and owned by nothing else; the listener owns (and
+    // closes) it from here on, also on the error paths below.
+    let listener = unsafe { TcpListener::from_raw_fd(fd) };
+    let one: libc::c_int = 1;
+    for opt in [libc::SO_REUSEADDR, libc::SO_REUSEPORT] {
+        // SAFETY: setsockopt reads `size_of::<c_int>()` bytes from a valid c_int that outlives the call; the
+        // fd is open (owned by `listener`).
+        let rc = unsafe {
+            libc::setsockopt(
+                fd,
+                libc::SOL_SOCKET,
+                opt,
+                (&one as *const libc::c_int).cast(),
+                size_of::<libc::c_int>() as libc::socklen_t,
+            )
+        };
+        if rc != 0 {
+            return Err(io::Error::last_os_error());
+        }
+    }
+    let mut storage = MaybeUninit::<libc::sockaddr_storage>::zeroed();
+    let len = match addr {
+        SocketAddr::V4(a) => {
+            // SAFETY: sockaddr_in fits inside the zeroed sockaddr_storage and has no stricter alignment.
+            let sin = unsafe { &mut *storage.as_mut_ptr().cast::<libc::sockaddr_in>() };
+            sin.sin_family = libc::AF_INET as libc::sa_family_t;
+            sin.sin_port = a.port().to_be();
+            sin.sin_addr.s_addr = u32::from(*a.ip()).to_be();
+            size_of::<libc::sockaddr_in>()
+        }
+        SocketAddr::V6(a) => {
+            // SAFETY: as above, for sockaddr_in6.
+            let sin6 = unsafe { &mut *storage.as_mut_ptr().cast::<libc::sockaddr_in6>() };
+            sin6.sin6_family = libc::AF_INET6 as libc::sa_family_t;
+            sin6.sin6_port = a.port().to_be();
+            sin6.sin6_flowinfo = a.flowinfo();
+            sin6.sin6_addr.s6_addr = a.ip().octets();
+            sin6.sin6_scope_id = a.scope_id();
+            size_of::<libc::sockaddr_in6>()
+        }
+    };
+    // SAFETY: `storage` holds a sockaddr of `len` bytes (filled in above) and outlives the call; the fd is
+    // open.
+    let rc = unsafe {
+        libc::bind(
+            fd,
+            storage.as_ptr().cast::<libc::sockaddr>(),
+            len as libc::socklen_t,
+        )
+    };
+    if rc != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    // SAFETY: listen(2) takes no pointers; the fd is open.
+    if unsafe { libc::listen(fd, backlog) } != 0 {
+        return Err(io::Error::last_os_error());
+    }
+    Ok(listener)
 }
 
 /// send(2) on a connected socket, non-blocking. With `more` (MSG_MORE) the kernel holds a partial segment back
@@ -207,6 +308,39 @@ mod tests {
         c.read_to_end(&mut got).unwrap();
         assert_eq!(got, b"3456");
         std::fs::remove_dir_all(&dir).unwrap();
+    }
+
+    #[test]
+    fn reuseport_listeners_share_an_address_and_a_plain_bind_is_refused() {
+        let a = bind_reuseport("127.0.0.1:0".parse().unwrap(), 16).unwrap();
+        let addr = a.local_addr().unwrap();
+        assert_ne!(addr.port(), 0);
+        let b = bind_reuseport(addr, 16).unwrap();
+        assert_eq!(b.local_addr().unwrap(), addr);
+        // a socket without SO_REUSEPORT cannot join them
+        let e = TcpListener::bind(addr).unwrap_err();
+        assert_eq!(e.kind(), io::ErrorKind::AddrInUse);
+        // each accepts what the kernel gives it: every connection lands on one of the two
+        a.set_nonblocking(true).unwrap();
+        b.set_nonblocking(true).unwrap();
+        let clients: Vec<_> = (0..8).map(|_| TcpStream::connect(addr).unwrap()).collect();
+        let mut accepted = 0;
+        for _ in 0..400 {
+            for l in [&a, &b] {
+                if accept_nonblocking(l).is_ok() {
+                    accepted += 1;
+                }
+            }
+            if accepted == clients.len() {
+                break;
+            }
+            std::thread::sleep(std::time::Duration::from_millis(5));
+        }
+        assert_eq!(accepted, clients.len());
+        let v6 = bind_reuseport("[::1]:0".parse().unwrap(), 16);
+        if let Ok(l) = v6 {
+            assert!(l.local_addr().unwrap().is_ipv6());
+        }
     }
 
     #[test]

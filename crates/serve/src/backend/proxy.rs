@@ -137,7 +137,11 @@ struct Upstream {
     addr: String,
     /// Set for an `https://` upstream.
     tls: Option<UpstreamTls>,
-    idle: Mutex<Vec<(UpConn, Instant)>>,
+    /// Idle connections, one pool per serving thread (see [`crate::server::serving_thread`]): a connection
+    /// is registered with the runtime of the thread that opened it, whose reactor alone reports its
+    /// readiness (and which closes it when it stops), so it is reused only on that thread. `max_idle` is per
+    /// thread.
+    idle: Mutex<Vec<Vec<(UpConn, Instant)>>>,
     max_idle: usize,
     idle_timeout: Duration,
 }
@@ -149,7 +153,12 @@ impl Upstream {
         if !conn.buf.is_empty() {
             return;
         }
-        let mut idle = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        let t = crate::server::serving_thread();
+        let mut shards = self.idle.lock().unwrap_or_else(|e| e.into_inner());
+        if shards.len() <= t {
+            shards.resize_with(t + 1, Vec::new);
+        }
+        let idle = &mut shards[t];
         if idle.len() < self.max_idle {
             idle.push((conn, since));
         }
@@ -159,7 +168,13 @@ impl Upstream {
     /// with nothing to read and not closed (see [`idle_and_open`]). Others are closed.
     fn checkout_idle(&self) -> Option<UpConn> {
         loop {
-            let (c, since) = self.idle.lock().unwrap_or_else(|e| e.into_inner()).pop()?;
+            let t = crate::server::serving_thread();
+            let (c, since) = self
+                .idle
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .get_mut(t)?
+                .pop()?;
             if since.elapsed() >= self.idle_timeout {
                 continue;
             }
@@ -1054,6 +1069,55 @@ impl ProxyBackend {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// An idle connection is reused only by the serving thread that pooled it (the runtime it is
+    /// registered with), and each thread keeps up to `max_idle` of its own.
+    #[tokio::test]
+    async fn the_pool_keeps_each_serving_threads_connections_apart() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let addr = l.local_addr().unwrap();
+        let up = Upstream {
+            addr: addr.to_string(),
+            tls: None,
+            idle: Mutex::new(Vec::new()),
+            max_idle: 1,
+            idle_timeout: Duration::from_secs(60),
+        };
+        let mut peers = Vec::new();
+        let mut conns = Vec::new();
+        for _ in 0..3 {
+            let s = TcpStream::connect(addr).await.unwrap();
+            peers.push(l.accept().await.unwrap().0);
+            conns.push(UpConn {
+                stream: UpstreamStream::Plain(s),
+                buf: BytesMut::new(),
+                wbuf: BytesMut::new(),
+            });
+        }
+        let (c0, c1b, c1) = (
+            conns.pop().unwrap(),
+            conns.pop().unwrap(),
+            conns.pop().unwrap(),
+        );
+        let local = |c: &UpConn| c.stream.tcp().local_addr().unwrap();
+        let (a1, a0) = (local(&c1), local(&c0));
+        crate::server::set_serving_thread(1);
+        up.checkin(c1, Instant::now());
+        // thread 1's pool is full (max_idle 1 per thread): dropped
+        up.checkin(c1b, Instant::now());
+        crate::server::set_serving_thread(0);
+        assert!(
+            up.checkout_idle().is_none(),
+            "thread 0 took thread 1's connection"
+        );
+        up.checkin(c0, Instant::now());
+        assert_eq!(local(&up.checkout_idle().unwrap()), a0);
+        assert!(up.checkout_idle().is_none());
+        crate::server::set_serving_thread(1);
+        assert_eq!(local(&up.checkout_idle().unwrap()), a1);
+        assert!(up.checkout_idle().is_none());
+        crate::server::set_serving_thread(0);
+    }
 
     #[test]
     fn upstream_addresses() {

@@ -24,6 +24,34 @@ pub async fn start_cfg(mut cfg: ServeConfig) -> ServerHandle {
     Server::start(cfg).await.expect("server starts")
 }
 
+/// [`start`] on `threads` serving threads (`Server::start_threads`).
+pub async fn start_threads(toml: &str, threads: usize) -> ServerHandle {
+    let cfg = ServeConfig::from_toml_str(toml, "test.toml").expect("valid test config");
+    start_cfg_threads(cfg, threads).await
+}
+
+/// [`start_cfg`] on `threads` serving threads.
+pub async fn start_cfg_threads(mut cfg: ServeConfig, threads: usize) -> ServerHandle {
+    let any: SocketAddr = "127.0.0.1:0".parse().unwrap();
+    let mut o = cfg.overrides.clone();
+    o.listen = Some(any);
+    o.admin = Some(Some(any));
+    cfg.apply_overrides(Overrides { ..o });
+    Server::start_threads(cfg, threads)
+        .await
+        .expect("server starts")
+}
+
+/// Connections each serving thread accepted, from /status.
+pub fn accepted_per_thread(h: &ServerHandle) -> Vec<u64> {
+    h.status()["accepted_per_thread"]
+        .as_array()
+        .expect("accepted_per_thread in /status")
+        .iter()
+        .map(|v| v.as_u64().unwrap())
+        .collect()
+}
+
 /// One parsed response.
 #[derive(Debug, Clone)]
 pub struct Resp {

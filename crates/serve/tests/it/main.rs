@@ -19,6 +19,7 @@ mod ctl_priority;
 mod ctl_reload;
 mod ctl_seed003;
 mod ctl_shutdown;
+mod ctl_threads;
 mod http2;
 mod http_backends;
 mod http_inline;

@@ -492,3 +492,32 @@ async fn a_large_static_file_over_tls() {
     );
     assert_eq!(get_on(&mut s, "/big.txt").await.0, 200);
 }
+
+/// `tls.listen` with two serving threads: each thread has its own TLS listener, and both take handshakes.
+#[tokio::test]
+async fn tls_listen_on_two_threads() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = cert(&["localhost"]);
+    write_pair(dir.path(), "a", &a);
+    let path = config_file(
+        dir.path(),
+        "[tls]\nlisten = \"127.0.0.1:0\"\n[[tls.certificates]]\ncert = \"a.crt\"\nkey = \"a.key\"\n",
+    );
+    let h = ctl_util::start_cfg_threads(ServeConfig::from_file(&path).unwrap(), 2).await;
+    let tls_addr = h.tls_addr().unwrap();
+    let c = client(&[&a.2], &[b"http/1.1"], BOTH);
+    let mut conns = Vec::new();
+    // only TLS connections are opened: what each thread accepted came through its TLS listener
+    while conns.len() < 200 && !ctl_util::accepted_per_thread(&h).iter().all(|&n| n > 0) {
+        let mut s = connect(&c, tls_addr, "localhost").await.unwrap();
+        assert_eq!(get_on(&mut s, "/").await.0, 200);
+        conns.push(s);
+    }
+    let per = ctl_util::accepted_per_thread(&h);
+    assert!(per.iter().all(|&n| n > 0), "{per:?}");
+    assert_eq!(per.iter().sum::<u64>(), conns.len() as u64);
+    for s in &mut conns {
+        assert_eq!(get_on(s, "/").await.0, 200);
+    }
+    h.shutdown().await.unwrap();
+}
