@@ -993,8 +993,14 @@ mod limits {
             "while true do pcall(string.rep, 'x', 1e9) end",
             "local t = {} while true do local ok = pcall(function() t[#t + 1] = string.rep('x', 1e5) end) end",
         ] {
-            let (r, took) = call(&s, code, Duration::from_secs(2));
-            assert_stopped_by(&r, took, Failure::Memory, code);
+            // The wall-time limit is far away here: on a loaded machine the allocations can take longer than
+            // a tight limit, and what is checked is that the memory limit stops them.
+            let (r, took) = call(&s, code, Duration::from_secs(20));
+            assert_eq!(
+                r.as_ref().err(),
+                Some(&Failure::Memory),
+                "{code}: {r:?} after {took:?}"
+            );
             let (r, _) = call(&s, "return #string.rep('x', 1e6)", limit);
             assert_eq!(r, Ok("1000000".into()), "the memory is back after {code}");
         }
