@@ -18,6 +18,7 @@ mod metrics;
 mod overload;
 mod sd_notify;
 pub mod server;
+mod serving_thread;
 mod shared;
 mod tls;
 

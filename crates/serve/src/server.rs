@@ -3,7 +3,7 @@
 //! that reloads, reports and shuts down gracefully (on signals, too). `Server::start` is the API the
 //! binary, the demo and the tests use.
 
-use std::cell::Cell;
+use crate::serving_thread::set_serving_thread;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
 use std::sync::{Arc, Mutex, RwLock};
@@ -36,24 +36,6 @@ pub enum StartError {
     /// A serving thread (or its runtime) could not be started.
     #[error("cannot start serving thread {index}: {error}")]
     Thread { index: usize, error: std::io::Error },
-}
-
-thread_local! {
-    /// Which of the server's serving threads this is (0: the caller's runtime, also every thread that is
-    /// not a serving thread).
-    static SERVING_THREAD: Cell<usize> = const { Cell::new(0) };
-}
-
-/// The index of the serving thread running this code: what is tied to one thread's runtime (the proxy's
-/// idle upstream connections) is kept per index.
-pub(crate) fn serving_thread() -> usize {
-    SERVING_THREAD.try_with(Cell::get).unwrap_or(0)
-}
-
-/// Makes the calling thread serving thread `index` (for tests of what is kept per thread).
-#[cfg(test)]
-pub(crate) fn set_serving_thread(index: usize) {
-    SERVING_THREAD.set(index);
 }
 
 /// The listening sockets for `addr`, one per serving thread. One thread: an ordinary listener. Several:
@@ -97,7 +79,7 @@ fn start_worker(index: usize) -> Result<(Worker, tokio::runtime::Handle), StartE
     let err = |error| StartError::Thread { index, error };
     let rt = tokio::runtime::Builder::new_current_thread()
         .enable_all()
-        .on_thread_start(move || SERVING_THREAD.set(index))
+        .on_thread_start(move || set_serving_thread(index))
         .build()
         .map_err(err)?;
     let handle = rt.handle().clone();
@@ -105,7 +87,7 @@ fn start_worker(index: usize) -> Result<(Worker, tokio::runtime::Handle), StartE
     let thread = std::thread::Builder::new()
         .name(format!("ordo-serve-{index}"))
         .spawn(move || {
-            SERVING_THREAD.set(index);
+            set_serving_thread(index);
             rt.block_on(async {
                 let _ = stopped.await;
             });

@@ -137,7 +137,7 @@ struct Upstream {
     addr: String,
     /// Set for an `https://` upstream.
     tls: Option<UpstreamTls>,
-    /// Idle connections, one pool per serving thread (see [`crate::server::serving_thread`]): a connection
+    /// Idle connections, one pool per serving thread (see [`crate::serving_thread::serving_thread`]): a connection
     /// is registered with the runtime of the thread that opened it, whose reactor alone reports its
     /// readiness (and which closes it when it stops), so it is reused only on that thread. `max_idle` is per
     /// thread.
@@ -153,7 +153,7 @@ impl Upstream {
         if !conn.buf.is_empty() {
             return;
         }
-        let t = crate::server::serving_thread();
+        let t = crate::serving_thread::serving_thread();
         let mut shards = self.idle.lock().unwrap_or_else(|e| e.into_inner());
         if shards.len() <= t {
             shards.resize_with(t + 1, Vec::new);
@@ -168,7 +168,7 @@ impl Upstream {
     /// with nothing to read and not closed (see [`idle_and_open`]). Others are closed.
     fn checkout_idle(&self) -> Option<UpConn> {
         loop {
-            let t = crate::server::serving_thread();
+            let t = crate::serving_thread::serving_thread();
             let (c, since) = self
                 .idle
                 .lock()
@@ -1101,11 +1101,11 @@ mod tests {
         );
         let local = |c: &UpConn| c.stream.tcp().local_addr().unwrap();
         let (a1, a0) = (local(&c1), local(&c0));
-        crate::server::set_serving_thread(1);
+        crate::serving_thread::set_serving_thread(1);
         up.checkin(c1, Instant::now());
         // thread 1's pool is full (max_idle 1 per thread): dropped
         up.checkin(c1b, Instant::now());
-        crate::server::set_serving_thread(0);
+        crate::serving_thread::set_serving_thread(0);
         assert!(
             up.checkout_idle().is_none(),
             "thread 0 took thread 1's connection"
@@ -1113,10 +1113,10 @@ mod tests {
         up.checkin(c0, Instant::now());
         assert_eq!(local(&up.checkout_idle().unwrap()), a0);
         assert!(up.checkout_idle().is_none());
-        crate::server::set_serving_thread(1);
+        crate::serving_thread::set_serving_thread(1);
         assert_eq!(local(&up.checkout_idle().unwrap()), a1);
         assert!(up.checkout_idle().is_none());
-        crate::server::set_serving_thread(0);
+        crate::serving_thread::set_serving_thread(0);
     }
 
     #[test]
