@@ -4,6 +4,7 @@ mod util;
 
 mod bench;
 mod demo;
+mod design;
 mod operator;
 mod probe;
 mod report;
