@@ -665,9 +665,10 @@ impl ProxyBackend {
         let mut clock = Some(sent_at);
         let mut got_any = false;
         conn.buf.clear();
-        // The forwarded header lines are rendered into this (recycled) buffer, the body of a buffered
-        // response follows them: one buffer and no allocation per response in the usual case.
-        let mut out = spare_buffer(0);
+        // The forwarded header lines are rendered into this buffer, the body of a buffered response follows
+        // them: a recycled one, taken when the head is there (not while waiting for it, which would need
+        // as many spares as requests in flight), so no allocation per response in the usual case.
+        let mut out = Vec::new();
         let parsed = loop {
             match self.parse_response_head(&mut conn.buf, head_request, &mut out)? {
                 Some(p) if (100..200).contains(&p.status) => {
@@ -836,6 +837,9 @@ impl ProxyBackend {
         // The forwarded header lines, rendered once here as the upstream spelled them and written by the
         // HTTP layer behind ordo's own (Server, Date, Content-Length or chunked framing): no per-header
         // allocation. Date and Server are ordo's, as on every response it sends.
+        if out.capacity() == 0 {
+            *out = spare_buffer(head.len);
+        }
         out.reserve(head.len);
         for h in headers.iter() {
             let name = h.name.as_bytes();
