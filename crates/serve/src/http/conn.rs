@@ -37,7 +37,7 @@ const LINGER_BYTES: usize = 256 * 1024;
 /// each request cost a large-chunk allocation and free, and when a freed chunk met the top of the heap, a trim
 /// (brk) and page faults to grow it again. At most `SPARE_BUFS` of each kind per thread, of at most
 /// `SPARE_BUF_MAX` bytes: a bounded amount, not a per-connection one.
-const SPARE_BUFS: usize = 16;
+const SPARE_BUFS: usize = 8;
 const SPARE_BUF_MAX: usize = 16 * 1024;
 
 type SparePool = std::cell::RefCell<Vec<BytesMut>>;
@@ -446,11 +446,11 @@ pub(crate) fn serve<H: Handler, S: Transport>(
                     Ok(Ok(n)) if n > 0 => {}
                     _ => return,
                 }
-                // a later request's head timeout counts from now: read from the clock only if the head
-                // turns out incomplete (see `exchange`)
-                if st.served == 0 {
-                    deadline = Some(accepted + limits.head_timeout);
-                }
+                deadline = Some(if st.served == 0 {
+                    accepted + limits.head_timeout
+                } else {
+                    Instant::now() + limits.head_timeout
+                });
             }
             let resume = resume.take().map_or(Resume::Read, |r| *r);
             // One request and its response, in a future of its own, allocated only while it runs: what an
@@ -474,8 +474,8 @@ pub(crate) fn serve<H: Handler, S: Transport>(
     }
 }
 
-/// Serves one request from `resume` (reading it unless a `Resume` says otherwise; `deadline` for its head,
-/// or `None`: head_timeout from the moment the head is found incomplete) and writes its response.
+/// Serves one request from `resume` (reading it unless a `Resume` says otherwise; `deadline` for its head
+/// when input has already been waited for) and writes its response.
 #[allow(clippy::too_many_arguments)]
 async fn exchange<H: Handler, S: Transport>(
     stream: &mut S,
@@ -511,8 +511,7 @@ async fn exchange<H: Handler, S: Transport>(
             return After::KeepOn;
         }
         Resume::Read => {
-            // (set when a head needs more than what was read: a whole head costs no clock read)
-            let mut deadline = deadline;
+            let deadline = deadline.unwrap_or_else(|| Instant::now() + limits.head_timeout);
             let head = loop {
                 match parse_head(&st.rbuf, limits.max_head_bytes, limits.max_uri_bytes) {
                     Ok(h) => break h,
@@ -521,8 +520,6 @@ async fn exchange<H: Handler, S: Transport>(
                         return After::Close;
                     }
                     Err(HeadError::Partial) => {
-                        let deadline =
-                            *deadline.get_or_insert_with(|| Instant::now() + limits.head_timeout);
                         match read_until(stream, &mut st.rbuf, deadline).await {
                             ReadOutcome::Data => {}
                             ReadOutcome::Closed => return After::Close,
@@ -690,24 +687,12 @@ async fn handle_watching<S: Transport, F: Future<Output = Response> + ?Sized>(
         if room == 0 {
             return Some(fut.await);
         }
-        // Nothing unread (the usual case): the request waits for its answer (an upstream, the queue) holding
-        // no read buffer, which is taken back only once input is there.
-        if rbuf.is_empty() {
-            spare_give(&SPARE_READ, rbuf);
-        }
-        let read = async {
-            stream.input_ready().await?;
-            if rbuf.capacity() == 0 {
-                *rbuf = spare_take(&SPARE_READ);
-            }
-            reserve(rbuf);
-            let mut limited = (&mut *rbuf).limit(room);
-            stream.read_buf(&mut limited).await
-        };
+        reserve(rbuf);
+        let mut limited = (&mut *rbuf).limit(room);
         tokio::select! {
             biased;
             resp = &mut fut => return Some(resp),
-            r = read => match r {
+            r = stream.read_buf(&mut limited) => match r {
                 Ok(0) | Err(_) => {
                     tracing::debug!("client closed the connection before its response: request dropped");
                     return None;
