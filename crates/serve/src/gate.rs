@@ -260,6 +260,7 @@ impl Shared {
         class: ClassId,
         waited: Nanos,
         inflight: usize,
+        started: Nanos,
     ) -> Permit {
         Permit {
             shared: Some(self.clone()),
@@ -272,7 +273,7 @@ impl Shared {
                 .unwrap_or_else(|| Arc::from("")),
             generation: lane.generation,
             waited: Duration::from_nanos(waited),
-            started: self.now(),
+            started,
             inflight,
             outcome: None,
         }
@@ -283,6 +284,10 @@ impl Shared {
     /// class overload control dropped.
     fn pump(self: &Arc<Self>, st: &mut State, li: usize) {
         if st.closed || li >= st.lanes.len() {
+            return;
+        }
+        // nothing queued (the usual case when a permit is dropped): nothing to dispatch, no clock to read
+        if st.lanes[li].sched.is_empty() && st.dropped.is_empty() {
             return;
         }
         let now = self.now();
@@ -306,7 +311,7 @@ impl Shared {
             };
             let class = d.meta.class;
             let inflight = lane.start(class);
-            let permit = self.permit(lane, class, d.waited, inflight);
+            let permit = self.permit(lane, class, d.waited, inflight, now);
             if let Err(Ok(mut p)) = d.item.tx.send(Ok(permit)) {
                 // The receiver is gone. A dropped wait cancels its entry first (`Queued`), so this is
                 // only a safety net: disarm the permit (we hold the lock) and go on.
@@ -353,8 +358,8 @@ pub struct Permit {
     started: Nanos,
     /// The lane's requests in flight when this one started, itself included.
     inflight: usize,
-    /// Set by [`Permit::finish`]: whether the backend failed the request.
-    outcome: Option<bool>,
+    /// Set by [`Permit::finish`]: whether the backend failed the request, and the gate time it answered.
+    outcome: Option<(bool, Nanos)>,
 }
 
 impl Permit {
@@ -371,9 +376,12 @@ impl Permit {
 
     /// The backend answered (`failed`: with an error or timeout status): when the permit is dropped, its
     /// service time feeds the scheduler's estimates and the lane's limiter. A permit dropped without it (the
-    /// client went away) teaches nothing.
-    pub fn finish(&mut self, failed: bool) {
-        self.outcome = Some(failed);
+    /// client went away) teaches nothing. Returns that service time: from dispatch to now (one clock read
+    /// for the caller's metrics and the scheduler's).
+    pub fn finish(&mut self, failed: bool) -> Duration {
+        let now = self.shared.as_ref().map_or(self.started, |s| s.now());
+        self.outcome = Some((failed, now));
+        Duration::from_nanos(now.saturating_sub(self.started))
     }
 
     /// A permit granted to a waiter that went away before taking it: free the worker without feeding the
@@ -399,8 +407,6 @@ impl Drop for Permit {
         let Some(shared) = self.shared.take() else {
             return;
         };
-        let now = shared.now();
-        let service = now.saturating_sub(self.started);
         let mut st = shared.lock();
         let Some(li) = st.lane_by_key(&self.lane) else {
             return;
@@ -412,7 +418,8 @@ impl Drop for Permit {
             lane.names.iter().position(|n| *n == self.class_name)
         };
         lane.finish(class);
-        if let Some(failed) = self.outcome {
+        if let Some((failed, now)) = self.outcome {
+            let service = now.saturating_sub(self.started);
             if let Some(c) = class {
                 lane.sched.observe_service(c, service);
             }
@@ -665,7 +672,10 @@ impl Gate {
             }
             if lane.reserve_room(meta.class) || (lane.sched.is_empty() && lane.shared_room()) {
                 let inflight = lane.start(meta.class);
-                return Ok(self.shared.permit(lane, meta.class, 0, inflight));
+                // dispatched on arrival: the arrival time (read by the caller just before) is the start
+                return Ok(self
+                    .shared
+                    .permit(lane, meta.class, 0, inflight, meta.arrival));
             }
             let (tx, rx) = oneshot::channel();
             let now = self.shared.now();

@@ -219,6 +219,7 @@ pub(crate) async fn release_after_closes(slots: Slots) {
         let open = max.saturating_sub(slots.available_permits());
         peak = peak.max(open);
         if peak - open >= RELEASE_AFTER_CLOSES && open <= peak / 2 {
+            crate::http::conn::drop_spare_buffers();
             let released = ordo_sys::memory::release_free_heap();
             tracing::debug!(
                 peak,

@@ -200,11 +200,10 @@ impl Shared {
         };
         dm.dispatched.inc();
         dm.queue_wait.observe(permit.waited().as_secs_f64());
-        let start = Instant::now();
         let priority = active.priority_of(permit.class_name());
         let mut resp = route.backend.call_at(&req, priority).await;
-        let service = start.elapsed();
-        permit.finish(matches!(resp.status, 502..=504));
+        // from dispatch to the backend's answer, on the gate's clock: the figure the scheduler learns too
+        let service = permit.finish(matches!(resp.status, 502..=504));
         route.learn(service);
         dm.service.observe(service.as_secs_f64());
         dm.completed.inc();

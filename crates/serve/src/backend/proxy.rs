@@ -130,6 +130,23 @@ struct UpConn {
     buf: BytesMut,
     /// The request head being sent, rendered into this buffer reused by each exchange on the connection.
     wbuf: BytesMut,
+    /// The deadline of the read under way (see [`UpConn::read_by`]): one timer for the connection's life,
+    /// moved for each read, instead of one registered and cancelled per read.
+    timer: std::pin::Pin<Box<tokio::time::Sleep>>,
+}
+
+impl UpConn {
+    /// One read into `buf`, given up at `deadline` (`None`). Moving the connection's timer later, as each
+    /// request does, only records the new deadline (the runtime finds it when the old one comes due); a
+    /// timer is registered only when the deadline moves earlier or after it fired.
+    async fn read_by(&mut self, deadline: tokio::time::Instant) -> Option<std::io::Result<usize>> {
+        self.timer.as_mut().reset(deadline);
+        tokio::select! {
+            biased;
+            r = self.stream.read_buf(&mut self.buf) => Some(r),
+            () = self.timer.as_mut() => None,
+        }
+    }
 }
 
 #[derive(Debug)]
@@ -479,6 +496,7 @@ impl ProxyBackend {
                     stream,
                     buf: BytesMut::with_capacity(8 * 1024),
                     wbuf: BytesMut::with_capacity(1024),
+                    timer: Box::pin(tokio::time::sleep(self.cfg.read_timeout)),
                 })
             }
         }
@@ -662,13 +680,18 @@ impl ProxyBackend {
         let mut clock = Some(sent_at);
         let mut got_any = false;
         conn.buf.clear();
+        // The forwarded header lines are rendered into this buffer, the body of a buffered response follows
+        // them: a recycled one, taken when the head is there (not while waiting for it, which would need
+        // as many spares as requests in flight), so no allocation per response in the usual case.
+        let mut out = Vec::new();
         let parsed = loop {
-            match self.parse_response_head(&mut conn.buf, head_request)? {
+            match self.parse_response_head(&mut conn.buf, head_request, &mut out)? {
                 Some(p) if (100..200).contains(&p.status) => {
                     if p.status == 101 {
                         return Err(ExchangeError::Bad("upstream switched protocols".into()));
                     }
                     conn.buf.advance(p.head_len);
+                    out.clear();
                     continue;
                 }
                 Some(p) => break p,
@@ -677,33 +700,33 @@ impl ProxyBackend {
             conn.buf.reserve(8 * 1024);
             let now = clock.take().unwrap_or_else(tokio::time::Instant::now);
             let until = head_deadline.min(now + t);
-            match tokio::time::timeout_at(until, conn.stream.read_buf(&mut conn.buf)).await {
-                Err(_) if until == head_deadline => {
+            match conn.read_by(until).await {
+                None if until == head_deadline => {
                     return Err(ExchangeError::Timeout(format!(
                         "upstream response head not complete within response_head_timeout ({:?})",
                         self.cfg.response_head_timeout
                     )));
                 }
-                Err(_) => {
+                None => {
                     return Err(ExchangeError::Timeout(
                         "upstream did not answer in time".into(),
                     ));
                 }
-                Ok(Ok(0)) | Ok(Err(_)) if !got_any => {
+                Some(Ok(0)) | Some(Err(_)) if !got_any => {
                     return Err(ExchangeError::Stale {
                         sent_any: true,
                         msg: "upstream closed the connection before answering".into(),
                     });
                 }
-                Ok(Ok(0)) => return Err(ExchangeError::Bad("upstream closed mid-head".into())),
-                Ok(Err(e)) => {
+                Some(Ok(0)) => return Err(ExchangeError::Bad("upstream closed mid-head".into())),
+                Some(Err(e)) => {
                     return Err(ExchangeError::Bad(format!("reading from upstream: {e}")));
                 }
-                Ok(Ok(_)) => got_any = true,
+                Some(Ok(_)) => got_any = true,
             }
         };
         conn.buf.advance(parsed.head_len);
-        let lines = parsed.lines;
+        let lines_len = out.len();
         if parsed.framing == ResponseFraming::None {
             let mut headers = Vec::new();
             if let Some(n) = parsed.content_length {
@@ -716,7 +739,7 @@ impl ProxyBackend {
                 status: parsed.status,
                 headers,
                 body: Body::Prerendered {
-                    head: lines,
+                    head: Bytes::from_owner(Recycled(out)),
                     body: Bytes::new(),
                 },
             });
@@ -727,29 +750,28 @@ impl ProxyBackend {
                 let n = n as usize;
                 while conn.buf.len() < n {
                     conn.buf.reserve(n - conn.buf.len());
-                    match tokio::time::timeout(t, conn.stream.read_buf(&mut conn.buf)).await {
-                        Err(_) => {
+                    match conn.read_by(tokio::time::Instant::now() + t).await {
+                        None => {
                             return Err(ExchangeError::Timeout("upstream body timed out".into()));
                         }
-                        Ok(Ok(0)) | Ok(Err(_)) => {
+                        Some(Ok(0)) | Some(Err(_)) => {
                             return Err(ExchangeError::Bad("upstream closed mid-body".into()));
                         }
-                        Ok(Ok(_)) => {}
+                        Some(Ok(_)) => {}
                     }
                 }
-                // The header lines and the body are copied out together into one recycled buffer (a
-                // fresh one of this size would cost a large allocation per request); the connection keeps
-                // and reuses its own read buffer.
-                let mut out = spare_buffer(lines.len() + n);
-                out.extend_from_slice(&lines);
+                // The body is copied out behind the header lines, into their recycled buffer (a fresh
+                // one of this size would cost a large allocation per request); the connection keeps and
+                // reuses its own read buffer.
+                out.reserve(n);
                 out.extend_from_slice(&conn.buf[..n]);
                 conn.buf.advance(n);
                 if parsed.reusable {
                     up.checkin(conn, sent_at.into_std());
                 }
                 let out = Bytes::from_owner(Recycled(out));
-                let head = out.slice(..lines.len());
-                let out = out.slice(lines.len()..);
+                let head = out.slice(..lines_len);
+                let out = out.slice(lines_len..);
                 Ok(Response {
                     status,
                     headers: Vec::new(),
@@ -770,7 +792,7 @@ impl ProxyBackend {
                     status,
                     headers: Vec::new(),
                     body: Body::PrerenderedStream {
-                        head: lines,
+                        head: Bytes::from_owner(Recycled(out)),
                         rx,
                         len,
                     },
@@ -779,7 +801,8 @@ impl ProxyBackend {
         }
     }
 
-    /// The upstream's response head (`None`: not complete yet) with the header lines to forward rendered.
+    /// The upstream's response head (`None`: not complete yet); the header lines to forward are rendered
+    /// into `out` (appended; nothing is added unless the head is complete).
     /// The framing, Content-Length, status and version rules are the shared codec's (ordo-http1); this
     /// adds the proxy's: a head size limit, no transfer coding but `chunked` (the body is forwarded
     /// decoded), and which headers are forwarded.
@@ -787,6 +810,7 @@ impl ProxyBackend {
         &self,
         buf: &mut [u8],
         head_request: bool,
+        out: &mut Vec<u8>,
     ) -> Result<Option<ParsedHead>, ExchangeError> {
         let too_large = buf.len() > self.cfg.max_response_head_bytes;
         let mut storage = [httparse::EMPTY_HEADER; 100];
@@ -815,28 +839,29 @@ impl ProxyBackend {
         // HTTP/1.0 upstreams are not reused, even with keep-alive; nor a close-delimited body's connection
         let reusable =
             head.minor == 1 && head.keep_alive && head.framing != ResponseFraming::UntilClose;
-        // the header names the upstream's Connection field lists (hop-by-hop, not forwarded)
-        let mut named: Vec<&[u8]> = Vec::new();
-        for h in head.headers.iter() {
-            if h.name.eq_ignore_ascii_case("connection") {
-                for t in h.value.split(|&b| b == b',') {
-                    let t = trim_ows(t);
-                    if !t.is_empty() {
-                        named.push(t);
-                    }
-                }
-            }
-        }
+        // whether a header name is listed by the upstream's Connection field (hop-by-hop, not forwarded);
+        // looked up in the parsed head itself, which usually has one short Connection field or none
+        let headers = head.headers;
+        let named = |name: &[u8]| {
+            headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+                .flat_map(|h| h.value.split(|&b| b == b','))
+                .any(|t| trim_ows(t).eq_ignore_ascii_case(name))
+        };
         // The forwarded header lines, rendered once here as the upstream spelled them and written by the
         // HTTP layer behind ordo's own (Server, Date, Content-Length or chunked framing): no per-header
         // allocation. Date and Server are ordo's, as on every response it sends.
-        let mut lines = BytesMut::with_capacity(head.len);
-        for h in head.headers.iter() {
+        if out.capacity() == 0 {
+            *out = spare_buffer(head.len);
+        }
+        out.reserve(head.len);
+        for h in headers.iter() {
             let name = h.name.as_bytes();
             let raw = trim_ows(h.value);
             if name.eq_ignore_ascii_case(b"content-length")
                 || hop_by_hop_bytes(name)
-                || named.iter().any(|n| n.eq_ignore_ascii_case(name))
+                || named(name)
                 || name.eq_ignore_ascii_case(b"date")
                 || name.eq_ignore_ascii_case(b"server")
                 || !raw.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
@@ -844,11 +869,10 @@ impl ProxyBackend {
                 continue;
             }
             // forwarded as the upstream spelled it, the value byte for byte (UTF-8 or not)
-            put_header(&mut lines, name, raw);
+            put_header(out, name, raw);
         }
         Ok(Some(ParsedHead {
             status: head.status,
-            lines: lines.freeze(),
             framing: head.framing,
             content_length: head.content_length,
             reusable,
@@ -859,8 +883,6 @@ impl ProxyBackend {
 
 struct ParsedHead {
     status: u16,
-    /// The header lines to forward, rendered (see `parse_response_head`).
-    lines: Bytes,
     framing: ResponseFraming,
     /// As declared (forwarded on a response without a body: the answer to HEAD, 304).
     content_length: Option<u64>,
@@ -919,7 +941,7 @@ impl Drop for Recycled {
     }
 }
 
-fn put_header(out: &mut BytesMut, k: &[u8], v: &[u8]) {
+fn put_header(out: &mut impl BufMut, k: &[u8], v: &[u8]) {
     out.put_slice(k);
     out.put_slice(b": ");
     out.put_slice(v);
@@ -1008,8 +1030,8 @@ async fn stream_body(
             break;
         }
         conn.buf.reserve(64 * 1024);
-        match tokio::time::timeout(t, conn.stream.read_buf(&mut conn.buf)).await {
-            Err(_) => {
+        match conn.read_by(tokio::time::Instant::now() + t).await {
+            None => {
                 let _ = tx
                     .send(Err(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
@@ -1018,7 +1040,7 @@ async fn stream_body(
                     .await;
                 return;
             }
-            Ok(Ok(0)) | Ok(Err(_)) => {
+            Some(Ok(0)) | Some(Err(_)) => {
                 if len.is_none() && !chunked {
                     return; // close-delimited: the end of the connection is the end of the body
                 }
@@ -1027,7 +1049,7 @@ async fn stream_body(
                     .await;
                 return;
             }
-            Ok(Ok(_)) => {}
+            Some(Ok(_)) => {}
         }
     }
     if reusable {

@@ -32,6 +32,57 @@ const KEEP_CAPACITY: usize = 64 * 1024;
 const LINGER_TIME: Duration = Duration::from_millis(500);
 const LINGER_BYTES: usize = 256 * 1024;
 
+/// Buffers given up by connections going idle, kept per thread for the next connection that has input to read
+/// or a response to write. An idle keep-alive connection holds no buffer; taking them back from malloc for
+/// each request cost a large-chunk allocation and free, and when a freed chunk met the top of the heap, a trim
+/// (brk) and page faults to grow it again. At most `SPARE_BUFS` of each kind per thread, of at most
+/// `SPARE_BUF_MAX` bytes: a bounded amount, not a per-connection one.
+const SPARE_BUFS: usize = 8;
+const SPARE_BUF_MAX: usize = 16 * 1024;
+
+type SparePool = std::cell::RefCell<Vec<BytesMut>>;
+
+thread_local! {
+    static SPARE_READ: SparePool = const { std::cell::RefCell::new(Vec::new()) };
+    static SPARE_WRITE: SparePool = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer from this thread's spares (or a new, unallocated one).
+fn spare_take(pool: &'static std::thread::LocalKey<SparePool>) -> BytesMut {
+    pool.try_with(|p| p.try_borrow_mut().ok().and_then(|mut p| p.pop()))
+        .ok()
+        .flatten()
+        .unwrap_or_default()
+}
+
+/// Leaves `buf` empty and unallocated; its allocation goes to this thread's spares when there is room and it
+/// is neither tiny nor large.
+fn spare_give(pool: &'static std::thread::LocalKey<SparePool>, buf: &mut BytesMut) {
+    let mut b = std::mem::take(buf);
+    if !(1024..=SPARE_BUF_MAX).contains(&b.capacity()) {
+        return;
+    }
+    b.clear();
+    let _ = pool.try_with(|p| {
+        if let Ok(mut p) = p.try_borrow_mut() {
+            if p.len() < SPARE_BUFS {
+                p.push(b);
+            }
+        }
+    });
+}
+
+/// Frees this thread's spare connection buffers (before giving free heap memory back to the kernel).
+pub(crate) fn drop_spare_buffers() {
+    for pool in [&SPARE_READ, &SPARE_WRITE] {
+        let _ = pool.try_with(|p| {
+            if let Ok(mut p) = p.try_borrow_mut() {
+                *p = Vec::new();
+            }
+        });
+    }
+}
+
 /// The byte stream a connection is served over: a plain TCP socket or a TLS stream. Besides reading and
 /// writing, the loop needs two things whose best form depends on the transport.
 pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
@@ -378,14 +429,11 @@ pub(crate) fn serve<H: Handler, S: Transport>(
                 };
                 // Idle: no buffers held while waiting (an idle keep-alive connection is its task and its
                 // socket's registration); the read buffer is taken once input is there.
-                if st.rbuf.capacity() > 0 {
-                    st.rbuf = BytesMut::new();
-                }
-                if st.wbuf.capacity() > 0 {
-                    st.wbuf = BytesMut::new();
-                }
+                spare_give(&SPARE_READ, &mut st.rbuf);
+                spare_give(&SPARE_WRITE, &mut st.wbuf);
                 let read = async {
                     stream.input_ready().await?;
+                    st.rbuf = spare_take(&SPARE_READ);
                     reserve(&mut st.rbuf);
                     stream.read_buf(&mut st.rbuf).await
                 };
@@ -532,6 +580,7 @@ async fn exchange<H: Handler, S: Transport>(
     }
     let wbuf = &mut st.wbuf;
     if wbuf.capacity() == 0 {
+        *wbuf = spare_take(&SPARE_WRITE);
         wbuf.reserve(4 * 1024);
     }
     let written = match encode_whole(wbuf, resp, &mut ctx) {

@@ -140,6 +140,13 @@ pub(crate) async fn write_all_timeout<W: AsyncWrite + Unpin>(
         w.write_all(buf).await?;
         w.flush().await
     };
+    let mut write = std::pin::pin!(write);
+    // Tried once before the timer is set: a socket with room takes the whole response at once (the usual
+    // case), and then no deadline is computed (a clock read) for a write that never waited.
+    let first = std::future::poll_fn(|cx| std::task::Poll::Ready(write.as_mut().poll(cx))).await;
+    if let std::task::Poll::Ready(r) = first {
+        return r;
+    }
     match tokio::time::timeout(t, write).await {
         Ok(r) => r,
         Err(_) => Err(io::Error::new(
