@@ -1114,6 +1114,7 @@ mod tests {
                 stream: UpstreamStream::Plain(s),
                 buf: BytesMut::new(),
                 wbuf: BytesMut::new(),
+                timer: Box::pin(tokio::time::sleep(Duration::from_secs(60))),
             });
         }
         let (c0, c1b, c1) = (
