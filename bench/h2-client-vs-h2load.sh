@@ -8,6 +8,8 @@
 #   is better, 1.0 = as cheap as h2load): the figure that does not depend on which core is the bottleneck.
 # PROTO=h2 (TLS 1.3, ALPN h2; default) or h2c (cleartext, prior knowledge). "base" (BASE_BIN) is another
 # build's client measured in the same rounds, for before/after figures from one invocation.
+# Both clients send the same request: h2load gets `-H 'accept: */*'`, the one field ordo bench adds by
+# default (as ab and curl do) that h2load does not, so the server parses the same header block for both.
 #
 #   bench/h2-client-vs-h2load.sh             # needs h2load (nghttp2-client), taskset, curl, openssl (nginx)
 #   DURATION=5 ROUNDS=5 CONNS=4 STREAMS=100 PROTO=h2c SERVER=nginx bench/h2-client-vs-h2load.sh
@@ -138,7 +140,7 @@ measure() {
   children_cpu > "$tmp/k0"; k0=$(cat "$tmp/k0")
   s0=$(cpu_line "$SERVER_CPU"); c0=$(cpu_line "$CLIENT_CPU")
   if [ "$1" = h2load ]; then
-    out=$(timeout -s KILL "$limit" taskset -c "$CLIENT_CPU" h2load -t1 -c"$CONNS" -m"$STREAMS" -D"$DURATION" "$url" 2>&1 || true)
+    out=$(timeout -s KILL "$limit" taskset -c "$CLIENT_CPU" h2load -t1 -c"$CONNS" -m"$STREAMS" -D"$DURATION" -H 'accept: */*' "$url" 2>&1 || true)
     reqs=$(echo "$out" | awk '/^status codes:/ { print $3 }')
     rps=$(echo "$out" | awk '/^finished in/ { for (i = 1; i <= NF; i++) if ($(i + 1) == "req/s,") print $i }')
     echo "$out" | grep -q ' 0 failed, 0 errored, 0 timeout' ||
