@@ -51,16 +51,8 @@ bench_ports_free "$PORT"
 url="$scheme://$host:$PORT/file.txt"
 
 mkdir -p "$tmp/www" "$tmp/nginx/tmp" "$tmp/nginx/logs"
-awk 'BEGIN { for (i = 0; i < 2048; i++) printf "%c", 97 + i % 26 }' > "$tmp/www/file.txt"
-# a throwaway CA and a server certificate it signs (a self-signed leaf is refused by rustls clients)
-openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -days 2 -subj "/CN=bench CA" \
-  -keyout "$tmp/ca.key" -out "$tmp/ca.pem" 2>/dev/null
-openssl req -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes -subj "/CN=localhost" \
-  -keyout "$tmp/key.pem" -out "$tmp/cert.csr" 2>/dev/null
-printf "subjectAltName=DNS:localhost,IP:127.0.0.1\nbasicConstraints=critical,CA:FALSE\n" > "$tmp/ext.cnf"
-openssl x509 -req -in "$tmp/cert.csr" -CA "$tmp/ca.pem" -CAkey "$tmp/ca.key" -days 2 \
-  -extfile "$tmp/ext.cnf" -out "$tmp/cert.pem" 2>/dev/null
-chmod 644 "$tmp/key.pem"
+bench_file_2k "$tmp/www/file.txt"
+bench_tls_cert
 
 if [ "$SERVER" = ordo ]; then
   tls=""
