@@ -2,3 +2,4 @@
 //! included with `#[path]`.
 
 pub mod json_schema;
+pub mod threads;

@@ -508,28 +508,14 @@ mod tests {
     #[tokio::test(flavor = "multi_thread", worker_threads = 1)]
     async fn cpu_work_runs_at_its_priority_and_the_thread_gets_its_own_back() {
         use ordo_sys::Policy;
-        use ordo_sys::thread::{get_sched, list_threads, nice_floor};
+        use ordo_sys::thread::{get_sched, nice_floor};
+        use ordo_testkit::threads::wait_for_thread as poll;
         let own = get_sched(0).unwrap();
         if nice_floor() > own.nice {
             eprintln!(
                 "skipped: this process may not restore a thread's priority (no CAP_SYS_NICE)"
             );
             return;
-        }
-        fn poll(want: &dyn Fn(i32) -> bool) -> Option<i32> {
-            let pid = std::process::id() as i32;
-            let deadline = Instant::now() + Duration::from_secs(10);
-            for _ in 0..2000 {
-                let found = list_threads(pid)
-                    .unwrap_or_default()
-                    .into_iter()
-                    .find(|&t| want(t));
-                if found.is_some() || Instant::now() > deadline {
-                    return found;
-                }
-                std::thread::sleep(Duration::from_millis(5));
-            }
-            None
         }
         let nice = if own.nice == 13 { 14 } else { 13 };
         let cases = [
@@ -554,13 +540,13 @@ mod tests {
                 let b = b.clone();
                 tokio::spawn(async move { b.call_at(&Request::get("/cpu?us=9000000"), prio).await })
             };
-            let tid = tokio::task::spawn_blocking(move || poll(&is_at))
+            let tid = tokio::task::spawn_blocking(move || poll(is_at))
                 .await
                 .unwrap()
                 .unwrap_or_else(|| panic!("no thread ran the work at {prio:?}"));
             call.abort();
             let _ = call.await;
-            let back = tokio::task::spawn_blocking(move || poll(&move |t| t == tid && !is_at(t)))
+            let back = tokio::task::spawn_blocking(move || poll(move |t| t == tid && !is_at(t)))
                 .await
                 .unwrap();
             assert_eq!(back, Some(tid), "thread {tid} kept {prio:?}");

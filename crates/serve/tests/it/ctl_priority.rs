@@ -1,28 +1,10 @@
 //! A class's kernel priority (`nice`, `thread_policy`): through the whole server, the thread that burns a
 //! request's CPU runs at the priority of the request's class, and gets its own back afterwards.
 
-use std::time::{Duration, Instant};
-
-use ordo_sys::thread::{get_sched, list_threads, nice_floor};
+use ordo_sys::thread::{get_sched, nice_floor};
+use ordo_testkit::threads::wait_for_thread as poll;
 
 use crate::ctl_util::{get, start};
-
-/// A thread of this process for which `want` holds, polled every 5 ms for at most 10 s.
-fn poll(want: impl Fn(i32) -> bool) -> Option<i32> {
-    let pid = std::process::id() as i32;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    for _ in 0..2000 {
-        let found = list_threads(pid)
-            .unwrap_or_default()
-            .into_iter()
-            .find(|&t| want(t));
-        if found.is_some() || Instant::now() > deadline {
-            return found;
-        }
-        std::thread::sleep(Duration::from_millis(5));
-    }
-    None
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_cpu_work_runs_at_its_nice_and_the_thread_gets_its_own_back() {
