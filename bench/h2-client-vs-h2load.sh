@@ -161,11 +161,15 @@ measure() {
     'BEGIN { printf "%.0f %.2f %s %s\n", r, (n > 0 ? kc * 1e6 / n : 0), sb, cb }'
 }
 
-declare -A rps ccpu sbusy cbusy
+declare -A rps ccpu sbusy cbusy prps pccpu
 run_case() {
-  local r c sb cb
+  local r c sb cb ok=1
   read -r r c sb cb < <(measure "$1")
-  if [ -z "$r" ] || [ "$r" = - ]; then return; fi
+  if [ -z "$r" ] || [ "$r" = - ]; then ok=0; fi
+  # every round, 0 for a round without result, so the paired ratios match rounds up (bench_paired skips 0s)
+  if [ "$ok" = 1 ]; then prps[$1]="${prps[$1]:-} $r"; pccpu[$1]="${pccpu[$1]:-} $c"
+  else prps[$1]="${prps[$1]:-} 0"; pccpu[$1]="${pccpu[$1]:-} 0"; fi
+  if [ "$ok" = 0 ]; then return; fi
   rps[$1]="${rps[$1]:-} $r"; ccpu[$1]="${ccpu[$1]:-} $c"; sbusy[$1]="${sbusy[$1]:-} $sb"; cbusy[$1]="${cbusy[$1]:-} $cb"
 }
 
@@ -193,6 +197,10 @@ echo "(a client core near 100% with the server core below it: that round measure
 echo
 echo "ratio ordo bench / h2load, req/s:          $(ratio "$(med "${rps[ordobench]}")" "$(med "${rps[h2load]}")") (target >= 1.0)"
 echo "ratio ordo bench / h2load, client us/req:  $(ratio "$(med "${ccpu[ordobench]}")" "$(med "${ccpu[h2load]}")") (1.0 = as cheap as h2load; lower is better)"
+bench_paired_line "  paired req/s (ordo bench / h2load):" "${prps[ordobench]}" "${prps[h2load]}" 1.0
+bench_paired_line "  paired client CPU efficiency (h2load us/req / ordo bench us/req):" "${pccpu[h2load]}" "${pccpu[ordobench]}" -
+echo "(paired: one ratio per round between the two clients run in it; median, geometric mean and its 95% CI by"
+echo " Student's t on the log ratios; meets goal / above 1.0 = the whole CI is, below = it is wholly below)"
 if [ -n "$base_bin" ]; then
   echo "ratio base ($base_bin) / h2load: req/s $(ratio "$(med "${rps[base]}")" "$(med "${rps[h2load]}")"), client us/req $(ratio "$(med "${ccpu[base]}")" "$(med "${ccpu[h2load]}")")"
   echo "ratio ordo bench / base, client us/req:   $(ratio "$(med "${ccpu[ordobench]}")" "$(med "${ccpu[base]}")")"

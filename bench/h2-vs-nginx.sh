@@ -169,4 +169,9 @@ echo "(server_client: who serves and who loads. CPU us/req is the server's, clie
 echo " A client core near 100% with the server core well below it means the case measured the client.)"
 echo
 echo "ratio ordo/nginx h2, $STREAMS streams, 2 KB:   $(ratio "$(med "${rps[ordo_h2load]}")" "$(med "${rps[nginx_h2load]}")") (req/s, h2load as the client, target >= 1.0)   $(ratio "$(med "${cpu[nginx_h2load]}")" "$(med "${cpu[ordo_h2load]}")") (CPU efficiency, nginx us/req / ordo us/req)"
+bench_paired_cases ordo_h2load nginx_h2load 1.0 -
 echo "ratio ordo bench --h2 / h2load vs ordo:    $(ratio "$(med "${rps[ordo_ordobench]}")" "$(med "${rps[ordo_h2load]}")") (req/s against the same server, target >= 1.0)   $(ratio "$(med "${ccpu[ordo_h2load]}")" "$(med "${ccpu[ordo_ordobench]}")") (client CPU efficiency, h2load us/req / ordo bench us/req)"
+bench_paired_line "  paired req/s:                " "${rps[ordo_ordobench]}" "${rps[ordo_h2load]}" 1.0
+bench_paired_line "  paired client CPU efficiency:" "${ccpu[ordo_h2load]}" "${ccpu[ordo_ordobench]}" -
+echo "(paired: one ratio per round between the two cases run in it; median, geometric mean and its 95% CI by"
+echo " Student's t on the log ratios; meets goal / above 1.0 = the whole CI is, below = it is wholly below)"

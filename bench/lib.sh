@@ -136,6 +136,63 @@ bench_wrk_case() {
 med() { echo "$1" | median; }
 ratio() { awk -v a="$1" -v b="$2" 'BEGIN { printf "%.2f", (b > 0 ? a / b : 0) }'; }
 
+# Paired ratios: each round runs both cases of a comparison back to back (ABBA, bench_rounds), so the ratio
+# of the two figures of one round cancels the machine's drift between rounds, which the ratio of two medians
+# keeps (on a shared 2-core VM one proxy alone moves ±8% from round to round). bench_paired A B: the ratio
+# a_i / b_i of each round's figures (A and B space-separated, one figure per round, same rounds in the same
+# order; a round where either figure is 0 — a failed run — is left out), summarised on stdout as
+# "MEDIAN GEOMEAN LO HI N": the median paired ratio, their geometric mean and its 95% confidence interval
+# (Student's t interval on the log ratios, N - 1 degrees of freedom, back-transformed; "- -" when N < 2).
+bench_paired() {
+  awk -v a="$1" -v b="$2" 'BEGIN {
+    na = split(a, x, " "); nb = split(b, y, " "); n = 0
+    for (i = 1; i <= na && i <= nb; i++) if (x[i] > 0 && y[i] > 0) { n++; r[n] = x[i] / y[i] }
+    if (n == 0) { print "- - - - 0"; exit }
+    for (i = 2; i <= n; i++) { v = r[i]; for (j = i - 1; j >= 1 && r[j] > v; j--) r[j + 1] = r[j]; r[j + 1] = v }
+    med = (n % 2 ? r[(n + 1) / 2] : (r[n / 2] + r[n / 2 + 1]) / 2)
+    s = 0; for (i = 1; i <= n; i++) s += log(r[i]); m = s / n
+    if (n < 2) { printf "%.4f %.4f - - %d\n", med, exp(m), n; exit }
+    ss = 0; for (i = 1; i <= n; i++) ss += (log(r[i]) - m) ^ 2
+    se = sqrt(ss / (n - 1) / n)
+    # two-sided 95% quantiles of Student t, 1..30 degrees of freedom; beyond, z + (z^3 + z) / (4 df)
+    split("12.706 4.303 3.182 2.776 2.571 2.447 2.365 2.306 2.262 2.228 2.201 2.179 2.160 2.145 2.131 2.120 2.110 2.101 2.093 2.086 2.080 2.074 2.069 2.064 2.060 2.056 2.052 2.048 2.045 2.042", t, " ")
+    df = n - 1; q = (df <= 30 ? t[df] : 1.96 + 2.372 / df)
+    printf "%.4f %.4f %.4f %.4f %d\n", med, exp(m), exp(m - q * se), exp(m + q * se), n
+  }'
+}
+# The two paired lines of a comparison between two bench_wrk_case cases: req/s (CASE / PEER) and CPU
+# efficiency (PEER's CPU us/req / CASE's), each against its goal (default 1.0; "-" for none).
+#   bench_paired_cases CASE PEER [REQS_GOAL] [CPU_GOAL]
+bench_paired_cases() {
+  bench_paired_line "  paired req/s:         " "${rps[$1]}" "${rps[$2]}" "${3:-1.0}"
+  bench_paired_line "  paired CPU efficiency:" "${cpu[$2]}" "${cpu[$1]}" "${4:-1.0}"
+}
+# One line on a paired comparison: LABEL, then "median M, geo. mean G, 95% CI [LO, HI] (t on log ratios):"
+# and a verdict against GOAL (default 1.0, the ratio must be at least GOAL): "meets goal" when the whole
+# interval is >= GOAL, "below goal" when it is wholly below, "not distinguishable from GOAL (N rounds)"
+# otherwise; then the per-round ratios. With GOAL "-" (a ratio with no goal) the verdict says "above 1.0" /
+# "below 1.0" / "not distinguishable from 1.0 (N rounds)".
+#   bench_paired_line LABEL A B [GOAL]
+bench_paired_line() {
+  local label=$1 a=$2 b=$3 goal=${4:-1.0} med gm lo hi n
+  read -r med gm lo hi n < <(bench_paired "$a" "$b")
+  awk -v label="$label" -v med="$med" -v gm="$gm" -v lo="$lo" -v hi="$hi" -v n="$n" -v goal="$goal" -v a="$a" -v b="$b" 'BEGIN {
+    g = (goal == "-" ? 1.0 : goal + 0)
+    rounds = n " round" (n == 1 ? "" : "s")
+    if (n == 0) { printf "%s no round with both figures\n", label; exit }
+    if (lo == "-") { ci = "no CI from 1 round"; verdict = "not distinguishable from " sprintf("%.1f", g) " (" rounds ")" }
+    else {
+      ci = sprintf("95%% CI [%.3f, %.3f] (t on log ratios)", lo, hi)
+      if (lo + 0 >= g) verdict = (goal == "-" ? "above 1.0" : "meets goal (>= " goal ")")
+      else if (hi + 0 < g) verdict = (goal == "-" ? "below 1.0" : "below goal (>= " goal ")")
+      else verdict = "not distinguishable from " (goal == "-" ? "1.0" : goal) " (" rounds ")"
+    }
+    na = split(a, x, " "); nb = split(b, y, " "); per = ""
+    for (i = 1; i <= na && i <= nb; i++) per = per " " (x[i] > 0 && y[i] > 0 ? sprintf("%.2f", x[i] / y[i]) : "-")
+    printf "%s median %.2f, geo. mean %.2f, %s: %s; rounds:%s\n", label, med, gm, ci, verdict, per
+  }'
+}
+
 # --- what the peer comparisons set up alike ---------------------------------------------------------------
 
 # The 2 KB text file the comparisons serve: $1 = path.
@@ -184,9 +241,10 @@ $servers
 EOF
 }
 
-# Waits (10 s at most) until URL answers 2xx; exits 1 saying so when it does not.
+# Waits (SECONDS at most, default 10) until URL answers 2xx; exits 1 saying so when it does not.
+#   bench_wait_ready URL [SECONDS]
 bench_wait_ready() {
-  for _ in $(seq 1 100); do
+  for _ in $(seq 1 "$((${2:-10} * 10))"); do
     if curl -fsk -o /dev/null "$1"; then return 0; fi
     sleep 0.1
   done
@@ -265,6 +323,52 @@ request = function()
   return wrk.format(nil, paths[i])
 end
 EOF
+}
+
+# The proxy comparisons' peers (bench/proxy-vs-haproxy.sh, bench/proxy-instructions.sh), configured alike:
+# DIR/haproxy.cfg, HAProxy with one thread listening on 127.0.0.1:PORT in front of 127.0.0.1:UP_PORT, keeping
+# client and upstream connections alive (`http-reuse always`) and adding X-Forwarded-For like ordo does;
+# run it with `haproxy -db -f DIR/haproxy.cfg`.
+#   bench_haproxy_conf DIR PORT UP_PORT
+bench_haproxy_conf() {
+  mkdir -p "$1"
+  cat > "$1/haproxy.cfg" <<EOF
+global
+  nbthread 1
+  maxconn 8192
+  pidfile $1/haproxy.pid
+defaults
+  mode http
+  timeout connect 2s
+  timeout client 30s
+  timeout server 30s
+  option http-keep-alive
+  option forwardfor
+  http-reuse always
+frontend fe
+  bind 127.0.0.1:$2
+  default_backend be
+backend be
+  server up 127.0.0.1:$3
+EOF
+}
+# FILE: ordo serve as a reverse proxy on 127.0.0.1:PORT (bench_ordo_head), policy POLICY over one class
+# ("default") or the three of bench_three_classes (CLASSES = 1 or 3), one route "/" proxied to
+# 127.0.0.1:UP_PORT keeping POOL idle upstream connections (as many as the clients, like nginx's
+# `keepalive N`; HAProxy's pool is unbounded).
+#   bench_ordo_proxy_conf FILE POLICY CLASSES PORT UP_PORT POOL
+bench_ordo_proxy_conf() {
+  {
+    bench_ordo_head "$4" "$2"
+    if [ "$3" = 3 ]; then
+      bench_three_classes
+    else
+      echo "[[classes]]"; echo "name = \"default\""
+    fi
+    echo "[[routes]]"
+    echo "prefix = \"/\""
+    echo "proxy = { upstreams = [\"127.0.0.1:$5\"], pool_max_idle = $6 }"
+  } > "$1"
 }
 
 # How many of an `ordo bench --json` run's responses were 2xx ($1 = its JSON).

@@ -15,10 +15,15 @@
 #   ordo_fcfs    ordo serve, threads = 1, one proxy route, fcfs, one class
 #   ordo_stride3 ordo serve, threads = 1, one proxy route, stride over 3 classes (weights 4:2:1) chosen by
 #                path prefix, wrk cycling through /a/, /b/, /c/ (a Lua script)
-# Each case runs ROUNDS times, interleaved (ABBA), and the median is reported.
+# Each case runs ROUNDS times, interleaved (ABBA), and the table reports each case's median. The two cases
+# of a comparison run in the same round (ordo_fcfs right after or before haproxy, ordo_stride3 next to
+# haproxy_mix), so each comparison is also judged on its paired ratios, one per round: their median, the
+# geometric mean with a 95% confidence interval (Student's t on the log ratios) and a verdict — "meets goal"
+# when the whole interval is >= 1.0, "below goal" when it is wholly below, "not distinguishable from 1.0 (N
+# rounds)" otherwise (more rounds narrow the interval; see bench_paired in bench/lib.sh).
 #
 #   bench/proxy-vs-haproxy.sh                     # needs haproxy, nginx and wrk: ORDO_SETUP_PEERS=1 ./scripts/setup.sh
-#   DURATION=10s ROUNDS=5 CONNS=64 bench/proxy-vs-haproxy.sh
+#   DURATION=5s ROUNDS=10 CONNS=64 bench/proxy-vs-haproxy.sh   # the defaults: about 5 minutes
 #   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
 #   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another ordo binary (e.g. an older build, to compare)
 #
@@ -26,8 +31,8 @@
 # Everything it starts is killed and its temp dir removed on every exit path.
 set -euo pipefail
 
-DURATION=${DURATION:-10s}
-ROUNDS=${ROUNDS:-3}
+DURATION=${DURATION:-5s}
+ROUNDS=${ROUNDS:-10}
 CONNS=${CONNS:-64}
 SERVER_CPU=${SERVER_CPU:-0}
 CLIENT_CPU=${CLIENT_CPU:-1}
@@ -66,44 +71,9 @@ bench_nginx_conf "$tmp/nginx_proxy" "  upstream up { server 127.0.0.1:$UP_PORT; 
     }
   }"
 
-mkdir -p "$tmp/haproxy"
-cat > "$tmp/haproxy/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn 8192
-  pidfile $tmp/haproxy/haproxy.pid
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 30s
-  timeout server 30s
-  option http-keep-alive
-  option forwardfor
-  http-reuse always
-frontend fe
-  bind 127.0.0.1:$HAPROXY_PORT
-  default_backend be
-backend be
-  server up 127.0.0.1:$UP_PORT
-EOF
-
-write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port
-  {
-    bench_ordo_head "$4" "$2"
-    if [ "$3" = 3 ]; then
-      bench_three_classes
-    else
-      echo "[[classes]]"; echo "name = \"default\""
-    fi
-    echo "[[routes]]"
-    echo "prefix = \"/\""
-    # as many idle upstream connections as client connections, like nginx's `keepalive $CONNS` (HAProxy's
-    # pool is unbounded)
-    echo "proxy = { upstreams = [\"127.0.0.1:$UP_PORT\"], pool_max_idle = $CONNS }"
-  } > "$1"
-}
-write_ordo_config "$tmp/fcfs.toml" fcfs 1 "$ORDO_PORT"
-write_ordo_config "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT"
+bench_haproxy_conf "$tmp/haproxy" "$HAPROXY_PORT" "$UP_PORT"
+bench_ordo_proxy_conf "$tmp/fcfs.toml" fcfs 1 "$ORDO_PORT" "$UP_PORT" "$CONNS"
+bench_ordo_proxy_conf "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT" "$UP_PORT" "$CONNS"
 
 bench_mix_lua "$tmp/mix.lua"
 
@@ -151,10 +121,13 @@ done
 echo "(CPU us/req: the proxy process's CPU time per request; server/client core: median busy % of"
 echo " SERVER_CPU/CLIENT_CPU — a client core near 100% means wrk and the upstream, not the proxy, set req/s)"
 echo
-line() { # case peer
+line() { # case peer: the ratio of the medians, then the paired ratios of each round
   printf 'ratio %-12s / %-11s: %s (req/s, goal >= 1.0)   %s (CPU efficiency, %s us/req / %s us/req, goal >= 1.0)\n' \
     "$1" "$2" "$(ratio "$(med "${rps[$1]}")" "$(med "${rps[$2]}")")" "$(ratio "$(med "${cpu[$2]}")" "$(med "${cpu[$1]}")")" "$2" "$1"
+  bench_paired_cases "$1" "$2"
 }
 line ordo_fcfs haproxy
 line ordo_stride3 haproxy_mix
 line nginx_proxy haproxy
+echo "(paired: one ratio per round between the two cases run in it; median, geometric mean and its 95% CI by"
+echo " Student's t on the log ratios; verdict: meets goal = whole CI >= 1.0, below goal = whole CI < 1.0)"

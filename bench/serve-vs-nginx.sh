@@ -124,10 +124,16 @@ echo "(server/client core: median busy % of SERVER_CPU/CLIENT_CPU during the run
 echo " the server core well below it means the case measured wrk more than the server)"
 echo
 echo "ratio ordo/nginx keep-alive:      $(ratio "$(med "${rps[ordo_ka]}")" "$(med "${rps[nginx_ka]}")") (req/s)   $(ratio "$(med "${cpu[nginx_ka]}")" "$(med "${cpu[ordo_ka]}")") (CPU efficiency, nginx us/req / ordo us/req)"
+bench_paired_cases ordo_ka nginx_ka - -
 echo "ratio ordo/nginx Connection:close: $(ratio "$(med "${rps[ordo_close]}")" "$(med "${rps[nginx_close]}")") (req/s)   $(ratio "$(med "${cpu[nginx_close]}")" "$(med "${cpu[ordo_close]}")") (CPU efficiency)"
+bench_paired_cases ordo_close nginx_close - -
 if [ -n "${rps[ordo_close_def]:-}" ]; then
   echo "ratio ordo/nginx close, deferred: $(ratio "$(med "${rps[ordo_close_def]}")" "$(med "${rps[nginx_close_def]}")") (req/s)   $(ratio "$(med "${cpu[nginx_close_def]}")" "$(med "${cpu[ordo_close_def]}")") (CPU efficiency)"
+  bench_paired_cases ordo_close_def nginx_close_def - -
 fi
 if [ -n "${rps[stride3]:-}" ]; then
   echo "ratio stride/fcfs (3 classes):     $(ratio "$(med "${rps[stride3]}")" "$(med "${rps[fcfs3]}")") (req/s)   $(ratio "$(med "${cpu[fcfs3]}")" "$(med "${cpu[stride3]}")") (CPU efficiency)"
+  bench_paired_cases stride3 fcfs3 - -
 fi
+echo "(paired: one ratio per round between the two cases run in it; median, geometric mean and its 95% CI by"
+echo " Student's t on the log ratios; above/below 1.0 = the whole CI is)"

@@ -77,3 +77,8 @@ done
 echo
 awk -v o="$(echo "${cpu[ordo]}" | median)" -v n="$(echo "${cpu[nginx]}" | median)" -v ro="$(echo "${rps[ordo]}" | median)" -v rn="$(echo "${rps[nginx]}" | median)" \
   'BEGIN { printf "ratio ordo/nginx: %.2f (CPU us/req; goal <= 1.2)   %.2f (req/s)\n", (n > 0 ? o / n : 0), (rn > 0 ? ro / rn : 0) }'
+# the goal ordo <= 1.2x nginx's CPU per request, as a CPU efficiency (nginx us/req / ordo us/req): >= 1/1.2
+bench_paired_line "  paired CPU efficiency (nginx us/req / ordo us/req, goal >= 0.83):" "${cpu[nginx]}" "${cpu[ordo]}" 0.83
+bench_paired_line "  paired req/s (ordo / nginx):" "${rps[ordo]}" "${rps[nginx]}" -
+echo "(paired: one ratio per round between the two cases run in it; median, geometric mean and its 95% CI by"
+echo " Student's t on the log ratios; meets goal / above 1.0 = the whole CI is, below = it is wholly below)"

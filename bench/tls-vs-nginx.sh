@@ -97,4 +97,8 @@ echo "(*_ka: keep-alive requests; *_hs: one TLS handshake per request. A client 
 echo " core well below it means the case measured wrk more than the server.)"
 echo
 echo "ratio ordo/nginx TLS keep-alive 2 KB:  $(ratio "$(med "${rps[ordo_ka]}")" "$(med "${rps[nginx_ka]}")") (req/s, target >= 1.0)   $(ratio "$(med "${cpu[nginx_ka]}")" "$(med "${cpu[ordo_ka]}")") (CPU efficiency, nginx us/req / ordo us/req)"
+bench_paired_cases ordo_ka nginx_ka 1.0 -
 echo "ratio ordo/nginx new TLS handshakes:   $(ratio "$(med "${rps[ordo_hs]}")" "$(med "${rps[nginx_hs]}")") (handshakes/s, target >= 0.9)   $(ratio "$(med "${cpu[nginx_hs]}")" "$(med "${cpu[ordo_hs]}")") (CPU efficiency)"
+bench_paired_cases ordo_hs nginx_hs 0.9 -
+echo "(paired: one ratio per round between the two cases run in it; median, geometric mean and its 95% CI by"
+echo " Student's t on the log ratios; meets goal / above 1.0 = the whole CI is, below = it is wholly below)"

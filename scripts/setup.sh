@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Installs what ordo's build, tests and benchmarks need on a fresh Debian machine, and nothing when it is
 # already there. Safe to run repeatedly. Set ORDO_SETUP_PEERS=1 to also install the peers used by bench/
-# (nginx, apache2, haproxy, wrk, ab, sysbench, hey, h2load, stress-ng, perf, jq).
+# (nginx, apache2, haproxy, wrk, ab, sysbench, hey, h2load, stress-ng, perf, valgrind, jq).
 set -euo pipefail
 
 need=()
@@ -20,6 +20,8 @@ if [ "${ORDO_SETUP_PEERS:-0}" = 1 ]; then
   command -v h2load >/dev/null 2>&1 || need+=(nghttp2-client)
   command -v stress-ng >/dev/null 2>&1 || need+=(stress-ng)
   command -v perf >/dev/null 2>&1 || need+=(linux-perf)
+  # callgrind (valgrind, with callgrind_control): bench/proxy-instructions.sh counts instructions per request
+  command -v callgrind_control >/dev/null 2>&1 || need+=(valgrind)
   command -v jq >/dev/null 2>&1 || need+=(jq)
 fi
 
