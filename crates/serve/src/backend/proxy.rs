@@ -840,15 +840,21 @@ impl ProxyBackend {
         let reusable =
             head.minor == 1 && head.keep_alive && head.framing != ResponseFraming::UntilClose;
         // whether a header name is listed by the upstream's Connection field (hop-by-hop, not forwarded);
-        // looked up in the parsed head itself, which usually has one short Connection field or none
+        // looked up in the parsed head itself, and only when a Connection field lists something besides
+        // `keep-alive` (itself hop-by-hop): the usual upstream sends `Connection: keep-alive` or nothing, and
+        // a lookup per header would cost more than the rest of the header's handling
         let headers = head.headers;
-        let named = |name: &[u8]| {
+        let connection_tokens = || {
             headers
                 .iter()
                 .filter(|h| h.name.eq_ignore_ascii_case("connection"))
                 .flat_map(|h| h.value.split(|&b| b == b','))
-                .any(|t| trim_ows(t).eq_ignore_ascii_case(name))
+                .map(trim_ows)
         };
+        let lists_names =
+            connection_tokens().any(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"keep-alive"));
+        let named =
+            |name: &[u8]| lists_names && connection_tokens().any(|t| t.eq_ignore_ascii_case(name));
         // The forwarded header lines, rendered once here as the upstream spelled them and written by the
         // HTTP layer behind ordo's own (Server, Date, Content-Length or chunked framing): no per-header
         // allocation. Date and Server are ordo's, as on every response it sends.
@@ -864,11 +870,12 @@ impl ProxyBackend {
                 || named(name)
                 || name.eq_ignore_ascii_case(b"date")
                 || name.eq_ignore_ascii_case(b"server")
-                || !raw.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
             {
                 continue;
             }
-            // forwarded as the upstream spelled it, the value byte for byte (UTF-8 or not)
+            // forwarded as the upstream spelled it, the value byte for byte (UTF-8 or not): httparse has
+            // refused every control byte but tab and DEL in values (the whole response is then a 502), so
+            // nothing here can end a line early
             put_header(out, name, raw);
         }
         Ok(Some(ParsedHead {
