@@ -43,6 +43,7 @@ use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response, trim_ows};
 
 use crate::http::parse::origin_form;
 use crate::http::{Body, Request, Response, Version};
+use crate::http::{put_ip, put_u64};
 use crate::tls::{UpstreamStream, UpstreamTls};
 
 /// Status of a request that came back to the proxy it already passed through (RFC 5842 §7.2): a status
@@ -523,7 +524,6 @@ impl ProxyBackend {
     /// writes itself, in canonical case: `Host` (when the client sent none), `X-Forwarded-For`, `Via`,
     /// `Content-Length`.
     fn render_request(&self, req: &Request, up: &Upstream, out: &mut BytesMut) {
-        use std::fmt::Write as _;
         out.clear();
         out.put_slice(req.method.as_bytes());
         out.put_u8(b' ');
@@ -574,7 +574,7 @@ impl ProxyBackend {
             out.put_slice(&x);
             out.put_slice(b", ");
         }
-        let _ = write!(out, "{}", req.peer.ip());
+        put_ip(out, req.peer.ip());
         out.put_slice(b"\r\n");
         // RFC 9110 §7.6.3: append our entry (the protocol version we received, our pseudonym) to the list.
         out.put_slice(b"Via: ");
@@ -590,7 +590,9 @@ impl ProxyBackend {
         out.put_slice(self.via_token.as_bytes());
         out.put_slice(b"\r\n");
         if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
-            let _ = write!(out, "Content-Length: {}\r\n", req.body.len());
+            out.put_slice(b"Content-Length: ");
+            put_u64(out, req.body.len() as u64);
+            out.put_slice(b"\r\n");
         }
         out.put_slice(b"\r\n");
     }
