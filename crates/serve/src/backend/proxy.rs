@@ -460,7 +460,9 @@ impl ProxyBackend {
         loop {
             let (conn, reused) = match up.checkout_idle() {
                 Some(c) => (c, true),
-                None => match self.connect(up).await {
+                // boxed: the connect future (a TLS handshake's) is twice the size of everything else a
+                // proxied request awaits, and connecting is the rare path (the pool is)
+                None => match Box::pin(self.connect(up)).await {
                     Ok(c) => (c, false),
                     Err(e) => return gateway_error(up, e),
                 },
