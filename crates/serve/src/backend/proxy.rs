@@ -689,7 +689,13 @@ impl ProxyBackend {
         // as many spares as requests in flight), so no allocation per response in the usual case.
         let mut out = Vec::new();
         let parsed = loop {
-            match self.parse_response_head(&mut conn.buf, head_request, &mut out)? {
+            // (nothing to parse before the first read)
+            let parsed = if conn.buf.is_empty() {
+                None
+            } else {
+                self.parse_response_head(&mut conn.buf, head_request, &mut out)?
+            };
+            match parsed {
                 Some(p) if (100..200).contains(&p.status) => {
                     if p.status == 101 {
                         return Err(ExchangeError::Bad("upstream switched protocols".into()));
@@ -817,7 +823,7 @@ impl ProxyBackend {
         out: &mut Vec<u8>,
     ) -> Result<Option<ParsedHead>, ExchangeError> {
         let too_large = buf.len() > self.cfg.max_response_head_bytes;
-        let mut storage = [httparse::EMPTY_HEADER; 100];
+        let mut storage = [const { std::mem::MaybeUninit::uninit() }; 100];
         let head = match parse_response(buf, &mut storage, head_request) {
             Ok(Some(head)) => head,
             Ok(None) if too_large => {
