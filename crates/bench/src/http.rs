@@ -164,7 +164,7 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
             }
             filled += n;
         }
-        let mut headers = [httparse::EMPTY_HEADER; MAX_HEADERS];
+        let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
         match parse_response(&mut buf[..filled], &mut headers, head_request) {
             Ok(Some(head)) => {
                 let (status, len) = (head.status, head.len);

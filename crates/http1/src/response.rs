@@ -3,6 +3,7 @@
 //! HTTP/1.2…1.9 read as 1.1, the body's framing (RFC 9112 §6.3) and whether the connection stays open.
 
 use std::fmt;
+use std::mem::MaybeUninit;
 
 use crate::framing::{FramingError, ResponseFraming, parse_content_length, response_framing};
 use crate::token::{ConnectionOptions, has_bare_lf, trim_ows};
@@ -63,9 +64,12 @@ impl From<FramingError> for ResponseError {
 /// HEAD request, so it has no body whatever it declares. An `HTTP/1.<2-9>` status line has its minor
 /// digit rewritten to 1 in `buf` (a minor version above ours is read as the highest we implement,
 /// RFC 9110 §6.2). Interim (1xx) heads come back like final ones, with no body: the caller skips them.
+///
+/// `headers` is uninitialised storage (`[const { MaybeUninit::uninit() }; N]`): a head of ten headers does
+/// not pay for zeroing a hundred slots.
 pub fn parse_response<'h, 'b>(
     buf: &'b mut [u8],
-    headers: &'h mut [httparse::Header<'b>],
+    headers: &'h mut [MaybeUninit<httparse::Header<'b>>],
     head_request: bool,
 ) -> Result<Option<ResponseHead<'h, 'b>>, ResponseError> {
     if buf.len() > 8
@@ -76,8 +80,10 @@ pub fn parse_response<'h, 'b>(
         buf[7] = b'1';
     }
     let buf: &'b [u8] = buf;
-    let mut resp = httparse::Response::new(headers);
-    let len = match resp.parse(buf) {
+    let mut resp = httparse::Response::new(&mut []);
+    let len = match httparse::ParserConfig::default()
+        .parse_response_with_uninit_headers(&mut resp, buf, headers)
+    {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => return Ok(None),
         Err(e) => return Err(ResponseError::Malformed(e)),
@@ -136,7 +142,7 @@ mod tests {
 
     fn parse(wire: &[u8], head_request: bool) -> Result<Option<Summary>, ResponseError> {
         let mut buf = wire.to_vec();
-        let mut h = [httparse::EMPTY_HEADER; 16];
+        let mut h = [const { MaybeUninit::uninit() }; 16];
         Ok(parse_response(&mut buf, &mut h, head_request)?.map(|r| {
             (
                 r.status,

@@ -43,6 +43,7 @@ use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response, trim_ows};
 
 use crate::http::parse::origin_form;
 use crate::http::{Body, Request, Response, Version};
+use crate::http::{put_ip, put_u64};
 use crate::tls::{UpstreamStream, UpstreamTls};
 
 /// Status of a request that came back to the proxy it already passed through (RFC 5842 §7.2): a status
@@ -459,7 +460,9 @@ impl ProxyBackend {
         loop {
             let (conn, reused) = match up.checkout_idle() {
                 Some(c) => (c, true),
-                None => match self.connect(up).await {
+                // boxed: the connect future (a TLS handshake's) is twice the size of everything else a
+                // proxied request awaits, and connecting is the rare path (the pool is)
+                None => match Box::pin(self.connect(up)).await {
                     Ok(c) => (c, false),
                     Err(e) => return gateway_error(up, e),
                 },
@@ -523,7 +526,6 @@ impl ProxyBackend {
     /// writes itself, in canonical case: `Host` (when the client sent none), `X-Forwarded-For`, `Via`,
     /// `Content-Length`.
     fn render_request(&self, req: &Request, up: &Upstream, out: &mut BytesMut) {
-        use std::fmt::Write as _;
         out.clear();
         out.put_slice(req.method.as_bytes());
         out.put_u8(b' ');
@@ -574,7 +576,7 @@ impl ProxyBackend {
             out.put_slice(&x);
             out.put_slice(b", ");
         }
-        let _ = write!(out, "{}", req.peer.ip());
+        put_ip(out, req.peer.ip());
         out.put_slice(b"\r\n");
         // RFC 9110 §7.6.3: append our entry (the protocol version we received, our pseudonym) to the list.
         out.put_slice(b"Via: ");
@@ -590,7 +592,9 @@ impl ProxyBackend {
         out.put_slice(self.via_token.as_bytes());
         out.put_slice(b"\r\n");
         if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
-            let _ = write!(out, "Content-Length: {}\r\n", req.body.len());
+            out.put_slice(b"Content-Length: ");
+            put_u64(out, req.body.len() as u64);
+            out.put_slice(b"\r\n");
         }
         out.put_slice(b"\r\n");
     }
@@ -685,7 +689,13 @@ impl ProxyBackend {
         // as many spares as requests in flight), so no allocation per response in the usual case.
         let mut out = Vec::new();
         let parsed = loop {
-            match self.parse_response_head(&mut conn.buf, head_request, &mut out)? {
+            // (nothing to parse before the first read)
+            let parsed = if conn.buf.is_empty() {
+                None
+            } else {
+                self.parse_response_head(&mut conn.buf, head_request, &mut out)?
+            };
+            match parsed {
                 Some(p) if (100..200).contains(&p.status) => {
                     if p.status == 101 {
                         return Err(ExchangeError::Bad("upstream switched protocols".into()));
@@ -813,7 +823,7 @@ impl ProxyBackend {
         out: &mut Vec<u8>,
     ) -> Result<Option<ParsedHead>, ExchangeError> {
         let too_large = buf.len() > self.cfg.max_response_head_bytes;
-        let mut storage = [httparse::EMPTY_HEADER; 100];
+        let mut storage = [const { std::mem::MaybeUninit::uninit() }; 100];
         let head = match parse_response(buf, &mut storage, head_request) {
             Ok(Some(head)) => head,
             Ok(None) if too_large => {
@@ -840,15 +850,21 @@ impl ProxyBackend {
         let reusable =
             head.minor == 1 && head.keep_alive && head.framing != ResponseFraming::UntilClose;
         // whether a header name is listed by the upstream's Connection field (hop-by-hop, not forwarded);
-        // looked up in the parsed head itself, which usually has one short Connection field or none
+        // looked up in the parsed head itself, and only when a Connection field lists something besides
+        // `keep-alive` (itself hop-by-hop): the usual upstream sends `Connection: keep-alive` or nothing, and
+        // a lookup per header would cost more than the rest of the header's handling
         let headers = head.headers;
-        let named = |name: &[u8]| {
+        let connection_tokens = || {
             headers
                 .iter()
                 .filter(|h| h.name.eq_ignore_ascii_case("connection"))
                 .flat_map(|h| h.value.split(|&b| b == b','))
-                .any(|t| trim_ows(t).eq_ignore_ascii_case(name))
+                .map(trim_ows)
         };
+        let lists_names =
+            connection_tokens().any(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"keep-alive"));
+        let named =
+            |name: &[u8]| lists_names && connection_tokens().any(|t| t.eq_ignore_ascii_case(name));
         // The forwarded header lines, rendered once here as the upstream spelled them and written by the
         // HTTP layer behind ordo's own (Server, Date, Content-Length or chunked framing): no per-header
         // allocation. Date and Server are ordo's, as on every response it sends.
@@ -864,11 +880,12 @@ impl ProxyBackend {
                 || named(name)
                 || name.eq_ignore_ascii_case(b"date")
                 || name.eq_ignore_ascii_case(b"server")
-                || !raw.iter().all(|&b| b >= 0x20 && b != 0x7f || b == b'\t')
             {
                 continue;
             }
-            // forwarded as the upstream spelled it, the value byte for byte (UTF-8 or not)
+            // forwarded as the upstream spelled it, the value byte for byte (UTF-8 or not): httparse has
+            // refused every control byte but tab and DEL in values (the whole response is then a 502), so
+            // nothing here can end a line early
             put_header(out, name, raw);
         }
         Ok(Some(ParsedHead {

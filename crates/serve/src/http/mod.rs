@@ -20,6 +20,7 @@ pub(crate) mod inline;
 pub(crate) mod parse;
 mod tls_conn;
 mod write;
+pub(crate) use write::{put_ip, put_u64};
 
 use std::future::Future;
 use std::net::SocketAddr;

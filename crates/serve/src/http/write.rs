@@ -32,8 +32,27 @@ fn header_ok(name: &str, value: &str) -> bool {
         && value.bytes().all(|b| b >= 0x20 && b != 0x7f || b == b'\t')
 }
 
+/// Appends `ip` as text: an IPv4 address digit by digit (the formatter costs ~1k instructions, paid on every
+/// proxied request's X-Forwarded-For), IPv6 through `Display`.
+pub(crate) fn put_ip(out: &mut BytesMut, ip: std::net::IpAddr) {
+    match ip {
+        std::net::IpAddr::V4(v4) => {
+            for (i, o) in v4.octets().into_iter().enumerate() {
+                if i > 0 {
+                    out.put_u8(b'.');
+                }
+                put_u64(out, u64::from(o));
+            }
+        }
+        std::net::IpAddr::V6(_) => {
+            use std::fmt::Write as _;
+            let _ = write!(out, "{ip}");
+        }
+    }
+}
+
 /// Appends the decimal digits of `n`.
-fn put_u64(out: &mut BytesMut, mut n: u64) {
+pub(crate) fn put_u64(out: &mut BytesMut, mut n: u64) {
     let mut buf = [0u8; 20];
     let mut i = buf.len();
     loop {
@@ -306,6 +325,24 @@ pub(crate) async fn write_file<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn ip_addresses_are_written_as_display_writes_them() {
+        for ip in [
+            "0.0.0.0",
+            "127.0.0.1",
+            "10.20.255.9",
+            "255.255.255.255",
+            "::1",
+            "2001:db8::7",
+            "::ffff:1.2.3.4",
+        ] {
+            let ip: std::net::IpAddr = ip.parse().unwrap();
+            let mut out = BytesMut::new();
+            put_ip(&mut out, ip);
+            assert_eq!(&out[..], ip.to_string().as_bytes());
+        }
+    }
 
     fn ctx(version: Version, head: bool, keep: bool) -> WriteCtx {
         WriteCtx {

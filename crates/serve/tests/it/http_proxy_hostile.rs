@@ -475,6 +475,66 @@ async fn issue10_non_utf8_header_values_are_forwarded_byte_exact() {
     assert!(find(&req, b"\r\nX-Utf8: caf\xc3\xa9\r\n").is_some());
 }
 
+/// An upstream that answers every request with the given raw response.
+async fn answering_raw(resp: &'static [u8]) -> (SocketAddr, Log) {
+    mock(move |_, mut s, log| async move {
+        let mut buf = Vec::new();
+        while read_request(&mut s, &mut buf, &log).await.is_some() {
+            if s.write_all(resp).await.is_err() {
+                return;
+            }
+        }
+    })
+    .await
+}
+
+#[tokio::test]
+async fn upstream_response_headers_its_connection_field_names_are_not_forwarded() {
+    // the usual `Connection: keep-alive` names nothing: every end-to-end header is forwarded
+    let (up, _) = answering_raw(
+        b"HTTP/1.1 200 OK\r\nConnection: keep-alive\r\nX-Kept: 1\r\nContent-Length: 2\r\n\r\nok",
+    )
+    .await;
+    let s = proxy(cfg(up)).await;
+    let r = exchange(s.addr, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").await;
+    assert_eq!((r.status, r.header("x-kept")), (200, Some("1")));
+    // a header the upstream lists in Connection (any case, in either of two fields) is hop-by-hop
+    let (up, _) = answering_raw(
+        b"HTTP/1.1 200 OK\r\nConnection: keep-alive, x-secret\r\nX-Secret: 1\r\nX-Kept: 1\r\n\
+          connection: X-Other\r\nx-other: 2\r\nContent-Length: 2\r\n\r\nok",
+    )
+    .await;
+    let s = proxy(cfg(up)).await;
+    let r = exchange(s.addr, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"ok");
+    assert_eq!(r.header("x-kept"), Some("1"));
+    assert_eq!((r.header("x-secret"), r.header("x-other")), (None, None));
+}
+
+#[tokio::test]
+async fn upstream_header_values_with_control_bytes_are_a_502_not_forwarded() {
+    for resp in [
+        &b"HTTP/1.1 200 OK\r\nX-Ctl: a\x01b\r\nContent-Length: 2\r\n\r\nok"[..],
+        b"HTTP/1.1 200 OK\r\nX-Del: a\x7fb\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nX-Cr: a\rb\r\nContent-Length: 2\r\n\r\nok",
+        b"HTTP/1.1 200 OK\r\nX-Nul: a\x00b\r\nContent-Length: 2\r\n\r\nok",
+    ] {
+        let resp: &'static [u8] = Box::leak(resp.to_vec().into_boxed_slice());
+        let (up, _) = answering_raw(resp).await;
+        let s = proxy(cfg(up)).await;
+        let r = exchange(s.addr, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").await;
+        assert_eq!(r.status, 502, "{}", String::from_utf8_lossy(resp));
+        assert_ne!(r.body, b"ok");
+    }
+    // a tab inside a value is allowed and forwarded as sent
+    let (up, _) =
+        answering_raw(b"HTTP/1.1 200 OK\r\nX-Tab: a\tb\r\nContent-Length: 2\r\n\r\nok").await;
+    let s = proxy(cfg(up)).await;
+    let r = exchange(s.addr, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").await;
+    assert_eq!((r.status, r.header("x-tab")), (200, Some("a\tb")));
+}
+
 #[tokio::test]
 async fn issue10_header_names_keep_the_senders_case_and_ordos_own_are_canonical() {
     let (up, log) = mock(|_, mut s, log| async move {
