@@ -417,7 +417,7 @@ mod tests {
 
     fn sample() -> (RequestLine, Response, Served) {
         let mut req = Request::get("/a?b=\"c\"");
-        req.headers.push(("user-agent".into(), "curl/8".into()));
+        req.headers.push("user-agent", "curl/8");
         let mut line = RequestLine::of(&req);
         // 2024-02-29 13:05:09.250 UTC
         line.time = SystemTime::UNIX_EPOCH + Duration::from_millis(1_709_211_909_250);
