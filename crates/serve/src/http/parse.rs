@@ -170,7 +170,7 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
     for h in req.headers.iter() {
         let raw = trim_ows(h.value);
         let raw_span = span(raw);
-        let value = if std::str::from_utf8(raw).is_ok() {
+        let value = if raw.is_ascii() || std::str::from_utf8(raw).is_ok() {
             raw_span
         } else {
             // kept byte for byte for forwarding; the rest of ordo sees the lossy UTF-8 form
