@@ -74,8 +74,8 @@ impl RequestLine {
     pub(crate) fn of(req: &Request) -> Self {
         RequestLine {
             peer: req.peer,
-            method: req.method.clone(),
-            target: req.target.clone(),
+            method: req.method.to_string(),
+            target: req.target().to_string(),
             version: req.version.as_str(),
             referer: req.header("referer").map(str::to_string),
             user_agent: req.header("user-agent").map(str::to_string),

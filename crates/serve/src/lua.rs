@@ -379,7 +379,7 @@ impl LuaClassifier {
         };
         let r = state.script.call(limit, |_| {
             state.wrapper.call::<(Option<String>, Value, Value)>((
-                req.method.as_str(),
+                &*req.method,
                 req.path.as_str(),
                 req.query.as_deref().unwrap_or(""),
                 peer.as_str(),

@@ -586,7 +586,7 @@ impl ProxyBackend {
         });
         out.put_slice(self.via_token.as_bytes());
         out.put_slice(b"\r\n");
-        if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
+        if !req.body.is_empty() || matches!(&*req.method, "POST" | "PUT" | "PATCH") {
             let _ = write!(out, "Content-Length: {}\r\n", req.body.len());
         }
         out.put_slice(b"\r\n");

@@ -361,7 +361,7 @@ pub(crate) fn request_from(
     let headers = head.take_headers(bytes);
     let req = Request {
         method: head.method,
-        target: head.target,
+        target: super::Target::Head(head.target),
         path: head.path,
         query: head.query,
         version: info.version,

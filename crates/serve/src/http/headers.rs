@@ -121,6 +121,11 @@ impl Headers {
         found.unwrap_or_default()
     }
 
+    /// The UTF-8 text at a span (the request-target, say); empty if it is not UTF-8.
+    pub(crate) fn head_str(&self, s: Span) -> &str {
+        self.str(s)
+    }
+
     fn str(&self, s: Span) -> &str {
         // every name and `value` span holds UTF-8: checked (or made lossy) when the field was added
         std::str::from_utf8(self.bytes(s)).unwrap_or_default()

@@ -22,6 +22,7 @@ pub(crate) mod parse;
 mod tls_conn;
 mod write;
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -34,6 +35,13 @@ use tokio::sync::{mpsc, watch};
 
 pub use headers::Headers;
 pub use parse::{percent_decode_component, reason_phrase};
+
+/// Where a request's target is: in its head's bytes, or its own (HTTP/2, rebuilt by `strip_prefix`, tests).
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    Head(headers::Span),
+    Owned(String),
+}
 
 /// The protocol version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -57,11 +65,10 @@ impl Version {
 /// One parsed request with its whole body (bounded by [`Limits::max_body_bytes`], chunked framing decoded).
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// The method as sent (a validated token, case preserved).
-    pub method: String,
-    /// The request-target as sent; after a route's `strip_prefix`, rebuilt from the stripped path and the
-    /// query (what a proxy route forwards, see `parse::origin_form`).
-    pub target: String,
+    /// The method as sent (a validated token, case preserved); the standard methods borrow a static string.
+    pub method: Cow<'static, str>,
+    /// The request-target (see [`Request::target`]).
+    pub(crate) target: Target,
     /// Percent-decoded, normalised path without the query (`.` and `..` segments resolved; a `..` that would
     /// climb above `/` is refused with 400 before a handler sees it).
     pub path: String,
@@ -87,8 +94,8 @@ impl Request {
             None => (target.to_string(), None),
         };
         Request {
-            method: "GET".into(),
-            target: target.into(),
+            method: Cow::Borrowed("GET"),
+            target: Target::Owned(target.into()),
             path,
             query,
             version: Version::Http11,
@@ -97,6 +104,20 @@ impl Request {
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
             keep_alive: true,
         }
+    }
+
+    /// The request-target as sent; after a route's `strip_prefix`, rebuilt from the stripped path and the
+    /// query (what a proxy route forwards, see `parse::origin_form`).
+    pub fn target(&self) -> &str {
+        match &self.target {
+            Target::Head(span) => self.headers.head_str(*span),
+            Target::Owned(t) => t,
+        }
+    }
+
+    /// Replaces the request-target.
+    pub fn set_target(&mut self, target: String) {
+        self.target = Target::Owned(target);
     }
 
     /// Adds a header (tests and tools; the name is kept as given).
@@ -351,6 +372,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(e.contains("idle_timeout") || e.contains("string"), "{e}");
+    }
+
+    fn parsed(s: &[u8]) -> Request {
+        let head = parse::parse_head(s, 1024, 1024).unwrap();
+        let bytes = Bytes::copy_from_slice(&s[..head.len]);
+        let peer = SocketAddr::from(([127, 0, 0, 1], 9));
+        conn::request_from(head, bytes, Bytes::new(), peer).0
+    }
+
+    #[test]
+    fn a_parsed_request_borrows_its_method_and_target() {
+        let mut r = parsed(b"GET /a%20b/./c?q=1 HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n\r\n");
+        assert!(matches!(r.method, Cow::Borrowed("GET")));
+        assert_eq!(r.target(), "/a%20b/./c?q=1");
+        assert_eq!(
+            (r.path.as_str(), r.query.as_deref()),
+            ("/a b/c", Some("q=1"))
+        );
+        assert_eq!(r.header("x-a"), Some("1"));
+        r.set_target("/c".to_string());
+        assert_eq!(r.target(), "/c");
+        let r = parsed(b"PROPFIND http://h:1/x HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert!(matches!(&r.method, Cow::Owned(m) if m == "PROPFIND"));
+        assert_eq!(r.target(), "http://h:1/x");
+        assert_eq!(r.header("host"), Some("h:1"));
     }
 
     #[test]

@@ -4,6 +4,8 @@
 //! ordo-http1 —, Host) and the request-target's normalisation. The Transfer-Encoding decision table is in
 //! docs/serve-http.md.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 pub(crate) use ordo_http1::Framing;
 use ordo_http1::{
@@ -19,8 +21,9 @@ pub(crate) const MAX_HEADERS: usize = 100;
 /// A request head turned into owned parts.
 #[derive(Debug)]
 pub(crate) struct Head {
-    pub method: String,
-    pub target: String,
+    pub method: Cow<'static, str>,
+    /// The request-target as sent, in the head's bytes.
+    pub target: Span,
     pub path: String,
     pub query: Option<String>,
     pub version: Version,
@@ -45,6 +48,22 @@ impl Head {
             std::mem::take(&mut self.fields),
         )
     }
+}
+
+/// A method as a string: the standard ones (RFC 9110 §9, PATCH) without an allocation.
+pub(crate) fn method_name(m: &str) -> Cow<'static, str> {
+    Cow::Borrowed(match m {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
+        "PATCH" => "PATCH",
+        "TRACE" => "TRACE",
+        "CONNECT" => "CONNECT",
+        _ => return Cow::Owned(m.to_string()),
+    })
 }
 
 /// Why a head could not be parsed: the status to answer with (and then close).
@@ -261,8 +280,8 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
         Version::Http2 => true, // never parsed from an HTTP/1 head
     };
     Ok(Head {
-        method: method.to_string(),
-        target: target.to_string(),
+        method: method_name(method),
+        target: span(target.as_bytes()),
         path,
         query,
         version,

@@ -356,8 +356,8 @@ fn request_of<H>(
         headers.set_value_bytes(i, &joined);
     }
     Ok(Request {
-        method: method.to_string(),
-        target: target.to_string(),
+        method: crate::http::parse::method_name(method),
+        target: crate::http::Target::Owned(target.to_string()),
         path,
         query,
         version: Version::Http2,

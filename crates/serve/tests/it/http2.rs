@@ -193,7 +193,7 @@ impl Handler for EchoHandler {
                     );
                     Response::text(200, &text)
                         .with_header("Connection", "keep-alive")
-                        .with_header("X-Target", req.target.clone())
+                        .with_header("X-Target", req.target().to_string())
                 }
             }
         }

@@ -277,7 +277,7 @@ impl Handler for UpHandler {
         let body = format!(
             "{} {} xff={} host={} conn={} body={}",
             req.method,
-            req.target,
+            req.target(),
             req.header("x-forwarded-for").unwrap_or("-"),
             req.header("host").unwrap_or("-"),
             req.header("connection").unwrap_or("-"),
