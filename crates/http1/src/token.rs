@@ -36,24 +36,46 @@ pub(crate) fn trim_ows_str(s: &str) -> &str {
 /// Whether a head has a line ending in a bare LF. httparse accepts one as a line end; an HTTP/1.1 recipient
 /// must not (a front end and a back end that disagree on line ends is a classic smuggling vector).
 /// Eight bytes at a time: a word without an LF (most of a head) costs a few instructions instead of eight
-/// byte comparisons; a word with one is checked byte by byte.
+/// byte comparisons; in a word with one only the candidate bytes are looked at.
 #[inline]
 pub fn has_bare_lf(head: &[u8]) -> bool {
-    const ONES: u64 = u64::from_ne_bytes([0x01; 8]);
-    const HIGHS: u64 = u64::from_ne_bytes([0x80; 8]);
-    const LFS: u64 = u64::from_ne_bytes([b'\n'; 8]);
     let bare_at = |i: usize| head[i] == b'\n' && (i == 0 || head[i - 1] != b'\r');
     let mut words = head.chunks_exact(8);
     let mut at = 0;
     for w in &mut words {
-        let x = u64::from_ne_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]]) ^ LFS;
-        // a zero byte in x (an LF in w) sets its high bit here; no false negatives
-        if x.wrapping_sub(ONES) & !x & HIGHS != 0 && (at..at + 8).any(bare_at) {
-            return true;
+        let mut m = byte_matches(w, b'\n');
+        while m != 0 {
+            if bare_at(at + (m.trailing_zeros() / 8) as usize) {
+                return true;
+            }
+            m &= m - 1;
         }
         at += 8;
     }
     (at..head.len()).any(bare_at)
+}
+
+/// Whether `b` holds the byte `needle`, eight bytes at a time.
+#[inline]
+pub fn contains_byte(b: &[u8], needle: u8) -> bool {
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        if byte_matches(w, needle) != 0 {
+            return true;
+        }
+    }
+    words.remainder().contains(&needle)
+}
+
+/// The high bit of each byte of an eight-byte word (little-endian order) that may equal `needle`: every
+/// match is flagged, and the lowest flag is always a match (above a match, a borrow can flag another byte).
+#[inline]
+fn byte_matches(w: &[u8], needle: u8) -> u64 {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let x = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])
+        ^ (ONES * u64::from(needle));
+    x.wrapping_sub(ONES) & !x & HIGHS
 }
 
 /// The `close` and `keep-alive` options of a message's Connection fields (RFC 9112 §9.3), in any case.
@@ -107,6 +129,8 @@ mod tests {
         // every position, and a CR just before a word boundary
         let clean = b"GET / HTTP/1.1\r\nHost: h\r\nX-Long-Header: abcdefgh\r\n\r\n";
         assert!(!has_bare_lf(clean));
+        // CRLF LF inside one word: the LF after the first (flagged by a borrow or not) is found
+        assert!(has_bare_lf(b"abc\r\n\nxyz") && has_bare_lf(b"a\n\x0b\r\n\r\n\r\n"));
         for i in 0..clean.len() {
             let mut b = clean.to_vec();
             b[i] = b'\n';
@@ -115,6 +139,18 @@ mod tests {
             assert_eq!(has_bare_lf(&b), bare, "LF at {i}");
         }
         for n in 0..20 {
+            let mut u = vec![b'a'; n];
+            assert!(!contains_byte(&u, b'_'), "{n}");
+            for i in 0..n {
+                u[i] = b'_';
+                assert!(contains_byte(&u, b'_'), "{n} {i}");
+                u[i] = b'a';
+            }
+            // a byte one above the needle right after it (a borrow's false flag) is not a match
+            assert!(
+                contains_byte(b"ab\n\x0bcdefgh", b'\n')
+                    && !contains_byte(b"ab\x0b\x0bcdefgh", b'\n')
+            );
             let mut b = vec![b'a'; n];
             b.extend_from_slice(b"\r\n");
             assert!(!has_bare_lf(&b), "{n}");

@@ -39,7 +39,7 @@ use tokio::sync::mpsc;
 
 use super::BackendError;
 use crate::http::duration;
-use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response, trim_ows};
+use ordo_http1::{ChunkedDecoder, ResponseFraming, contains_byte, parse_response, trim_ows};
 
 use crate::http::headers::Known;
 use crate::http::parse::origin_form;
@@ -531,7 +531,7 @@ impl ProxyBackend {
         for (name, v, known) in req.headers.iter_raw() {
             let joined = match known {
                 Known::Other => {
-                    if (!self.cfg.forward_underscore_headers && name.contains(&b'_'))
+                    if (!self.cfg.forward_underscore_headers && contains_byte(name, b'_'))
                         || (connection && named(name))
                     {
                         continue;
