@@ -315,6 +315,7 @@ fn request_of<H>(
     }
     // RFC 9113 §8.2.3: cookie crumbs are joined again before going to HTTP/1.1 (one Cookie header, where the
     // first crumb was)
+    // (where the first crumb is, and the rest, each after "; ")
     let mut cookie: Option<(usize, Vec<u8>)> = None;
     let mut host = authority.is_some();
     for (name, value) in &parts.headers {
@@ -339,12 +340,12 @@ fn request_of<H>(
         }
         if name == header::COOKIE {
             match &mut cookie {
-                Some((_, joined)) => {
-                    joined.extend_from_slice(b"; ");
-                    joined.extend_from_slice(raw);
+                Some((_, more)) => {
+                    more.extend_from_slice(b"; ");
+                    more.extend_from_slice(raw);
                     continue;
                 }
-                None => cookie = Some((headers.len(), raw.to_vec())),
+                None => cookie = Some((headers.len(), Vec::new())),
             }
         }
         headers.push_bytes(name.as_str().as_bytes(), raw);
@@ -352,7 +353,13 @@ fn request_of<H>(
     if !host {
         return Err((400, "missing :authority"));
     }
-    if let Some((i, joined)) = cookie {
+    if let Some((i, more)) = cookie.filter(|(_, more)| !more.is_empty()) {
+        let mut joined: Vec<u8> = headers
+            .iter_raw()
+            .nth(i)
+            .map(|(_, v, _)| v.to_vec())
+            .unwrap_or_default();
+        joined.extend_from_slice(&more);
         headers.set_value_bytes(i, &joined);
     }
     Ok(Request {
