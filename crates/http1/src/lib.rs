@@ -20,4 +20,4 @@ mod token;
 pub use chunked::{ChunkError, ChunkedDecoder};
 pub use framing::{Framing, FramingError, ResponseFraming, parse_content_length, request_framing};
 pub use response::{ResponseError, ResponseHead, parse_response};
-pub use token::{ConnectionOptions, has_bare_lf, hex_digit, is_tchar, trim_ows};
+pub use token::{ConnectionOptions, contains_byte, has_bare_lf, hex_digit, is_tchar, trim_ows};

@@ -49,6 +49,29 @@ pub fn has_bare_lf(head: &[u8]) -> bool {
     }) != 0
 }
 
+/// Whether `b` holds the byte `needle`, eight bytes at a time.
+#[inline]
+pub fn contains_byte(b: &[u8], needle: u8) -> bool {
+    let mut words = b.chunks_exact(8);
+    for w in &mut words {
+        if byte_matches(w, needle) != 0 {
+            return true;
+        }
+    }
+    words.remainder().contains(&needle)
+}
+
+/// The high bit of each byte of an eight-byte word (little-endian order) that may equal `needle`: every
+/// match is flagged, and the lowest flag is always a match (above a match, a borrow can flag another byte).
+#[inline]
+fn byte_matches(w: &[u8], needle: u8) -> u64 {
+    const ONES: u64 = u64::from_le_bytes([0x01; 8]);
+    const HIGHS: u64 = u64::from_le_bytes([0x80; 8]);
+    let x = u64::from_le_bytes([w[0], w[1], w[2], w[3], w[4], w[5], w[6], w[7]])
+        ^ (ONES * u64::from(needle));
+    x.wrapping_sub(ONES) & !x & HIGHS
+}
+
 /// The `close` and `keep-alive` options of a message's Connection fields (RFC 9112 §9.3), in any case.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct ConnectionOptions {
@@ -128,6 +151,37 @@ mod tests {
         assert_eq!(trim_ows_start(b" \ta "), b"a ");
         assert!(is_tchar(b'~') && is_tchar(b'Z') && !is_tchar(b'(') && !is_tchar(b' '));
         assert!(has_bare_lf(b"a\r\nb\n") && has_bare_lf(b"\n") && !has_bare_lf(b"a\r\n\r\n"));
+        // every position, and a CR just before a word boundary
+        let clean = b"GET / HTTP/1.1\r\nHost: h\r\nX-Long-Header: abcdefgh\r\n\r\n";
+        assert!(!has_bare_lf(clean));
+        // CRLF LF inside one word: the LF after the first (flagged by a borrow or not) is found
+        assert!(has_bare_lf(b"abc\r\n\nxyz") && has_bare_lf(b"a\n\x0b\r\n\r\n\r\n"));
+        for i in 0..clean.len() {
+            let mut b = clean.to_vec();
+            b[i] = b'\n';
+            let bare =
+                i == 0 || clean[i - 1] != b'\r' || (i + 1 < clean.len() && clean[i + 1] == b'\n');
+            assert_eq!(has_bare_lf(&b), bare, "LF at {i}");
+        }
+        for n in 0..20 {
+            let mut u = vec![b'a'; n];
+            assert!(!contains_byte(&u, b'_'), "{n}");
+            for i in 0..n {
+                u[i] = b'_';
+                assert!(contains_byte(&u, b'_'), "{n} {i}");
+                u[i] = b'a';
+            }
+            // a byte one above the needle right after it (a borrow's false flag) is not a match
+            assert!(
+                contains_byte(b"ab\n\x0bcdefgh", b'\n')
+                    && !contains_byte(b"ab\x0b\x0bcdefgh", b'\n')
+            );
+            let mut b = vec![b'a'; n];
+            b.extend_from_slice(b"\r\n");
+            assert!(!has_bare_lf(&b), "{n}");
+            b.push(b'\n');
+            assert!(has_bare_lf(&b), "{n}");
+        }
         assert_eq!(
             (hex_digit(b'f'), hex_digit(b'F'), hex_digit(b'g')),
             (Some(15), Some(15), None)

@@ -105,7 +105,7 @@ fn bench_classify(c: &mut Criterion) {
         ("x-request-id", "4f9a"),
         ("cookie", "theme=dark; user=alice"),
     ] {
-        req.headers.push((k.into(), v.into()));
+        req.headers.push(k, v);
     }
     assert_eq!(&*by_rules.classify(&req).class_name, "c9");
     assert_eq!(&*by_lua.classify(&req).class_name, "paid");

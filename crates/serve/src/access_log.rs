@@ -74,8 +74,8 @@ impl RequestLine {
     pub(crate) fn of(req: &Request) -> Self {
         RequestLine {
             peer: req.peer,
-            method: req.method.clone(),
-            target: req.target.clone(),
+            method: req.method.to_string(),
+            target: req.target().to_string(),
             version: req.version.as_str(),
             referer: req.header("referer").map(str::to_string),
             user_agent: req.header("user-agent").map(str::to_string),
@@ -417,7 +417,7 @@ mod tests {
 
     fn sample() -> (RequestLine, Response, Served) {
         let mut req = Request::get("/a?b=\"c\"");
-        req.headers.push(("user-agent".into(), "curl/8".into()));
+        req.headers.push("user-agent", "curl/8");
         let mut line = RequestLine::of(&req);
         // 2024-02-29 13:05:09.250 UTC
         line.time = SystemTime::UNIX_EPOCH + Duration::from_millis(1_709_211_909_250);

@@ -340,19 +340,29 @@ impl LuaClassifier {
                 self.skip("script disabled after repeated limit overruns")
             ));
         }
+        // the script sees lower-cased names (`r.headers["x-k"]`); names are kept as sent
+        let names: Vec<std::borrow::Cow<'_, str>> = req
+            .headers
+            .iter()
+            .map(|(k, _)| {
+                if k.bytes().any(|b| b.is_ascii_uppercase()) {
+                    std::borrow::Cow::Owned(k.to_ascii_lowercase())
+                } else {
+                    std::borrow::Cow::Borrowed(k)
+                }
+            })
+            .collect();
         let mut flat: Vec<&str> = Vec::with_capacity(2 * req.headers.len() + 8);
-        for (k, v) in &req.headers {
+        for (k, (_, v)) in names.iter().zip(req.headers.iter()) {
             flat.push(k);
             flat.push(v);
         }
         let nh = req.headers.len();
-        for (k, v) in &req.headers {
-            if k == "cookie" {
-                for pair in v.split(';') {
-                    if let Some((ck, cv)) = pair.split_once('=') {
-                        flat.push(ck.trim());
-                        flat.push(cv.trim());
-                    }
+        for v in req.headers.known(crate::http::headers::Known::Cookie) {
+            for pair in v.split(';') {
+                if let Some((ck, cv)) = pair.split_once('=') {
+                    flat.push(ck.trim());
+                    flat.push(cv.trim());
                 }
             }
         }
@@ -369,7 +379,7 @@ impl LuaClassifier {
         };
         let r = state.script.call(limit, |_| {
             state.wrapper.call::<(Option<String>, Value, Value)>((
-                req.method.as_str(),
+                &*req.method,
                 req.path.as_str(),
                 req.query.as_deref().unwrap_or(""),
                 peer.as_str(),
@@ -626,8 +636,8 @@ end
         );
         let c = LuaClassifier::load(&p).unwrap();
         let mut req = Request::get("/x?a=1");
-        req.headers.push(("x-k".into(), "v".into()));
-        req.headers.push(("cookie".into(), "e=f; c=d".into()));
+        req.headers.push("x-k", "v");
+        req.headers.push("cookie", "e=f; c=d");
         let v = c.classify(&req).unwrap();
         assert_eq!(
             v,

@@ -237,7 +237,7 @@ fn strip(req: &mut Request, prefix: &str) {
         };
         let mut target = bytes::BytesMut::new();
         crate::http::parse::origin_form(&req.path, req.query.as_deref(), &mut target);
-        req.target = String::from_utf8_lossy(&target).into_owned();
+        req.set_target(String::from_utf8_lossy(&target).into_owned());
     }
 }
 

@@ -39,8 +39,9 @@ use tokio::sync::mpsc;
 
 use super::BackendError;
 use crate::http::duration;
-use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response, trim_ows};
+use ordo_http1::{ChunkedDecoder, ResponseFraming, contains_byte, parse_response, trim_ows};
 
+use crate::http::headers::Known;
 use crate::http::parse::origin_form;
 use crate::http::{Body, Request, Response, Version};
 use crate::http::{put_ip, put_u64};
@@ -305,7 +306,7 @@ enum ExchangeError {
     Bad(String),
 }
 
-/// [`hop_by_hop`] for a name in any case.
+/// Hop-by-hop headers never forwarded, for a name in any case.
 fn hop_by_hop_bytes(name: &[u8]) -> bool {
     const HOP: [&[u8]; 7] = [
         b"connection",
@@ -317,20 +318,6 @@ fn hop_by_hop_bytes(name: &[u8]) -> bool {
         b"upgrade",
     ];
     HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
-}
-
-/// Hop-by-hop headers never forwarded.
-fn hop_by_hop(name: &str) -> bool {
-    matches!(
-        name,
-        "connection"
-            | "keep-alive"
-            | "proxy-connection"
-            | "te"
-            | "trailer"
-            | "transfer-encoding"
-            | "upgrade"
-    )
 }
 
 pub(crate) fn parse_upstream(s: &str) -> Result<String, String> {
@@ -431,8 +418,8 @@ impl ProxyBackend {
     pub fn loop_response(&self, req: &Request) -> Option<Response> {
         let looped = req
             .headers
-            .iter()
-            .any(|(k, v)| k == "via" && via_names(v, &self.via_token));
+            .known(Known::Via)
+            .any(|v| via_names(v, &self.via_token));
         if !looped {
             return None;
         }
@@ -533,32 +520,42 @@ impl ProxyBackend {
         out.put_slice(b" HTTP/1.1\r\n");
         // Connection may name hop-by-hop headers to drop, but not Host: the request's target host is not
         // the sender's to take away (it would be replaced by the upstream's address).
-        let named = |k: &str| {
+        let connection = req.headers.has(Known::Connection);
+        let named = |k: &[u8]| {
             req.headers
-                .iter()
-                .filter(|(n, _)| n == "connection")
-                .flat_map(|(_, v)| v.split(','))
-                .any(|t| t.trim().eq_ignore_ascii_case(k) && k != "host")
+                .known(Known::Connection)
+                .flat_map(|v| v.split(','))
+                .any(|t| t.trim().as_bytes().eq_ignore_ascii_case(k))
         };
-        let connection = req.headers.iter().any(|(k, _)| k == "connection");
         let mut xff: Option<Vec<u8>> = None;
         let mut via: Option<Vec<u8>> = None;
         let mut host = false;
-        for (name, k, v) in req.headers_as_sent() {
-            if hop_by_hop(k) || (connection && named(k)) || k == "content-length" || k == "expect" {
-                continue;
-            }
-            if !self.cfg.forward_underscore_headers && k.contains('_') {
-                continue;
-            }
-            let joined = match k {
-                "x-forwarded-for" => &mut xff,
-                "via" => &mut via,
-                _ => {
-                    host |= k == "host";
-                    put_header(out, name.as_bytes(), v);
+        for (name, v, known) in req.headers.iter_raw() {
+            let joined = match known {
+                Known::Other => {
+                    if (!self.cfg.forward_underscore_headers && contains_byte(name, b'_'))
+                        || (connection && named(name))
+                    {
+                        continue;
+                    }
+                    put_header(out, name, v);
                     continue;
                 }
+                Known::Host => {
+                    host = true;
+                    put_header(out, name, v);
+                    continue;
+                }
+                Known::Cookie => {
+                    if !(connection && named(name)) {
+                        put_header(out, name, v);
+                    }
+                    continue;
+                }
+                Known::XForwardedFor if !(connection && named(name)) => &mut xff,
+                Known::Via if !(connection && named(name)) => &mut via,
+                // hop-by-hop, Content-Length (ours replaces it), Expect; or named by Connection
+                _ => continue,
             };
             match joined {
                 Some(x) => {
@@ -591,7 +588,7 @@ impl ProxyBackend {
         });
         out.put_slice(self.via_token.as_bytes());
         out.put_slice(b"\r\n");
-        if !req.body.is_empty() || matches!(req.method.as_str(), "POST" | "PUT" | "PATCH") {
+        if !req.body.is_empty() || matches!(&*req.method, "POST" | "PUT" | "PATCH") {
             out.put_slice(b"Content-Length: ");
             put_u64(out, req.body.len() as u64);
             out.put_slice(b"\r\n");

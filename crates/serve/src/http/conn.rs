@@ -11,7 +11,7 @@ use std::pin::Pin;
 use std::sync::Arc;
 use std::time::Duration;
 
-use bytes::{Buf, BufMut, Bytes, BytesMut};
+use bytes::{BufMut, Bytes, BytesMut};
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt, Interest};
 use tokio::net::TcpStream;
 use tokio::sync::watch;
@@ -345,24 +345,30 @@ async fn read_body<S: Transport>(
     }
 }
 
-/// The request a parsed head and its body make, and what the connection loop keeps of the head.
-pub(crate) fn request_from(head: Head, body: Bytes, peer: SocketAddr) -> (Request, ReqInfo) {
+/// The request a parsed head (whose bytes are `bytes`) and its body make, and what the connection loop keeps
+/// of the head.
+pub(crate) fn request_from(
+    mut head: Head,
+    bytes: Bytes,
+    body: Bytes,
+    peer: SocketAddr,
+) -> (Request, ReqInfo) {
     let info = ReqInfo {
         version: head.version,
         head_request: head.method == "HEAD",
         keep_alive: head.keep_alive,
     };
+    let headers = head.take_headers(bytes);
     let req = Request {
         method: head.method,
-        target: head.target,
+        target: super::Target::Head(head.target),
         path: head.path,
         query: head.query,
         version: info.version,
-        headers: head.headers,
+        headers,
         body,
         peer,
         keep_alive: info.keep_alive,
-        sent: head.sent,
     };
     (req, info)
 }
@@ -532,7 +538,9 @@ async fn exchange<H: Handler, S: Transport>(
                     }
                 }
             };
-            st.rbuf.advance(head.len);
+            // The head's bytes go with the request (its header fields point into them): split off the read
+            // buffer, which shares its allocation with them until the request is done.
+            let head_bytes = st.rbuf.split_to(head.len).freeze();
 
             if let Framing::Length(n) = head.framing {
                 if n > limits.max_body_bytes {
@@ -562,7 +570,7 @@ async fn exchange<H: Handler, S: Transport>(
                     return After::Close;
                 }
             };
-            let (req, info) = request_from(head, body, peer);
+            let (req, info) = request_from(head, head_bytes, body, peer);
             let fut = std::pin::pin!(handler.handle(req));
             match handle_watching(stream, &mut st.rbuf, fut, limits).await {
                 Some(resp) => (resp, info),

@@ -83,7 +83,8 @@ pub(crate) fn try_serve<H: Handler>(
         _ => return task_from(input, 0, false, Resume::Read),
     };
     let pipelined = &input[head.len..];
-    let (req, info) = request_from(head, Bytes::new(), peer);
+    let head_bytes = Bytes::copy_from_slice(&input[..head.len]);
+    let (req, info) = request_from(head, head_bytes, Bytes::new(), peer);
     let mut fut = Box::pin(handler.handle(req));
     // A no-op waker is enough: a handler that is not ready now moves to a task, whose first poll registers
     // the task's own waker (a future must re-register on every poll), so no wake-up can be lost.

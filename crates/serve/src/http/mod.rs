@@ -13,6 +13,7 @@
 //!   obs-fold, invalid header bytes) is answered 400 and the connection is closed.
 
 pub(crate) mod conn;
+pub mod headers;
 pub(crate) use conn::Transport;
 pub mod date;
 pub mod duration;
@@ -22,6 +23,7 @@ mod tls_conn;
 mod write;
 pub(crate) use write::{put_ip, put_u64};
 
+use std::borrow::Cow;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -32,7 +34,15 @@ use serde::Deserialize;
 use tokio::net::TcpStream;
 use tokio::sync::{mpsc, watch};
 
+pub use headers::Headers;
 pub use parse::{percent_decode_component, reason_phrase};
+
+/// Where a request's target is: in its head's bytes, or its own (HTTP/2, rebuilt by `strip_prefix`, tests).
+#[derive(Debug, Clone)]
+pub(crate) enum Target {
+    Head(headers::Span),
+    Owned(String),
+}
 
 /// The protocol version of a request.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -56,38 +66,25 @@ impl Version {
 /// One parsed request with its whole body (bounded by [`Limits::max_body_bytes`], chunked framing decoded).
 #[derive(Debug, Clone)]
 pub struct Request {
-    /// The method as sent (a validated token, case preserved).
-    pub method: String,
-    /// The request-target as sent; after a route's `strip_prefix`, rebuilt from the stripped path and the
-    /// query (what a proxy route forwards, see `parse::origin_form`).
-    pub target: String,
+    /// The method as sent (a validated token, case preserved); the standard methods borrow a static string.
+    pub method: Cow<'static, str>,
+    /// The request-target (see [`Request::target`]).
+    pub(crate) target: Target,
     /// Percent-decoded, normalised path without the query (`.` and `..` segments resolved; a `..` that would
     /// climb above `/` is refused with 400 before a handler sees it).
     pub path: String,
     /// The raw query string (without `?`), if any.
     pub query: Option<String>,
     pub version: Version,
-    /// Header names lower-cased, values trimmed, in the order received; a value that is not UTF-8 has `�` in
-    /// place of its bad bytes (the exact bytes and the names as spelled: [`Request::headers_as_sent`]). With an
-    /// absolute-form target, `host` is the target's authority (RFC 9112 §3.2.2).
-    pub headers: Vec<(String, String)>,
+    /// The header fields in the order received: names as the client spelled them (looked up
+    /// case-insensitively), values trimmed; a value that is not UTF-8 reads with `�` in place of its bad
+    /// bytes and is forwarded byte for byte by a proxy. With an absolute-form target, `Host` is the target's
+    /// authority (RFC 9112 §3.2.2).
+    pub headers: Headers,
     pub body: Bytes,
     pub peer: SocketAddr,
     /// Whether the client asked to keep the connection open after this request.
     pub keep_alive: bool,
-    /// The header names as the client spelled them and the values that are not UTF-8, byte for byte (see
-    /// [`Request::headers_as_sent`]).
-    pub(crate) sent: SentHead,
-}
-
-/// What the parser keeps of a request's header section as sent, beside the normalised `headers` (lower-cased
-/// names, UTF-8 values) the rest of ordo reads: what a proxy needs to forward the headers unchanged.
-#[derive(Debug, Clone, Default)]
-pub(crate) struct SentHead {
-    /// Every header name as sent, concatenated in order (each as long as its lower-cased twin).
-    pub(crate) names: String,
-    /// `(index into headers, value)` for the values that are not UTF-8 (OWS trimmed, otherwise as sent).
-    pub(crate) opaque: Vec<(usize, Bytes)>,
 }
 
 impl Request {
@@ -98,64 +95,48 @@ impl Request {
             None => (target.to_string(), None),
         };
         Request {
-            method: "GET".into(),
-            target: target.into(),
+            method: Cow::Borrowed("GET"),
+            target: Target::Owned(target.into()),
             path,
             query,
             version: Version::Http11,
-            headers: Vec::new(),
+            headers: Headers::new(),
             body: Bytes::new(),
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
             keep_alive: true,
-            sent: SentHead::default(),
         }
     }
 
-    /// The headers as the client sent them, in order: `(name as spelled, lower-cased name, value bytes)`.
-    /// Names keep the client's case and values that are not UTF-8 come byte for byte; for headers added or
-    /// changed after parsing (the vector is public) the lower-cased name and the UTF-8 value are given.
-    pub fn headers_as_sent(&self) -> impl Iterator<Item = (&str, &str, &[u8])> {
-        let names = &self.sent.names;
-        let aligned = names.len() == self.headers.iter().map(|(k, _)| k.len()).sum::<usize>();
-        let mut at = 0;
-        let mut opaque = self.sent.opaque.iter().peekable();
-        self.headers.iter().enumerate().map(move |(i, (k, v))| {
-            let mut name = k.as_str();
-            if aligned {
-                if let Some(n) = names.get(at..at + k.len()) {
-                    if n.eq_ignore_ascii_case(k) {
-                        name = n;
-                    }
-                }
-                at += k.len();
-            }
-            let mut value = v.as_bytes();
-            while opaque.peek().is_some_and(|(j, _)| *j < i) {
-                opaque.next();
-            }
-            if let Some((_, raw)) = opaque.next_if(|(j, _)| *j == i) {
-                if String::from_utf8_lossy(raw) == v.as_str() {
-                    value = raw;
-                }
-            }
-            (name, k.as_str(), value)
-        })
+    /// The request-target as sent; after a route's `strip_prefix`, rebuilt from the stripped path and the
+    /// query (what a proxy route forwards, see `parse::origin_form`).
+    pub fn target(&self) -> &str {
+        match &self.target {
+            Target::Head(span) => self.headers.head_str(*span),
+            Target::Owned(t) => t,
+        }
+    }
+
+    /// Replaces the request-target.
+    pub fn set_target(&mut self, target: String) {
+        self.target = Target::Owned(target);
+    }
+
+    /// Adds a header (tests and tools; the name is kept as given).
+    pub fn with_header(mut self, name: &str, value: &str) -> Request {
+        self.headers.push(name, value);
+        self
     }
 
     /// The first header with this name (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
-        self.headers
-            .iter()
-            .find(|(k, _)| k.eq_ignore_ascii_case(name))
-            .map(|(_, v)| v.as_str())
+        self.headers.get(name)
     }
 
     /// The value of a cookie from the `Cookie` header(s), as sent.
     pub fn cookie(&self, name: &str) -> Option<&str> {
         self.headers
-            .iter()
-            .filter(|(k, _)| k == "cookie")
-            .flat_map(|(_, v)| v.split(';'))
+            .known(headers::Known::Cookie)
+            .flat_map(|v| v.split(';'))
             .filter_map(|pair| pair.trim().split_once('='))
             .find(|(k, _)| *k == name)
             .map(|(_, v)| v.trim_matches('"'))
@@ -394,12 +375,36 @@ mod tests {
         assert!(e.contains("idle_timeout") || e.contains("string"), "{e}");
     }
 
+    fn parsed(s: &[u8]) -> Request {
+        let head = parse::parse_head(s, 1024, 1024).unwrap();
+        let bytes = Bytes::copy_from_slice(&s[..head.len]);
+        let peer = SocketAddr::from(([127, 0, 0, 1], 9));
+        conn::request_from(head, bytes, Bytes::new(), peer).0
+    }
+
+    #[test]
+    fn a_parsed_request_borrows_its_method_and_target() {
+        let mut r = parsed(b"GET /a%20b/./c?q=1 HTTP/1.1\r\nHost: h\r\nX-A: 1\r\n\r\n");
+        assert!(matches!(r.method, Cow::Borrowed("GET")));
+        assert_eq!(r.target(), "/a%20b/./c?q=1");
+        assert_eq!(
+            (r.path.as_str(), r.query.as_deref()),
+            ("/a b/c", Some("q=1"))
+        );
+        assert_eq!(r.header("x-a"), Some("1"));
+        r.set_target("/c".to_string());
+        assert_eq!(r.target(), "/c");
+        let r = parsed(b"PROPFIND http://h:1/x HTTP/1.1\r\nHost: h\r\n\r\n");
+        assert!(matches!(&r.method, Cow::Owned(m) if m == "PROPFIND"));
+        assert_eq!(r.target(), "http://h:1/x");
+        assert_eq!(r.header("host"), Some("h:1"));
+    }
+
     #[test]
     fn request_helpers() {
-        let mut r = Request::get("/p?a=1&b=x%20y&c=a+b&flag&a=2");
-        r.headers
-            .push(("cookie".into(), "sid=abc; theme=\"dark\"".into()));
-        r.headers.push(("x-thing".into(), "v".into()));
+        let r = Request::get("/p?a=1&b=x%20y&c=a+b&flag&a=2")
+            .with_header("Cookie", "sid=abc; theme=\"dark\"")
+            .with_header("x-thing", "v");
         assert_eq!(r.query_param("a").as_deref(), Some("1"));
         assert_eq!(r.query_param("b").as_deref(), Some("x y"));
         assert_eq!(r.query_param("c").as_deref(), Some("a b"));

@@ -4,6 +4,8 @@
 //! ordo-http1 —, Host) and the request-target's normalisation. The Transfer-Encoding decision table is in
 //! docs/serve-http.md.
 
+use std::borrow::Cow;
+
 use bytes::{Bytes, BytesMut};
 pub(crate) use ordo_http1::Framing;
 use ordo_http1::{
@@ -11,26 +13,57 @@ use ordo_http1::{
     request_framing, trim_ows,
 };
 
-use super::{SentHead, Version};
+use super::Version;
+use super::headers::{Field, Headers, Known, Span};
 
 /// Most headers a request may carry; more → 431.
 pub(crate) const MAX_HEADERS: usize = 100;
 /// A request head turned into owned parts.
 #[derive(Debug)]
 pub(crate) struct Head {
-    pub method: String,
-    pub target: String,
+    pub method: Cow<'static, str>,
+    /// The request-target as sent, in the head's bytes.
+    pub target: Span,
     pub path: String,
     pub query: Option<String>,
     pub version: Version,
-    pub headers: Vec<(String, String)>,
-    /// Header names as sent and values that are not UTF-8 (what a proxy forwards byte for byte).
-    pub sent: SentHead,
+    /// The header fields, as spans into the head's bytes (`len` of them) and, past them, into `own`.
+    pub fields: Vec<Field>,
+    /// The lossy UTF-8 copies of values that are not UTF-8, and an absolute-form target's `Host` name.
+    pub own: Vec<u8>,
     pub framing: Framing,
     pub keep_alive: bool,
     pub expect_continue: bool,
     /// Bytes of the head in the buffer, including the final CRLF CRLF.
     pub len: usize,
+}
+
+impl Head {
+    /// The header fields, given the head's bytes (`len` of them, as parsed): moved out of the head.
+    pub(crate) fn take_headers(&mut self, buf: Bytes) -> Headers {
+        debug_assert_eq!(buf.len(), self.len);
+        Headers::from_parts(
+            buf,
+            std::mem::take(&mut self.own),
+            std::mem::take(&mut self.fields),
+        )
+    }
+}
+
+/// A method as a string: the standard ones (RFC 9110 §9, PATCH) without an allocation.
+pub(crate) fn method_name(m: &str) -> Cow<'static, str> {
+    Cow::Borrowed(match m {
+        "GET" => "GET",
+        "HEAD" => "HEAD",
+        "POST" => "POST",
+        "PUT" => "PUT",
+        "DELETE" => "DELETE",
+        "OPTIONS" => "OPTIONS",
+        "PATCH" => "PATCH",
+        "TRACE" => "TRACE",
+        "CONNECT" => "CONNECT",
+        _ => return Cow::Owned(m.to_string()),
+    })
 }
 
 /// Why a head could not be parsed: the status to answer with (and then close).
@@ -84,9 +117,14 @@ fn target_len_so_far(buf: &[u8]) -> Option<usize> {
 }
 
 fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Head, HeadError> {
-    let mut storage = [httparse::EMPTY_HEADER; MAX_HEADERS];
-    let mut req = httparse::Request::new(&mut storage);
-    let len = match req.parse(buf) {
+    // uninitialised: a head of a few headers does not pay for zeroing MAX_HEADERS slots (3.2 KB)
+    let mut storage = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
+    let mut req = httparse::Request::new(&mut []);
+    let len = match httparse::ParserConfig::default().parse_request_with_uninit_headers(
+        &mut req,
+        buf,
+        &mut storage,
+    ) {
         Ok(httparse::Status::Complete(n)) => n,
         Ok(httparse::Status::Partial) => {
             if buf.len() > max_uri && target_len_so_far(buf).is_some_and(|n| n > max_uri) {
@@ -137,56 +175,63 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
         authority,
     } = split_target(method, target)?;
 
-    let mut headers = Vec::with_capacity(req.headers.len());
-    let mut sent = SentHead {
-        names: String::with_capacity(req.headers.iter().map(|h| h.name.len()).sum()),
-        opaque: Vec::new(),
+    // Heads are far below 4 GiB (`max_head_bytes`), so spans fit in u32; refuse rather than wrap.
+    let Ok(len32) = u32::try_from(len) else {
+        return Err(HeadError::Status(431, "request head too large"));
     };
+    let base = buf.as_ptr() as usize;
+    let span = |b: &[u8]| Span {
+        at: (b.as_ptr() as usize - base) as u32,
+        len: b.len() as u32,
+    };
+    let mut fields: Vec<Field> = Vec::with_capacity(req.headers.len() + 1);
+    let mut own: Vec<u8> = Vec::new();
     let mut content_length: Option<u64> = None;
-    let mut transfer_encoding: Option<String> = None;
+    let mut transfer_encoding: Option<std::borrow::Cow<'_, str>> = None;
     let mut host_at: Option<usize> = None;
     let mut connection = ConnectionOptions::default();
     let mut expect_continue = false;
     for h in req.headers.iter() {
-        let name = h.name.to_ascii_lowercase();
-        let value = match std::str::from_utf8(h.value) {
-            Ok(v) => v.trim_matches(|c| c == ' ' || c == '\t').to_string(),
-            Err(_) => {
-                // kept byte for byte for forwarding; the rest of ordo sees the lossy UTF-8 form
-                let raw = trim_ows(h.value);
-                sent.opaque
-                    .push((headers.len(), Bytes::copy_from_slice(raw)));
-                String::from_utf8_lossy(raw).into_owned()
+        let raw = trim_ows(h.value);
+        let raw_span = span(raw);
+        let value = if raw.is_ascii() || std::str::from_utf8(raw).is_ok() {
+            raw_span
+        } else {
+            // kept byte for byte for forwarding; the rest of ordo sees the lossy UTF-8 form
+            let at = len32 + own.len() as u32;
+            own.extend_from_slice(String::from_utf8_lossy(raw).as_bytes());
+            Span {
+                at,
+                len: len32 + own.len() as u32 - at,
             }
         };
-        sent.names.push_str(h.name);
-        match name.as_str() {
-            "content-length" => {
+        let known = Known::of(h.name.as_bytes());
+        match known {
+            Known::ContentLength => {
                 if content_length.is_some() {
                     return Err(bad("more than one Content-Length"));
                 }
-                content_length = Some(
-                    parse_content_length(value.as_bytes()).ok_or(bad("invalid Content-Length"))?,
-                );
+                content_length =
+                    Some(parse_content_length(raw).ok_or(bad("invalid Content-Length"))?);
             }
-            "transfer-encoding" => {
+            Known::TransferEncoding => {
                 if transfer_encoding.is_some() {
                     return Err(bad("more than one Transfer-Encoding"));
                 }
-                transfer_encoding = Some(value.clone());
+                transfer_encoding = Some(String::from_utf8_lossy(raw));
             }
-            "host" => {
+            Known::Host => {
                 if host_at.is_some() {
                     return Err(bad("more than one Host"));
                 }
-                if !valid_host(value.as_bytes(), false) {
+                if !valid_host(raw, false) {
                     return Err(bad("invalid Host"));
                 }
-                host_at = Some(headers.len());
+                host_at = Some(fields.len());
             }
-            "connection" => connection.add(value.as_bytes()),
-            "expect" => {
-                if value.eq_ignore_ascii_case("100-continue") {
+            Known::Connection => connection.add(raw),
+            Known::Expect => {
+                if raw.eq_ignore_ascii_case(b"100-continue") {
                     expect_continue = version == Version::Http11;
                 } else {
                     return Err(HeadError::Status(417, "unsupported Expect"));
@@ -194,21 +239,33 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
             }
             _ => {}
         }
-        headers.push((name, value));
+        fields.push(Field {
+            name: span(h.name.as_bytes()),
+            value,
+            raw: raw_span,
+            known,
+        });
     }
     if version == Version::Http11 && host_at.is_none() {
         return Err(bad("missing Host header"));
     }
     // absolute-form: the target's authority is the request's host, whatever Host says (RFC 9112 §3.2.2)
     if let Some(authority) = authority {
+        let a = span(authority.as_bytes());
         match host_at {
             Some(i) => {
-                headers[i].1 = authority.to_string();
-                sent.opaque.retain(|(j, _)| *j != i);
+                fields[i].value = a;
+                fields[i].raw = a;
             }
             None => {
-                headers.push(("host".to_string(), authority.to_string()));
-                sent.names.push_str("Host");
+                let at = len32 + own.len() as u32;
+                own.extend_from_slice(b"Host");
+                fields.push(Field {
+                    name: Span { at, len: 4 },
+                    value: a,
+                    raw: a,
+                    known: Known::Host,
+                });
             }
         }
     }
@@ -228,13 +285,13 @@ fn parse_head_as_sent(buf: &[u8], max_head: usize, max_uri: usize) -> Result<Hea
         Version::Http2 => true, // never parsed from an HTTP/1 head
     };
     Ok(Head {
-        method: method.to_string(),
-        target: target.to_string(),
+        method: method_name(method),
+        target: span(target.as_bytes()),
         path,
         query,
         version,
-        headers,
-        sent,
+        fields,
+        own,
         framing,
         keep_alive,
         expect_continue: expect_continue && framing != Framing::None,
@@ -592,6 +649,14 @@ mod tests {
         parse_head(s.as_bytes(), 16 * 1024, 8 * 1024)
     }
 
+    /// The header fields of a parsed head: (name as sent, value).
+    fn fields(h: &mut Head, s: &[u8]) -> Vec<(String, String)> {
+        let hs = h.take_headers(Bytes::copy_from_slice(&s[..h.len]));
+        hs.iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
     fn status(s: &str) -> u16 {
         match head(s) {
             Err(HeadError::Status(st, _)) => st,
@@ -601,13 +666,14 @@ mod tests {
 
     #[test]
     fn parses_a_simple_get() {
-        let h = head("GET /a/b?x=1 HTTP/1.1\r\nHost: h\r\nX-Y:  z \r\n\r\nrest").unwrap();
+        let s = "GET /a/b?x=1 HTTP/1.1\r\nHost: h\r\nX-Y:  z \r\n\r\nrest";
+        let mut h = head(s).unwrap();
         assert_eq!(h.method, "GET");
         assert_eq!(h.path, "/a/b");
         assert_eq!(h.query.as_deref(), Some("x=1"));
         assert_eq!(
-            h.headers,
-            vec![("host".into(), "h".into()), ("x-y".into(), "z".into())]
+            fields(&mut h, s.as_bytes()),
+            vec![("Host".into(), "h".into()), ("X-Y".into(), "z".into())]
         );
         assert_eq!(h.framing, Framing::None);
         assert!(h.keep_alive);
@@ -844,11 +910,25 @@ mod tests {
 
     #[test]
     fn absolute_form_authority_replaces_host() {
-        let h = head("GET http://A.example:81?q=1 HTTP/1.1\r\nHost: other\r\n\r\n").unwrap();
+        let s = "GET http://A.example:81?q=1 HTTP/1.1\r\nX: 1\r\nHost: other\r\n\r\n";
+        let mut h = head(s).unwrap();
         assert_eq!((h.path.as_str(), h.query.as_deref()), ("/", Some("q=1")));
         assert_eq!(
-            h.headers,
-            vec![("host".to_string(), "A.example:81".to_string())]
+            fields(&mut h, s.as_bytes()),
+            vec![
+                ("X".to_string(), "1".to_string()),
+                ("Host".to_string(), "A.example:81".to_string())
+            ]
+        );
+        // no Host (HTTP/1.0): the authority becomes one
+        let s = "GET HTTP://b.example/x HTTP/1.0\r\nX: 1\r\n\r\n";
+        let mut h = head(s).unwrap();
+        assert_eq!(
+            fields(&mut h, s.as_bytes()),
+            vec![
+                ("X".to_string(), "1".to_string()),
+                ("Host".to_string(), "b.example".to_string())
+            ]
         );
         for bad in [
             "http:///x",
@@ -888,18 +968,33 @@ mod tests {
 
     #[test]
     fn names_as_sent_and_opaque_values_are_kept() {
-        let h = parse_head(
-            b"GET / HTTP/1.1\r\nHoSt: h\r\nX-Bin: \t a\xffb \r\nx-y: z\r\n\r\n",
-            1024,
-            1024,
-        )
-        .unwrap();
-        assert_eq!(h.sent.names, "HoStX-Binx-y");
+        let s = b"GET / HTTP/1.1\r\nHoSt: h\r\nX-Bin: \t a\xffb \r\nx-y: z\r\nX-Y: \r\n\r\n";
+        let mut h = parse_head(s, 1024, 1024).unwrap();
+        let hs = h.take_headers(Bytes::copy_from_slice(&s[..h.len]));
         assert_eq!(
-            h.headers[1],
-            ("x-bin".to_string(), "a\u{fffd}b".to_string())
+            hs.iter().collect::<Vec<_>>(),
+            [
+                ("HoSt", "h"),
+                ("X-Bin", "a\u{fffd}b"),
+                ("x-y", "z"),
+                ("X-Y", "")
+            ]
         );
-        assert_eq!(h.sent.opaque, vec![(1, Bytes::from_static(b"a\xffb"))]);
+        let raw: Vec<(&[u8], &[u8])> = hs.iter_raw().map(|(n, v, _)| (n, v)).collect();
+        assert_eq!(raw[1], (&b"X-Bin"[..], &b"a\xffb"[..]));
+        assert_eq!(raw[3], (&b"X-Y"[..], &b""[..]));
+        // repeated names: the first for `get`, all of them in order for `get_all`
+        assert_eq!(hs.get("X-y"), Some("z"));
+        assert_eq!(hs.get_all("x-Y").collect::<Vec<_>>(), ["z", ""]);
+        assert_eq!(hs.get("host"), Some("h"));
+    }
+
+    #[test]
+    fn a_minor_version_above_ours_keeps_its_fields() {
+        let s = b"GET / HTTP/1.5\r\nHost: h\r\nA: b\r\n\r\n";
+        let mut h = parse_head(s, 1024, 1024).unwrap();
+        let hs = h.take_headers(Bytes::copy_from_slice(&s[..h.len]));
+        assert_eq!(hs.iter().collect::<Vec<_>>(), [("Host", "h"), ("A", "b")]);
     }
 
     #[test]

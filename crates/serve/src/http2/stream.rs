@@ -26,7 +26,7 @@ use tokio::sync::OwnedSemaphorePermit;
 
 use super::{ConnCtx, Outcome};
 use crate::http::parse::{path_and_query, valid_host};
-use crate::http::{Body, Handler, Request, Response, SentHead, Version, date};
+use crate::http::{Body, Handler, Headers, Request, Response, Version, date};
 
 /// Largest piece of a file read and sent at once.
 const FILE_CHUNK: usize = 64 * 1024;
@@ -300,16 +300,24 @@ fn request_of<H>(
         return Err((414, "request target too long"));
     }
     let (path, query) = path_and_query(method, target).map_err(|m| (400, m))?;
-    let mut headers: Vec<(String, String)> = Vec::with_capacity(parts.headers.len() + 1);
-    let mut sent = SentHead::default();
+    let bytes: usize = parts
+        .headers
+        .iter()
+        .map(|(n, v)| n.as_str().len() + v.len())
+        .sum();
+    let mut headers = Headers::with_capacity(parts.headers.len() + 1, bytes + 64);
     let authority = parts.uri.authority().map(|a| a.as_str());
     if let Some(a) = authority {
         if !valid_host(a.as_bytes(), true) {
             return Err((400, "invalid :authority"));
         }
-        headers.push(("host".to_string(), a.to_string()));
+        headers.push("host", a);
     }
-    let mut cookie: Option<usize> = None;
+    // RFC 9113 §8.2.3: cookie crumbs are joined again before going to HTTP/1.1 (one Cookie header, where the
+    // first crumb was)
+    // (where the first crumb is, and the rest, each after "; ")
+    let mut cookie: Option<(usize, Vec<u8>)> = None;
+    let mut host = authority.is_some();
     for (name, value) in &parts.headers {
         let raw = value.as_bytes();
         // RFC 9113 §8.2.1: a value with NUL, CR or LF is malformed (and could split a header forwarded over
@@ -318,52 +326,45 @@ fn request_of<H>(
             return Err((400, "invalid header value"));
         }
         let raw = ordo_http1::trim_ows(raw);
-        let value = match std::str::from_utf8(raw) {
-            Ok(v) => v.to_string(),
-            Err(_) => {
-                sent.opaque
-                    .push((headers.len(), Bytes::copy_from_slice(raw)));
-                String::from_utf8_lossy(raw).into_owned()
-            }
-        };
         if name == header::HOST {
             match authority {
-                Some(a) if !a.eq_ignore_ascii_case(&value) => {
+                Some(a) if !a.as_bytes().eq_ignore_ascii_case(raw) => {
                     return Err((400, "Host differs from :authority"));
                 }
                 Some(_) => continue,
-                None if !valid_host(value.as_bytes(), true) => {
+                None if !valid_host(raw, true) => {
                     return Err((400, "invalid Host"));
                 }
-                None => {}
+                None => host = true,
             }
         }
-        // RFC 9113 §8.2.3: cookie crumbs are joined again before going to HTTP/1.1 (one Cookie header)
         if name == header::COOKIE {
-            if let Some(i) = cookie {
-                headers[i].1.push_str("; ");
-                headers[i].1.push_str(&value);
-                continue;
+            match &mut cookie {
+                Some((_, more)) => {
+                    more.extend_from_slice(b"; ");
+                    more.extend_from_slice(raw);
+                    continue;
+                }
+                None => cookie = Some((headers.len(), Vec::new())),
             }
-            cookie = Some(headers.len());
         }
-        headers.push((name.as_str().to_string(), value));
+        headers.push_bytes(name.as_str().as_bytes(), raw);
     }
-    if !headers.iter().any(|(k, _)| k == "host") {
+    if !host {
         return Err((400, "missing :authority"));
     }
-    for (k, _) in &headers {
-        sent.names.push_str(k);
+    if let Some((i, more)) = cookie.filter(|(_, more)| !more.is_empty()) {
+        let mut joined: Vec<u8> = headers
+            .iter_raw()
+            .nth(i)
+            .map(|(_, v, _)| v.to_vec())
+            .unwrap_or_default();
+        joined.extend_from_slice(&more);
+        headers.set_value_bytes(i, &joined);
     }
-    // a value joined into the cookie line moved the indexes of the opaque ones: keep only those still true
-    sent.opaque.retain(|(i, raw)| {
-        headers
-            .get(*i)
-            .is_some_and(|(_, v)| *v == String::from_utf8_lossy(raw))
-    });
     Ok(Request {
-        method: method.to_string(),
-        target: target.to_string(),
+        method: crate::http::parse::method_name(method),
+        target: crate::http::Target::Owned(target.to_string()),
         path,
         query,
         version: Version::Http2,
@@ -371,7 +372,6 @@ fn request_of<H>(
         body: Bytes::new(),
         peer: ctx.peer,
         keep_alive: true,
-        sent,
     })
 }
 

@@ -277,7 +277,7 @@ impl Handler for UpHandler {
         let body = format!(
             "{} {} xff={} host={} conn={} body={}",
             req.method,
-            req.target,
+            req.target(),
             req.header("x-forwarded-for").unwrap_or("-"),
             req.header("host").unwrap_or("-"),
             req.header("connection").unwrap_or("-"),
@@ -778,9 +778,9 @@ fn proxy_loop_is_answered_before_scheduling() {
     let token = p.via_token().to_string();
     let mut req = Request::get("/x");
     assert!(b.answer_before_scheduling(&req).is_none());
-    req.headers.push(("via".into(), "1.1 someone-else".into()));
+    req.headers.push("via", "1.1 someone-else");
     assert!(b.answer_before_scheduling(&req).is_none());
-    req.headers.push(("via".into(), format!("1.1 {token}")));
+    req.headers.push("via", &format!("1.1 {token}"));
     assert_eq!(
         b.answer_before_scheduling(&req).map(|r| r.status),
         Some(508)
