@@ -153,7 +153,7 @@ impl Headers {
     }
 
     /// `(name as sent, value)` of every field in order; a value that is not UTF-8 has `�` in place of its
-    /// bad bytes (the bytes themselves: [`Headers::iter_raw`]).
+    /// bad bytes (a proxy forwards the bytes themselves).
     pub fn iter(&self) -> impl Iterator<Item = (&str, &str)> + '_ {
         self.fields
             .iter()
