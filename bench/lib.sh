@@ -352,14 +352,13 @@ backend be
   server up 127.0.0.1:$3
 EOF
 }
-# FILE: ordo serve as a reverse proxy on 127.0.0.1:PORT (bench_ordo_head), policy POLICY over one class
-# ("default") or the three of bench_three_classes (CLASSES = 1 or 3), one route "/" proxied to
-# 127.0.0.1:UP_PORT keeping POOL idle upstream connections (as many as the clients, like nginx's
-# `keepalive N`; HAProxy's pool is unbounded).
-#   bench_ordo_proxy_conf FILE POLICY CLASSES PORT UP_PORT POOL
-bench_ordo_proxy_conf() {
+# FILE: an ordo serve configuration on 127.0.0.1:PORT (bench_ordo_head, with HEAD_LINE among the top-level
+# settings if given), policy POLICY over one class ("default") or the three of bench_three_classes (CLASSES
+# = 1 or 3), and one route "/" whose backend is BACKEND_LINE (e.g. `static = { root = "..." }`).
+#   bench_ordo_route_conf FILE POLICY CLASSES PORT BACKEND_LINE [HEAD_LINE]
+bench_ordo_route_conf() {
   {
-    bench_ordo_head "$4" "$2"
+    bench_ordo_head "$4" "$2" "${6:-}"
     if [ "$3" = 3 ]; then
       bench_three_classes
     else
@@ -367,8 +366,16 @@ bench_ordo_proxy_conf() {
     fi
     echo "[[routes]]"
     echo "prefix = \"/\""
-    echo "proxy = { upstreams = [\"127.0.0.1:$5\"], pool_max_idle = $6 }"
+    echo "$5"
   } > "$1"
+}
+
+# FILE: ordo serve as a reverse proxy (bench_ordo_route_conf): one route "/" proxied to 127.0.0.1:UP_PORT
+# keeping POOL idle upstream connections (as many as the clients, like nginx's `keepalive N`; HAProxy's pool
+# is unbounded).
+#   bench_ordo_proxy_conf FILE POLICY CLASSES PORT UP_PORT POOL
+bench_ordo_proxy_conf() {
+  bench_ordo_route_conf "$1" "$2" "$3" "$4" "proxy = { upstreams = [\"127.0.0.1:$5\"], pool_max_idle = $6 }"
 }
 
 # How many of an `ordo bench --json` run's responses were 2xx ($1 = its JSON).

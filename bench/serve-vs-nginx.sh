@@ -51,17 +51,7 @@ done
 bench_nginx_conf "$tmp/nginx" "  server { listen 127.0.0.1:$NGINX_PORT; listen 127.0.0.1:$NGINX_DEFER_PORT deferred; root $tmp/www; }"
 
 write_ordo_config() { # $1 = file, $2 = policy, $3 = classes (1 or 3), $4 = port, $5 = defer_accept (default false)
-  {
-    bench_ordo_head "$4" "$2" "defer_accept = ${5:-false}"
-    if [ "$3" = 3 ]; then
-      bench_three_classes
-    else
-      echo "[[classes]]"; echo "name = \"default\""
-    fi
-    echo "[[routes]]"
-    echo "prefix = \"/\""
-    echo "static = { root = \"$tmp/www\" }"
-  } > "$1"
+  bench_ordo_route_conf "$1" "$2" "$3" "$4" "static = { root = \"$tmp/www\" }" "defer_accept = ${5:-false}"
 }
 FCFS3_PORT=$((ORDO_PORT + 1))
 STRIDE3_PORT=$((ORDO_PORT + 2))

@@ -110,11 +110,20 @@ fn ok(body: &str) -> Vec<u8> {
 
 /// An upstream that answers every request on every connection with `body`.
 async fn answering(body: &'static str) -> (SocketAddr, Log) {
-    mock(move |_, mut s, log| async move {
-        let mut buf = Vec::new();
-        while read_request(&mut s, &mut buf, &log).await.is_some() {
-            if s.write_all(&ok(body)).await.is_err() {
-                return;
+    answering_raw(ok(body)).await
+}
+
+/// An upstream that answers every request on every connection with the raw response `resp`.
+async fn answering_raw(resp: impl Into<Vec<u8>>) -> (SocketAddr, Log) {
+    let resp: Arc<[u8]> = resp.into().into();
+    mock(move |_, mut s, log| {
+        let resp = resp.clone();
+        async move {
+            let mut buf = Vec::new();
+            while read_request(&mut s, &mut buf, &log).await.is_some() {
+                if s.write_all(&resp).await.is_err() {
+                    return;
+                }
             }
         }
     })
@@ -475,19 +484,6 @@ async fn issue10_non_utf8_header_values_are_forwarded_byte_exact() {
     assert!(find(&req, b"\r\nX-Utf8: caf\xc3\xa9\r\n").is_some());
 }
 
-/// An upstream that answers every request with the given raw response.
-async fn answering_raw(resp: &'static [u8]) -> (SocketAddr, Log) {
-    mock(move |_, mut s, log| async move {
-        let mut buf = Vec::new();
-        while read_request(&mut s, &mut buf, &log).await.is_some() {
-            if s.write_all(resp).await.is_err() {
-                return;
-            }
-        }
-    })
-    .await
-}
-
 #[tokio::test]
 async fn upstream_response_headers_its_connection_field_names_are_not_forwarded() {
     // the usual `Connection: keep-alive` names nothing: every end-to-end header is forwarded
@@ -520,7 +516,6 @@ async fn upstream_header_values_with_control_bytes_are_a_502_not_forwarded() {
         b"HTTP/1.1 200 OK\r\nX-Cr: a\rb\r\nContent-Length: 2\r\n\r\nok",
         b"HTTP/1.1 200 OK\r\nX-Nul: a\x00b\r\nContent-Length: 2\r\n\r\nok",
     ] {
-        let resp: &'static [u8] = Box::leak(resp.to_vec().into_boxed_slice());
         let (up, _) = answering_raw(resp).await;
         let s = proxy(cfg(up)).await;
         let r = exchange(s.addr, b"GET / HTTP/1.1\r\nHost: h\r\n\r\n").await;
