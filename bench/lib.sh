@@ -295,6 +295,8 @@ bench_ordo_head() {
   echo "workers = 4096"
   echo "policy = \"$2\""
   echo "queue_cap = 100000"
+  # ORDO_COALESCE: the serving threads' wakeup coalescing (docs/serve.md, "Wakeup coalescing"); off if unset
+  if [ -n "${ORDO_COALESCE:-}" ]; then echo "coalesce = \"$ORDO_COALESCE\""; fi
   echo "[admin]"
   echo "enabled = false"
   echo "[limits]"
@@ -352,7 +354,7 @@ backend be
   server up 127.0.0.1:$3
 EOF
 }
-# FILE: an ordo serve configuration on 127.0.0.1:PORT (bench_ordo_head, with HEAD_LINE among the top-level
+# FILE: an ordo serve configuration on 127.0.0.1:PORT (bench_ordo_head, with HEAD_LINE among the [limits]
 # settings if given), policy POLICY over one class ("default") or the three of bench_three_classes (CLASSES
 # = 1 or 3), and one route "/" whose backend is BACKEND_LINE (e.g. `static = { root = "..." }`).
 #   bench_ordo_route_conf FILE POLICY CLASSES PORT BACKEND_LINE [HEAD_LINE]

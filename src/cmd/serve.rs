@@ -167,9 +167,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
         n => n,
     };
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .thread_name("ordo-serve")
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all().thread_name("ordo-serve");
+    let rt = ordo_serve::coalesce_wakeups(&mut builder, cfg.coalesce)
         .build()
         .context("cannot start the tokio runtime")?;
     rt.block_on(async move {

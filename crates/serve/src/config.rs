@@ -23,6 +23,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// Default address of the admin listener.
 pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
 
+/// The longest `coalesce` nap: beyond a millisecond it is a delay, not a batching window.
+pub const MAX_COALESCE: Duration = Duration::from_millis(1);
+
 /// The whole configuration file. Every key is optional; see docs/serve.md for the reference.
 #[derive(Clone, Debug, Deserialize)]
 #[serde(default, deny_unknown_fields)]
@@ -31,6 +34,12 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Tokio worker threads; 0 means one per available CPU.
     pub threads: usize,
+    /// After a burst of work, a serving thread naps this long before it waits on its sockets, so data that
+    /// arrives meanwhile is taken in one batch and its senders (clients, upstreams) need not wake the thread
+    /// ("0s", the default: off). Trades up to this much latency (plus the kernel's timer slack, 50 µs by
+    /// default) for fewer wakeups; see docs/serve.md, "Wakeup coalescing". Takes effect on restart.
+    #[serde(deserialize_with = "crate::http::duration::deserialize")]
+    pub coalesce: Duration,
     /// At most this many requests are served at once (the seed's MaxClients), or `"auto"`: a concurrency
     /// limit per route that follows the backend's latency (docs/overload.md).
     pub workers: crate::overload::Workers,
@@ -92,6 +101,7 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: DEFAULT_LISTEN.parse().expect("constant address"),
             threads: 0,
+            coalesce: Duration::ZERO,
             workers: crate::overload::Workers::default(),
             policy: PolicyKind::Fcfs,
             policy_script: None,
@@ -771,6 +781,16 @@ impl ServeConfig {
                 format!("must be ≤ 1024, got {}", self.threads),
             ));
         }
+        if self.coalesce > MAX_COALESCE {
+            return Err(Invalid::new(
+                keypath!["coalesce"],
+                format!(
+                    "must be ≤ {}, got {}",
+                    crate::http::duration::format(MAX_COALESCE),
+                    crate::http::duration::format(self.coalesce)
+                ),
+            ));
+        }
         if self.queue_cap == Some(0) {
             return Err(Invalid::new(keypath!["queue_cap"], "must be ≥ 1, got 0"));
         }
@@ -965,6 +985,24 @@ mod tests {
             parse_policy("custom").unwrap_err(),
             "unknown policy `custom` (expected fcfs, priority, lottery, stride, wfq, srpt, edf or lua)"
         );
+    }
+
+    #[test]
+    fn coalesce_is_a_duration_up_to_a_millisecond() {
+        let ok = |t: &str| ServeConfig::from_toml_str(t, "c.toml").map(|c| c.coalesce);
+        assert_eq!(ok(""), Ok(Duration::ZERO));
+        assert_eq!(ok("coalesce = \"20us\"\n"), Ok(Duration::from_micros(20)));
+        assert_eq!(ok("coalesce = \"1ms\"\n"), Ok(Duration::from_millis(1)));
+        assert_eq!(
+            ok("threads = 1\ncoalesce = \"2ms\"\n")
+                .unwrap_err()
+                .to_string(),
+            "c.toml:2: coalesce: must be ≤ 1ms, got 2ms"
+        );
+        let e = ok("coalesce = 20\n").unwrap_err().to_string();
+        assert!(e.starts_with("c.toml:1: coalesce:"), "{e}");
+        let e = ok("coalesce = \"20 furlongs\"\n").unwrap_err().to_string();
+        assert!(e.contains("coalesce") && e.contains("unit"), "{e}");
     }
 
     #[test]

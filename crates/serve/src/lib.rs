@@ -30,3 +30,4 @@ pub use ordo_sched::PolicyKind;
 pub use ordo_util::keypath;
 pub use overload::Workers;
 pub use server::{Server, ServerHandle, StartError};
+pub use serving_thread::coalesce_wakeups;

@@ -75,11 +75,16 @@ struct Worker {
 
 /// Starts serving thread `index`: a current-thread runtime on a thread of its own, returned with its handle
 /// (to spawn its listeners on).
-fn start_worker(index: usize) -> Result<(Worker, tokio::runtime::Handle), StartError> {
+fn start_worker(
+    index: usize,
+    coalesce: std::time::Duration,
+) -> Result<(Worker, tokio::runtime::Handle), StartError> {
     let err = |error| StartError::Thread { index, error };
-    let rt = tokio::runtime::Builder::new_current_thread()
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder
         .enable_all()
-        .on_thread_start(move || set_serving_thread(index))
+        .on_thread_start(move || set_serving_thread(index));
+    let rt = crate::serving_thread::coalesce_wakeups(&mut builder, coalesce)
         .build()
         .map_err(err)?;
     let handle = rt.handle().clone();
@@ -176,6 +181,7 @@ impl Server {
         let http2 = Arc::new(cfg.http2.clone());
         let accepted: Vec<Arc<AtomicU64>> =
             (0..threads).map(|_| Arc::new(AtomicU64::new(0))).collect();
+        let coalesce = cfg.coalesce;
         let shared = Arc::new(Shared {
             gate: gate.clone(),
             active: RwLock::new(Arc::new(compiled.active)),
@@ -194,7 +200,7 @@ impl Server {
         let mut workers = Vec::with_capacity(threads - 1);
         let mut handles = vec![tokio::runtime::Handle::current()];
         for index in 1..threads {
-            let (w, h) = start_worker(index)?;
+            let (w, h) = start_worker(index, coalesce)?;
             workers.push(w);
             handles.push(h);
         }

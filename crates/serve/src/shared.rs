@@ -70,6 +70,10 @@ impl Shared {
                 restart.push("threads");
                 new.threads = cur.threads;
             }
+            if new.coalesce != cur.coalesce {
+                restart.push("coalesce");
+                new.coalesce = cur.coalesce;
+            }
             if new.limits != cur.limits {
                 restart.push("limits");
                 new.limits = cur.limits.clone();

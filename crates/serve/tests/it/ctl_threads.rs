@@ -107,6 +107,25 @@ async fn two_threads_both_accept_and_serve_keep_alive_and_pipelined_requests() {
     h.shutdown().await.unwrap();
 }
 
+#[tokio::test]
+async fn coalescing_threads_serve_keep_alive_and_pipelined_requests() {
+    // `coalesce` naps a serving thread before it parks: requests that arrive during a nap are served
+    let h = start_threads("workers = 8\ncoalesce = \"200us\"\n", 2).await;
+    let mut conns = conns_on_every_thread(&h, 2).await;
+    for round in 0..3 {
+        for c in &mut conns {
+            c.write_all(b"GET /a HTTP/1.1\r\nHost: t\r\n\r\nGET /b HTTP/1.1\r\nHost: t\r\n\r\n")
+                .await
+                .unwrap();
+            let mut buf = Vec::new();
+            assert_eq!(read_response(c, &mut buf).await.0, 200, "round {round}");
+            assert_eq!(read_response(c, &mut buf).await.0, 200, "round {round}");
+            assert!(buf.is_empty());
+        }
+    }
+    h.shutdown().await.unwrap();
+}
+
 /// An upstream answering `body` on every request of every connection, counting its connections.
 async fn upstream(body: &'static str) -> (SocketAddr, Arc<AtomicUsize>) {
     let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
