@@ -26,15 +26,15 @@
 #   DURATION=5s ROUNDS=10 CONNS=64 bench/proxy-vs-haproxy.sh   # the defaults: about 5 minutes
 #   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
 #   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another ordo binary (e.g. an older build, to compare)
-#   COALESCE=5us ...                               # ordo's `coalesce` (default 0s: off, as in ordo)
+#   COALESCE=2us ...                               # ordo's `coalesce` (default 0s: off, as in ordo)
 #
 # Ports: BASE_PORT (default 18180) .. BASE_PORT+4 (the script refuses to start if one is taken).
 # Everything it starts is killed and its temp dir removed on every exit path.
 set -euo pipefail
 
 DURATION=${DURATION:-5s}
-# ordo's wakeup coalescing (`coalesce`, off by default in ordo): a serving thread naps this long (plus the
-# kernel's 50 µs timer slack) before it waits on its sockets after a burst of work
+# ordo's wakeup coalescing (`coalesce`, off by default in ordo): a busy serving thread spins this long
+# before it waits on its sockets (2us puts the proxy level with HAProxy here; docs/serve.md, "Wakeup coalescing")
 COALESCE=${COALESCE:-0s}
 export ORDO_COALESCE=$COALESCE
 ROUNDS=${ROUNDS:-10}

@@ -23,8 +23,11 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 /// Default address of the admin listener.
 pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
 
-/// The longest `coalesce` nap: beyond a millisecond it is a delay, not a batching window.
-pub const MAX_COALESCE: Duration = Duration::from_millis(1);
+/// The longest `coalesce` spin: it is CPU time spent on every park of a busy serving thread, and beyond
+/// this it buys no more batching (docs/serve.md, "Wakeup coalescing").
+pub const MAX_COALESCE: Duration = Duration::from_micros(100);
+/// `coalesce` when the file leaves it out.
+pub const DEFAULT_COALESCE: Duration = Duration::ZERO;
 
 /// The whole configuration file. Every key is optional; see docs/serve.md for the reference.
 #[derive(Clone, Debug, Deserialize)]
@@ -34,10 +37,10 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Tokio worker threads; 0 means one per available CPU.
     pub threads: usize,
-    /// After a burst of work, a serving thread naps this long before it waits on its sockets, so data that
-    /// arrives meanwhile is taken in one batch and its senders (clients, upstreams) need not wake the thread
-    /// ("0s", the default: off). Trades up to this much latency (plus the kernel's timer slack, 50 µs by
-    /// default) for fewer wakeups; see docs/serve.md, "Wakeup coalescing". Takes effect on restart.
+    /// After a burst of work, a serving thread spins this long before it waits on its sockets, so data that
+    /// arrives meanwhile is taken without a wakeup its senders (clients, upstreams) would pay for ("0s",
+    /// the default: off; at most [`MAX_COALESCE`]). Spins that do not pay off back off. Trades CPU time at
+    /// moderate load for fewer wakeups; see docs/serve.md, "Wakeup coalescing". Takes effect on restart.
     #[serde(deserialize_with = "crate::http::duration::deserialize")]
     pub coalesce: Duration,
     /// At most this many requests are served at once (the seed's MaxClients), or `"auto"`: a concurrency
@@ -101,7 +104,7 @@ impl Default for ServeConfig {
         ServeConfig {
             listen: DEFAULT_LISTEN.parse().expect("constant address"),
             threads: 0,
-            coalesce: Duration::ZERO,
+            coalesce: DEFAULT_COALESCE,
             workers: crate::overload::Workers::default(),
             policy: PolicyKind::Fcfs,
             policy_script: None,
@@ -988,16 +991,17 @@ mod tests {
     }
 
     #[test]
-    fn coalesce_is_a_duration_up_to_a_millisecond() {
+    fn coalesce_is_a_duration_up_to_100us() {
         let ok = |t: &str| ServeConfig::from_toml_str(t, "c.toml").map(|c| c.coalesce);
-        assert_eq!(ok(""), Ok(Duration::ZERO));
+        assert_eq!(ok(""), Ok(DEFAULT_COALESCE));
+        assert_eq!(ok("coalesce = \"0s\"\n"), Ok(Duration::ZERO));
         assert_eq!(ok("coalesce = \"20us\"\n"), Ok(Duration::from_micros(20)));
-        assert_eq!(ok("coalesce = \"1ms\"\n"), Ok(Duration::from_millis(1)));
+        assert_eq!(ok("coalesce = \"100us\"\n"), Ok(Duration::from_micros(100)));
         assert_eq!(
-            ok("threads = 1\ncoalesce = \"2ms\"\n")
+            ok("threads = 1\ncoalesce = \"1ms\"\n")
                 .unwrap_err()
                 .to_string(),
-            "c.toml:2: coalesce: must be ≤ 1ms, got 2ms"
+            "c.toml:2: coalesce: must be ≤ 100us, got 1ms"
         );
         let e = ok("coalesce = 20\n").unwrap_err().to_string();
         assert!(e.starts_with("c.toml:1: coalesce:"), "{e}");

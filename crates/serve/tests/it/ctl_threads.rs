@@ -109,8 +109,9 @@ async fn two_threads_both_accept_and_serve_keep_alive_and_pipelined_requests() {
 
 #[tokio::test]
 async fn coalescing_threads_serve_keep_alive_and_pipelined_requests() {
-    // `coalesce` naps a serving thread before it parks: requests that arrive during a nap are served
-    let h = start_threads("workers = 8\ncoalesce = \"200us\"\n", 2).await;
+    // `coalesce` spins a busy serving thread before it parks: requests that arrive during a spin are
+    // served (the longest spin allowed, so that some do)
+    let h = start_threads("workers = 8\ncoalesce = \"100us\"\n", 2).await;
     let mut conns = conns_on_every_thread(&h, 2).await;
     for round in 0..3 {
         for c in &mut conns {
