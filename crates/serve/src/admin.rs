@@ -132,6 +132,7 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
             json!({ "prefix": r.prefix, "backend": backend, "strip_prefix": r.strip_prefix })
         })
         .collect();
+    let spins = crate::serving_thread::coalesce_spins();
     json!({
         "config": cfg.name(),
         "listen": shared.local_addr.to_string(),
@@ -146,6 +147,11 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
             .iter()
             .map(|a| a.load(std::sync::atomic::Ordering::Relaxed))
             .collect::<Vec<_>>(),
+        "coalesce": {
+            "wait": crate::http::duration::format(cfg.coalesce),
+            "spins_paid_off": spins.0,
+            "spins_missed": spins.1,
+        },
         "shutting_down": snap.closed,
         "uptime_s": shared.started.elapsed().as_secs_f64(),
         "reloads": { "ok": shared.metrics.reloads(true), "error": shared.metrics.reloads(false) },

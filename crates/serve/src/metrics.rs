@@ -121,6 +121,8 @@ pub struct Metrics {
     workers_capacity: Gauge,
     abandoned: Counter,
     abandoned_seen: AtomicU64,
+    coalesce_spins: Family<ResultLabel, Counter>,
+    coalesce_seen: [AtomicU64; 2],
     /// Failed Lua calls (classify or pick).
     pub lua_errors: Counter,
     reloads: Family<ResultLabel, Counter>,
@@ -323,6 +325,13 @@ impl Metrics {
             "Times a Lua script was disabled after repeated limit overruns",
             lua_disabled.clone(),
         );
+        let coalesce_spins = Family::<ResultLabel, Counter>::default();
+        registry.register(
+            "coalesce_spins",
+            "Spins of busy serving threads before they wait (`coalesce`), process-wide, by whether the \
+             wait after found work at once (paid_off) or slept (missed)",
+            coalesce_spins.clone(),
+        );
         let concurrency = ConcurrencyMetrics::register(&mut registry);
         let m = Metrics {
             registry,
@@ -337,6 +346,8 @@ impl Metrics {
             workers_capacity,
             abandoned,
             abandoned_seen: AtomicU64::new(0),
+            coalesce_spins,
+            coalesce_seen: [AtomicU64::new(0), AtomicU64::new(0)],
             lua_errors,
             reloads,
             not_found,
@@ -468,6 +479,18 @@ impl Metrics {
         self.concurrency.refresh(snap);
         let seen = self.abandoned_seen.swap(snap.abandoned, Ordering::Relaxed);
         self.abandoned.inc_by(snap.abandoned.saturating_sub(seen));
+        let (paid, missed) = crate::serving_thread::coalesce_spins();
+        for (i, (now, result)) in [(paid, "paid_off"), (missed, "missed")]
+            .into_iter()
+            .enumerate()
+        {
+            let seen = self.coalesce_seen[i].swap(now, Ordering::Relaxed);
+            self.coalesce_spins
+                .get_or_create(&ResultLabel {
+                    result: result.to_string(),
+                })
+                .inc_by(now.saturating_sub(seen));
+        }
         let mut out = String::new();
         if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
             out.clear();

@@ -3,6 +3,7 @@
 //! server that starts the threads. Also the serving runtimes' wakeup coalescing (`coalesce`).
 
 use std::cell::Cell;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 thread_local! {
@@ -64,22 +65,35 @@ impl Coalescing {
         self.spun_park = Some(now);
     }
 
-    /// The runtime woke from parking at `now`.
-    fn unparked(&mut self, now: Instant) {
+    /// The runtime woke from parking at `now`. After a spin: whether it paid off.
+    fn unparked(&mut self, now: Instant) -> Option<bool> {
         self.last_unpark = Some(now);
-        if let Some(parked) = self.spun_park.take() {
-            if now.saturating_duration_since(parked) <= PAID_OFF_WITHIN {
-                self.backoff = 0;
-            } else {
-                self.backoff = (self.backoff * 2).clamp(1, MAX_SKIP);
-                self.skip = self.backoff;
-            }
+        let parked = self.spun_park.take()?;
+        let paid_off = now.saturating_duration_since(parked) <= PAID_OFF_WITHIN;
+        if paid_off {
+            self.backoff = 0;
+        } else {
+            self.backoff = (self.backoff * 2).clamp(1, MAX_SKIP);
+            self.skip = self.backoff;
         }
+        Some(paid_off)
     }
 }
 
 thread_local! {
     static COALESCING: Cell<Coalescing> = Cell::new(Coalescing::default());
+}
+
+/// Spins of every serving thread in the process since it started: [paid off, missed].
+static SPINS: [AtomicU64; 2] = [AtomicU64::new(0), AtomicU64::new(0)];
+
+/// The process's coalescing spins so far, `(paid off, missed)`: `/status` and `/metrics` show them, so an
+/// operator can see whether `coalesce` finds work (process-wide: every server in the process adds to them).
+pub(crate) fn coalesce_spins() -> (u64, u64) {
+    (
+        SPINS[0].load(Ordering::Relaxed),
+        SPINS[1].load(Ordering::Relaxed),
+    )
 }
 
 /// Runs `f` on this thread's coalescing state (nothing while the thread is being torn down).
@@ -114,7 +128,11 @@ pub fn coalesce_wakeups(
         return builder;
     }
     builder
-        .on_thread_unpark(|| with_state(|s| s.unparked(Instant::now())))
+        .on_thread_unpark(|| {
+            if let Some(paid_off) = with_state(|s| s.unparked(Instant::now())) {
+                SPINS[usize::from(!paid_off)].fetch_add(1, Ordering::Relaxed);
+            }
+        })
         .on_thread_park(move || {
             if with_state(|s| s.before_park(Instant::now())) {
                 spin_for(wait);
@@ -157,12 +175,12 @@ mod tests {
         assert!(c.before_park(t));
         c.spun(t);
         t += us(3);
-        c.unparked(t);
+        assert_eq!(c.unparked(t), Some(true));
         assert!(c.before_park(t));
         // spin, then a park that sleeps 100 µs: a miss, the next park skips (1), then spins again
         c.spun(t);
         t += us(100);
-        c.unparked(t);
+        assert_eq!(c.unparked(t), Some(false));
         assert!(!c.before_park(t));
         assert!(c.before_park(t));
         // each further miss doubles the skip: 2, 4, ... up to MAX_SKIP
@@ -188,8 +206,8 @@ mod tests {
         c.unparked(t);
         assert!(!c.before_park(t));
         assert!(c.before_park(t));
-        // a park that did not spin (skipped, or idle) leaves the backoff alone
-        c.unparked(t + us(500));
+        // a park that did not spin (skipped, or idle) leaves the backoff alone and is not a spin
+        assert_eq!(c.unparked(t + us(500)), None);
         assert!(c.before_park(t + us(500)));
     }
 
@@ -221,6 +239,11 @@ mod tests {
         assert!(
             COALESCING.with(Cell::get).last_unpark.is_some(),
             "the unpark hook ran"
+        );
+        let (paid, missed) = coalesce_spins();
+        assert!(
+            paid + missed >= 1,
+            "the spin was counted at the next wakeup"
         );
     }
 }

@@ -124,6 +124,21 @@ async fn coalescing_threads_serve_keep_alive_and_pipelined_requests() {
             assert!(buf.is_empty());
         }
     }
+    // the second thread spun before parking between the rounds, and each spin was counted at the wakeup
+    // after it: /status and /metrics show them (process-wide counters, so only "some" can be checked)
+    let st = h.status();
+    assert_eq!(st["coalesce"]["wait"], "100us", "{st}");
+    let spins = |k: &str| {
+        st["coalesce"][k]
+            .as_u64()
+            .unwrap_or_else(|| panic!("{k}: {st}"))
+    };
+    assert!(spins("spins_paid_off") + spins("spins_missed") >= 1, "{st}");
+    let m = get(h.admin_addr().unwrap(), "/metrics").await;
+    for result in ["paid_off", "missed"] {
+        let line = format!("ordo_serve_coalesce_spins_total{{result=\"{result}\"}} ");
+        assert!(m.body.contains(&line), "{line} in {}", m.body);
+    }
     h.shutdown().await.unwrap();
 }
 
