@@ -37,7 +37,7 @@ const PAID_OFF_WITHIN: Duration = Duration::from_micros(10);
 const MAX_SKIP: u32 = 64;
 
 /// One serving thread's coalescing state (thread-local: each runtime thread decides for itself).
-#[derive(Clone, Copy, Debug, Default)]
+#[derive(Clone, Copy, Debug)]
 struct Coalescing {
     /// When the runtime last woke from parking.
     last_unpark: Option<Instant>,
@@ -50,6 +50,15 @@ struct Coalescing {
 }
 
 impl Coalescing {
+    /// A thread that has not parked yet (`const`, so the thread-local needs no lazy initialisation on the
+    /// park path).
+    const IDLE: Coalescing = Coalescing {
+        last_unpark: None,
+        spun_park: None,
+        skip: 0,
+        backoff: 0,
+    };
+
     /// Called as the runtime is about to park at `now`: should it spin first?
     fn before_park(&mut self, now: Instant) -> bool {
         if self.skip > 0 {
@@ -81,7 +90,7 @@ impl Coalescing {
 }
 
 thread_local! {
-    static COALESCING: Cell<Coalescing> = Cell::new(Coalescing::default());
+    static COALESCING: Cell<Coalescing> = const { Cell::new(Coalescing::IDLE) };
 }
 
 /// Spins of every serving thread in the process since it started: [paid off, missed].
@@ -156,7 +165,7 @@ mod tests {
     #[test]
     fn only_a_thread_that_woke_recently_spins() {
         let t0 = Instant::now();
-        let mut c = Coalescing::default();
+        let mut c = Coalescing::IDLE;
         assert!(!c.before_park(t0), "a thread that never woke parks at once");
         c.unparked(t0);
         assert!(c.before_park(t0));
@@ -169,7 +178,7 @@ mod tests {
     fn spins_that_do_not_pay_off_back_off_and_one_that_does_resets() {
         let us = Duration::from_micros;
         let mut t = Instant::now();
-        let mut c = Coalescing::default();
+        let mut c = Coalescing::IDLE;
         c.unparked(t);
         // spin, then a park that returns at once: paid off, the next park spins again
         assert!(c.before_park(t));
