@@ -295,7 +295,7 @@ bench_ordo_head() {
   echo "workers = 4096"
   echo "policy = \"$2\""
   echo "queue_cap = 100000"
-  # ORDO_COALESCE: the serving threads' wakeup coalescing (docs/serve.md, "Wakeup coalescing"); off if unset
+  # ORDO_COALESCE: the serving threads' wakeup coalescing (docs/serve.md, "Wakeup coalescing"); ordo's default if unset
   if [ -n "${ORDO_COALESCE:-}" ]; then echo "coalesce = \"$ORDO_COALESCE\""; fi
   echo "[admin]"
   echo "enabled = false"

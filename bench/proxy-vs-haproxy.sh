@@ -26,16 +26,16 @@
 #   DURATION=5s ROUNDS=10 CONNS=64 bench/proxy-vs-haproxy.sh   # the defaults: about 5 minutes
 #   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
 #   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another ordo binary (e.g. an older build, to compare)
-#   COALESCE=2us ...                               # ordo's `coalesce` (default 0s: off, as in ordo)
+#   COALESCE=0s ...                                # ordo's `coalesce` (default: ordo's own, 2us; 0s: off)
 #
 # Ports: BASE_PORT (default 18180) .. BASE_PORT+4 (the script refuses to start if one is taken).
 # Everything it starts is killed and its temp dir removed on every exit path.
 set -euo pipefail
 
 DURATION=${DURATION:-5s}
-# ordo's wakeup coalescing (`coalesce`, off by default in ordo): a busy serving thread spins this long
-# before it waits on its sockets (2us puts the proxy level with HAProxy here; docs/serve.md, "Wakeup coalescing")
-COALESCE=${COALESCE:-0s}
+# ordo's wakeup coalescing (`coalesce`): a serving thread that works most of the time spins this long before
+# it waits on its sockets (docs/serve.md, "Wakeup coalescing"); empty: ordo's default
+COALESCE=${COALESCE:-}
 export ORDO_COALESCE=$COALESCE
 ROUNDS=${ROUNDS:-10}
 CONNS=${CONNS:-64}
@@ -116,7 +116,7 @@ bench_rounds haproxy ordo_fcfs nginx_proxy haproxy_mix ordo_stride3
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 echo
-echo "proxies on CPU $SERVER_CPU (one thread each): HAProxy $("$haproxy_bin" -v 2>&1 | awk 'NR == 1 { print $3 }'), nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///') proxy_pass, ordo serve (coalesce = $COALESCE);"
+echo "proxies on CPU $SERVER_CPU (one thread each): HAProxy $("$haproxy_bin" -v 2>&1 | awk 'NR == 1 { print $3 }'), nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///') proxy_pass, ordo serve (coalesce = ${COALESCE:-its default});"
 echo "upstream nginx (1 worker) on CPU $UPSTREAM_CPU; wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU; 2 KB file"
 printf '%-13s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server core" "client core" "all rounds (req/s)"
 for k in haproxy nginx_proxy ordo_fcfs haproxy_mix ordo_stride3; do

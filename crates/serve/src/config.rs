@@ -26,8 +26,8 @@ pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
 /// The longest `coalesce` spin: it is CPU time spent on every park of a busy serving thread, and beyond
 /// this it buys no more batching (docs/serve.md, "Wakeup coalescing").
 pub const MAX_COALESCE: Duration = Duration::from_micros(100);
-/// `coalesce` when the file leaves it out.
-pub const DEFAULT_COALESCE: Duration = Duration::ZERO;
+/// `coalesce` when the file leaves it out: on, since a thread spins only while it works most of the time.
+pub const DEFAULT_COALESCE: Duration = Duration::from_micros(2);
 
 /// The whole configuration file. Every key is optional; see docs/serve.md for the reference.
 #[derive(Clone, Debug, Deserialize)]
@@ -37,10 +37,10 @@ pub struct ServeConfig {
     pub listen: SocketAddr,
     /// Tokio worker threads; 0 means one per available CPU.
     pub threads: usize,
-    /// After a burst of work, a serving thread spins this long before it waits on its sockets, so data that
-    /// arrives meanwhile is taken without a wakeup its senders (clients, upstreams) would pay for ("0s",
-    /// the default: off; at most [`MAX_COALESCE`]). Spins that do not pay off back off. Trades CPU time at
-    /// moderate load for fewer wakeups; see docs/serve.md, "Wakeup coalescing". Takes effect on restart.
+    /// A serving thread that has been working most of the time spins this long before it waits on its
+    /// sockets, so data that arrives meanwhile is taken without a wakeup its senders (clients, upstreams)
+    /// would pay for ([`DEFAULT_COALESCE`]; "0s": off; at most [`MAX_COALESCE`]). Spins that do not pay off
+    /// back off. See docs/serve.md, "Wakeup coalescing". Takes effect on restart.
     #[serde(deserialize_with = "crate::http::duration::deserialize")]
     pub coalesce: Duration,
     /// At most this many requests are served at once (the seed's MaxClients), or `"auto"`: a concurrency

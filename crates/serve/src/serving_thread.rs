@@ -23,9 +23,14 @@ pub(crate) fn set_serving_thread(index: usize) {
     SERVING_THREAD.set(index);
 }
 
-/// A spin before parking happens only if the thread last woke this recently: a thread that has been busy.
-/// An idle server parks at once (and sleeps until a socket or timer wakes it).
-const BUSY_WITHIN: Duration = Duration::from_millis(1);
+/// A thread spins before parking only while it is hot: in its last full window of this length it spent
+/// at least [`HOT_PERCENT`] of the time working (not parked, not spinning). Near saturation a spin costs
+/// little next to the work and saves its senders a wakeup each time; at a moderate load it would cost the
+/// thread more CPU than it saves it, and an idle server parks at once.
+const WINDOW: Duration = Duration::from_millis(10);
+
+/// See [`WINDOW`].
+const HOT_PERCENT: u128 = 75;
 
 /// A spin paid off when the park after it returned within this: the work was there (epoll_wait returned
 /// without sleeping). A park that slept takes longer — the sleep, the wakeup and the switch back.
@@ -41,6 +46,12 @@ const MAX_SKIP: u32 = 64;
 struct Coalescing {
     /// When the runtime last woke from parking.
     last_unpark: Option<Instant>,
+    /// When the current window began (None: the thread has not parked yet).
+    window_start: Option<Instant>,
+    /// Time worked in the current window so far (from each wakeup to the next park).
+    worked: Duration,
+    /// Whether the last full window was hot.
+    hot: bool,
     /// When the current park began after a spin (None: it did not spin).
     spun_park: Option<Instant>,
     /// Parks left to take without spinning.
@@ -54,6 +65,9 @@ impl Coalescing {
     /// park path).
     const IDLE: Coalescing = Coalescing {
         last_unpark: None,
+        window_start: None,
+        worked: Duration::ZERO,
+        hot: false,
         spun_park: None,
         skip: 0,
         backoff: 0,
@@ -61,12 +75,25 @@ impl Coalescing {
 
     /// Called as the runtime is about to park at `now`: should it spin first?
     fn before_park(&mut self, now: Instant) -> bool {
+        if let Some(woke) = self.last_unpark {
+            self.worked += now.saturating_duration_since(woke);
+        }
+        match self.window_start {
+            None => self.window_start = Some(now),
+            Some(start) => {
+                let span = now.saturating_duration_since(start);
+                if span >= WINDOW {
+                    self.hot = self.worked.as_nanos() * 100 >= span.as_nanos() * HOT_PERCENT;
+                    self.window_start = Some(now);
+                    self.worked = Duration::ZERO;
+                }
+            }
+        }
         if self.skip > 0 {
             self.skip -= 1;
             return false;
         }
-        self.last_unpark
-            .is_some_and(|t| now.saturating_duration_since(t) < BUSY_WITHIN)
+        self.hot
     }
 
     /// The spin ended at `now` and the park begins.
@@ -163,15 +190,37 @@ mod tests {
     use super::*;
 
     #[test]
-    fn only_a_thread_that_woke_recently_spins() {
+    fn only_a_thread_that_worked_most_of_its_last_window_spins() {
+        let ms = Duration::from_millis;
         let t0 = Instant::now();
         let mut c = Coalescing::IDLE;
-        assert!(!c.before_park(t0), "a thread that never woke parks at once");
-        c.unparked(t0);
-        assert!(c.before_park(t0));
-        assert!(c.before_park(t0 + BUSY_WITHIN / 2));
-        assert!(!c.before_park(t0 + BUSY_WITHIN));
-        assert!(!c.before_park(t0 + Duration::from_secs(5)));
+        assert!(
+            !c.before_park(t0),
+            "a thread that never parked does not spin"
+        );
+        // parked 1 ms, then worked 9 ms: the window [0, 10 ms] was 90% work, hot
+        c.unparked(t0 + ms(1));
+        assert!(c.before_park(t0 + WINDOW));
+        // until the next window ends, the verdict stands
+        c.unparked(t0 + WINDOW + ms(5));
+        assert!(c.before_park(t0 + WINDOW + ms(5)));
+        // [10, 20 ms]: parked 5 ms, worked 5 ms (50%), then [20, 30]: 100%
+        c.unparked(t0 + ms(15));
+        assert!(!c.before_park(t0 + ms(20)));
+        c.unparked(t0 + ms(20));
+        assert!(c.before_park(t0 + ms(30)));
+        // a long sleep makes a cold window: an idle server parks at once
+        c.unparked(t0 + ms(5_000));
+        assert!(!c.before_park(t0 + ms(5_001)));
+        // exactly 75% is hot, just under is not
+        let mut c = Coalescing::IDLE;
+        c.before_park(t0);
+        c.unparked(t0 + Duration::from_micros(2_500));
+        assert!(c.before_park(t0 + WINDOW));
+        let mut c = Coalescing::IDLE;
+        c.before_park(t0);
+        c.unparked(t0 + Duration::from_micros(2_501));
+        assert!(!c.before_park(t0 + WINDOW));
     }
 
     #[test]
@@ -179,7 +228,10 @@ mod tests {
         let us = Duration::from_micros;
         let mut t = Instant::now();
         let mut c = Coalescing::IDLE;
+        // the first park opens a window, and a window of work without a park makes the thread hot
+        assert!(!c.before_park(t));
         c.unparked(t);
+        t += WINDOW;
         // spin, then a park that returns at once: paid off, the next park spins again
         assert!(c.before_park(t));
         c.spun(t);
@@ -230,11 +282,12 @@ mod tests {
         assert!(t.elapsed() < Duration::from_secs(1));
     }
 
-    /// The park hook spins on a busy thread's park, not on the first: a runtime whose coalescing wait is long
-    /// (50 ms) runs a task that parks twice (two timer waits). The first park (never woken before) does
-    /// not spin; the second follows a wakeup and does, so the whole run lasts at least the wait.
+    /// The park hook spins on a hot thread's park, not on a cold one's: a runtime whose coalescing wait is
+    /// long (50 ms) runs a task that parks once (a timer), then works a whole window without parking and
+    /// parks again. The first park (no window yet) does not spin; the second follows a hot window and
+    /// does, so the run lasts at least the window and the wait; the wakeup after it counts the spin.
     #[test]
-    fn a_busy_runtime_spins_before_it_parks() {
+    fn a_hot_runtime_spins_before_it_parks() {
         let wait = Duration::from_millis(50);
         let mut b = tokio::runtime::Builder::new_current_thread();
         b.enable_time();
@@ -242,9 +295,11 @@ mod tests {
         let t = Instant::now();
         rt.block_on(async {
             tokio::time::sleep(Duration::from_millis(1)).await;
+            spin_for(WINDOW + Duration::from_millis(1));
+            tokio::time::sleep(Duration::from_millis(1)).await;
             tokio::time::sleep(Duration::from_millis(1)).await;
         });
-        assert!(t.elapsed() >= wait, "{:?}", t.elapsed());
+        assert!(t.elapsed() >= WINDOW + wait, "{:?}", t.elapsed());
         assert!(
             COALESCING.with(Cell::get).last_unpark.is_some(),
             "the unpark hook ran"

@@ -109,8 +109,7 @@ async fn two_threads_both_accept_and_serve_keep_alive_and_pipelined_requests() {
 
 #[tokio::test]
 async fn coalescing_threads_serve_keep_alive_and_pipelined_requests() {
-    // `coalesce` spins a busy serving thread before it parks: requests that arrive during a spin are
-    // served (the longest spin allowed, so that some do)
+    // `coalesce` at its longest: requests on coalescing threads are served
     let h = start_threads("workers = 8\ncoalesce = \"100us\"\n", 2).await;
     let mut conns = conns_on_every_thread(&h, 2).await;
     for round in 0..3 {
@@ -124,16 +123,14 @@ async fn coalescing_threads_serve_keep_alive_and_pipelined_requests() {
             assert!(buf.is_empty());
         }
     }
-    // the second thread spun before parking between the rounds, and each spin was counted at the wakeup
-    // after it: /status and /metrics show them (process-wide counters, so only "some" can be checked)
+    // /status and /metrics show the setting and the process's spins (a thread spins only while it works
+    // most of the time, which this light load does not make it do: the counting is tested in
+    // serving_thread's unit tests)
     let st = h.status();
     assert_eq!(st["coalesce"]["wait"], "100us", "{st}");
-    let spins = |k: &str| {
-        st["coalesce"][k]
-            .as_u64()
-            .unwrap_or_else(|| panic!("{k}: {st}"))
-    };
-    assert!(spins("spins_paid_off") + spins("spins_missed") >= 1, "{st}");
+    for k in ["spins_paid_off", "spins_missed"] {
+        assert!(st["coalesce"][k].is_u64(), "{k}: {st}");
+    }
     let m = get(h.admin_addr().unwrap(), "/metrics").await;
     for result in ["paid_off", "missed"] {
         let line = format!("ordo_serve_coalesce_spins_total{{result=\"{result}\"}} ");
