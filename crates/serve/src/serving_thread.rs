@@ -145,13 +145,15 @@ fn with_state<R: Default>(f: impl FnOnce(&mut Coalescing) -> R) -> R {
 }
 
 /// Wakeup coalescing for a serving runtime (the `coalesce` setting; nothing when it is zero): when the
-/// runtime runs out of ready tasks after having been busy, its thread spins for `wait` before it parks in
+/// runtime runs out of ready tasks while its thread is hot (it worked at least 75% of its last 10 ms),
+/// the thread spins for `wait` before it parks in
 /// `epoll_wait`. Data that arrives meanwhile queues on its sockets without waking anyone — the thread is
 /// not on the epoll wait queue, so the sender (a client, an upstream, on another core) skips the wakeup and
 /// its inter-processor interrupt — and the runtime then takes it without blocking. A proxy that finishes its
 /// work quickly otherwise blocks and is woken several times per request, and those wakeups are paid on the
 /// other core (docs/serve.md, "Wakeup coalescing"). Spins that do not pay off (the park after them still
-/// sleeps) make the thread skip spinning for a while, so a lightly loaded server hardly spins.
+/// sleeps) make the thread skip spinning for a while; a thread below the mark, and an idle server, never
+/// spins.
 ///
 /// A spin, not a sleep: a sleep of a few microseconds arms a high-resolution timer, which under a hypervisor
 /// costs more CPU than the spin (measured ~20 µs of CPU per `nanosleep` on a KVM guest), and the kernel's
