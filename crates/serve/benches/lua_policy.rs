@@ -107,8 +107,8 @@ fn bench_classify(c: &mut Criterion) {
     ] {
         req.headers.push(k, v);
     }
-    assert_eq!(&*by_rules.classify(&req).class_name, "c9");
-    assert_eq!(&*by_lua.classify(&req).class_name, "paid");
+    assert_eq!(&**by_rules.classify(&req).class_name, "c9");
+    assert_eq!(&**by_lua.classify(&req).class_name, "paid");
 
     let mut g = c.benchmark_group("classify one request");
     g.measurement_time(Duration::from_secs(5));

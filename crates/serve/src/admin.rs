@@ -97,7 +97,7 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
             let c = classes_cfg.iter().find(|c| *c.name == **name);
             let rejected: serde_json::Map<String, serde_json::Value> = RejectReason::ALL
                 .iter()
-                .map(|r| (r.as_str().to_string(), json!(m.rejected(*r).get())))
+                .map(|r| (r.as_str().to_string(), json!(m.rejected(*r))))
                 .collect();
             json!({
                 "name": &**name,
@@ -105,9 +105,9 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
                 "priority": c.map(|c| c.priority),
                 "deadline_ms": c.and_then(|c| c.deadline).map(|d| d.as_secs_f64() * 1e3),
                 "queued": queued,
-                "arrivals": m.arrivals.get(),
-                "dispatched": m.dispatched.get(),
-                "completed": m.completed.get(),
+                "arrivals": m.arrivals(),
+                "dispatched": m.dispatched(),
+                "completed": m.completed(),
                 "rejected": rejected,
                 "reserved_workers": snap.class_reserved.get(i).copied().unwrap_or(0),
                 "standing": snap.class_standing.get(i).copied().unwrap_or(false),

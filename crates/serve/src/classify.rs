@@ -290,11 +290,12 @@ pub struct ClassInfo {
     pub deadline: Option<Duration>,
 }
 
-/// The outcome of classification.
+/// The outcome of classification. The class name is borrowed from the classifier: a clone would write the
+/// name's reference count, which every thread shares, on every request.
 #[derive(Clone, Debug)]
-pub struct Classification {
+pub struct Classification<'a> {
     pub class: usize,
-    pub class_name: Arc<str>,
+    pub class_name: &'a Arc<str>,
     /// A hint given by the Lua hook (wins over everything).
     pub lua_size: Option<u64>,
     /// The matching rule's hint.
@@ -373,7 +374,7 @@ impl Classifier {
     /// order, then the default class.
     /// The Lua call runs here, on the calling thread, for as long as its limit allows (see
     /// [`Classifier::classify_async`] for the request path).
-    pub fn classify(&self, req: &Request) -> Classification {
+    pub fn classify(&self, req: &Request) -> Classification<'_> {
         let lua = self.lua.as_ref().map(|l| l.classify(req));
         self.decide(req, lua)
     }
@@ -383,7 +384,7 @@ impl Classifier {
     /// pool for the rest of its limit, so a slow script holds no I/O thread (a blocked runtime thread stops
     /// the others from noticing new connections, too). At most [`OFFLOAD_MAX`] such calls run at once;
     /// beyond that the rules decide at once.
-    pub async fn classify_async(&self, req: &Request) -> Classification {
+    pub async fn classify_async(&self, req: &Request) -> Classification<'_> {
         let Some(lua) = &self.lua else {
             return self.decide(req, None);
         };
@@ -410,7 +411,7 @@ impl Classifier {
     }
 
     /// The class from Lua's verdict (when there is a script) and the rules.
-    fn decide(&self, req: &Request, lua: Option<Result<LuaVerdict, String>>) -> Classification {
+    fn decide(&self, req: &Request, lua: Option<Result<LuaVerdict, String>>) -> Classification<'_> {
         let mut lua_error = false;
         let mut lua_size = None;
         let mut lua_deadline = None;
@@ -446,7 +447,7 @@ impl Classifier {
         let info = &self.classes[class];
         Classification {
             class,
-            class_name: info.name.clone(),
+            class_name: &info.name,
             lua_size,
             rule_size,
             deadline: lua_deadline.or(info.deadline),
@@ -597,9 +598,10 @@ mod tests {
             size_hint: Some(5),
             deadline: None,
         }];
+        let name: Arc<str> = Arc::from("c");
         let mut c = Classification {
             class: 0,
-            class_name: Arc::from("c"),
+            class_name: &name,
             lua_size: Some(1),
             rule_size: Some(3),
             deadline: None,

@@ -778,7 +778,7 @@ impl ServeConfig {
         if self.workers == crate::overload::Workers::Fixed(0) {
             return Err(Invalid::new(keypath!["workers"], "must be ≥ 1, got 0"));
         }
-        if self.threads > 1024 {
+        if self.threads > crate::serving_thread::MAX_SERVING_THREADS {
             return Err(Invalid::new(
                 keypath!["threads"],
                 format!("must be ≤ 1024, got {}", self.threads),

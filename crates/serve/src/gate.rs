@@ -8,11 +8,21 @@
 //! `ordo_sched::limit::Limiter` moves from the round trips of the requests it served. Each lane has its own
 //! scheduler (the class policy orders what waits for that lane), and a class may have workers reserved in
 //! every lane that no other class can take (docs/overload.md).
+//!
+//! **The fast path.** Below saturation nothing waits, and the policy has nothing to decide: a request that
+//! finds a free worker and an empty queue takes it with one compare-and-swap on its lane's permit counter
+//! ([`LaneCore`]), and gives it back with one decrement, without the lock that guards the schedulers. The
+//! lock is taken only when a request must wait, when a release finds requests waiting, by lanes whose
+//! limit is adaptive or that reserve workers for classes (their bookkeeping needs it), and — without ever
+//! waiting for it — by a release in an edf lane, to teach edf the service time. Whether a waiter or a
+//! release comes second, one of them sees the other (both use sequentially consistent order on `busy`
+//! and `queued`), so no request waits while a worker is free.
 
-use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, MutexGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::Duration;
 
+use arc_swap::ArcSwap;
 use ordo_sched::limit::{Limiter, LimiterConfig, LimiterSnapshot, Sample};
 use ordo_sched::{
     ClassId, HeadPicker, Meta, Nanos, PolicyKind, RejectReason, Rejected, SchedConfig, Scheduler,
@@ -67,6 +77,7 @@ impl PoolPlan {
     }
 }
 
+/// What a queued request is sent when the policy picks it (it becomes the caller's [`Permit`]).
 type Grant = Result<Permit, RejectReason>;
 
 struct Waiter {
@@ -106,29 +117,149 @@ impl LimitState {
     }
 }
 
+/// The part of a lane that requests read and write without the lock. Laid out in order (`repr(C)`) so that
+/// the permit counter and the queue length share the first cache line of the allocation with the `Arc`'s
+/// reference counts: a permit clones the `Arc` and moves the counter, and both then touch one line.
+#[repr(C)]
+struct LaneCore {
+    /// Requests in flight (changed by the fast path without the lock, and under it by the slow path).
+    busy: AtomicUsize,
+    /// Requests waiting in the lane's scheduler: a copy of its length, stored under the lock after every
+    /// change.
+    queued: AtomicUsize,
+    /// The limit while the fast path is open (a fixed limit, no reserved workers, not retired); 0 when
+    /// every acquire takes the lock.
+    fast_limit: AtomicUsize,
+    /// The policy learns service times (edf's admission estimate): a fast release offers each one.
+    learns: AtomicBool,
+    /// No longer in the configuration: a release takes the lock so the lane can go once idle.
+    retired: AtomicBool,
+    /// Bumped when the lane's classes change, so a permit can tell its class index is stale.
+    generation: AtomicU64,
+    /// The gate, for a release that must dispatch (weak: the gate owns its lanes).
+    shared: Weak<Shared>,
+    key: Arc<str>,
+}
+
+impl LaneCore {
+    /// Take a worker without the lock: only when the fast path is open, nothing waits and one is free.
+    /// Returns the requests in flight, this one included.
+    fn try_fast(&self) -> Option<usize> {
+        let limit = self.fast_limit.load(Ordering::Relaxed);
+        if limit == 0 || self.queued.load(Ordering::SeqCst) != 0 {
+            return None;
+        }
+        let mut busy = self.busy.load(Ordering::Relaxed);
+        loop {
+            if busy >= limit {
+                return None;
+            }
+            match self.busy.compare_exchange_weak(
+                busy,
+                busy + 1,
+                Ordering::SeqCst,
+                Ordering::Relaxed,
+            ) {
+                Ok(_) => return Some(busy + 1),
+                Err(now) => busy = now,
+            }
+        }
+    }
+
+    fn busy(&self) -> usize {
+        self.busy.load(Ordering::SeqCst)
+    }
+}
+
 /// One lane: its scheduler, its limit, and what it serves now.
 struct Lane {
-    key: Arc<str>,
+    core: Arc<LaneCore>,
     sched: Scheduler<Waiter>,
     /// The classes of this lane's scheduler configuration (a retired lane keeps its own).
     names: Vec<Arc<str>>,
     reserved: Vec<usize>,
     reserved_total: usize,
-    busy: usize,
     /// In flight per class (kept only while the lane reserves workers).
     class_busy: Vec<usize>,
     /// In flight on reserved workers.
     reserved_busy: usize,
     limit: LimitState,
-    /// No longer in the configuration: serves what it holds, takes only stragglers, then goes.
-    retired: bool,
-    /// Bumped when `names` change, so a permit can tell its class index is stale.
-    generation: u64,
 }
 
 impl Lane {
+    fn new(
+        sched: Scheduler<Waiter>,
+        plan: &LanePlan,
+        reserved: &[usize],
+        now: Nanos,
+        shared: Weak<Shared>,
+    ) -> Lane {
+        let names = class_names(sched.config());
+        let limit = LimitState::new(&plan.limit, now);
+        let mut lane = Lane {
+            core: Arc::new(LaneCore {
+                key: plan.key.clone(),
+                busy: AtomicUsize::new(0),
+                queued: AtomicUsize::new(0),
+                fast_limit: AtomicUsize::new(0),
+                learns: AtomicBool::new(false),
+                retired: AtomicBool::new(false),
+                generation: AtomicU64::new(0),
+                shared,
+            }),
+            sched,
+            names: Vec::new(),
+            reserved: Vec::new(),
+            reserved_total: 0,
+            class_busy: Vec::new(),
+            reserved_busy: 0,
+            limit,
+        };
+        lane.set_classes(names, reserved);
+        lane.settle();
+        lane
+    }
+
+    fn key(&self) -> &Arc<str> {
+        &self.core.key
+    }
+
     fn limit(&self) -> usize {
         self.limit.limit()
+    }
+
+    fn busy(&self) -> usize {
+        self.core.busy()
+    }
+
+    fn retired(&self) -> bool {
+        self.core.retired.load(Ordering::Relaxed)
+    }
+
+    fn generation(&self) -> u64 {
+        self.core.generation.load(Ordering::Relaxed)
+    }
+
+    /// After the lane's settings changed (under the lock): the scheduler learns the limit, and the fast
+    /// path opens only for a fixed limit with nothing reserved, on a lane still configured.
+    fn settle(&mut self) {
+        let limit = self.limit();
+        self.sched.set_capacity(limit);
+        let fast = match self.limit {
+            LimitState::Fixed(n) if self.reserved_total == 0 && !self.retired() => n,
+            _ => 0,
+        };
+        self.core.fast_limit.store(fast, Ordering::SeqCst);
+        self.core.learns.store(
+            self.sched.config().policy == PolicyKind::Edf,
+            Ordering::Relaxed,
+        );
+        self.sync_queued();
+    }
+
+    /// Publish the scheduler's length to the fast path (after every change of it, under the lock).
+    fn sync_queued(&self) {
+        self.core.queued.store(self.sched.len(), Ordering::SeqCst);
     }
 
     fn set_classes(&mut self, names: Vec<Arc<str>>, reserved: &[usize]) {
@@ -149,7 +280,7 @@ impl Lane {
             .sum();
         self.class_busy = class_busy;
         self.names = names;
-        self.generation += 1;
+        self.core.generation.fetch_add(1, Ordering::Relaxed);
     }
 
     /// A free worker reserved to `class`.
@@ -157,11 +288,6 @@ impl Lane {
         self.reserved_total > 0
             && self.class_busy.get(class).copied().unwrap_or(0)
                 < self.reserved.get(class).copied().unwrap_or(0)
-    }
-
-    /// A free worker that any class may take.
-    fn shared_room(&self) -> bool {
-        self.busy - self.reserved_busy < self.limit().saturating_sub(self.reserved_total)
     }
 
     /// A class with a free reserved worker and a request waiting for it.
@@ -172,21 +298,52 @@ impl Lane {
         (0..self.names.len()).find(|&c| self.reserve_room(c) && self.sched.class_len(c) > 0)
     }
 
-    /// A request of `class` starts; returns the lane's requests in flight, itself included.
-    fn start(&mut self, class: ClassId) -> usize {
-        if self.reserved_total > 0 && class < self.class_busy.len() {
-            if self.reserve_room(class) {
-                self.reserved_busy += 1;
+    /// Take one of the workers any class may use, if one is free (a compare-and-swap: the fast path
+    /// takes them too). Returns the requests in flight, this one included.
+    fn take_shared(&self) -> Option<usize> {
+        let shared = self.limit().saturating_sub(self.reserved_total);
+        let mut busy = self.core.busy.load(Ordering::SeqCst);
+        loop {
+            if busy.saturating_sub(self.reserved_busy) >= shared {
+                return None;
             }
-            self.class_busy[class] += 1;
+            match self.core.busy.compare_exchange_weak(
+                busy,
+                busy + 1,
+                Ordering::SeqCst,
+                Ordering::SeqCst,
+            ) {
+                Ok(_) => return Some(busy + 1),
+                Err(now) => busy = now,
+            }
         }
-        self.busy += 1;
-        self.busy
     }
 
-    /// A request of `class` (None: a class no longer configured) ended.
+    /// Give back a worker taken by [`Lane::take_shared`] that nobody used.
+    fn untake(&self) {
+        self.core.busy.fetch_sub(1, Ordering::SeqCst);
+    }
+
+    /// A request of `class` starts on a worker reserved to it; returns the requests in flight.
+    fn start_reserved(&mut self, class: ClassId) -> usize {
+        self.reserved_busy += 1;
+        self.count_class(class);
+        self.core.busy.fetch_add(1, Ordering::SeqCst) + 1
+    }
+
+    /// Per-class bookkeeping of a start (only while the lane reserves workers).
+    fn count_class(&mut self, class: ClassId) {
+        if self.reserved_total > 0 && class < self.class_busy.len() {
+            self.class_busy[class] += 1;
+        }
+    }
+
+    /// A request of `class` (None: a class no longer configured) taken under the lock ended.
     fn finish(&mut self, class: Option<ClassId>) {
-        self.busy = self.busy.saturating_sub(1);
+        let _ = self
+            .core
+            .busy
+            .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1));
         let Some(c) = class.filter(|&c| self.reserved_total > 0 && c < self.class_busy.len())
         else {
             return;
@@ -199,6 +356,20 @@ impl Lane {
 
     fn class_of(&self, name: &str) -> ClassId {
         self.names.iter().position(|n| &**n == name).unwrap_or(0)
+    }
+
+    /// The class a permit was counted in: its index while the classes are the same, else its name's.
+    fn class_for(
+        &self,
+        generation: u64,
+        class: ClassId,
+        name: Option<&Arc<str>>,
+    ) -> Option<ClassId> {
+        if generation == self.generation() {
+            Some(class)
+        } else {
+            name.and_then(|n| self.names.iter().position(|m| m == n))
+        }
     }
 }
 
@@ -214,30 +385,33 @@ struct State {
 impl State {
     /// The lane with key `key`, else the first current one.
     fn lane_for(&self, key: Option<&Arc<str>>) -> usize {
-        key.and_then(|k| {
-            self.lanes
-                .iter()
-                .position(|l| Arc::ptr_eq(&l.key, k) || l.key == *k)
-        })
-        .or_else(|| self.lanes.iter().position(|l| !l.retired))
-        .unwrap_or(0)
+        key.and_then(|k| self.lane_by_key(k))
+            .or_else(|| self.lanes.iter().position(|l| !l.retired()))
+            .unwrap_or(0)
     }
 
     fn lane_by_key(&self, key: &Arc<str>) -> Option<usize> {
         self.lanes
             .iter()
-            .position(|l| Arc::ptr_eq(&l.key, key) || l.key == *key)
+            .position(|l| Arc::ptr_eq(l.key(), key) || l.key() == key)
+    }
+
+    fn lane_of(&self, core: &Arc<LaneCore>) -> Option<usize> {
+        self.lanes.iter().position(|l| Arc::ptr_eq(&l.core, core))
     }
 
     /// Retired lanes that hold nothing more go.
     fn drop_idle_retired(&mut self) {
         self.lanes
-            .retain(|l| !(l.retired && l.busy == 0 && l.sched.is_empty()));
+            .retain(|l| !(l.retired() && l.busy() == 0 && l.sched.is_empty()));
     }
 }
 
 struct Shared {
     state: Mutex<State>,
+    /// The current lanes' cores, in plan order, for the fast path (replaced under the lock; empty once
+    /// closed).
+    table: ArcSwap<Vec<Arc<LaneCore>>>,
     epoch: Instant,
     timer: Notify,
     abandoned: AtomicU64,
@@ -254,35 +428,24 @@ impl Shared {
         self.epoch.elapsed().as_nanos() as Nanos
     }
 
-    fn permit(
-        self: &Arc<Self>,
-        lane: &Lane,
-        class: ClassId,
-        waited: Nanos,
-        inflight: usize,
-        started: Nanos,
-    ) -> Permit {
-        Permit {
-            shared: Some(self.clone()),
-            lane: lane.key.clone(),
-            class,
-            class_name: lane
-                .names
-                .get(class)
-                .cloned()
-                .unwrap_or_else(|| Arc::from("")),
-            generation: lane.generation,
-            waited: Duration::from_nanos(waited),
-            started,
-            inflight,
-            outcome: None,
-        }
+    /// Publish the current lanes to the fast path (under the lock).
+    fn publish(&self, st: &State) {
+        let cores = if st.closed {
+            Vec::new()
+        } else {
+            st.lanes
+                .iter()
+                .filter(|l| !l.retired())
+                .map(|l| l.core.clone())
+                .collect()
+        };
+        self.table.store(Arc::new(cores));
     }
 
     /// Hand lane `li`'s free workers to its queued requests — first a class's reserved workers to that
     /// class, then the shared ones by the policy — skipping waiters that went away and answering those the
     /// class overload control dropped.
-    fn pump(self: &Arc<Self>, st: &mut State, li: usize) {
+    fn pump(&self, st: &mut State, li: usize) {
         if st.closed || li >= st.lanes.len() {
             return;
         }
@@ -298,10 +461,30 @@ impl Shared {
                 break;
             }
             let before = dropped.len();
-            let d = match lane.reserved_waiting() {
-                Some(c) => lane.sched.dispatch_class(c, now, &mut dropped),
-                None if lane.shared_room() => lane.sched.dispatch_or_drop(now, &mut dropped),
-                None => break,
+            let (d, inflight) = match lane.reserved_waiting() {
+                Some(c) => match lane.sched.dispatch_class(c, now, &mut dropped) {
+                    Some(d) => {
+                        let inflight = lane.start_reserved(d.meta.class);
+                        (Some(d), inflight)
+                    }
+                    None => (None, 0),
+                },
+                None => {
+                    // the worker first: the fast path may take the last one meanwhile
+                    let Some(inflight) = lane.take_shared() else {
+                        break;
+                    };
+                    match lane.sched.dispatch_or_drop(now, &mut dropped) {
+                        Some(d) => {
+                            lane.count_class(d.meta.class);
+                            (Some(d), inflight)
+                        }
+                        None => {
+                            lane.untake();
+                            (None, 0)
+                        }
+                    }
+                }
             };
             let Some(d) = d else {
                 if dropped.len() > before {
@@ -310,23 +493,39 @@ impl Shared {
                 break;
             };
             let class = d.meta.class;
-            let inflight = lane.start(class);
-            let permit = self.permit(lane, class, d.waited, inflight, now);
+            let permit = Permit {
+                core: Some(lane.core.clone()),
+                class,
+                class_name: Some(
+                    lane.names
+                        .get(class)
+                        .cloned()
+                        .unwrap_or_else(|| Arc::from("")),
+                ),
+                generation: lane.generation(),
+                locked: true,
+                waited: Duration::from_nanos(d.waited),
+                started: now,
+                epoch: self.epoch,
+                inflight,
+                outcome: None,
+            };
             if let Err(Ok(mut p)) = d.item.tx.send(Ok(permit)) {
                 // The receiver is gone. A dropped wait cancels its entry first (`Queued`), so this is
                 // only a safety net: disarm the permit (we hold the lock) and go on.
-                p.shared = None;
+                p.core = None;
                 lane.finish(Some(class));
                 self.abandoned.fetch_add(1, Ordering::Relaxed);
             }
         }
+        lane.sync_queued();
         for r in dropped.drain(..) {
             let _ = r.item.tx.send(Err(r.reason));
         }
         st.dropped = dropped;
     }
 
-    fn pump_all(self: &Arc<Self>, st: &mut State) {
+    fn pump_all(&self, st: &mut State) {
         for li in 0..st.lanes.len() {
             self.pump(st, li);
         }
@@ -344,18 +543,61 @@ impl Shared {
             }
         }
     }
+
+    /// A permit's release that needs the lock: a slow-path permit's bookkeeping, what the policy and the
+    /// limiter learn from it, the next dispatch, and a retired lane's end.
+    fn release_locked(&self, p: &Permit, core: &Arc<LaneCore>, abandoned: bool) {
+        let mut st = self.lock();
+        if let Some(li) = st.lane_of(core) {
+            let lane = &mut st.lanes[li];
+            let class = lane.class_for(p.generation, p.class, p.class_name.as_ref());
+            if p.locked {
+                lane.finish(class);
+            }
+            if abandoned {
+                self.abandoned.fetch_add(1, Ordering::Relaxed);
+            } else if let Some((failed, now)) = p.outcome {
+                let service = now.saturating_sub(p.started);
+                if let Some(c) = class {
+                    lane.sched.observe_service(c, service);
+                }
+                let moved = match &mut lane.limit {
+                    LimitState::Adaptive(l) => l.on_sample(
+                        now,
+                        Sample {
+                            rtt: service,
+                            inflight: p.inflight,
+                            dropped: failed,
+                        },
+                    ),
+                    LimitState::Fixed(_) => false,
+                };
+                if moved {
+                    lane.settle();
+                }
+            }
+            self.pump(&mut st, li);
+        }
+        st.drop_idle_retired();
+    }
 }
 
 /// Permission to serve one request; dropping it frees the worker and dispatches the next waiter.
 pub struct Permit {
-    shared: Option<Arc<Shared>>,
-    lane: Arc<str>,
+    /// The lane (None: disarmed).
+    core: Option<Arc<LaneCore>>,
     class: ClassId,
-    class_name: Arc<str>,
+    /// The class a queue dispatch chose (None: taken on arrival, in the class the caller classified into;
+    /// not cloned there, since every request of the class would write the name's reference count).
+    class_name: Option<Arc<str>>,
     generation: u64,
+    /// Taken under the lock (counted per class where the lane reserves workers): released under it.
+    locked: bool,
     waited: Duration,
     /// Gate time at dispatch.
     started: Nanos,
+    /// The gate's clock.
+    epoch: Instant,
     /// The lane's requests in flight when this one started, itself included.
     inflight: usize,
     /// Set by [`Permit::finish`]: whether the backend failed the request, and the gate time it answered.
@@ -368,10 +610,10 @@ impl Permit {
         self.waited
     }
 
-    /// The class the request was dispatched from (after a reload this can differ from the one it was
-    /// classified into).
-    pub fn class_name(&self) -> &Arc<str> {
-        &self.class_name
+    /// The class a queue dispatch served the request from — after a reload it can differ from the one it
+    /// was classified into. None: it was served on arrival, in the class it was classified into.
+    pub fn class_name(&self) -> Option<&Arc<str>> {
+        self.class_name.as_ref()
     }
 
     /// The backend answered (`failed`: with an error or timeout status): when the permit is dropped, its
@@ -379,7 +621,11 @@ impl Permit {
     /// client went away) teaches nothing. Returns that service time: from dispatch to now (one clock read
     /// for the caller's metrics and the scheduler's).
     pub fn finish(&mut self, failed: bool) -> Duration {
-        let now = self.shared.as_ref().map_or(self.started, |s| s.now());
+        let now = if self.core.is_some() {
+            self.epoch.elapsed().as_nanos() as Nanos
+        } else {
+            self.started
+        };
         self.outcome = Some((failed, now));
         Duration::from_nanos(now.saturating_sub(self.started))
     }
@@ -387,56 +633,57 @@ impl Permit {
     /// A permit granted to a waiter that went away before taking it: free the worker without feeding the
     /// (empty) service time anywhere, count the request as abandoned, and dispatch the next.
     fn release_unused(mut self) {
-        let Some(shared) = self.shared.take() else {
+        let Some(core) = self.core.take() else {
             return;
         };
-        let mut st = shared.lock();
-        if let Some(li) = st.lane_by_key(&self.lane) {
-            let lane = &mut st.lanes[li];
-            let class = (lane.generation == self.generation).then_some(self.class);
-            lane.finish(class.or_else(|| lane.names.iter().position(|n| *n == self.class_name)));
-            shared.abandoned.fetch_add(1, Ordering::Relaxed);
-            shared.pump(&mut st, li);
+        if let Some(shared) = core.shared.upgrade() {
+            shared.release_locked(&self, &core, true);
         }
-        st.drop_idle_retired();
     }
 }
 
 impl Drop for Permit {
     fn drop(&mut self) {
-        let Some(shared) = self.shared.take() else {
+        let Some(core) = self.core.take() else {
             return;
         };
-        let mut st = shared.lock();
-        let Some(li) = st.lane_by_key(&self.lane) else {
-            return;
-        };
-        let lane = &mut st.lanes[li];
-        let class = if lane.generation == self.generation {
-            Some(self.class)
-        } else {
-            lane.names.iter().position(|n| *n == self.class_name)
-        };
-        lane.finish(class);
-        if let Some((failed, now)) = self.outcome {
-            let service = now.saturating_sub(self.started);
-            if let Some(c) = class {
-                lane.sched.observe_service(c, service);
+        if self.locked {
+            if let Some(shared) = core.shared.upgrade() {
+                shared.release_locked(self, &core, false);
             }
-            if let LimitState::Adaptive(l) = &mut lane.limit {
-                let sample = Sample {
-                    rtt: service,
-                    inflight: self.inflight,
-                    dropped: failed,
-                };
-                if l.on_sample(now, sample) {
-                    let limit = l.limit();
-                    lane.sched.set_capacity(limit);
-                }
+            return;
+        }
+        // The fast path's release: one decrement; the lock only when someone waits or the lane retired.
+        core.busy.fetch_sub(1, Ordering::SeqCst);
+        let waiting = core.queued.load(Ordering::SeqCst) != 0;
+        if waiting || core.retired.load(Ordering::Relaxed) {
+            if let Some(shared) = core.shared.upgrade() {
+                shared.release_locked(self, &core, false);
+            }
+            return;
+        }
+        // edf's admission estimate learns the service time, if the lock is free right now.
+        let Some((_, now)) = self.outcome else {
+            return;
+        };
+        if !core.learns.load(Ordering::Relaxed) {
+            return;
+        }
+        let Some(shared) = core.shared.upgrade() else {
+            return;
+        };
+        let mut st = match shared.state.try_lock() {
+            Ok(st) => st,
+            Err(TryLockError::Poisoned(p)) => p.into_inner(),
+            Err(TryLockError::WouldBlock) => return,
+        };
+        if let Some(li) = st.lane_of(&core) {
+            let lane = &mut st.lanes[li];
+            if self.generation == lane.generation() {
+                lane.sched
+                    .observe_service(self.class, now.saturating_sub(self.started));
             }
         }
-        shared.pump(&mut st, li);
-        st.drop_idle_retired();
     }
 }
 
@@ -446,7 +693,7 @@ impl Drop for Permit {
 /// the grant was already sent, the permit waiting in the channel is released instead.
 struct Queued {
     shared: Arc<Shared>,
-    lane: Arc<str>,
+    lane: Arc<LaneCore>,
     /// `None` once the wait has its answer.
     ticket: Option<Ticket>,
     rx: oneshot::Receiver<Grant>,
@@ -459,9 +706,12 @@ impl Drop for Queued {
         };
         let cancelled = {
             let mut st = self.shared.lock();
-            let c = st
-                .lane_by_key(&self.lane)
-                .and_then(|li| st.lanes[li].sched.cancel(ticket));
+            let c = st.lane_of(&self.lane).and_then(|li| {
+                let lane = &mut st.lanes[li];
+                let c = lane.sched.cancel(ticket);
+                lane.sync_queued();
+                c
+            });
             st.drop_idle_retired();
             c
         };
@@ -550,36 +800,15 @@ fn check(
     Ok(())
 }
 
-fn new_lane(
+fn new_sched(
     cfg: SchedConfig,
     picker: Option<Box<dyn HeadPicker>>,
-    plan: &LanePlan,
-    reserved: &[usize],
-    now: Nanos,
-) -> Result<Lane, GateConfigError> {
-    let names = class_names(&cfg);
-    let mut sched = match picker {
+) -> Result<Scheduler<Waiter>, GateConfigError> {
+    match picker {
         Some(p) => Scheduler::with_picker(cfg, p),
         None => Scheduler::new(cfg),
     }
-    .map_err(|e| GateConfigError(e.to_string()))?;
-    let limit = LimitState::new(&plan.limit, now);
-    sched.set_capacity(limit.limit());
-    let mut lane = Lane {
-        key: plan.key.clone(),
-        sched,
-        names: Vec::new(),
-        reserved: Vec::new(),
-        reserved_total: 0,
-        busy: 0,
-        class_busy: Vec::new(),
-        reserved_busy: 0,
-        limit,
-        retired: false,
-        generation: 0,
-    };
-    lane.set_classes(names, reserved);
-    Ok(lane)
+    .map_err(|e| GateConfigError(e.to_string()))
 }
 
 impl Gate {
@@ -601,29 +830,37 @@ impl Gate {
         plan: PoolPlan,
     ) -> Result<Gate, GateConfigError> {
         check(&cfg, pickers.len(), plan.lanes.len(), |_| false)?;
-        let epoch = Instant::now();
-        let mut pickers = pickers.into_iter();
-        let lanes = plan
-            .lanes
-            .iter()
-            .map(|lp| new_lane(cfg.clone(), pickers.next(), lp, &plan.reserved, 0))
-            .collect::<Result<Vec<_>, _>>()?;
-        if lanes.is_empty() {
+        if plan.lanes.is_empty() {
             return Err(GateConfigError("the pool has no lane".into()));
         }
-        Ok(Gate {
-            shared: Arc::new(Shared {
+        let epoch = Instant::now();
+        let mut pickers = pickers.into_iter();
+        let scheds = plan
+            .lanes
+            .iter()
+            .map(|_| new_sched(cfg.clone(), pickers.next()))
+            .collect::<Result<Vec<_>, _>>()?;
+        let shared = Arc::new_cyclic(|weak: &Weak<Shared>| {
+            let lanes: Vec<Lane> = scheds
+                .into_iter()
+                .zip(&plan.lanes)
+                .map(|(s, lp)| Lane::new(s, lp, &plan.reserved, 0, weak.clone()))
+                .collect();
+            let table = lanes.iter().map(|l| l.core.clone()).collect();
+            Shared {
                 state: Mutex::new(State {
                     lanes,
                     closed: false,
                     timer_at: None,
                     dropped: Vec::new(),
                 }),
+                table: ArcSwap::from_pointee(table),
                 epoch,
                 timer: Notify::new(),
                 abandoned: AtomicU64::new(0),
-            }),
-        })
+            }
+        });
+        Ok(Gate { shared })
     }
 
     /// Nanoseconds since the gate was created: the time base of `Meta::arrival` and deadlines.
@@ -651,12 +888,42 @@ impl Gate {
         self.acquire_in(meta, class_name, Some(lane)).await
     }
 
+    /// The fast path: a free worker, nothing waiting, no lock.
+    fn try_fast(&self, meta: &Meta, lane_key: Option<&Arc<str>>) -> Option<Permit> {
+        let table = self.shared.table.load();
+        let core = match lane_key {
+            Some(k) => table
+                .iter()
+                .find(|c| Arc::ptr_eq(&c.key, k) || c.key == *k)
+                .or_else(|| table.first()),
+            None => table.first(),
+        }?;
+        let generation = core.generation.load(Ordering::Relaxed);
+        let inflight = core.try_fast()?;
+        Some(Permit {
+            core: Some(core.clone()),
+            class: meta.class,
+            class_name: None,
+            generation,
+            locked: false,
+            waited: Duration::ZERO,
+            // dispatched on arrival: the arrival time (read by the caller just before) is the start
+            started: meta.arrival,
+            epoch: self.shared.epoch,
+            inflight,
+            outcome: None,
+        })
+    }
+
     async fn acquire_in(
         &self,
         mut meta: Meta,
         class_name: &Arc<str>,
         lane_key: Option<&Arc<str>>,
     ) -> Result<Permit, Overloaded> {
+        if let Some(p) = self.try_fast(&meta, lane_key) {
+            return Ok(p);
+        }
         let mut wait = {
             let mut guard = self.shared.lock();
             let st = &mut *guard;
@@ -670,12 +937,26 @@ impl Gate {
             if lane.names.get(meta.class).is_none_or(|n| n != class_name) {
                 meta.class = lane.class_of(class_name);
             }
-            if lane.reserve_room(meta.class) || (lane.sched.is_empty() && lane.shared_room()) {
-                let inflight = lane.start(meta.class);
-                // dispatched on arrival: the arrival time (read by the caller just before) is the start
-                return Ok(self
-                    .shared
-                    .permit(lane, meta.class, 0, inflight, meta.arrival));
+            let on_arrival = if lane.reserve_room(meta.class) {
+                Some(lane.start_reserved(meta.class))
+            } else if lane.sched.is_empty() {
+                lane.take_shared().inspect(|_| lane.count_class(meta.class))
+            } else {
+                None
+            };
+            if let Some(inflight) = on_arrival {
+                return Ok(Permit {
+                    core: Some(lane.core.clone()),
+                    class: meta.class,
+                    class_name: lane.names.get(meta.class).cloned(),
+                    generation: lane.generation(),
+                    locked: true,
+                    waited: Duration::ZERO,
+                    started: meta.arrival,
+                    epoch: self.shared.epoch,
+                    inflight,
+                    outcome: None,
+                });
             }
             let (tx, rx) = oneshot::channel();
             let now = self.shared.now();
@@ -683,12 +964,15 @@ impl Gate {
                 Ok(t) => t,
                 Err(r) => return Err(Overloaded { reason: r.reason }),
             };
-            let key = lane.key.clone();
+            // published before the pump looks for a free worker: a fast release either sees it, or freed
+            // its worker before the pump looked
+            lane.sync_queued();
+            let core = lane.core.clone();
             self.shared.pump(st, li);
             self.shared.maybe_wake_timer(st);
             Queued {
                 shared: self.shared.clone(),
-                lane: key,
+                lane: core,
                 ticket: Some(ticket),
                 rx,
             }
@@ -737,37 +1021,50 @@ impl Gate {
         let mut pickers = pickers.into_iter();
         let mut old = std::mem::take(&mut st.lanes);
         let mut lanes = Vec::with_capacity(plan.lanes.len() + old.len());
+        let mut failed = None;
         for lp in &plan.lanes {
             let picker = pickers.next();
-            let lane = match old.iter().position(|l| l.key == lp.key) {
+            let lane = match old.iter().position(|l| *l.key() == lp.key) {
                 Some(i) => {
                     let mut lane = old.swap_remove(i);
                     if let Err(e) = lane.sched.reconfigure(cfg.clone(), picker) {
                         // Checked above; should it happen anyway, keep everything serving.
                         lanes.push(lane);
-                        lanes.append(&mut old);
-                        st.lanes = lanes;
-                        return Err(GateConfigError(e.to_string()));
+                        failed = Some(GateConfigError(e.to_string()));
+                        break;
                     }
                     lane.set_classes(names.clone(), &plan.reserved);
-                    lane.retired = false;
+                    lane.core.retired.store(false, Ordering::Relaxed);
                     if !lane.limit.same_plan(&lp.limit) {
                         lane.limit = LimitState::new(&lp.limit, now);
                     }
-                    let limit = lane.limit();
-                    lane.sched.set_capacity(limit);
                     lane
                 }
-                None => new_lane(cfg.clone(), picker, lp, &plan.reserved, now)?,
+                None => match new_sched(cfg.clone(), picker) {
+                    Ok(s) => Lane::new(s, lp, &plan.reserved, now, Arc::downgrade(&self.shared)),
+                    Err(e) => {
+                        failed = Some(e);
+                        break;
+                    }
+                },
             };
             lanes.push(lane);
         }
-        for mut l in old {
-            l.retired = true;
-            lanes.push(l);
+        for l in &old {
+            if failed.is_none() {
+                l.core.retired.store(true, Ordering::Relaxed);
+            }
+        }
+        lanes.append(&mut old);
+        for l in &mut lanes {
+            l.settle();
         }
         st.lanes = lanes;
         st.drop_idle_retired();
+        self.shared.publish(&st);
+        if let Some(e) = failed {
+            return Err(e);
+        }
         self.shared.pump_all(&mut st);
         st.timer_at = None;
         self.shared.timer.notify_one();
@@ -783,7 +1080,9 @@ impl Gate {
             st.closed = true;
             for lane in &mut st.lanes {
                 lane.sched.drain(&mut drained);
+                lane.sync_queued();
             }
+            self.shared.publish(&st);
         }
         for w in drained {
             let _ = w.tx.send(Err(RejectReason::Shutdown));
@@ -794,7 +1093,7 @@ impl Gate {
     /// Current numbers.
     pub fn snapshot(&self) -> GateSnapshot {
         let st = self.shared.lock();
-        let current = st.lanes.iter().find(|l| !l.retired).or(st.lanes.first());
+        let current = st.lanes.iter().find(|l| !l.retired()).or(st.lanes.first());
         let names: Vec<Arc<str>> = current.map(|l| l.names.clone()).unwrap_or_default();
         let mut class_queued = vec![0; names.len()];
         let mut class_standing = vec![false; names.len()];
@@ -807,11 +1106,11 @@ impl Gate {
             }
         }
         GateSnapshot {
-            busy: st.lanes.iter().map(|l| l.busy).sum(),
+            busy: st.lanes.iter().map(Lane::busy).sum(),
             workers: st
                 .lanes
                 .iter()
-                .filter(|l| !l.retired)
+                .filter(|l| !l.retired())
                 .map(Lane::limit)
                 .sum(),
             queued: st.lanes.iter().map(|l| l.sched.len()).sum(),
@@ -826,15 +1125,15 @@ impl Gate {
                 .lanes
                 .iter()
                 .map(|l| LaneSnapshot {
-                    key: l.key.clone(),
+                    key: l.key().clone(),
                     limit: l.limit(),
-                    busy: l.busy,
+                    busy: l.busy(),
                     queued: l.sched.len(),
                     limiter: match &l.limit {
                         LimitState::Adaptive(lim) => Some(lim.snapshot()),
                         LimitState::Fixed(_) => None,
                     },
-                    retired: l.retired,
+                    retired: l.retired(),
                 })
                 .collect(),
         }
@@ -876,6 +1175,7 @@ impl Gate {
                 let now = shared.now();
                 for lane in &mut st.lanes {
                     lane.sched.expire(now, &mut expired);
+                    lane.sync_queued();
                 }
                 st.timer_at = None;
                 st.drop_idle_retired();
@@ -1032,11 +1332,19 @@ mod tests {
             vec![ClassSpec::new("b"), ClassSpec::new("a")],
             PolicyKind::Stride,
         );
-        g.reconfigure(cfg, None, 3).unwrap();
-        let p = g.acquire(meta(&g, 1), &Arc::from("b")).await.unwrap();
-        assert_eq!(&**p.class_name(), "b");
+        g.reconfigure(cfg, None, 1).unwrap();
+        let a: Arc<str> = Arc::from("a");
+        let first = g.acquire(meta(&g, 0), &a).await.unwrap();
+        // served on arrival: in the class it was classified into, which the caller knows
+        assert_eq!(first.class_name(), None);
+        let b: Arc<str> = Arc::from("b");
+        let mut queued = Box::pin(g.acquire(meta(&g, 1), &b));
+        poll_once(queued.as_mut());
+        drop(first);
+        let p = queued.await.unwrap();
+        assert_eq!(p.class_name().map(|n| &**n), Some("b"));
         let s = g.snapshot();
-        assert_eq!((s.workers, s.policy), (3, PolicyKind::Stride));
+        assert_eq!((s.workers, s.policy), (1, PolicyKind::Stride));
     }
 
     #[tokio::test]

@@ -6,7 +6,7 @@
 use crate::serving_thread::set_serving_thread;
 use std::net::SocketAddr;
 use std::sync::atomic::AtomicU64;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use tokio::net::TcpListener;
@@ -184,7 +184,7 @@ impl Server {
         let coalesce = cfg.coalesce;
         let shared = Arc::new(Shared {
             gate: gate.clone(),
-            active: RwLock::new(Arc::new(compiled.active)),
+            active: arc_swap::ArcSwap::from_pointee(compiled.active),
             config: Mutex::new(cfg),
             metrics,
             started: Instant::now(),

@@ -3,6 +3,7 @@
 //! server that starts the threads. Also the serving runtimes' wakeup coalescing (`coalesce`).
 
 use std::cell::Cell;
+use std::sync::OnceLock;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
@@ -21,6 +22,51 @@ pub(crate) fn serving_thread() -> usize {
 /// of what is kept per thread).
 pub(crate) fn set_serving_thread(index: usize) {
     SERVING_THREAD.set(index);
+}
+
+/// The most serving threads a server runs (`threads` is validated against it).
+pub(crate) const MAX_SERVING_THREADS: usize = 1024;
+
+/// One `T` per serving thread, made on that thread's first use and aligned so no two threads' values share
+/// a cache line: what one thread alone uses (its idle upstream connections, its place in a round robin)
+/// costs it no lock or counter that other threads write too. A thread outside the range gets none.
+pub(crate) struct PerThread<T> {
+    slots: Box<[OnceLock<Box<Padded<T>>>]>,
+}
+
+#[repr(align(128))]
+struct Padded<T>(T);
+
+impl<T> PerThread<T> {
+    pub(crate) fn new() -> Self {
+        PerThread {
+            slots: (0..MAX_SERVING_THREADS).map(|_| OnceLock::new()).collect(),
+        }
+    }
+
+    /// The calling serving thread's value, made by `init` on its first use.
+    pub(crate) fn get_or_init(&self, init: impl FnOnce() -> T) -> Option<&T> {
+        let slot = self.slots.get(serving_thread())?;
+        Some(&slot.get_or_init(|| Box::new(Padded(init()))).0)
+    }
+
+    /// The calling serving thread's value, if it made one.
+    pub(crate) fn get(&self) -> Option<&T> {
+        Some(&self.slots.get(serving_thread())?.get()?.0)
+    }
+}
+
+impl<T: std::fmt::Debug> std::fmt::Debug for PerThread<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_map()
+            .entries(
+                self.slots
+                    .iter()
+                    .enumerate()
+                    .filter_map(|(i, s)| s.get().map(|v| (i, &v.0))),
+            )
+            .finish()
+    }
 }
 
 /// A thread spins before parking only while it is hot: in its last full window of this length it spent

@@ -3,7 +3,7 @@
 //! backend → response and records it. The listeners, the admin endpoints and the handle all hold it.
 
 use std::net::SocketAddr;
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use ordo_sched::Meta;
@@ -15,12 +15,13 @@ use crate::config::{ConfigError, Invalid, ServeConfig};
 use crate::gate::{Gate, Overloaded};
 use crate::http::{Handler, Request, Response};
 use crate::keypath;
-use crate::metrics::Metrics;
+use crate::metrics::{ClassMetrics, Metrics};
 
 /// State shared by the request path, the admin listener and the handle.
 pub(crate) struct Shared {
     pub(crate) gate: Gate,
-    pub(crate) active: RwLock<Arc<Active>>,
+    /// Read by every request without a lock (see `active`), swapped whole on reload.
+    pub(crate) active: arc_swap::ArcSwap<Active>,
     pub(crate) config: Mutex<ServeConfig>,
     pub(crate) metrics: Arc<Metrics>,
     pub(crate) started: Instant,
@@ -36,11 +37,11 @@ pub(crate) struct Shared {
 }
 
 impl Shared {
-    pub(crate) fn active(&self) -> Arc<Active> {
-        self.active
-            .read()
-            .unwrap_or_else(|p| p.into_inner())
-            .clone()
+    /// The configuration the request path reads. A guard, not a clone: it pins the configuration in a
+    /// slot of the calling thread's own, where a clone (or a lock) would write a reference count every
+    /// thread shares (arc-swap falls back to the count past a few guards held at once on one thread).
+    pub(crate) fn active(&self) -> arc_swap::Guard<Arc<Active>> {
+        self.active.load()
     }
 
     /// The running configuration.
@@ -102,7 +103,7 @@ impl Shared {
             self.gate
                 .reconfigure_plan(compiled.sched, compiled.pickers, compiled.plan)
                 .map_err(|e| new.locate(Invalid::new(keypath!["classes"], e.0)))?;
-            *self.active.write().unwrap_or_else(|p| p.into_inner()) = Arc::new(compiled.active);
+            self.active.store(Arc::new(compiled.active));
             if let (Some(acceptor), Some(tls)) = (&self.tls, compiled.tls) {
                 if new.tls.is_some() {
                     acceptor.swap(tls);
@@ -156,8 +157,16 @@ impl Shared {
         if c.lua_error {
             self.metrics.lua_errors.inc();
         }
-        let cm = self.metrics.class(&c.class_name);
-        cm.arrivals.inc();
+        // the class's counters, resolved when the configuration was compiled (no lock, no clone)
+        let looked_up;
+        let cm: &ClassMetrics = match active.class_metrics.get(c.class) {
+            Some(m) => m,
+            None => {
+                looked_up = self.metrics.class(c.class_name);
+                &looked_up
+            }
+        };
+        cm.arrive();
         let Some(route) = active.router.find(&req.path) else {
             self.metrics.not_found();
             return Response::text(404, "no route for this path\n");
@@ -182,13 +191,13 @@ impl Shared {
             arrival: now,
         };
         let acquired = match active.lane_of(&route.prefix) {
-            Some(lane) => self.gate.acquire_on(meta, &c.class_name, lane).await,
-            None => self.gate.acquire(meta, &c.class_name).await,
+            Some(lane) => self.gate.acquire_on(meta, c.class_name, lane).await,
+            None => self.gate.acquire(meta, c.class_name).await,
         };
         let mut permit = match acquired {
             Ok(p) => p,
             Err(Overloaded { reason }) => {
-                cm.rejected(reason).inc();
+                cm.reject(reason);
                 let mut resp = Response::text(503, &format!("overloaded: {}\n", reason.as_str()))
                     .with_header("Retry-After", active.retry_after_secs.to_string());
                 if active.headers.class {
@@ -197,22 +206,28 @@ impl Shared {
                 return resp;
             }
         };
-        let dm = if *permit.class_name() == c.class_name {
-            cm
-        } else {
-            self.metrics.class(permit.class_name())
+        // the class a queue dispatch chose (after a reload it can differ from the classified one)
+        let requeued = permit.class_name().filter(|n| *n != c.class_name).cloned();
+        let class = requeued.as_ref().unwrap_or(c.class_name);
+        let other;
+        let dm = match &requeued {
+            None => cm,
+            Some(n) => {
+                other = self.metrics.class(n);
+                &other
+            }
         };
-        dm.dispatched.inc();
-        dm.queue_wait.observe(permit.waited().as_secs_f64());
-        let priority = active.priority_of(permit.class_name());
+        dm.dispatch(permit.waited());
+        let priority = active.priority_of(class);
         let mut resp = route.backend.call_at(&req, priority).await;
         // from dispatch to the backend's answer, on the gate's clock: the figure the scheduler learns too
         let service = permit.finish(matches!(resp.status, 502..=504));
-        route.learn(service);
-        dm.service.observe(service.as_secs_f64());
-        dm.completed.inc();
+        if active.needs_size {
+            // (only srpt, wfq and lua read what a route learned: the others skip the shared write)
+            route.learn(service);
+        }
+        dm.complete(service);
         let waited = permit.waited();
-        let class = permit.class_name().clone();
         drop(permit);
         if let Some(s) = served {
             s.class = Some(class.clone());

@@ -50,6 +50,8 @@ pub(crate) struct Active {
     /// The kernel priority of each class that has one (`nice`, `thread_policy`); the others run at the
     /// thread's own.
     pub(crate) priorities: Vec<(Arc<str>, WorkPriority)>,
+    /// Each class's counters, by the classifier's class index (empty when compiled without metrics).
+    pub(crate) class_metrics: Vec<Arc<crate::metrics::ClassMetrics>>,
 }
 
 impl Active {
@@ -222,6 +224,12 @@ impl Compiled {
                     .collect(),
                 admin,
                 priorities,
+                class_metrics: metrics.map_or_else(Vec::new, |m| {
+                    cfg.effective_classes()
+                        .iter()
+                        .map(|c| m.class(&Arc::from(c.name.as_str())))
+                        .collect()
+                }),
             },
             sched,
             pickers,

@@ -11,6 +11,7 @@ mod ctl_cancel;
 mod ctl_classify;
 mod ctl_config;
 mod ctl_disconnect;
+mod ctl_gate_threads;
 mod ctl_lanes;
 mod ctl_lua;
 mod ctl_lua_sandbox;

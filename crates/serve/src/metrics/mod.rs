@@ -1,16 +1,19 @@
-//! The server's Prometheus metric families, registered once; per-class handles are cached so a request
-//! updates its counters without building label sets.
+//! The server's Prometheus metric families, registered once. What every request counts (per class:
+//! arrivals, dispatches, completions, rejections, queue wait and service time) is striped per thread and
+//! summed at scrape time ([`striped`]); a configuration resolves its classes' handles when it is compiled,
+//! so a request finds them without a lock or a label set.
 
-use std::collections::HashMap;
+mod striped;
+
+pub use striped::ClassMetrics;
+
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use ordo_sched::RejectReason;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
-use prometheus_client::metrics::histogram::{Histogram, exponential_buckets};
 use prometheus_client::registry::Registry;
 
 use crate::gate::GateSnapshot;
@@ -78,45 +81,10 @@ struct RouteLabel {
     route: Escaped,
 }
 
-type HistFamily = Family<ClassLabel, Histogram, fn() -> Histogram>;
-
-fn seconds_histogram() -> Histogram {
-    // 50 µs .. ~26 s
-    Histogram::new(exponential_buckets(0.000_05, 2.0, 20))
-}
-
-/// One class's handles.
-#[derive(Clone)]
-pub struct ClassMetrics {
-    pub arrivals: Counter,
-    pub dispatched: Counter,
-    pub completed: Counter,
-    rejected: [Counter; RejectReason::ALL.len()],
-    pub queue_wait: Histogram,
-    pub service: Histogram,
-}
-
-impl ClassMetrics {
-    /// The counter of rejections for `reason`.
-    pub fn rejected(&self, reason: RejectReason) -> &Counter {
-        let i = RejectReason::ALL
-            .iter()
-            .position(|r| *r == reason)
-            .unwrap_or(0);
-        &self.rejected[i]
-    }
-}
-
 /// All families of `ordo serve`.
 pub struct Metrics {
     registry: Registry,
-    arrivals: Family<ClassLabel, Counter>,
-    dispatched: Family<ClassLabel, Counter>,
-    completed: Family<ClassLabel, Counter>,
-    rejected: Family<RejectLabel, Counter>,
     queue_depth: Family<ClassLabel, Gauge>,
-    queue_wait: HistFamily,
-    service: HistFamily,
     workers_busy: Gauge,
     workers_capacity: Gauge,
     abandoned: Counter,
@@ -127,7 +95,8 @@ pub struct Metrics {
     pub lua_errors: Counter,
     reloads: Family<ResultLabel, Counter>,
     not_found: Counter,
-    cache: RwLock<HashMap<Arc<str>, Arc<ClassMetrics>>>,
+    /// Every class's striped counters (also read by the collector that writes them at a scrape).
+    classes: Arc<striped::ClassTable>,
     lua_limits: Family<LuaLimitLabel, Counter>,
     lua_skipped: Family<HookLabel, Counter>,
     lua_disabled: Family<HookLabel, Counter>,
@@ -229,53 +198,20 @@ impl Default for Metrics {
 impl Metrics {
     pub fn new() -> Self {
         let mut registry = Registry::with_prefix("ordo_serve");
-        let arrivals = Family::<ClassLabel, Counter>::default();
-        let dispatched = Family::<ClassLabel, Counter>::default();
-        let completed = Family::<ClassLabel, Counter>::default();
-        let rejected = Family::<RejectLabel, Counter>::default();
         let queue_depth = Family::<ClassLabel, Gauge>::default();
-        let queue_wait: HistFamily = Family::new_with_constructor(seconds_histogram);
-        let service: HistFamily = Family::new_with_constructor(seconds_histogram);
         let workers_busy = Gauge::default();
         let workers_capacity = Gauge::default();
         let abandoned = Counter::default();
         let lua_errors = Counter::default();
         let reloads = Family::<ResultLabel, Counter>::default();
         let not_found = Counter::default();
-        registry.register(
-            "arrivals",
-            "Requests classified into a class",
-            arrivals.clone(),
-        );
-        registry.register(
-            "dispatched",
-            "Requests handed to a worker",
-            dispatched.clone(),
-        );
-        registry.register(
-            "completed",
-            "Requests whose backend answered",
-            completed.clone(),
-        );
-        registry.register(
-            "rejected",
-            "Requests answered 503 instead of served, by reason",
-            rejected.clone(),
-        );
+        let classes: Arc<striped::ClassTable> = Arc::default();
+        // arrivals, dispatched, completed, rejected, queue_wait_seconds, service_seconds
+        registry.register_collector(Box::new(striped::ClassCollector(classes.clone())));
         registry.register(
             "queue_depth",
             "Requests waiting in the class's queue",
             queue_depth.clone(),
-        );
-        registry.register(
-            "queue_wait_seconds",
-            "Time from arrival to dispatch",
-            queue_wait.clone(),
-        );
-        registry.register(
-            "service_seconds",
-            "Time a worker spent on the request (backend call)",
-            service.clone(),
         );
         registry.register(
             "workers_busy",
@@ -335,13 +271,7 @@ impl Metrics {
         let concurrency = ConcurrencyMetrics::register(&mut registry);
         let m = Metrics {
             registry,
-            arrivals,
-            dispatched,
-            completed,
-            rejected,
             queue_depth,
-            queue_wait,
-            service,
             workers_busy,
             workers_capacity,
             abandoned,
@@ -351,7 +281,7 @@ impl Metrics {
             lua_errors,
             reloads,
             not_found,
-            cache: RwLock::new(HashMap::new()),
+            classes,
             concurrency,
             lua_limits,
             lua_skipped,
@@ -386,38 +316,22 @@ impl Metrics {
         }
     }
 
-    /// The handles of class `name` (created on first use).
+    /// The counters of class `name` (created on first use). The request path looks them up once per
+    /// configuration (`Active::class_metrics`), not per request.
     pub fn class(&self, name: &Arc<str>) -> Arc<ClassMetrics> {
         if let Some(m) = self
-            .cache
+            .classes
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .get(name)
         {
             return m.clone();
         }
-        let l = ClassLabel::new(name);
-        let rejected = RejectReason::ALL.map(|r| {
-            self.rejected
-                .get_or_create(&RejectLabel {
-                    class: Escaped(name.to_string()),
-                    reason: r.as_str().to_string(),
-                })
-                .clone()
-        });
-        let m = Arc::new(ClassMetrics {
-            arrivals: self.arrivals.get_or_create(&l).clone(),
-            dispatched: self.dispatched.get_or_create(&l).clone(),
-            completed: self.completed.get_or_create(&l).clone(),
-            rejected,
-            queue_wait: self.queue_wait.get_or_create(&l).clone(),
-            service: self.service.get_or_create(&l).clone(),
-        });
-        self.cache
+        self.classes
             .write()
             .unwrap_or_else(|p| p.into_inner())
             .entry(name.clone())
-            .or_insert(m)
+            .or_insert_with(|| Arc::new(ClassMetrics::new()))
             .clone()
     }
 
@@ -457,7 +371,7 @@ impl Metrics {
     pub fn encode(&self, snap: &GateSnapshot) -> String {
         // Classes removed by a reload keep their counters but no longer queue anything.
         let known: Vec<Arc<str>> = self
-            .cache
+            .classes
             .read()
             .unwrap_or_else(|p| p.into_inner())
             .keys()
@@ -635,7 +549,7 @@ mod tests {
     #[test]
     fn label_values_are_escaped() {
         let m = Metrics::new();
-        m.class(&Arc::from("a\"b\\c\nd")).arrivals.inc();
+        m.class(&Arc::from("a\"b\\c\nd")).arrive();
         let cfg = crate::compile::sched_config(&crate::ServeConfig::default());
         let gate = crate::gate::Gate::new(cfg, None, 1).unwrap();
         let text = m.encode(&gate.snapshot());
