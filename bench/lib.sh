@@ -372,12 +372,14 @@ bench_ordo_route_conf() {
   } > "$1"
 }
 
-# FILE: ordo serve as a reverse proxy (bench_ordo_route_conf): one route "/" proxied to 127.0.0.1:UP_PORT
-# keeping POOL idle upstream connections (as many as the clients, like nginx's `keepalive N`; HAProxy's pool
-# is unbounded).
-#   bench_ordo_proxy_conf FILE POLICY CLASSES PORT UP_PORT POOL
+# FILE: ordo serve as a reverse proxy (bench_ordo_route_conf): one route "/" proxied to 127.0.0.1:UP_PORT,
+# its connection pool at ordo's defaults (issue 22: the default pool keeps what is in use; ORDO_POOL_MAX_IDLE
+# sets `pool_max_idle` to compare with a cap).
+#   bench_ordo_proxy_conf FILE POLICY CLASSES PORT UP_PORT
 bench_ordo_proxy_conf() {
-  bench_ordo_route_conf "$1" "$2" "$3" "$4" "proxy = { upstreams = [\"127.0.0.1:$5\"], pool_max_idle = $6 }"
+  local pool=""
+  [ -n "${ORDO_POOL_MAX_IDLE:-}" ] && pool=", pool_max_idle = $ORDO_POOL_MAX_IDLE"
+  bench_ordo_route_conf "$1" "$2" "$3" "$4" "proxy = { upstreams = [\"127.0.0.1:$5\"]$pool }"
 }
 
 # How many of an `ordo bench --json` run's responses were 2xx ($1 = its JSON).

@@ -53,7 +53,7 @@ mkdir -p "$tmp/www" "$tmp/cg" "$tmp/perf"
 bench_file_2k "$tmp/www/file.txt"
 bench_nginx_conf "$tmp/upstream" "  server { listen 127.0.0.1:$UP_PORT; root $tmp/www; }"
 bench_haproxy_conf "$tmp/haproxy" "$HAPROXY_PORT" "$UP_PORT"
-bench_ordo_proxy_conf "$tmp/ordo.toml" fcfs 1 "$ORDO_PORT" "$UP_PORT" "$CONNS"
+bench_ordo_proxy_conf "$tmp/ordo.toml" fcfs 1 "$ORDO_PORT" "$UP_PORT"
 bench_start_nginx "$tmp/upstream" "http://127.0.0.1:$UP_PORT/file.txt" "$CLIENT_CPU"
 
 # The two proxies: how each is started (PROXY_cmd), and its port.

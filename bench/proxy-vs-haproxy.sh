@@ -77,8 +77,8 @@ bench_nginx_conf "$tmp/nginx_proxy" "  upstream up { server 127.0.0.1:$UP_PORT; 
   }"
 
 bench_haproxy_conf "$tmp/haproxy" "$HAPROXY_PORT" "$UP_PORT"
-bench_ordo_proxy_conf "$tmp/fcfs.toml" fcfs 1 "$ORDO_PORT" "$UP_PORT" "$CONNS"
-bench_ordo_proxy_conf "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT" "$UP_PORT" "$CONNS"
+bench_ordo_proxy_conf "$tmp/fcfs.toml" fcfs 1 "$ORDO_PORT" "$UP_PORT"
+bench_ordo_proxy_conf "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT" "$UP_PORT"
 
 bench_mix_lua "$tmp/mix.lua"
 
