@@ -107,6 +107,21 @@ impl PolicyKind {
             PolicyKind::Custom => "custom",
         }
     }
+
+    /// Whether the policy reads requests' size hints (srpt orders by them, wfq charges them, a custom
+    /// picker sees them): a front end may skip computing hints for the others.
+    pub const fn uses_size_hint(self) -> bool {
+        matches!(
+            self,
+            PolicyKind::Srpt | PolicyKind::Wfq | PolicyKind::Custom
+        )
+    }
+
+    /// Whether the policy learns from observed service times (edf's admission estimate): a front end that
+    /// serves a request without the scheduler still reports its service time for these.
+    pub const fn learns_service_time(self) -> bool {
+        matches!(self, PolicyKind::Edf)
+    }
 }
 
 impl fmt::Display for PolicyKind {

@@ -251,7 +251,7 @@ impl Lane {
         };
         self.core.fast_limit.store(fast, Ordering::SeqCst);
         self.core.learns.store(
-            self.sched.config().policy == PolicyKind::Edf,
+            self.sched.config().policy.learns_service_time(),
             Ordering::Relaxed,
         );
         self.sync_queued();

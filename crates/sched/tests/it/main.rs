@@ -1,4 +1,5 @@
 //! ordo-sched's integration tests (property tests), one binary with a module per topic.
 
 mod cancel;
+mod capabilities;
 mod properties;

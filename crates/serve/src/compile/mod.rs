@@ -213,10 +213,7 @@ impl Compiled {
                 router: Router::new(routes),
                 headers: cfg.headers.clone(),
                 retry_after_secs: cfg.retry_after.as_secs_f64().ceil().max(1.0) as u64,
-                needs_size: matches!(
-                    cfg.policy,
-                    PolicyKind::Srpt | PolicyKind::Wfq | PolicyKind::Custom
-                ),
+                needs_size: cfg.policy.uses_size_hint(),
                 lanes: cfg
                     .effective_routes()
                     .iter()
