@@ -146,10 +146,10 @@ start_n() { # N: start every server for thread count N (pinned), setting *_pids
       proxy_set_header Host \$host;
       proxy_set_header X-Forwarded-For \$proxy_add_x_forwarded_for;
     }
-  }" 65536
-  NGINX_WORKERS=$UP_WORKERS bench_nginx_conf "$tmp/upstream$n" "  server { listen 127.0.0.1:$UP_PORT; root $tmp/www; }" 65536
+  }"
+  NGINX_WORKERS=$UP_WORKERS bench_nginx_conf "$tmp/upstream$n" "  server { listen 127.0.0.1:$UP_PORT; root $tmp/www; }"
   bench_haproxy_conf "$tmp/haproxy$n" "$HAPROXY_PORT" "$UP_PORT"
-  sed -i "s/nbthread 1/nbthread $n/; s/maxconn 8192/maxconn 65536/" "$tmp/haproxy$n/haproxy.cfg"
+  sed -i "s/nbthread 1/nbthread $n/" "$tmp/haproxy$n/haproxy.cfg"
   ordo_conf "$tmp/static$n.toml" "$ORDO_PORT" "$ADMIN_PORT" "static = { root = \"$tmp/www\" }"
   ordo_conf "$tmp/proxy$n.toml" "$ORDO_PROXY_PORT" $((ADMIN_PORT + 1)) "proxy = { upstreams = [\"127.0.0.1:$UP_PORT\"] }"
   ordo_conf "$tmp/h2$n.toml" "$ORDO_H2_PORT" $((ADMIN_PORT + 2)) "static = { root = \"$tmp/www\" }" "[tls]
@@ -169,7 +169,7 @@ certificates = [{ cert = \"$tmp/cert.pem\", key = \"$tmp/key.pem\" }]"
   bench_start_ordo "$tmp/h2$n.toml" "https://127.0.0.1:$ORDO_H2_PORT/file.txt" "$SERVER_CPUS"; started+=("$started_pid")
   ordo_h2_pid=$started_pid
   # the serving threads ordo started (threads = 0: one per CPU of its affinity mask)
-  ordo_threads=$(($(cat /proc/"$ordo_pid"/task/*/comm | grep -c '^ordo-serve-') + 1))
+  ordo_threads=$(($(cat /proc/"$ordo_pid"/task/*/comm | grep -c '^ordo-serve-' || true) + 1))
 }
 
 declare -A results
