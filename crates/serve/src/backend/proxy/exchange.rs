@@ -1,0 +1,519 @@
+//! One request and its response over one upstream connection: writing the request and body, reading the
+//! response head (skipping 1xx) within its timeouts, buffering or streaming the body by its framing, giving
+//! the connection back to the pool only when it ended cleanly, and the gateway status of each failure.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use bytes::{Buf, Bytes, BytesMut};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+
+use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response, trim_ows};
+
+use super::*;
+use crate::http::{Body, Request, Response};
+use crate::tls::UpstreamStream;
+
+pub(super) enum ExchangeError {
+    /// Connecting failed (refused, unreachable); the detail is for the log.
+    Connect(String),
+    ConnectTimeout,
+    /// The TLS handshake with an `https://` upstream failed (untrusted certificate, wrong name, ...).
+    Tls(String),
+    /// The connection failed before any response byte (a pooled connection the upstream had closed):
+    /// `sent_any` says whether any of the request had been accepted by the socket.
+    Stale {
+        sent_any: bool,
+        msg: String,
+    },
+    Timeout(String),
+    Bad(String),
+}
+
+impl ExchangeError {
+    /// What the retry rule needs to know of it.
+    pub(super) fn failure(&self) -> retry::Failure {
+        match self {
+            ExchangeError::Stale { sent_any, .. } => retry::Failure::Stale {
+                sent_any: *sent_any,
+            },
+            _ => retry::Failure::Other,
+        }
+    }
+}
+
+/// The detail for the log (never for the client: it can name the upstream's address or a system error).
+impl std::fmt::Display for ExchangeError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            ExchangeError::ConnectTimeout => f.write_str("connect timed out"),
+            ExchangeError::Connect(d)
+            | ExchangeError::Tls(d)
+            | ExchangeError::Stale { msg: d, .. }
+            | ExchangeError::Timeout(d)
+            | ExchangeError::Bad(d) => f.write_str(d),
+        }
+    }
+}
+
+pub(super) struct ParsedHead {
+    pub(super) status: u16,
+    pub(super) framing: ResponseFraming,
+    /// As declared (forwarded on a response without a body: the answer to HEAD, 304).
+    pub(super) content_length: Option<u64>,
+    pub(super) reusable: bool,
+    pub(super) head_len: usize,
+}
+
+/// Buffers of buffered responses that are at most this large are kept for reuse when their response has been
+/// written, up to [`SPARE_COUNT`] per thread.
+pub(super) const SPARE_MAX: usize = 32 * 1024;
+
+pub(super) const SPARE_COUNT: usize = 16;
+
+thread_local! {
+    static SPARE: std::cell::RefCell<Vec<Vec<u8>>> = const { std::cell::RefCell::new(Vec::new()) };
+}
+
+/// An empty buffer with room for `cap` bytes: a recycled one when this thread has one.
+pub(super) fn spare_buffer(cap: usize) -> Vec<u8> {
+    let spare = SPARE
+        .try_with(|s| s.try_borrow_mut().ok().and_then(|mut s| s.pop()))
+        .ok()
+        .flatten();
+    match spare {
+        Some(mut v) => {
+            v.clear();
+            v.reserve(cap);
+            v
+        }
+        None => Vec::with_capacity(cap),
+    }
+}
+
+/// A buffered response's bytes; the buffer goes back to its thread's spares when the last `Bytes` viewing
+/// it is dropped (on whatever thread that is).
+pub(super) struct Recycled(Vec<u8>);
+
+impl AsRef<[u8]> for Recycled {
+    fn as_ref(&self) -> &[u8] {
+        &self.0
+    }
+}
+
+impl Drop for Recycled {
+    fn drop(&mut self) {
+        let v = std::mem::take(&mut self.0);
+        if v.capacity() > SPARE_MAX {
+            return;
+        }
+        let _ = SPARE.try_with(|s| {
+            if let Ok(mut s) = s.try_borrow_mut() {
+                if s.len() < SPARE_COUNT {
+                    s.push(v);
+                }
+            }
+        });
+    }
+}
+
+/// The answer to a failed exchange: 502 or 504 with a body that says what kind of failure it was and
+/// nothing about the upstream (no address, no system error); those go to the log.
+pub(super) fn gateway_error(up: &Upstream, e: ExchangeError) -> Response {
+    let (status, public, detail) = match e {
+        ExchangeError::Connect(d) => (502, "the upstream could not be reached", d),
+        ExchangeError::ConnectTimeout => (
+            504,
+            "connecting to the upstream timed out",
+            "connect timed out".to_string(),
+        ),
+        ExchangeError::Tls(d) => (502, "the TLS handshake with the upstream failed", d),
+        ExchangeError::Stale { msg, .. } => (502, "the upstream closed the connection", msg),
+        ExchangeError::Bad(d) => (502, "the upstream sent an invalid response", d),
+        ExchangeError::Timeout(d) => (504, "the upstream did not answer in time", d),
+    };
+    tracing::warn!(upstream = %up.addr, status, "proxy: {detail}");
+    let what = if status == 504 {
+        "gateway timeout"
+    } else {
+        "bad gateway"
+    };
+    Response::text(status, &format!("{what}: {public}\n"))
+}
+
+/// Streams the rest of a response body to the client's connection task; returns the upstream connection
+/// to the pool when the body ended cleanly on a reusable connection.
+pub(super) async fn stream_body(
+    mut conn: UpConn,
+    up: Arc<Upstream>,
+    tx: mpsc::Sender<std::io::Result<Bytes>>,
+    len: Option<u64>,
+    chunked: bool,
+    reusable: bool,
+    t: Duration,
+) {
+    let mut left = len.unwrap_or(u64::MAX);
+    let mut dec = ChunkedDecoder::new(u64::MAX);
+    loop {
+        if chunked {
+            let mut out = BytesMut::new();
+            match dec.decode(&mut conn.buf, |c| out.extend_from_slice(c)) {
+                Ok(done) => {
+                    if !out.is_empty() && tx.send(Ok(out.freeze())).await.is_err() {
+                        return;
+                    }
+                    if done {
+                        break;
+                    }
+                }
+                Err(e) => {
+                    let _ = tx
+                        .send(Err(std::io::Error::other(format!(
+                            "bad upstream chunking: {e}"
+                        ))))
+                        .await;
+                    return;
+                }
+            }
+        } else if !conn.buf.is_empty() {
+            let k = (conn.buf.len() as u64).min(left) as usize;
+            let chunk = conn.buf.split_to(k).freeze();
+            left -= k as u64;
+            if tx.send(Ok(chunk)).await.is_err() {
+                return;
+            }
+            if left == 0 {
+                break;
+            }
+        }
+        if left == 0 {
+            break;
+        }
+        conn.buf.reserve(64 * 1024);
+        match conn.read_by(tokio::time::Instant::now() + t).await {
+            None => {
+                let _ = tx
+                    .send(Err(std::io::Error::new(
+                        std::io::ErrorKind::TimedOut,
+                        "upstream body timed out",
+                    )))
+                    .await;
+                return;
+            }
+            Some(Ok(0)) | Some(Err(_)) => {
+                if len.is_none() && !chunked {
+                    return; // close-delimited: the end of the connection is the end of the body
+                }
+                let _ = tx
+                    .send(Err(std::io::Error::other("upstream closed mid-body")))
+                    .await;
+                return;
+            }
+            Some(Ok(_)) => {}
+        }
+    }
+    if reusable {
+        up.checkin(conn, Instant::now());
+    }
+}
+
+impl ProxyBackend {
+    pub(super) async fn exchange(
+        &self,
+        mut conn: UpConn,
+        req: &Request,
+        up: &Arc<Upstream>,
+    ) -> Result<Response, ExchangeError> {
+        let t = self.cfg.read_timeout;
+        let mut head = std::mem::take(&mut conn.wbuf);
+        self.render_request(req, up, &mut head);
+        // what the socket accepted of the request: none of it means the upstream cannot have acted on it
+        let mut sent: usize = 0;
+        // A plain TCP socket usually takes the whole request at once: tried first without a future or a
+        // timer; what it does not take is written below, under read_timeout.
+        if let UpstreamStream::Plain(tcp) = &conn.stream {
+            let total = head.len() + req.body.len();
+            while sent < total {
+                let part = if sent < head.len() {
+                    &head[sent..]
+                } else {
+                    &req.body[sent - head.len()..]
+                };
+                match tcp.try_write(part) {
+                    Ok(0) => break,
+                    Ok(n) => sent += n,
+                    Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => break,
+                    Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                    Err(e) => {
+                        return Err(ExchangeError::Stale {
+                            sent_any: sent > 0,
+                            msg: format!("writing to upstream failed: {e}"),
+                        });
+                    }
+                }
+            }
+        }
+        let done =
+            matches!(conn.stream, UpstreamStream::Plain(_)) && sent == head.len() + req.body.len();
+        let written = if done {
+            Ok(Ok(()))
+        } else {
+            let write = async {
+                let mut skip = sent;
+                for part in [&head[..], &req.body[..]] {
+                    let k = skip.min(part.len());
+                    skip -= k;
+                    let mut part = &part[k..];
+                    while !part.is_empty() {
+                        let n = conn.stream.write(part).await?;
+                        if n == 0 {
+                            return Err(std::io::ErrorKind::WriteZero.into());
+                        }
+                        sent += n;
+                        part = &part[n..];
+                    }
+                }
+                // a TLS stream sends its records when flushed (nothing to do on TCP)
+                conn.stream.flush().await?;
+                Ok::<(), std::io::Error>(())
+            };
+            tokio::time::timeout(t, write).await
+        };
+        conn.wbuf = head;
+        match written {
+            Err(_) => {
+                return Err(ExchangeError::Timeout(
+                    "writing to upstream timed out".into(),
+                ));
+            }
+            Ok(Err(e)) => {
+                return Err(ExchangeError::Stale {
+                    sent_any: sent > 0,
+                    msg: format!("writing to upstream failed: {e}"),
+                });
+            }
+            Ok(Ok(())) => {}
+        }
+        // The whole head (interim 1xx heads included) must arrive by this deadline, whatever the pace of
+        // the single reads (each bounded by read_timeout).
+        let sent_at = tokio::time::Instant::now();
+        let head_request = req.method == "HEAD";
+        let head_deadline = sent_at + self.cfg.response_head_timeout;
+        // the clock is read once for the first read (the usual whole head), again only for later ones
+        let mut clock = Some(sent_at);
+        let mut got_any = false;
+        conn.buf.clear();
+        // The forwarded header lines are rendered into this buffer, the body of a buffered response follows
+        // them: a recycled one, taken when the head is there (not while waiting for it, which would need
+        // as many spares as requests in flight), so no allocation per response in the usual case.
+        let mut out = Vec::new();
+        let parsed = loop {
+            // (nothing to parse before the first read)
+            let parsed = if conn.buf.is_empty() {
+                None
+            } else {
+                self.parse_response_head(&mut conn.buf, head_request, &mut out)?
+            };
+            match parsed {
+                Some(p) if (100..200).contains(&p.status) => {
+                    if p.status == 101 {
+                        return Err(ExchangeError::Bad("upstream switched protocols".into()));
+                    }
+                    conn.buf.advance(p.head_len);
+                    out.clear();
+                    continue;
+                }
+                Some(p) => break p,
+                None => {}
+            }
+            conn.buf.reserve(8 * 1024);
+            let now = clock.take().unwrap_or_else(tokio::time::Instant::now);
+            let until = head_deadline.min(now + t);
+            match conn.read_by(until).await {
+                None if until == head_deadline => {
+                    return Err(ExchangeError::Timeout(format!(
+                        "upstream response head not complete within response_head_timeout ({:?})",
+                        self.cfg.response_head_timeout
+                    )));
+                }
+                None => {
+                    return Err(ExchangeError::Timeout(
+                        "upstream did not answer in time".into(),
+                    ));
+                }
+                Some(Ok(0)) | Some(Err(_)) if !got_any => {
+                    return Err(ExchangeError::Stale {
+                        sent_any: true,
+                        msg: "upstream closed the connection before answering".into(),
+                    });
+                }
+                Some(Ok(0)) => return Err(ExchangeError::Bad("upstream closed mid-head".into())),
+                Some(Err(e)) => {
+                    return Err(ExchangeError::Bad(format!("reading from upstream: {e}")));
+                }
+                Some(Ok(_)) => got_any = true,
+            }
+        };
+        conn.buf.advance(parsed.head_len);
+        let lines_len = out.len();
+        if parsed.framing == ResponseFraming::None {
+            let mut headers = Vec::new();
+            if let Some(n) = parsed.content_length {
+                headers.push(("Content-Length".into(), n.to_string()));
+            }
+            if parsed.reusable {
+                up.checkin(conn, sent_at.into_std());
+            }
+            return Ok(Response {
+                status: parsed.status,
+                headers,
+                body: Body::Prerendered {
+                    head: Bytes::from_owner(Recycled(out)),
+                    body: Bytes::new(),
+                },
+            });
+        }
+        let status = parsed.status;
+        match parsed.framing {
+            ResponseFraming::Length(n) if n <= self.cfg.buffer_max_bytes => {
+                let n = n as usize;
+                while conn.buf.len() < n {
+                    conn.buf.reserve(n - conn.buf.len());
+                    match conn.read_by(tokio::time::Instant::now() + t).await {
+                        None => {
+                            return Err(ExchangeError::Timeout("upstream body timed out".into()));
+                        }
+                        Some(Ok(0)) | Some(Err(_)) => {
+                            return Err(ExchangeError::Bad("upstream closed mid-body".into()));
+                        }
+                        Some(Ok(_)) => {}
+                    }
+                }
+                // The body is copied out behind the header lines, into their recycled buffer (a fresh
+                // one of this size would cost a large allocation per request); the connection keeps and
+                // reuses its own read buffer.
+                out.reserve(n);
+                out.extend_from_slice(&conn.buf[..n]);
+                conn.buf.advance(n);
+                if parsed.reusable {
+                    up.checkin(conn, sent_at.into_std());
+                }
+                let out = Bytes::from_owner(Recycled(out));
+                let head = out.slice(..lines_len);
+                let out = out.slice(lines_len..);
+                Ok(Response {
+                    status,
+                    headers: Vec::new(),
+                    body: Body::Prerendered { head, body: out },
+                })
+            }
+            framing => {
+                let (len, chunked) = match framing {
+                    ResponseFraming::Length(n) => (Some(n), false),
+                    ResponseFraming::Chunked => (None, true),
+                    ResponseFraming::None | ResponseFraming::UntilClose => (None, false),
+                };
+                let (tx, rx) = mpsc::channel(8);
+                let up = up.clone();
+                let reusable = parsed.reusable && (len.is_some() || chunked);
+                tokio::spawn(stream_body(conn, up, tx, len, chunked, reusable, t));
+                Ok(Response {
+                    status,
+                    headers: Vec::new(),
+                    body: Body::PrerenderedStream {
+                        head: Bytes::from_owner(Recycled(out)),
+                        rx,
+                        len,
+                    },
+                })
+            }
+        }
+    }
+
+    /// The upstream's response head (`None`: not complete yet); the header lines to forward are rendered
+    /// into `out` (appended; nothing is added unless the head is complete).
+    /// The framing, Content-Length, status and version rules are the shared codec's (ordo-http1); this
+    /// adds the proxy's: a head size limit, no transfer coding but `chunked` (the body is forwarded
+    /// decoded), and which headers are forwarded.
+    pub(super) fn parse_response_head(
+        &self,
+        buf: &mut [u8],
+        head_request: bool,
+        out: &mut Vec<u8>,
+    ) -> Result<Option<ParsedHead>, ExchangeError> {
+        let too_large = buf.len() > self.cfg.max_response_head_bytes;
+        let mut storage = [const { std::mem::MaybeUninit::uninit() }; 100];
+        let head = match parse_response(buf, &mut storage, head_request) {
+            Ok(Some(head)) => head,
+            Ok(None) if too_large => {
+                return Err(ExchangeError::Bad(
+                    "upstream response head too large".into(),
+                ));
+            }
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(ExchangeError::Bad(format!("upstream response: {e}"))),
+        };
+        if head.other_codings {
+            let te = head
+                .headers
+                .iter()
+                .find(|h| h.name.eq_ignore_ascii_case("transfer-encoding"))
+                .map_or(String::new(), |h| {
+                    String::from_utf8_lossy(h.value).into_owned()
+                });
+            return Err(ExchangeError::Bad(format!(
+                "unsupported upstream Transfer-Encoding {te:?}"
+            )));
+        }
+        // HTTP/1.0 upstreams are not reused, even with keep-alive; nor a close-delimited body's connection
+        let reusable =
+            head.minor == 1 && head.keep_alive && head.framing != ResponseFraming::UntilClose;
+        // whether a header name is listed by the upstream's Connection field (hop-by-hop, not forwarded);
+        // looked up in the parsed head itself, and only when a Connection field lists something besides
+        // `keep-alive` (itself hop-by-hop): the usual upstream sends `Connection: keep-alive` or nothing, and
+        // a lookup per header would cost more than the rest of the header's handling
+        let headers = head.headers;
+        let connection_tokens = || {
+            headers
+                .iter()
+                .filter(|h| h.name.eq_ignore_ascii_case("connection"))
+                .flat_map(|h| h.value.split(|&b| b == b','))
+                .map(trim_ows)
+        };
+        let lists_names =
+            connection_tokens().any(|t| !t.is_empty() && !t.eq_ignore_ascii_case(b"keep-alive"));
+        let named =
+            |name: &[u8]| lists_names && connection_tokens().any(|t| t.eq_ignore_ascii_case(name));
+        // The forwarded header lines, rendered once here as the upstream spelled them and written by the
+        // HTTP layer behind ordo's own (Server, Date, Content-Length or chunked framing): no per-header
+        // allocation. Date and Server are ordo's, as on every response it sends.
+        if out.capacity() == 0 {
+            *out = spare_buffer(head.len);
+        }
+        out.reserve(head.len);
+        for h in headers.iter() {
+            let name = h.name.as_bytes();
+            let raw = trim_ows(h.value);
+            if name.eq_ignore_ascii_case(b"content-length")
+                || hop_by_hop_bytes(name)
+                || named(name)
+                || name.eq_ignore_ascii_case(b"date")
+                || name.eq_ignore_ascii_case(b"server")
+            {
+                continue;
+            }
+            // forwarded as the upstream spelled it, the value byte for byte (UTF-8 or not): httparse has
+            // refused every control byte but tab and DEL in values (the whole response is then a 502), so
+            // nothing here can end a line early
+            put_header(out, name, raw);
+        }
+        Ok(Some(ParsedHead {
+            status: head.status,
+            framing: head.framing,
+            content_length: head.content_length,
+            reusable,
+            head_len: head.len,
+        }))
+    }
+}

@@ -1,0 +1,175 @@
+//! What the upstream is sent: the request head as forwarded (hop-by-hop headers dropped, X-Forwarded-For
+//! and Via added) and the Via pseudonym that detects loops.
+
+use std::sync::atomic::{AtomicUsize, Ordering};
+
+use bytes::{BufMut, BytesMut};
+
+use ordo_http1::contains_byte;
+
+use super::*;
+use crate::http::headers::Known;
+use crate::http::parse::origin_form;
+use crate::http::{Request, Version};
+use crate::http::{put_ip, put_u64};
+
+/// A fresh Via pseudonym: 64 random bits from the standard library's per-process random hash keys (a new
+/// key per call), mixed with the process id, the time and a counter so two backends never share one.
+pub(super) fn new_via_token() -> String {
+    use std::hash::{BuildHasher, Hasher};
+    static COUNTER: AtomicUsize = AtomicUsize::new(0);
+    let mut h = std::collections::hash_map::RandomState::new().build_hasher();
+    h.write_u32(std::process::id());
+    h.write_usize(COUNTER.fetch_add(1, Ordering::Relaxed));
+    if let Ok(d) = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH) {
+        h.write_u128(d.as_nanos());
+    }
+    format!("ordo-{:016x}", h.finish())
+}
+
+/// Whether a Via field value names `token` as a received-by (`1.1 ordo-ab12, HTTP/1.0 other:80 (c)`).
+pub(super) fn via_names(value: &str, token: &str) -> bool {
+    value.split(',').any(|entry| {
+        let mut words = entry.split_ascii_whitespace();
+        let _protocol = words.next();
+        words
+            .next()
+            .is_some_and(|by| by.eq_ignore_ascii_case(token))
+    })
+}
+
+/// Hop-by-hop headers never forwarded, for a name in any case.
+pub(super) fn hop_by_hop_bytes(name: &[u8]) -> bool {
+    const HOP: [&[u8]; 7] = [
+        b"connection",
+        b"keep-alive",
+        b"proxy-connection",
+        b"te",
+        b"trailer",
+        b"transfer-encoding",
+        b"upgrade",
+    ];
+    HOP.iter().any(|h| h.eq_ignore_ascii_case(name))
+}
+
+pub(super) fn put_header(out: &mut impl BufMut, k: &[u8], v: &[u8]) {
+    out.put_slice(k);
+    out.put_slice(b": ");
+    out.put_slice(v);
+    out.put_slice(b"\r\n");
+}
+
+impl ProxyBackend {
+    /// The request head as forwarded: the method; the path ordo routed on (normalised, after a route's
+    /// `strip_prefix`) with the query as sent; HTTP/1.1; the client's headers with their names as the client
+    /// spelled them and their values byte for byte, minus hop-by-hop ones, `Expect`, `Content-Length` (ours
+    /// replaces it) and, unless `forward_underscore_headers`, names containing `_`; then the headers ordo
+    /// writes itself, in canonical case: `Host` (when the client sent none), `X-Forwarded-For`, `Via`,
+    /// `Content-Length`.
+    pub(super) fn render_request(&self, req: &Request, up: &Upstream, out: &mut BytesMut) {
+        out.clear();
+        out.put_slice(req.method.as_bytes());
+        out.put_u8(b' ');
+        origin_form(&req.path, req.query.as_deref(), out);
+        out.put_slice(b" HTTP/1.1\r\n");
+        // Connection may name hop-by-hop headers to drop, but not Host: the request's target host is not
+        // the sender's to take away (it would be replaced by the upstream's address).
+        let connection = req.headers.has(Known::Connection);
+        let named = |k: &[u8]| {
+            req.headers
+                .known(Known::Connection)
+                .flat_map(|v| v.split(','))
+                .any(|t| t.trim().as_bytes().eq_ignore_ascii_case(k))
+        };
+        let mut xff: Option<Vec<u8>> = None;
+        let mut via: Option<Vec<u8>> = None;
+        let mut host = false;
+        for (name, v, known) in req.headers.iter_raw() {
+            let joined = match known {
+                Known::Other => {
+                    if (!self.cfg.forward_underscore_headers && contains_byte(name, b'_'))
+                        || (connection && named(name))
+                    {
+                        continue;
+                    }
+                    put_header(out, name, v);
+                    continue;
+                }
+                Known::Host => {
+                    host = true;
+                    put_header(out, name, v);
+                    continue;
+                }
+                Known::Cookie => {
+                    if !(connection && named(name)) {
+                        put_header(out, name, v);
+                    }
+                    continue;
+                }
+                Known::XForwardedFor if !(connection && named(name)) => &mut xff,
+                Known::Via if !(connection && named(name)) => &mut via,
+                // hop-by-hop, Content-Length (ours replaces it), Expect; or named by Connection
+                _ => continue,
+            };
+            match joined {
+                Some(x) => {
+                    x.extend_from_slice(b", ");
+                    x.extend_from_slice(v);
+                }
+                None => *joined = Some(v.to_vec()),
+            }
+        }
+        if !host {
+            put_header(out, b"Host", up.addr.as_bytes());
+        }
+        out.put_slice(b"X-Forwarded-For: ");
+        if let Some(x) = xff.filter(|x| !x.is_empty()) {
+            out.put_slice(&x);
+            out.put_slice(b", ");
+        }
+        put_ip(out, req.peer.ip());
+        out.put_slice(b"\r\n");
+        // RFC 9110 §7.6.3: append our entry (the protocol version we received, our pseudonym) to the list.
+        out.put_slice(b"Via: ");
+        if let Some(v) = via.filter(|v| !v.is_empty()) {
+            out.put_slice(&v);
+            out.put_slice(b", ");
+        }
+        out.put_slice(match req.version {
+            Version::Http10 => b"1.0 ",
+            Version::Http11 => b"1.1 ",
+            Version::Http2 => b"2 ",
+        });
+        out.put_slice(self.via_token.as_bytes());
+        out.put_slice(b"\r\n");
+        if !req.body.is_empty() || matches!(&*req.method, "POST" | "PUT" | "PATCH") {
+            out.put_slice(b"Content-Length: ");
+            put_u64(out, req.body.len() as u64);
+            out.put_slice(b"\r\n");
+        }
+        out.put_slice(b"\r\n");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn via_tokens_are_unique_and_recognised() {
+        let a = new_via_token();
+        let b = new_via_token();
+        assert_ne!(a, b);
+        assert!(a.starts_with("ordo-") && a.len() == 21, "{a}");
+        assert!(via_names(&format!("1.1 {a}"), &a));
+        assert!(via_names(&format!("1.0 fred, 1.1 {a} (ordo)"), &a));
+        assert!(via_names(&format!("HTTP/1.1 x:80,1.1  {a}"), &a));
+        assert!(!via_names(&format!("1.1 {b}"), &a));
+        assert!(!via_names(&format!("1.1 x ({a})"), &a));
+        assert!(
+            !via_names(&a, &a),
+            "a bare token is the protocol, not the received-by"
+        );
+        assert!(!via_names("", &a));
+    }
+}
