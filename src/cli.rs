@@ -104,4 +104,68 @@ mod tests {
         let script = String::from_utf8(out).unwrap();
         assert!(script.contains("--cacert") && script.contains("completions"));
     }
+
+    /// The words bash completes after `opt` in the case arm of subcommand `sub` (`ordo__subcmd__serve`).
+    fn bash_words(script: &str, sub: &str, opt: &str) -> Vec<String> {
+        let arm = script
+            .split(&format!(" {sub})"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no arm {sub}"));
+        let after = arm
+            .split(&format!("{opt})"))
+            .nth(1)
+            .unwrap_or_else(|| panic!("no {opt} in {sub}"));
+        let line = after
+            .lines()
+            .find(|l| l.contains("compgen"))
+            .unwrap_or_else(|| panic!("no compgen after {opt}"));
+        let words = line
+            .split("-W \"")
+            .nth(1)
+            .unwrap()
+            .split('"')
+            .next()
+            .unwrap();
+        words.split_whitespace().map(String::from).collect()
+    }
+
+    #[test]
+    fn enum_options_complete_their_values() {
+        let mut cmd = Cli::command();
+        let mut out = Vec::new();
+        clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "ordo", &mut out);
+        let script = String::from_utf8(out).unwrap();
+        // every policy ordo-sched has, as serve spells it (the custom one is `lua`)
+        let serve = bash_words(&script, "ordo__subcmd__serve", "--policy");
+        assert_eq!(serve.len(), ordo_serve::PolicyKind::ALL.len(), "{serve:?}");
+        for p in ordo_serve::PolicyKind::ALL {
+            assert!(
+                serve.contains(&ordo_serve::policy_name(p).to_string()),
+                "{serve:?}"
+            );
+        }
+        assert!(serve.contains(&"lua".to_string()) && serve.contains(&"stride".to_string()));
+        assert_eq!(
+            bash_words(&script, "ordo__subcmd__demo", "--policy"),
+            ["lottery", "stride"]
+        );
+        assert_eq!(
+            bash_words(&script, "ordo__subcmd__probe__subcmd__loop", "--policy"),
+            ["other", "batch", "idle"]
+        );
+        assert_eq!(
+            bash_words(&script, "ordo__subcmd__tune__subcmd__export", "--format"),
+            ["csv", "json"]
+        );
+        // `-t` is `--check`, and takes a file
+        let serve_opts = script
+            .split(" ordo__subcmd__serve)")
+            .nth(1)
+            .and_then(|a| a.lines().find(|l| l.contains("opts=")))
+            .unwrap();
+        assert!(
+            serve_opts.contains(" -t ") && serve_opts.contains("--check"),
+            "{serve_opts}"
+        );
+    }
 }

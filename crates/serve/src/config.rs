@@ -141,8 +141,9 @@ pub const fn policy_name(p: PolicyKind) -> &'static str {
     }
 }
 
-/// Every name [`policy_name`] gives, in [`PolicyKind::ALL`]'s order (serde lists them on an unknown one).
-const POLICY_NAMES: [&str; PolicyKind::ALL.len()] = {
+/// Every name [`policy_name`] gives, in [`PolicyKind::ALL`]'s order: what serde lists on an unknown one and
+/// what `--policy` completes to.
+pub const POLICY_NAMES: [&str; PolicyKind::ALL.len()] = {
     let mut names = [""; PolicyKind::ALL.len()];
     let mut i = 0;
     while i < names.len() {
