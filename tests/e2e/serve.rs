@@ -47,7 +47,7 @@ fn check_refuses_a_bad_file_with_file_line_and_key() {
     assert_eq!(out.code(), Some(2));
     assert!(
         out.stderr
-            .contains("bad.toml:2: wokers: unknown field `wokers`"),
+            .contains("bad.toml:2: wokers: unknown key `wokers`; did you mean `workers`?"),
         "{}",
         out.stderr
     );

@@ -1024,7 +1024,7 @@ mod tests {
         );
         let e = cfg.unwrap_err().to_string();
         assert!(
-            e.starts_with("c.toml:5: rules[0].header.regex: invalid type"),
+            e.starts_with("c.toml:5: rules[0].header.regex: expected a string, found the number 1"),
             "{e}"
         );
     }
