@@ -38,7 +38,7 @@ pub enum Command {
     Demo(cmd::demo::Args),
     /// Print a shell completion script (bash, zsh, fish, elvish, powershell).
     Completions(cmd::docs::CompletionsArgs),
-    /// Print the man page (or write one per subcommand with --dir).
+    /// Print a man page (ordo(1) by default; ordo-serve.toml(5) for the config file), or write them all with --dir.
     Man(cmd::docs::ManArgs),
 }
 
@@ -84,7 +84,7 @@ mod tests {
     fn man_pages_and_completions_render() {
         let mut cmd = Cli::command();
         cmd.build();
-        let page = String::from_utf8(cmd::docs::render(cmd.clone()).unwrap()).unwrap();
+        let page = String::from_utf8(cmd::docs::render(cmd.clone(), "ordo").unwrap()).unwrap();
         assert!(
             page.contains(".TH ordo 1") && page.contains("serve"),
             "{page}"
@@ -94,7 +94,7 @@ mod tests {
             .unwrap()
             .clone()
             .name("ordo-serve");
-        let page = String::from_utf8(cmd::docs::render(serve).unwrap()).unwrap();
+        let page = String::from_utf8(cmd::docs::render(serve, "serve").unwrap()).unwrap();
         assert!(
             page.contains("ordo\\-serve") && page.contains("\\-\\-check"),
             "{page}"
@@ -103,6 +103,115 @@ mod tests {
         clap_complete::generate(clap_complete::Shell::Bash, &mut cmd, "ordo", &mut out);
         let script = String::from_utf8(out).unwrap();
         assert!(script.contains("--cacert") && script.contains("completions"));
+    }
+
+    #[test]
+    fn every_man_page_has_the_operator_sections() {
+        let pages = cmd::docs::pages(Cli::command()).unwrap();
+        let names: Vec<&str> = pages.iter().map(|p| p.0.as_str()).collect();
+        assert_eq!(
+            names,
+            [
+                "ordo.1",
+                "ordo-serve.1",
+                "ordo-bench.1",
+                "ordo-tune.1",
+                "ordo-probe.1",
+                "ordo-report.1",
+                "ordo-demo.1",
+                "ordo-completions.1",
+                "ordo-man.1",
+                "ordo-serve.toml.5"
+            ]
+        );
+        let long_running = [
+            "ordo.1",
+            "ordo-serve.1",
+            "ordo-bench.1",
+            "ordo-tune.1",
+            "ordo-probe.1",
+            "ordo-demo.1",
+        ];
+        for (file, dir, text) in &pages {
+            let text = String::from_utf8(text.clone()).unwrap();
+            if file.ends_with(".5") {
+                assert_eq!(*dir, "man5");
+                continue;
+            }
+            assert_eq!(*dir, "man1");
+            let mut want = vec!["EXIT STATUS", "ENVIRONMENT", "FILES", "EXAMPLES"];
+            if long_running.contains(&file.as_str()) {
+                want.push("SIGNALS");
+            }
+            for s in want {
+                assert!(text.contains(&format!(".SH \"{s}\"\n")), "{file}: no {s}");
+            }
+            // the sections come before VERSION, each once, and ORDO_LOG is on every page
+            let at = |s: &str| text.find(s).unwrap_or_else(|| panic!("{file}: no {s}"));
+            assert!(at(".SH \"EXIT STATUS\"") < at(".SH VERSION"), "{file}");
+            assert_eq!(text.matches(".SH \"EXAMPLES\"").count(), 1, "{file}");
+            assert!(text.contains("ORDO_LOG"), "{file}");
+            // the after-help "Examples:" is not printed twice
+            assert!(!text.contains("Examples:"), "{file}");
+        }
+        let serve = String::from_utf8(pages[1].2.clone()).unwrap();
+        for s in [
+            "SIGHUP",
+            "SIGUSR1",
+            "SIGTERM, SIGINT",
+            "NOTIFY_SOCKET",
+            "ordo serve \\-t",
+        ] {
+            assert!(serve.contains(s), "ordo-serve.1 lacks {s}");
+        }
+    }
+
+    /// The top-level keys the serve config parser accepts, as its own error lists them.
+    fn serve_config_keys() -> Vec<String> {
+        let e = ordo_serve::ServeConfig::from_toml_str(
+            "xxxxxxxxxxxxxxxxxxxxxxxxxxxxxx = 1\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        let list = e
+            .split("(expected one of: ")
+            .nth(1)
+            .and_then(|l| l.strip_suffix(')'))
+            .unwrap_or_else(|| panic!("{e}"));
+        list.split(", ").map(String::from).collect()
+    }
+
+    #[test]
+    fn serve_toml_page_names_every_top_level_key() {
+        let pages = cmd::docs::pages(Cli::command()).unwrap();
+        let page = String::from_utf8(pages.last().unwrap().2.clone()).unwrap();
+        assert!(page.contains(".TH ordo\\-serve.toml 5"), "{page}");
+        let keys = serve_config_keys();
+        assert!(
+            keys.len() >= 20 && keys.contains(&"http2".to_string()),
+            "{keys:?}"
+        );
+        for key in &keys {
+            let named = page.contains(&format!(".TP\n\\fB{key}\\fR"))
+                || page.contains(&format!(".SH \"[{key}]"))
+                || page.contains(&format!(".SH \"[[{key}]]"));
+            assert!(
+                named,
+                "ordo-serve.toml(5) (docs/serve.md's configuration reference) lacks `{key}`"
+            );
+        }
+        // a table's keys are there too, with their defaults, and [lua]'s from the sandbox's table
+        assert!(
+            page.contains(".TP\n\\fBmemory_limit\\fR (default: 16777216)"),
+            "{page}"
+        );
+        assert!(
+            page.contains(".TP\n\\fBmax_head_bytes\\fR (default: 16384)"),
+            "{page}"
+        );
+        // nothing of the markdown is left
+        assert!(!page.contains("](") && !page.contains("|---"), "{page}");
     }
 
     /// The words bash completes after `opt` in the case arm of subcommand `sub` (`ordo__subcmd__serve`).
