@@ -166,6 +166,58 @@ mod tests {
         }
     }
 
+    /// Every `env::var("X")`, `env::var_os("X")` and `try_from_env("X")` in the workspace's sources.
+    fn environment_read(dir: &std::path::Path, found: &mut std::collections::BTreeSet<String>) {
+        for entry in std::fs::read_dir(dir).unwrap() {
+            let path = entry.unwrap().path();
+            if path.is_dir() {
+                environment_read(&path, found);
+            } else if path.extension().is_some_and(|e| e == "rs") {
+                let text = std::fs::read_to_string(&path).unwrap();
+                for call in ["env::var(\"", "env::var_os(\"", "try_from_env(\""] {
+                    for (at, _) in text.match_indices(call) {
+                        let rest = &text[at + call.len()..];
+                        found.insert(rest[..rest.find('"').unwrap()].to_string());
+                    }
+                }
+            }
+        }
+    }
+
+    #[test]
+    fn man_pages_name_every_environment_variable_ordo_reads() {
+        let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+        let mut found = std::collections::BTreeSet::new();
+        environment_read(&root.join("src"), &mut found);
+        for krate in std::fs::read_dir(root.join("crates")).unwrap() {
+            let src = krate.unwrap().path().join("src");
+            if src.is_dir() {
+                environment_read(&src, &mut found);
+            }
+        }
+        assert!(
+            found.contains("ORDO_LOG") && found.contains("NOTIFY_SOCKET"),
+            "{found:?}"
+        );
+        let pages: String = cmd::docs::pages(Cli::command())
+            .unwrap()
+            .into_iter()
+            .map(|p| String::from_utf8(p.2).unwrap())
+            .collect();
+        for var in found {
+            let section = pages.split(".SH \"ENVIRONMENT\"").skip(1).any(|s| {
+                s.split(".SH ")
+                    .next()
+                    .unwrap()
+                    .contains(&format!("\\fB{var}"))
+            });
+            assert!(
+                section,
+                "no man page's ENVIRONMENT names {var}, which ordo reads"
+            );
+        }
+    }
+
     /// The top-level keys the serve config parser accepts, as its own error lists them.
     fn serve_config_keys() -> Vec<String> {
         let e = ordo_serve::ServeConfig::from_toml_str(

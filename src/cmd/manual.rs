@@ -230,7 +230,7 @@ pub fn sections(page: &str) -> Vec<Section> {
                 &[
                     (
                         "--mix FILE",
-                        "A class mix (TOML: [[class]] tables with name, share, url, headers, cookies, think time); errors name file:line: key.",
+                        "A class mix (TOML: [[class]] tables with a name, a share, URLs, headers, cookies and think time); errors name file:line: key.",
                     ),
                     ("--save FILE", "The JSON result, written at the end."),
                 ],
