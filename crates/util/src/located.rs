@@ -247,15 +247,29 @@ fn unknown(what: &str, rest: &str) -> String {
 }
 
 /// The valid name closest to `given` by edit distance (a swap of two neighbours counts one), when it is
-/// close enough to be a typo: at most one edit for names up to 4 characters, a third of the length beyond.
+/// close enough to be a typo: at most one edit for names up to 5 characters, a third of the length beyond.
+/// Failing that, a name that `given` is the start of, or that is the start of `given`, within three
+/// characters (`class` → `classes`, `[[rule]]` → `rules`).
 pub fn nearest<'a>(given: &str, valid: &[&'a str]) -> Option<&'a str> {
+    let given = given.to_lowercase();
     let limit = (given.chars().count() / 3).max(1);
-    valid
+    let close = valid
         .iter()
-        .map(|v| (edit_distance(&given.to_lowercase(), &v.to_lowercase()), *v))
+        .map(|v| (edit_distance(&given, &v.to_lowercase()), *v))
         .filter(|(d, _)| *d <= limit)
         .min_by_key(|(d, _)| *d)
-        .map(|(_, v)| v)
+        .map(|(_, v)| v);
+    close.or_else(|| {
+        valid.iter().copied().find(|v| {
+            let v = v.to_lowercase();
+            let (short, long) = if v.len() < given.len() {
+                (&v, &given)
+            } else {
+                (&given, &v)
+            };
+            short.len() >= 3 && long.starts_with(short.as_str()) && long.len() - short.len() <= 3
+        })
+    })
 }
 
 /// Optimal string alignment distance: insertions, deletions, substitutions and swaps of neighbours.
@@ -651,6 +665,13 @@ mod tests {
         assert_eq!(nearest("queue_timout", &keys), Some("queue_timeout"));
         assert_eq!(nearest("lsten", &keys), Some("listen"));
         assert_eq!(nearest("colour", &keys), None);
+        // a singular for a plural, a word cut short
+        let tables = ["classes", "rules", "routes", "limits", "lua"];
+        assert_eq!(nearest("class", &tables), Some("classes"));
+        assert_eq!(nearest("rule", &tables), Some("rules"));
+        assert_eq!(nearest("limit", &tables), Some("limits"));
+        assert_eq!(nearest("xy", &tables), None);
+        assert_eq!(nearest("cl", &tables), None);
         assert_eq!(nearest("x", &keys), None);
         // unknown values of an enum get the same
         assert_eq!(

@@ -126,6 +126,11 @@ fn parse_errors_name_the_line() {
         err("workers = 4\n[[classes]]\nname = \"a\"\nweigth = 2\n"),
         "bad.toml:4: classes[0].weigth: unknown key `weigth`; did you mean `weight`?"
     );
+    // bench's mix files say [[class]]; here it is [[classes]]
+    assert_eq!(
+        err("[[class]]\nname = \"a\"\n"),
+        "bad.toml:1: class[0]: unknown key `class`; did you mean `classes`?"
+    );
     assert_eq!(
         err("[admin]\nlisten_addr = \"127.0.0.1:1\"\n"),
         "bad.toml:2: admin.listen_addr: unknown key `listen_addr` (expected one of: enabled, listen, \
