@@ -5,6 +5,7 @@ mod cli;
 mod cmd;
 mod exit;
 mod interrupt;
+mod values;
 
 use std::process::ExitCode;
 

@@ -20,8 +20,8 @@ use crate::interrupt::{INTERRUPTED, stop_on_signals};
 /// and medium users twice the response time of heavy users.
 #[derive(Debug, clap::Args)]
 pub struct Args {
-    /// Scheduling policy of the server: lottery (the seed's) or stride (deterministic).
-    #[arg(long, value_name = "POLICY", value_parser = parse_policy)]
+    /// Scheduling policy of the server: lottery (the seed's, the default) or stride (deterministic).
+    #[arg(long, value_name = "POLICY", ignore_case = true, value_parser = crate::values::demo_policy())]
     pub policy: Option<DemoPolicy>,
     /// The short plan: 4 steps of 5 s, 20 ms service time (about 30 s).
     #[arg(long)]
@@ -66,10 +66,6 @@ fn check_writable_dir(dir: &std::path::Path) -> anyhow::Result<()> {
     std::fs::write(&probe, b"").map_err(unusable)?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
-}
-
-fn parse_policy(s: &str) -> Result<DemoPolicy, String> {
-    s.parse()
 }
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {

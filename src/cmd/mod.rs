@@ -5,6 +5,7 @@
 pub mod bench;
 pub mod demo;
 pub mod docs;
+mod manual;
 pub mod probe;
 pub mod report;
 pub mod serve;

@@ -59,7 +59,10 @@ pub struct LoopArgs {
     #[arg(long, value_name = "K")]
     pub cpu: Option<usize>,
     /// The probe thread's policy: other, batch, idle, fifo:P or rr:P.
-    #[arg(long, value_parser = parse_policy)]
+    #[arg(long, hide_possible_values = true, value_parser = crate::values::Suggesting {
+        names: &crate::values::THREAD_POLICY_NAMES,
+        parse: parse_policy,
+    })]
     pub policy: Option<Policy>,
     /// The probe thread's nice value (-20..19; negative needs privileges).
     #[arg(long, allow_hyphen_values = true)]

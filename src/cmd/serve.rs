@@ -15,9 +15,11 @@ pub struct Args {
     /// Configuration file (TOML; see docs/serve.md). Without one: synthetic backend on 127.0.0.1:8080, fcfs.
     #[arg(short, long, value_name = "FILE")]
     pub config: Option<PathBuf>,
-    /// Only validate FILE and exit: 0 when it is valid, 2 with the file, line and key when it is not.
-    #[arg(long, value_name = "FILE", conflicts_with = "config")]
-    pub check: Option<PathBuf>,
+    /// Only validate the configuration and exit: 0 when it is valid, 2 with the file, line and key when it
+    /// is not. `-t FILE`, or `-t` with `--config FILE` (nginx's `-t -c`); with neither, the defaults and
+    /// flags are checked.
+    #[arg(short = 't', long, value_name = "FILE", num_args = 0..=1)]
+    pub check: Option<Option<PathBuf>>,
     /// Listen address (overrides `listen`).
     #[arg(long, value_name = "ADDR")]
     pub listen: Option<SocketAddr>,
@@ -25,8 +27,8 @@ pub struct Args {
     /// (overrides `workers`).
     #[arg(long, value_name = "N|auto", value_parser = parse_workers)]
     pub workers: Option<Workers>,
-    /// Dispatch policy: fcfs, priority, lottery, stride, wfq, srpt, edf or lua (overrides `policy`).
-    #[arg(long, value_name = "NAME", value_parser = ordo_serve::parse_policy)]
+    /// Dispatch policy (overrides `policy`).
+    #[arg(long, value_name = "NAME", value_parser = crate::values::serve_policy())]
     pub policy: Option<PolicyKind>,
     /// Lua script defining `pick(heads)` for `--policy lua` (overrides `policy_script`; relative to the
     /// current directory).
@@ -141,12 +143,28 @@ fn count(n: usize, one: &str, many: &str) -> String {
     format!("{n} {}", if n == 1 { one } else { many })
 }
 
+/// The file `--check`/`-t` validates: its own value, or `--config`'s (`-t -c FILE`); naming two is refused.
+fn check_target(args: &Args) -> anyhow::Result<Option<Option<&std::path::Path>>> {
+    Ok(match (&args.check, &args.config) {
+        (None, _) => None,
+        (Some(Some(f)), Some(c)) if f != c => {
+            return Err(usage(format!(
+                "--check {} and --config {}: name the file to check once (`-t FILE` or `-t -c FILE`)",
+                f.display(),
+                c.display()
+            )));
+        }
+        (Some(Some(f)), _) => Some(Some(f.as_path())),
+        (Some(None), c) => Some(c.as_deref()),
+    })
+}
+
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
-    if let Some(path) = &args.check {
-        let cfg = resolve_file(&args, Some(path))?;
+    if let Some(file) = check_target(&args)? {
+        let cfg = resolve_file(&args, file)?;
         eprintln!(
             "{}: ok (policy {}, {}, {}, {}, {})",
-            path.display(),
+            file.map_or_else(|| "defaults".to_string(), |p| p.display().to_string()),
             ordo_serve::policy_name(cfg.policy),
             count(cfg.class_names().len(), "class", "classes"),
             count(cfg.rules.len(), "rule", "rules"),
@@ -226,22 +244,65 @@ mod tests {
             T::try_parse_from(v).unwrap().a
         };
         let a = args(&[]);
-        let cfg = resolve_file(&a, a.check.as_deref()).unwrap();
+        let cfg = resolve_file(&a, check_target(&a).unwrap().unwrap()).unwrap();
         assert_eq!(cfg.policy, PolicyKind::Custom);
         // the file plus --policy fcfs cannot start (its policy_script needs policy lua): --check says so
         let a = args(&["--policy", "fcfs", "--workers", "3"]);
-        let e = resolve_file(&a, a.check.as_deref()).unwrap_err();
+        let e = resolve_file(&a, check_target(&a).unwrap().unwrap()).unwrap_err();
         assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");
         assert!(format!("{e:#}").contains("policy_script"), "{e:#}");
         let a = args(&["--workers", "3"]);
         assert_eq!(
-            resolve_file(&a, a.check.as_deref()).unwrap().workers,
+            resolve_file(&a, check_target(&a).unwrap().unwrap())
+                .unwrap()
+                .workers,
             Workers::Fixed(3)
         );
         let a = args(&["--workers", "auto"]);
         assert_eq!(
-            resolve_file(&a, a.check.as_deref()).unwrap().workers,
+            resolve_file(&a, check_target(&a).unwrap().unwrap())
+                .unwrap()
+                .workers,
             Workers::Auto
+        );
+    }
+
+    #[test]
+    fn t_is_check_with_its_own_file_or_configs() {
+        use clap::Parser;
+        #[derive(Debug, Parser)]
+        struct T {
+            #[command(flatten)]
+            a: Args,
+        }
+        let parse = |v: &[&str]| T::try_parse_from(v).unwrap().a;
+        let target = |a: &Args| {
+            check_target(a)
+                .map(|t| t.map(|f| f.map(|p| p.display().to_string())))
+                .map_err(|e| format!("{e:#}"))
+        };
+        let file = |s: &str| Ok(Some(Some(s.to_string())));
+        assert_eq!(target(&parse(&["serve", "-t", "a.toml"])), file("a.toml"));
+        assert_eq!(
+            target(&parse(&["serve", "--check", "a.toml"])),
+            file("a.toml")
+        );
+        assert_eq!(
+            target(&parse(&["serve", "-t", "-c", "b.toml"])),
+            file("b.toml")
+        );
+        assert_eq!(
+            target(&parse(&["serve", "--config", "b.toml", "-t"])),
+            file("b.toml")
+        );
+        assert_eq!(target(&parse(&["serve", "-t"])), Ok(Some(None)));
+        assert_eq!(target(&parse(&["serve", "-c", "b.toml"])), Ok(None));
+        let e = target(&parse(&["serve", "-t", "a.toml", "-c", "b.toml"])).unwrap_err();
+        assert!(e.contains("name the file to check once"), "{e}");
+        // the same file twice is no conflict
+        assert_eq!(
+            target(&parse(&["serve", "-t", "a.toml", "-c", "a.toml"])),
+            file("a.toml")
         );
     }
 

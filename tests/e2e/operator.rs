@@ -161,13 +161,43 @@ fn completions_and_man_pages() {
     cmd.args(["man", "--dir"]).arg(dir.path());
     let out = run_with_timeout(cmd, Duration::from_secs(30));
     assert_eq!(out.code(), Some(0), "{}", out.stderr);
-    for page in ["ordo.1", "ordo-serve.1", "ordo-bench.1"] {
+    for page in [
+        "man1/ordo.1",
+        "man1/ordo-serve.1",
+        "man1/ordo-bench.1",
+        "man5/ordo-serve.toml.5",
+    ] {
         let text = std::fs::read_to_string(dir.path().join(page)).unwrap();
         assert!(
-            text.starts_with(".ie") || text.contains(".TH"),
+            text.starts_with(".ie") && text.contains(".TH"),
             "{page}: {text}"
         );
+        assert!(out.stdout.contains(page), "{}", out.stdout);
     }
+    // one page on stdout, by its name
+    let mut cmd = ordo();
+    cmd.args(["man", "ordo-serve.toml"]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.contains(".TH ordo\\-serve.toml 5"),
+        "{}",
+        out.stdout
+    );
+    let mut cmd = ordo();
+    cmd.args(["man", "serve"]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert!(out.stdout.contains(".SH \"SIGNALS\""), "{}", out.stdout);
+    let mut cmd = ordo();
+    cmd.args(["man", "nginx"]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2));
+    assert!(
+        out.stderr
+            .contains("no man page `nginx` (there are ordo, ordo-serve"),
+        "{}",
+        out.stderr
+    );
     let mut cmd = ordo();
     cmd.args(["completions", "tcsh"]);
     assert_eq!(

@@ -47,7 +47,7 @@ fn check_refuses_a_bad_file_with_file_line_and_key() {
     assert_eq!(out.code(), Some(2));
     assert!(
         out.stderr
-            .contains("bad.toml:2: wokers: unknown field `wokers`"),
+            .contains("bad.toml:2: wokers: unknown key `wokers`; did you mean `workers`?"),
         "{}",
         out.stderr
     );
@@ -64,17 +64,55 @@ fn check_refuses_a_bad_file_with_file_line_and_key() {
     );
 }
 
+/// `ordo serve -t` is `--check` (nginx's and HAProxy's habit): `-t FILE`, `-t -c FILE`; a bad file exits 2.
+#[test]
+fn t_checks_like_check() {
+    let good = Path::new(env!("CARGO_MANIFEST_DIR")).join("examples/serve/seed003.toml");
+    for flags in [&["-t"][..], &["-t", "-c"][..]] {
+        let mut cmd = ordo();
+        cmd.arg("serve").args(flags).arg(&good);
+        let out = run_with_timeout(cmd, Duration::from_secs(30));
+        assert_eq!(out.code(), Some(0), "{flags:?}: {}", out.stderr);
+        assert!(
+            out.stderr.contains("seed003.toml: ok (policy lottery"),
+            "{}",
+            out.stderr
+        );
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.toml");
+    std::fs::write(&bad, "workers = 0\n").unwrap();
+    let mut cmd = ordo();
+    cmd.args(["serve", "-c"]).arg(&bad).arg("-t");
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("bad.toml:1: workers:"),
+        "{}",
+        out.stderr
+    );
+}
+
 #[test]
 fn bad_override_is_a_usage_error() {
     let mut cmd = ordo();
     cmd.args(["serve", "--policy", "random"]);
     let out = run_with_timeout(cmd, Duration::from_secs(30));
     assert_eq!(out.code(), Some(2));
+    // clap refuses it with the names ordo-serve lists (and a near miss gets a suggestion)
     assert!(
-        out.stderr.contains("unknown policy `random`"),
+        out.stderr
+            .contains("invalid value 'random' for '--policy <NAME>'")
+            && out.stderr.contains("fcfs")
+            && out.stderr.contains("lua"),
         "{}",
         out.stderr
     );
+    let mut cmd = ordo();
+    cmd.args(["serve", "--policy", "strde"]);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2));
+    assert!(out.stderr.contains("'stride'"), "{}", out.stderr);
 }
 
 pub(crate) fn http_get(addr: &str, path: &str) -> String {

@@ -397,11 +397,15 @@ url = "/bytes?n=778240"
         );
         let e = err_of("[[class]]\nname = \"a\"\nurl = \"/\"\n[[class]]\nname = \"b\"\nurl = 3\n");
         assert!(
-            e.starts_with("mix file m.toml:6: class[1].url: invalid type"),
+            e.starts_with("mix file m.toml:6: class[1].url: expected a string, found the number 3"),
             "{e}"
         );
         let e = err_of("[[class]]\nname = \"a\"\nshre = 1\n");
         assert!(e.contains("m.toml:3") && e.contains("shre"), "{e}");
+        assert!(
+            e.ends_with("unknown key `shre`; did you mean `share`?"),
+            "{e}"
+        );
         let e = err_of("[[class]]\nname = \"a\"\n");
         assert!(e.contains("urls"), "{e}");
         let e = err_of("[[class]]\nname = \"a\"\nurl = \"/\"\nthink = \"soon\"\n");

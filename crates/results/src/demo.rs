@@ -31,6 +31,9 @@ pub enum DemoPolicy {
 }
 
 impl DemoPolicy {
+    /// Every policy the demo runs, in the order `--policy` lists them.
+    pub const ALL: [DemoPolicy; 2] = [DemoPolicy::Lottery, DemoPolicy::Stride];
+
     /// Name as used on the command line, in the server config and in the JSON.
     pub fn as_str(self) -> &'static str {
         match self {
@@ -51,13 +54,14 @@ impl DemoPolicy {
 impl std::str::FromStr for DemoPolicy {
     type Err = String;
     fn from_str(s: &str) -> Result<Self, Self::Err> {
-        match s.trim().to_ascii_lowercase().as_str() {
-            "lottery" => Ok(DemoPolicy::Lottery),
-            "stride" => Ok(DemoPolicy::Stride),
-            other => Err(format!(
-                "unknown policy {other:?} (expected lottery or stride)"
-            )),
-        }
+        let s = s.trim().to_ascii_lowercase();
+        DemoPolicy::ALL
+            .into_iter()
+            .find(|p| p.as_str() == s)
+            .ok_or_else(|| {
+                let names = DemoPolicy::ALL.map(DemoPolicy::as_str);
+                format!("unknown policy {s:?} (expected {})", names.join(" or "))
+            })
     }
 }
 

@@ -130,12 +130,23 @@ impl fmt::Display for PolicyKind {
     }
 }
 
-/// Error of [`PolicyKind::from_str`].
-#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-#[error(
-    "unknown policy {0:?} (expected one of fcfs, priority, lottery, stride, wfq, srpt, edf, custom)"
-)]
+/// Error of [`PolicyKind::from_str`]; it lists [`PolicyKind::ALL`]'s names.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnknownPolicy(pub String);
+
+impl fmt::Display for UnknownPolicy {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let names = PolicyKind::ALL.map(PolicyKind::as_str);
+        write!(
+            f,
+            "unknown policy {:?} (expected one of {})",
+            self.0,
+            names.join(", ")
+        )
+    }
+}
+
+impl std::error::Error for UnknownPolicy {}
 
 impl FromStr for PolicyKind {
     type Err = UnknownPolicy;
@@ -293,7 +304,10 @@ mod tests {
         for p in PolicyKind::ALL {
             assert_eq!(p.as_str().parse::<PolicyKind>(), Ok(p));
         }
-        assert!("fifo".parse::<PolicyKind>().is_err());
+        assert_eq!(
+            "fifo".parse::<PolicyKind>().unwrap_err().to_string(),
+            "unknown policy \"fifo\" (expected one of fcfs, priority, lottery, stride, wfq, srpt, edf, custom)"
+        );
     }
 
     #[test]

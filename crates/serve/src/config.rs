@@ -141,8 +141,9 @@ pub const fn policy_name(p: PolicyKind) -> &'static str {
     }
 }
 
-/// Every name [`policy_name`] gives, in [`PolicyKind::ALL`]'s order (serde lists them on an unknown one).
-const POLICY_NAMES: [&str; PolicyKind::ALL.len()] = {
+/// Every name [`policy_name`] gives, in [`PolicyKind::ALL`]'s order: what serde lists on an unknown one and
+/// what `--policy` completes to.
+pub const POLICY_NAMES: [&str; PolicyKind::ALL.len()] = {
     let mut names = [""; PolicyKind::ALL.len()];
     let mut i = 0;
     while i < names.len() {
@@ -1023,7 +1024,7 @@ mod tests {
         );
         let e = cfg.unwrap_err().to_string();
         assert!(
-            e.starts_with("c.toml:5: rules[0].header.regex: invalid type"),
+            e.starts_with("c.toml:5: rules[0].header.regex: expected a string, found the number 1"),
             "{e}"
         );
     }

@@ -22,7 +22,7 @@ mod serving_thread;
 mod shared;
 mod tls;
 
-pub use config::{ConfigError, Overrides, ServeConfig, parse_policy, policy_name};
+pub use config::{ConfigError, Overrides, POLICY_NAMES, ServeConfig, parse_policy, policy_name};
 pub use gate::Overloaded;
 pub use ordo_sched::PolicyKind;
 /// Build a key path: `keypath!["classes", 1, "weight"]`.

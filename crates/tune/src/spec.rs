@@ -1352,10 +1352,21 @@ weights = { "web.throughput" = 10.0, "web.p99_ms" = -1.0 }
             (Some(13), Some("workload.connections")),
             "{e}"
         );
+        // an unknown key gets the one meant
+        let e = parse(&GOOD.replace("connections = 20", "conections = 20")).unwrap_err();
+        assert_eq!(
+            (e.line, e.key.as_deref(), e.message.as_str()),
+            (
+                Some(13),
+                Some("workload.conections"),
+                "unknown key `conections`; did you mean `connections`?"
+            ),
+            "{e}"
+        );
         let e = parse(&GOOD.replace("duration = \"2s\"", "duration = true")).unwrap_err();
         assert!(
             e.to_string().starts_with(
-                "exp.toml:14: workload.duration: invalid type: boolean `true`, expected a number of seconds"
+                "exp.toml:14: workload.duration: expected a number of seconds or a duration such as \"2s\" or \"500ms\", found true"
             ),
             "{e}"
         );

@@ -137,7 +137,7 @@ impl<'a> Source<'a> {
     /// key path found there.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, Located> {
         toml::from_str(self.text).map_err(|e| {
-            let message = e.message().trim().to_string();
+            let message = plain_message(e.message().trim());
             match e.span() {
                 Some(s) => self.at_offset(s.start, message),
                 None => Located::new(self.name, message),
@@ -183,6 +183,169 @@ impl<'a> Source<'a> {
             key: (!path.is_empty()).then(|| path_to_string(path)),
             message: message.into(),
         }
+    }
+}
+
+/// serde's wording of a refused value, in the words of the file's reader: an unknown key or value gets the
+/// nearest valid one ("did you mean") or the list of them, Rust type names become what they accept
+/// (`u32` → "a whole number (0 to 4294967295)"), and the value found is said last. Anything else is kept.
+pub fn plain_message(msg: &str) -> String {
+    if let Some(rest) = msg.strip_prefix("unknown field ") {
+        return unknown("key", rest);
+    }
+    if let Some(rest) = msg.strip_prefix("unknown variant ") {
+        return unknown("value", rest);
+    }
+    if let Some(name) = msg
+        .strip_prefix("missing field `")
+        .and_then(|r| r.strip_suffix('`'))
+    {
+        return format!("missing key `{name}`");
+    }
+    for prefix in ["invalid type: ", "invalid value: "] {
+        if let Some((found, expected)) = msg
+            .strip_prefix(prefix)
+            .and_then(|r| r.rsplit_once(", expected "))
+        {
+            return format!(
+                "expected {}, found {}",
+                plain_expected(expected),
+                plain_found(found)
+            );
+        }
+    }
+    msg.to_string()
+}
+
+/// "`wokers`, expected one of `listen`, `workers`" → "unknown key `wokers`; did you mean `workers`?"
+/// (or, with nothing near, the valid names listed).
+fn unknown(what: &str, rest: &str) -> String {
+    let Some((name, expected)) = rest.split_once(", ") else {
+        return format!("unknown {what} {rest}");
+    };
+    // serde's `OneOf`: "expected `a`", "expected `a` or `b`", "expected one of `a`, `b`, `c`"
+    let list = expected
+        .trim_start_matches("expected ")
+        .trim_start_matches("one of ")
+        .replace("` or `", "`, `");
+    let valid: Vec<&str> = list
+        .split(", ")
+        .filter_map(|v| v.strip_prefix('`')?.strip_suffix('`'))
+        .collect();
+    let given = name.trim_matches('`');
+    if valid.is_empty() {
+        // "there are no fields"
+        return format!("unknown {what} {name} (none is allowed here)");
+    }
+    match nearest(given, &valid) {
+        Some(near) => format!("unknown {what} {name}; did you mean `{near}`?"),
+        None => format!(
+            "unknown {what} {name} (expected one of: {})",
+            valid.join(", ")
+        ),
+    }
+}
+
+/// The valid name closest to `given` by edit distance (a swap of two neighbours counts one), when it is
+/// close enough to be a typo: at most one edit for names up to 5 characters, a third of the length beyond.
+/// Failing that, a name that `given` is the start of, or that is the start of `given`, within three
+/// characters (`class` → `classes`, `[[rule]]` → `rules`).
+pub fn nearest<'a>(given: &str, valid: &[&'a str]) -> Option<&'a str> {
+    let given = given.to_lowercase();
+    let limit = (given.chars().count() / 3).max(1);
+    let close = valid
+        .iter()
+        .map(|v| (edit_distance(&given, &v.to_lowercase()), *v))
+        .filter(|(d, _)| *d <= limit)
+        .min_by_key(|(d, _)| *d)
+        .map(|(_, v)| v);
+    close.or_else(|| {
+        valid.iter().copied().find(|v| {
+            let v = v.to_lowercase();
+            let (short, long) = if v.len() < given.len() {
+                (&v, &given)
+            } else {
+                (&given, &v)
+            };
+            short.len() >= 3 && long.starts_with(short.as_str()) && long.len() - short.len() <= 3
+        })
+    })
+}
+
+/// Optimal string alignment distance: insertions, deletions, substitutions and swaps of neighbours.
+pub fn edit_distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    // d[i][j]: distance between a[..i] and b[..j]
+    let mut d = vec![vec![0usize; b.len() + 1]; a.len() + 1];
+    for (i, row) in d.iter_mut().enumerate() {
+        row[0] = i;
+    }
+    for (j, cell) in d[0].iter_mut().enumerate() {
+        *cell = j;
+    }
+    for i in 1..=a.len() {
+        for j in 1..=b.len() {
+            let cost = usize::from(a[i - 1] != b[j - 1]);
+            let mut best = (d[i - 1][j] + 1)
+                .min(d[i][j - 1] + 1)
+                .min(d[i - 1][j - 1] + cost);
+            if i > 1 && j > 1 && a[i - 1] == b[j - 2] && a[i - 2] == b[j - 1] {
+                best = best.min(d[i - 2][j - 2] + 1);
+            }
+            d[i][j] = best;
+        }
+    }
+    d[a.len()][b.len()]
+}
+
+/// What serde's `expected` of a Rust type accepts, said plainly.
+fn plain_expected(expected: &str) -> String {
+    let range = |lo: i128, hi: i128| format!("a whole number ({lo} to {hi})");
+    match expected {
+        "u8" => range(0, u8::MAX.into()),
+        "u16" => range(0, u16::MAX.into()),
+        "u32" => range(0, u32::MAX.into()),
+        "u64" | "usize" => range(0, u64::MAX.into()),
+        "i8" => range(i8::MIN.into(), i8::MAX.into()),
+        "i16" => range(i16::MIN.into(), i16::MAX.into()),
+        "i32" => range(i32::MIN.into(), i32::MAX.into()),
+        "i64" | "isize" => range(i64::MIN.into(), i64::MAX.into()),
+        "f32" | "f64" => "a number".to_string(),
+        "a boolean" => "true or false".to_string(),
+        "a borrowed string" => "a string".to_string(),
+        "a character" => "a single character".to_string(),
+        "a sequence" => "a list ([...])".to_string(),
+        "a map" => "a table".to_string(),
+        e if e.starts_with("struct ") || e.starts_with("a map") => "a table".to_string(),
+        e if e.starts_with("a sequence") || e.starts_with("a tuple") => {
+            "a list ([...])".to_string()
+        }
+        e => e.to_string(),
+    }
+}
+
+/// What serde's `invalid type` names as found, said plainly: `string "x"` → `the string "x"`,
+/// ``integer `-3` `` → `-3`.
+fn plain_found(found: &str) -> String {
+    let quoted = |p: &str| {
+        found
+            .strip_prefix(p)
+            .and_then(|r| r.strip_prefix('`')?.strip_suffix('`'))
+            .map(str::to_string)
+    };
+    if let Some(s) = found.strip_prefix("string ") {
+        return format!("the string {s}");
+    }
+    if let Some(n) = quoted("integer ").or_else(|| quoted("floating point ")) {
+        return format!("the number {n}");
+    }
+    if let Some(b) = quoted("boolean ") {
+        return b;
+    }
+    match found {
+        "sequence" => "a list".to_string(),
+        "map" => "a table".to_string(),
+        f => f.to_string(),
     }
 }
 
@@ -437,20 +600,44 @@ mod tests {
             (e.line, e.column, e.key.as_deref()),
             (Some(5), Some(10), Some("classes[1].weight"))
         );
-        assert!(
-            e.to_string()
-                .starts_with("c.toml:5: classes[1].weight: invalid type"),
-            "{e}"
+        assert_eq!(
+            e.to_string(),
+            "c.toml:5: classes[1].weight: expected a whole number (0 to 4294967295), found the string \"x\""
         );
-        // an unknown key, top level and nested
+        // an unknown key, top level and nested, with the key meant
         let e = parse_err("workers = 1\nwokers = 2\n");
         assert_eq!((e.line, e.key.as_deref()), (Some(2), Some("wokers")));
-        assert!(e.message.contains("unknown field `wokers`"), "{e}");
+        assert_eq!(e.message, "unknown key `wokers`; did you mean `workers`?");
         let e = parse_err("[[classes]]\nname = \"a\"\nweigth = 2\n");
         assert_eq!(
             (e.line, e.key.as_deref()),
             (Some(3), Some("classes[0].weigth"))
         );
+        assert_eq!(e.message, "unknown key `weigth`; did you mean `weight`?");
+        // nothing near: the keys the table takes
+        let e = parse_err("colour = 1\n");
+        assert_eq!(
+            e.message,
+            "unknown key `colour` (expected one of: workers, classes)"
+        );
+        // out of range, and a negative number for an unsigned one
+        let e = parse_err("workers = 5000000000\n");
+        assert_eq!(
+            e.message,
+            "expected a whole number (0 to 4294967295), found the number 5000000000"
+        );
+        let e = parse_err("workers = -3\n");
+        assert_eq!(
+            e.message,
+            "expected a whole number (0 to 4294967295), found the number -3"
+        );
+        let e = parse_err("workers = true\n");
+        assert_eq!(
+            e.message,
+            "expected a whole number (0 to 4294967295), found true"
+        );
+        let e = parse_err("classes = 3\n");
+        assert!(e.message.starts_with("expected a list"), "{e}");
         // a syntax error: the line, and the key read from the text
         let e = parse_err("workers = 1\n[[classes]]\nname = \"a\nweight = 1\n");
         assert_eq!(e.line, Some(3), "{e}");
@@ -462,8 +649,49 @@ mod tests {
         );
         // a missing key: the line of its table
         let e = parse_err("workers = 1\n[[classes]]\nweight = 1\n");
-        assert!(e.message.contains("missing field `name`"), "{e}");
+        assert_eq!(e.message, "missing key `name`");
         assert!(e.line.is_some(), "{e}");
+    }
+
+    #[test]
+    fn near_names_are_typos_far_ones_are_not() {
+        assert_eq!(edit_distance("wokers", "workers"), 1);
+        assert_eq!(edit_distance("weigth", "weight"), 1);
+        assert_eq!(edit_distance("", "abc"), 3);
+        assert_eq!(edit_distance("kitten", "sitting"), 3);
+        let keys = ["listen", "threads", "workers", "policy", "queue_timeout"];
+        assert_eq!(nearest("wokers", &keys), Some("workers"));
+        assert_eq!(nearest("Policy", &keys), Some("policy"));
+        assert_eq!(nearest("queue_timout", &keys), Some("queue_timeout"));
+        assert_eq!(nearest("lsten", &keys), Some("listen"));
+        assert_eq!(nearest("colour", &keys), None);
+        // a singular for a plural, a word cut short
+        let tables = ["classes", "rules", "routes", "limits", "lua"];
+        assert_eq!(nearest("class", &tables), Some("classes"));
+        assert_eq!(nearest("rule", &tables), Some("rules"));
+        assert_eq!(nearest("limit", &tables), Some("limits"));
+        assert_eq!(nearest("xy", &tables), None);
+        assert_eq!(nearest("cl", &tables), None);
+        assert_eq!(nearest("x", &keys), None);
+        // unknown values of an enum get the same
+        assert_eq!(
+            plain_message("unknown variant `strid`, expected one of `fcfs`, `stride`"),
+            "unknown value `strid`; did you mean `stride`?"
+        );
+        assert_eq!(
+            plain_message("unknown variant `random`, expected `fcfs` or `stride`"),
+            "unknown value `random` (expected one of: fcfs, stride)"
+        );
+        assert_eq!(
+            plain_message("unknown field `x`, there are no fields"),
+            "unknown key `x` (none is allowed here)"
+        );
+        // what it does not know stays as it was
+        assert_eq!(plain_message("a policy name"), "a policy name");
+        assert_eq!(
+            plain_message("invalid type: boolean `true`, expected a number of seconds"),
+            "expected a number of seconds, found true"
+        );
     }
 
     #[test]
