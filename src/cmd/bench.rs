@@ -21,7 +21,7 @@ use crate::interrupt::{INTERRUPTED, stop_on_signals};
     ordo bench -c 50 -d 10s --cacert ca.pem https://localhost:8443/\n  \
     ordo bench --h2 -c 4 --streams 100 -d 10s -k https://127.0.0.1:8443/\n  \
     ordo bench -c 32 --rate 5000 -d 30s http://127.0.0.1:8080/\n  \
-    ordo bench -c 50 -d 10s --fail-if 'p99>50ms' --fail-if 'errors>0.1%' http://127.0.0.1:8080/\n  \
+    ordo bench -c 50 -d 10s --brief --fail-if 'p99>50ms' --fail-if 'errors>0.1%' http://127.0.0.1:8080/\n  \
     ordo bench -c 99 -d 30s --mix examples/bench/seed003-mix.toml http://127.0.0.1:8080/"
 )]
 pub struct Args {
@@ -91,8 +91,12 @@ pub struct Args {
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print the report as CSV (one row per class and latency kind).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "brief")]
     pub csv: bool,
+    /// Print a short wrk-style summary (req/s, latency avg/p50/p99/max, errors, transfer) instead of the
+    /// full report.
+    #[arg(long, conflicts_with = "json")]
+    pub brief: bool,
     /// Also write the JSON report to FILE (e.g. for `ordo report`), whatever is printed.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
@@ -278,6 +282,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         s
     } else if args.csv {
         ordo_bench::print::csv(&report)
+    } else if args.brief {
+        ordo_bench::print::brief(&report)
     } else {
         ordo_bench::print::text(&report)
     };
@@ -285,7 +291,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let (lines, failed) = ordo_bench::judge(&thresholds, &report);
     let mut verdict = String::new();
     if !lines.is_empty() {
-        if !(args.json || args.csv) {
+        if !(args.json || args.csv || args.brief) {
             verdict.push('\n');
         }
         for l in &lines {
@@ -371,6 +377,9 @@ mod tests {
             "{e}"
         );
         assert!(parse(&["-n", "5", "-d", "1s", "http://x/"]).is_err());
+        assert!(parse(&["--brief", "--json", "http://x/"]).is_err());
+        assert!(parse(&["--brief", "--csv", "http://x/"]).is_err());
+        assert!(parse(&["--brief", "http://x/"]).unwrap().brief);
         let e = parse(&["--fail-if", "p99>50", "http://x/"])
             .unwrap_err()
             .to_string();

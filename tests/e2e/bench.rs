@@ -465,3 +465,53 @@ fn bench_mix_file_thresholds_are_judged() {
         .expect("rps line");
     assert!(errors < rps, "command line first: {}", out.stdout);
 }
+
+/// `--brief`: wrk's few lines instead of the report, threshold lines right after them.
+#[test]
+fn bench_brief_prints_a_short_summary() {
+    let url = server();
+    let mut cmd = ordo();
+    cmd.args([
+        "bench",
+        "-c",
+        "2",
+        "-n",
+        "100",
+        "--no-progress",
+        "--brief",
+        "--fail-if",
+        "errors>0",
+    ])
+    .arg(format!("{url}/x"));
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "{}", out.stdout);
+    assert!(
+        lines[0].starts_with(&format!("{url}/x: 2 connections, closed loop, ")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[1].starts_with("  Requests:    100 complete, "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[2].starts_with("  Latency:     avg "),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(lines[3], "  Errors:      none");
+    // 100 × (head + "hello"): 38 + 5 bytes each
+    assert!(
+        lines[4].starts_with("  Transfer:    4.20 KiB received, "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[5].starts_with("threshold errors>0: ok"),
+        "{}",
+        out.stdout
+    );
+}
