@@ -107,6 +107,9 @@ pub fn brief(r: &BenchReport) -> String {
             s.non_2xx
         );
     }
+    for e in &s.connection_errors {
+        let _ = writeln!(o, "  Connection failed: {} × {}", e.count, e.reason);
+    }
     let _ = writeln!(
         o,
         "  Transfer:    {} received, {}/s",
@@ -228,6 +231,9 @@ fn totals(o: &mut String, r: &BenchReport) {
                 String::new()
             }
         );
+    }
+    for e in &s.connection_errors {
+        let _ = writeln!(o, "Connection failed:      {} × {}", e.count, e.reason);
     }
     if s.non_2xx > 0 {
         let _ = writeln!(o, "Non-2xx responses:      {}", s.non_2xx);
@@ -623,8 +629,18 @@ mod tests {
         );
         assert_eq!(lines[4], "  Errors:      none");
         assert_eq!(lines[5], "  Transfer:    0 B received, 0 B/s");
-        // nothing completed
-        let b = brief(&sample(0, 3, 0, 0.0, false));
+        // nothing completed; a connection failed by the client
+        let mut r = sample(0, 3, 0, 0.0, false);
+        r.summary.connection_errors = vec![crate::report::ErrorCount {
+            reason: "HTTP/2: an HPACK bomb".into(),
+            count: 2,
+        }];
+        let b = brief(&r);
+        assert!(
+            b.contains("\n  Connection failed: 2 × HTTP/2: an HPACK bomb\n"),
+            "{b}"
+        );
+        assert!(text(&r).contains("\nConnection failed:      2 × HTTP/2: an HPACK bomb\n"));
         assert!(b.contains("Latency:     no complete request"), "{b}");
         assert!(
             b.contains("Errors:      3 (100.00%): 3 failed (connect 3), 0 non-2xx"),

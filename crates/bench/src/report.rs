@@ -155,6 +155,14 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
             latency: latency_summary(&latency),
             corrected: corrected.as_ref().map(latency_summary),
             target_rate: inp.config.rate,
+            connection_errors: st
+                .conn_errors
+                .iter()
+                .map(|(reason, count)| ErrorCount {
+                    reason: reason.clone(),
+                    count: *count,
+                })
+                .collect(),
         },
         connection_times: ConnectionTimes {
             connect: time_row(&st.connect),
@@ -273,6 +281,7 @@ pub(crate) fn sample(
             latency: lat(1.0),
             corrected: corrected.then(|| lat(10.0)),
             target_rate: None,
+            connection_errors: Vec::new(),
         },
         connection_times: ConnectionTimes {
             connect: row.clone(),

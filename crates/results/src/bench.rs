@@ -115,6 +115,18 @@ pub struct RunSummary {
     pub corrected: Option<Latency>,
     /// Open loop: the rate achieved by the schedule vs the target.
     pub target_rate: Option<f64>,
+    /// Why connections were failed by the client (an HTTP/2 server that broke the protocol or flooded
+    /// it), each reason with how often; the requests they carried are among `failed`. At most 16 reasons.
+    /// Absent in reports written before it was recorded.
+    #[serde(default)]
+    pub connection_errors: Vec<ErrorCount>,
+}
+
+/// One reason a connection failed and how many connections it failed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+pub struct ErrorCount {
+    pub reason: String,
+    pub count: u64,
 }
 
 /// Failed requests split as ab does; `timeouts` is part of `exceptions`.
