@@ -417,7 +417,7 @@ fn status_and_timeline(o: &mut String, r: &BenchReport) {
             .collect();
         let _ = writeln!(o, "Status codes:           {}", list.join(", "));
     }
-    if r.timeline.len() > 1 {
+    if r.timeline_rates().len() > 1 {
         let _ = writeln!(o);
         let _ = writeln!(o, "Throughput over time (complete requests per second)");
         let _ = writeln!(o, "  {}", sparkline(r));
@@ -484,22 +484,21 @@ fn pct_label(p: f64) -> String {
     }
 }
 
+/// Complete requests per second as bars (the last, partial second as a rate: see `timeline_rates`).
 fn sparkline(r: &BenchReport) -> String {
     const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let max = r
-        .timeline
+    let rates = r.timeline_rates();
+    let max = rates
         .iter()
-        .map(|t| t.complete)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let line: String = r
-        .timeline
+        .map(|t| t.complete_per_s)
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let line: String = rates
         .iter()
         .take(120)
-        .map(|t| BARS[((t.complete * 7) / max) as usize])
+        .map(|t| BARS[((t.complete_per_s * 7.0 / max) as usize).min(7)])
         .collect();
-    format!("{line}  (peak {max}/s)")
+    format!("{line}  (peak {max:.0}/s)")
 }
 
 fn csv_latency(o: &mut String, l: &Latency) {
@@ -646,6 +645,24 @@ mod tests {
             b.contains("Errors:      3 (100.00%): 3 failed (connect 3), 0 non-2xx"),
             "{b}"
         );
+    }
+
+    #[test]
+    fn the_sparkline_does_not_drop_at_a_partial_last_second() {
+        let mut r = sample(2500, 0, 0, 1000.0, false);
+        r.elapsed_s = 2.5;
+        r.timeline = [1000, 1000, 500]
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| crate::report::TimelinePoint {
+                second: i as u64,
+                complete: c,
+                failed: 0,
+                bytes: 0,
+            })
+            .collect();
+        assert_eq!(sparkline(&r), "███  (peak 1000/s)");
+        assert!(text(&r).contains("Throughput over time"));
     }
 
     #[test]
