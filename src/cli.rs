@@ -27,7 +27,7 @@ pub enum Command {
     /// Run the request-scheduling HTTP front end.
     Serve(cmd::serve::Args),
     /// Generate HTTP load (closed or open loop, class mixes) and report honest latency.
-    Bench(cmd::bench::Args),
+    Bench(Box<cmd::bench::Args>),
     /// Run OS-scheduler experiments that always restore the machine.
     Tune(cmd::tune::Args),
     /// Measure context switches and run-queue delay.
@@ -47,7 +47,7 @@ impl Command {
     pub fn run(self) -> anyhow::Result<ExitCode> {
         match self {
             Command::Serve(a) => cmd::serve::run(a),
-            Command::Bench(a) => cmd::bench::run(a),
+            Command::Bench(a) => cmd::bench::run(*a),
             Command::Tune(a) => cmd::tune::run(a),
             Command::Probe(a) => cmd::probe::run(a),
             Command::Report(a) => cmd::report::run(a),

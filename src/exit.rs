@@ -2,6 +2,9 @@
 //! everything else. Its own module so the subcommands' glue (`cmd/`) and `main` use it without the
 //! command-line definitions.
 
+/// `ordo bench`: the run finished but failed a `--fail-if` threshold (or completed no request at all).
+pub const THRESHOLDS_FAILED: u8 = 3;
+
 /// An error that says which exit code it wants; anything else exits 1.
 #[derive(Debug)]
 pub struct UsageError(pub String);

@@ -7,9 +7,11 @@ use std::process::ExitCode;
 use std::time::Duration;
 
 use anyhow::Context;
-use ordo_bench::{BenchConfig, BenchError, CancelToken, Header, Mix, Pacing, Stop, Target};
+use ordo_bench::{
+    BenchConfig, BenchError, CancelToken, Header, Mix, Pacing, Stop, Target, Threshold,
+};
 
-use crate::exit::UsageError;
+use crate::exit::{THRESHOLDS_FAILED, UsageError};
 use crate::interrupt::{INTERRUPTED, stop_on_signals};
 
 #[derive(Debug, clap::Args)]
@@ -19,6 +21,7 @@ use crate::interrupt::{INTERRUPTED, stop_on_signals};
     ordo bench -c 50 -d 10s --cacert ca.pem https://localhost:8443/\n  \
     ordo bench --h2 -c 4 --streams 100 -d 10s -k https://127.0.0.1:8443/\n  \
     ordo bench -c 32 --rate 5000 -d 30s http://127.0.0.1:8080/\n  \
+    ordo bench -c 50 -d 10s --brief --fail-if 'p99>50ms' --fail-if 'errors>0.1%' http://127.0.0.1:8080/\n  \
     ordo bench -c 99 -d 30s --mix examples/bench/seed003-mix.toml http://127.0.0.1:8080/"
 )]
 pub struct Args {
@@ -88,11 +91,20 @@ pub struct Args {
     #[arg(long, conflicts_with = "csv")]
     pub json: bool,
     /// Print the report as CSV (one row per class and latency kind).
-    #[arg(long)]
+    #[arg(long, conflicts_with = "brief")]
     pub csv: bool,
+    /// Print a short wrk-style summary (req/s, latency avg/p50/p99/max, errors, transfer) instead of the
+    /// full report.
+    #[arg(long, conflicts_with = "json")]
+    pub brief: bool,
     /// Also write the JSON report to FILE (e.g. for `ordo report`), whatever is printed.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
+    /// Fail the run (exit 3) when this holds afterwards, e.g. `p99>50ms`, `errors>0.1%`, `errors>0`,
+    /// `rps<1000` (repeatable; metrics p50 … p99.99, min, mean, max in us/ms/s; errors, failed, non2xx as
+    /// a count or %; rps). Checked before the run; one line per threshold after it.
+    #[arg(long = "fail-if", value_name = "EXPR", value_parser = parse_threshold)]
+    pub fail_if: Vec<Threshold>,
     /// Never show the progress bar.
     #[arg(long)]
     pub no_progress: bool,
@@ -129,6 +141,10 @@ fn parse_header(s: &str) -> Result<Header, String> {
 
 fn parse_dur(s: &str) -> Result<Duration, String> {
     ordo_bench::parse_duration(s)
+}
+
+fn parse_threshold(s: &str) -> Result<Threshold, String> {
+    Threshold::parse(s).map_err(|e| e.to_string())
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -218,6 +234,13 @@ fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
 
 pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     let cfg = resolve(&args)?;
+    // the command line's thresholds, then the mix file's
+    let thresholds: Vec<Threshold> = args
+        .fail_if
+        .iter()
+        .chain(cfg.mix.iter().flat_map(|m| m.fail_if.iter()))
+        .cloned()
+        .collect();
     // Open --save before the run: a path that cannot be written is bad input, not a run thrown away.
     let mut save = match &args.save {
         Some(path) => Some(
@@ -259,9 +282,31 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         s
     } else if args.csv {
         ordo_bench::print::csv(&report)
+    } else if args.brief {
+        ordo_bench::print::brief(&report)
     } else {
         ordo_bench::print::text(&report)
     };
+    // One line per threshold: after a text report on stdout; on stderr when stdout is JSON or CSV.
+    let (lines, failed) = ordo_bench::judge(&thresholds, &report);
+    let mut verdict = String::new();
+    if !lines.is_empty() {
+        if !(args.json || args.csv || args.brief) {
+            verdict.push('\n');
+        }
+        for l in &lines {
+            verdict.push_str(l);
+            verdict.push('\n');
+        }
+    }
+    let (out, err) = if args.json || args.csv {
+        (out, verdict)
+    } else {
+        (out + &verdict, String::new())
+    };
+    if !err.is_empty() {
+        eprint!("{err}");
+    }
     // A closed pipe (`ordo bench ... | head`) is not an error worth a panic.
     let mut stdout = std::io::stdout().lock();
     match stdout
@@ -272,6 +317,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             Err(anyhow::Error::new(e).context("writing the report"))
         }
         _ if report.interrupted => Ok(ExitCode::from(INTERRUPTED)),
+        _ if failed => Ok(ExitCode::from(THRESHOLDS_FAILED)),
         _ => Ok(ExitCode::SUCCESS),
     }
 }
@@ -331,6 +377,18 @@ mod tests {
             "{e}"
         );
         assert!(parse(&["-n", "5", "-d", "1s", "http://x/"]).is_err());
+        assert!(parse(&["--brief", "--json", "http://x/"]).is_err());
+        assert!(parse(&["--brief", "--csv", "http://x/"]).is_err());
+        assert!(parse(&["--brief", "http://x/"]).unwrap().brief);
+        let e = parse(&["--fail-if", "p99>50", "http://x/"])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("invalid threshold `p99>50`: a latency needs a unit"),
+            "{e}"
+        );
+        let a = parse(&["--fail-if", "p99>50ms", "--fail-if", "rps<10", "http://x/"]).unwrap();
+        assert_eq!(a.fail_if.len(), 2);
         let a = parse(&["-m", "G T", "http://127.0.0.1:1/"]).unwrap();
         let e = resolve(&a).unwrap_err();
         assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");

@@ -9,17 +9,22 @@ use crate::util::{ordo, run_with_timeout};
 
 /// A minimal keep-alive HTTP/1.1 server on 127.0.0.1:0 (a thread per connection); returns its base URL.
 fn server() -> String {
+    server_with(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
+}
+
+/// [`server`] answering every request with `response` (empty: close the connection without answering).
+fn server_with(response: &'static [u8]) -> String {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     std::thread::spawn(move || {
         for s in l.incoming().flatten() {
-            std::thread::spawn(move || serve(s));
+            std::thread::spawn(move || serve(s, response));
         }
     });
     format!("http://{addr}")
 }
 
-fn serve(mut s: TcpStream) {
+fn serve(mut s: TcpStream, response: &[u8]) {
     let _ = s.set_read_timeout(Some(Duration::from_secs(20)));
     let mut buf = Vec::new();
     let mut chunk = [0u8; 4096];
@@ -29,10 +34,7 @@ fn serve(mut s: TcpStream) {
                 .to_ascii_lowercase()
                 .contains("connection: close");
             buf.drain(..end + 4);
-            if s.write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nhello")
-                .is_err()
-                || close
-            {
+            if response.is_empty() || s.write_all(response).is_err() || close {
                 return;
             }
         }
@@ -273,4 +275,243 @@ fn interrupted_run_reports(signal: &str) {
     assert_eq!(v["interrupted"], true);
     assert!(v["summary"]["complete"].as_u64().unwrap() > 0);
     assert!(v["elapsed_s"].as_f64().unwrap() < 10.0);
+}
+
+/// `ordo bench --fail-if` against a real server: one line per threshold, exit 3 when one fails, 0 when all
+/// hold (issue 24).
+#[test]
+fn bench_fail_if_thresholds_set_the_exit_code() {
+    let url = server();
+    let run = |extra: &[&str]| {
+        let mut cmd = ordo();
+        cmd.args(["bench", "-c", "2", "-n", "200", "--no-progress"])
+            .args(extra)
+            .arg(format!("{url}/x"));
+        run_with_timeout(cmd, Duration::from_secs(30))
+    };
+    // every threshold holds: exit 0, a line each after the text report
+    let out = run(&[
+        "--fail-if",
+        "p99>10s",
+        "--fail-if",
+        "errors>0",
+        "--fail-if",
+        "rps<0.001",
+    ]);
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("threshold p99>10s: ok (p99 = "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("threshold errors>0: ok (errors = 0 (0 of 200 requests))"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("threshold rps<0.001: ok (rps = "),
+        "{}",
+        out.stdout
+    );
+    // one fails: exit 3, and the line says which and what was measured
+    let out = run(&["--fail-if", "p99>10s", "--fail-if", "rps<1000000000"]);
+    assert_eq!(out.code(), Some(3), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("threshold p99>10s: ok"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout
+            .contains("threshold rps<1000000000: FAILED (rps = "),
+        "{}",
+        out.stdout
+    );
+    // with --json the lines go to stderr and stdout stays JSON
+    let out = run(&["--json", "--fail-if", "p50<1us"]);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    serde_json::from_str::<serde_json::Value>(&out.stdout).expect("JSON on stdout");
+    assert!(
+        out.stderr.contains("threshold p50<1us: ok"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// Failed requests without a threshold exit 0 (as ab, wrk, k6); `--fail-if errors>…` makes them fail the
+/// run; a run in which nothing completed exits 3 anyway.
+#[test]
+fn bench_errors_and_the_run_that_measured_nothing() {
+    let url = server_with(b"HTTP/1.1 503 Service Unavailable\r\nContent-Length: 0\r\n\r\n");
+    let run = |extra: &[&str], url: &str| {
+        let mut cmd = ordo();
+        cmd.args(["bench", "-c", "2", "-n", "50", "--no-progress"])
+            .args(extra)
+            .arg(url);
+        run_with_timeout(cmd, Duration::from_secs(30))
+    };
+    let out = run(&[], &url);
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout.contains("Non-2xx responses:      50"),
+        "{}",
+        out.stdout
+    );
+    let out = run(&["--fail-if", "errors>0.1%", "--fail-if", "failed>0"], &url);
+    assert_eq!(out.code(), Some(3), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("threshold errors>0.1%: FAILED (errors = 100.000% (50 of 50 requests))"),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        out.stdout.contains("threshold failed>0: ok"),
+        "{}",
+        out.stdout
+    );
+
+    // a server that closes every connection unanswered: no request completes
+    let url = server_with(b"");
+    let out = run(&["--timeout", "2s"], &url);
+    assert_eq!(out.code(), Some(3), "{}\n{}", out.stdout, out.stderr);
+    assert!(
+        out.stdout
+            .contains("check: FAILED (no request completed: 50 failed; nothing was measured)"),
+        "{}",
+        out.stdout
+    );
+}
+
+#[test]
+fn bench_malformed_threshold_exits_2_before_the_run() {
+    // port 1: nothing listens, so exit 2 (not the unreachable 1) shows the expression was refused first
+    let mut cmd = ordo();
+    cmd.args([
+        "bench",
+        "-n",
+        "1",
+        "--fail-if",
+        "p99>>5ms",
+        "http://127.0.0.1:1/",
+    ]);
+    let out = run_with_timeout(cmd, Duration::from_secs(10));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("invalid threshold `p99>>5ms`"),
+        "{}",
+        out.stderr
+    );
+    // in a mix file: file, line and key
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mix.toml");
+    std::fs::write(
+        &path,
+        "fail-if = [\"p99>50ms\", \"rps<fast\"]\n[[class]]\nname = \"a\"\nurl = \"/\"\n",
+    )
+    .unwrap();
+    let mut cmd = ordo();
+    cmd.args(["bench", "-n", "1", "--mix"])
+        .arg(&path)
+        .arg("http://127.0.0.1:1/");
+    let out = run_with_timeout(cmd, Duration::from_secs(10));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("mix.toml:1")
+            && out
+                .stderr
+                .contains("fail-if[1]: invalid threshold `rps<fast`"),
+        "{}",
+        out.stderr
+    );
+}
+
+/// A mix file's `fail-if` thresholds are judged with the command line's.
+#[test]
+fn bench_mix_file_thresholds_are_judged() {
+    let url = server();
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("mix.toml");
+    std::fs::write(
+        &path,
+        "fail-if = [\"rps<1000000000\"]\n[[class]]\nname = \"a\"\nurl = \"/a\"\n",
+    )
+    .unwrap();
+    let mut cmd = ordo();
+    cmd.args([
+        "bench",
+        "-c",
+        "1",
+        "-n",
+        "20",
+        "--no-progress",
+        "--fail-if",
+        "errors>0",
+        "--mix",
+    ])
+    .arg(&path)
+    .arg(&url);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(3), "{}\n{}", out.stdout, out.stderr);
+    let errors = out
+        .stdout
+        .find("threshold errors>0: ok")
+        .expect("errors line");
+    let rps = out
+        .stdout
+        .find("threshold rps<1000000000: FAILED")
+        .expect("rps line");
+    assert!(errors < rps, "command line first: {}", out.stdout);
+}
+
+/// `--brief`: wrk's few lines instead of the report, threshold lines right after them.
+#[test]
+fn bench_brief_prints_a_short_summary() {
+    let url = server();
+    let mut cmd = ordo();
+    cmd.args([
+        "bench",
+        "-c",
+        "2",
+        "-n",
+        "100",
+        "--no-progress",
+        "--brief",
+        "--fail-if",
+        "errors>0",
+    ])
+    .arg(format!("{url}/x"));
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
+    let lines: Vec<&str> = out.stdout.lines().collect();
+    assert_eq!(lines.len(), 6, "{}", out.stdout);
+    assert!(
+        lines[0].starts_with(&format!("{url}/x: 2 connections, closed loop, ")),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[1].starts_with("  Requests:    100 complete, "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[2].starts_with("  Latency:     avg "),
+        "{}",
+        out.stdout
+    );
+    assert_eq!(lines[3], "  Errors:      none");
+    // 100 × (head + "hello"): 38 + 5 bytes each
+    assert!(
+        lines[4].starts_with("  Transfer:    4.20 KiB received, "),
+        "{}",
+        out.stdout
+    );
+    assert!(
+        lines[5].starts_with("threshold errors>0: ok"),
+        "{}",
+        out.stdout
+    );
 }

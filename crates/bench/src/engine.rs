@@ -156,6 +156,13 @@ pub(crate) struct Ctx {
     live: usize,
 }
 
+impl Ctx {
+    /// The client failed a connection for `reason` (the server broke the protocol or flooded it).
+    pub(crate) fn connection_error(&self, reason: &str) {
+        self.stats.borrow_mut().record_conn_error(reason, 1);
+    }
+}
+
 /// How a worker thread runs connection `j` of the plan, with its clients: the protocol's side of the
 /// engine. The future runs on the thread's `LocalSet` until it ends or is aborted.
 pub(crate) trait Protocol: std::fmt::Debug + Send + Sync {

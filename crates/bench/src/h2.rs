@@ -567,6 +567,7 @@ impl Driver {
                     }
                     if let Err(e) = open.conn.received(n, &mut events) {
                         // best effort: tell the server why, then drop the connection
+                        self.ctx.connection_error(&format!("HTTP/2: {}", e.reason));
                         open.conn.goaway(e.code);
                         let _ = open.io.poll_write(cx, &open.conn.out[open.written..]);
                         dead = true;
@@ -612,8 +613,8 @@ impl Driver {
                 }
             }
         }
-        if open.written == open.conn.out.len() {
-            open.conn.out.clear();
+        // (the answers among what was written stop counting against the flood bound)
+        if open.conn.written(open.written) {
             open.written = 0;
         }
         if !dead && open.flush {

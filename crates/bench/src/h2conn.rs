@@ -3,9 +3,13 @@
 //! encoded once per class, sends request bodies as the peer's windows allow, answers SETTINGS and PING,
 //! hands back flow-control credit in batches, honours GOAWAY, RST_STREAM and MAX_CONCURRENT_STREAMS, and
 //! turns responses into events that carry only what the report needs (status, head size, body bytes). A
-//! malformed frame or header block is an error of the whole connection.
+//! malformed frame or header block is an error of the whole connection, and so is a server that floods it:
+//! more acknowledgements waiting unwritten than [`MAX_CONTROL_QUEUED`], a header block in more than
+//! [`MAX_CONTINUATIONS`] CONTINUATION frames or over [`MAX_HEADER_BLOCK`], a header list that decodes past
+//! [`MAX_HEADER_LIST`], or more than [`MAX_INFORMATIONAL`] 1xx responses on a stream — each bounds what a
+//! hostile server can make the client hold or loop on.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
@@ -36,13 +40,27 @@ const FRAME_SIZE_ERROR: u32 = 0x6;
 const REFUSED_STREAM: u32 = 0x7;
 const CANCEL: u32 = 0x8;
 const COMPRESSION_ERROR: u32 = 0x9;
+const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 /// The largest frame payload we accept (the default SETTINGS_MAX_FRAME_SIZE, which we do not change).
 const OUR_MAX_FRAME: usize = 16_384;
 /// Largest window (2^31 - 1).
 const MAX_WINDOW: i64 = (1 << 31) - 1;
 /// Header blocks larger than this (HEADERS and CONTINUATIONs together) fail the connection.
-const MAX_HEADER_BLOCK: usize = 1 << 20;
+pub(crate) const MAX_HEADER_BLOCK: usize = 256 * 1024;
+/// CONTINUATION frames one header block may take (nghttp2, h2load's library, allows 8): empty ones would
+/// otherwise keep a block open for ever without growing it.
+pub(crate) const MAX_CONTINUATIONS: usize = 16;
+/// The decoded size of a response's header list (RFC 9113's measure: name + value + 32 per field) past
+/// which the connection fails — an HPACK bomb decodes a small block into a huge list. Advertised as our
+/// SETTINGS_MAX_HEADER_LIST_SIZE.
+pub(crate) const MAX_HEADER_LIST: usize = 256 * 1024;
+/// Informational (1xx) responses a stream may have before its final response.
+pub(crate) const MAX_INFORMATIONAL: u8 = 8;
+/// Frames we send in answer to the server's (PING and SETTINGS acknowledgements, RST_STREAM) that may wait
+/// unwritten: a server that makes us answer faster than it reads the answers floods the connection
+/// (nghttp2's limit, and so h2load's).
+pub(crate) const MAX_CONTROL_QUEUED: usize = 1000;
 
 /// A connection error: what went wrong, the error code sent in GOAWAY.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -102,6 +120,8 @@ struct Stream {
     check_length: bool,
     content_length: Option<u64>,
     received: u64,
+    /// Informational (1xx) responses so far.
+    informational: u8,
 }
 
 /// A header block being received (HEADERS without END_HEADERS, then CONTINUATIONs).
@@ -109,11 +129,14 @@ struct Partial {
     stream: u32,
     end_stream: bool,
     block: Vec<u8>,
+    continuations: usize,
 }
 
 /// One connection's state. `out` holds the bytes to write, in order.
 pub(crate) struct Conn {
     pub(crate) out: Vec<u8>,
+    /// Where each counted answer (PING and SETTINGS ACK, RST_STREAM) not yet written ends in `out`.
+    control: VecDeque<usize>,
     /// Received bytes not yet parsed: `inbuf[start..end]`.
     inbuf: Box<[u8]>,
     start: usize,
@@ -166,16 +189,19 @@ impl Conn {
         let conn_window = conn_window.clamp(65_535, MAX_WINDOW as u32);
         let mut out = Vec::with_capacity(64 * 1024);
         out.extend_from_slice(PREFACE);
-        // SETTINGS_ENABLE_PUSH = 0, SETTINGS_INITIAL_WINDOW_SIZE
-        head(&mut out, 12, SETTINGS, 0, 0);
+        // SETTINGS_ENABLE_PUSH = 0, SETTINGS_INITIAL_WINDOW_SIZE, SETTINGS_MAX_HEADER_LIST_SIZE
+        head(&mut out, 18, SETTINGS, 0, 0);
         out.extend_from_slice(&[0, 2, 0, 0, 0, 0, 0, 4]);
         out.extend_from_slice(&stream_window.to_be_bytes());
+        out.extend_from_slice(&[0, 6]);
+        out.extend_from_slice(&(MAX_HEADER_LIST as u32).to_be_bytes());
         if conn_window > 65_535 {
             head(&mut out, 4, WINDOW_UPDATE, 0, 0);
             out.extend_from_slice(&(conn_window - 65_535).to_be_bytes());
         }
         Conn {
             out,
+            control: VecDeque::new(),
             inbuf: vec![0u8; 4 * (OUR_MAX_FRAME + 9)].into_boxed_slice(),
             start: 0,
             end: 0,
@@ -257,6 +283,7 @@ impl Conn {
                 check_length: !head_request,
                 content_length: None,
                 received: 0,
+                informational: 0,
             },
         );
         if body.is_some() {
@@ -265,16 +292,61 @@ impl Conn {
         id
     }
 
-    /// Resets stream `id` (CANCEL) if it is still open: the request timed out.
+    /// Resets stream `id` (CANCEL) if it is still open: the request timed out. (Not counted as an answer:
+    /// our own timeouts are bounded by our streams.)
     pub(crate) fn cancel(&mut self, id: u32) {
         if self.streams.remove(&id).is_some() {
-            self.rst(id, CANCEL);
+            head(&mut self.out, 4, RST_STREAM, 0, id);
+            self.out.extend_from_slice(&CANCEL.to_be_bytes());
         }
     }
 
-    fn rst(&mut self, id: u32, code: u32) {
+    /// Resets stream `id` for what the server sent on it: an answer, counted.
+    fn rst(&mut self, id: u32, code: u32) -> Result<(), ConnError> {
+        self.answer()?;
         head(&mut self.out, 4, RST_STREAM, 0, id);
         self.out.extend_from_slice(&code.to_be_bytes());
+        self.answered();
+        Ok(())
+    }
+
+    /// Before queuing an answer to the server: refused when [`MAX_CONTROL_QUEUED`] already wait unwritten.
+    fn answer(&self) -> Result<(), ConnError> {
+        if self.control.len() >= MAX_CONTROL_QUEUED {
+            return err(
+                ENHANCE_YOUR_CALM,
+                format!(
+                    "the server floods the connection: {MAX_CONTROL_QUEUED} PING/SETTINGS acknowledgements \
+                     and RST_STREAMs wait unwritten while it sends more and reads none (limit {MAX_CONTROL_QUEUED})"
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// An answer was queued: it ends where `out` ends now.
+    fn answered(&mut self) {
+        self.control.push_back(self.out.len());
+    }
+
+    /// The answers queued and not yet written.
+    #[cfg(test)]
+    pub(crate) fn answers_queued(&self) -> usize {
+        self.control.len()
+    }
+
+    /// The driver has written `out[..written]`: the answers in it no longer count. When all of `out` is
+    /// written it is emptied and true returned (the driver's count starts again from 0).
+    pub(crate) fn written(&mut self, written: usize) -> bool {
+        while self.control.front().is_some_and(|&end| end <= written) {
+            self.control.pop_front();
+        }
+        if written >= self.out.len() {
+            self.out.clear();
+            self.control.clear();
+            return true;
+        }
+        false
     }
 
     /// Queues GOAWAY for a connection error (best effort: the connection is dropped after it).
@@ -341,8 +413,18 @@ impl Conn {
             if kind != CONTINUATION || id != part.stream {
                 return err(PROTOCOL_ERROR, "a frame inside a header block");
             }
+            part.continuations += 1;
+            if part.continuations > MAX_CONTINUATIONS {
+                return err(
+                    ENHANCE_YOUR_CALM,
+                    format!("a header block in more than {MAX_CONTINUATIONS} CONTINUATION frames"),
+                );
+            }
             if part.block.len() + p.len() > MAX_HEADER_BLOCK {
-                return err(PROTOCOL_ERROR, "header block too large");
+                return err(
+                    ENHANCE_YOUR_CALM,
+                    format!("a header block over {} KiB", MAX_HEADER_BLOCK / 1024),
+                );
             }
             part.block.extend_from_slice(p);
             if flags & END_HEADERS != 0 {
@@ -376,6 +458,7 @@ impl Conn {
                         stream: id,
                         end_stream: flags & END_STREAM != 0,
                         block: p.to_vec(),
+                        continuations: 0,
                     });
                     Ok(())
                 }
@@ -420,8 +503,10 @@ impl Conn {
                     return err(FRAME_SIZE_ERROR, "PING not of 8 bytes");
                 }
                 if flags & ACK == 0 {
+                    self.answer()?;
                     head(&mut self.out, 8, PING, ACK, 0);
                     self.out.extend_from_slice(p);
+                    self.answered();
                 }
                 Ok(())
             }
@@ -476,7 +561,7 @@ impl Conn {
                     } else {
                         FLOW_CONTROL_ERROR
                     };
-                    self.rst(id, code);
+                    self.rst(id, code)?;
                     ev.push(Event::Failed {
                         client,
                         why: StreamFail::Reset,
@@ -537,7 +622,7 @@ impl Conn {
         let client = s.client;
         if !s.head {
             self.streams.remove(&id);
-            self.rst(id, PROTOCOL_ERROR);
+            self.rst(id, PROTOCOL_ERROR)?;
             ev.push(Event::Failed {
                 client,
                 why: StreamFail::Reset,
@@ -595,7 +680,9 @@ impl Conn {
         let mut content_length: Option<u64> = None;
         let want_server = self.server.is_none();
         let mut server = None;
+        let mut list = 0usize;
         let r = self.hpack.decode(block, |name, value| {
+            list += name.len() + value.len() + 32;
             if name.first() == Some(&b':') {
                 if name == b":status" && status.is_none() && value.len() == 3 {
                     match std::str::from_utf8(value).ok().and_then(|v| v.parse().ok()) {
@@ -620,6 +707,15 @@ impl Conn {
         if let Err(e) = r {
             return err(COMPRESSION_ERROR, e.to_string());
         }
+        if list > MAX_HEADER_LIST {
+            return err(
+                ENHANCE_YOUR_CALM,
+                format!(
+                    "a header list that decodes past {} KiB (SETTINGS_MAX_HEADER_LIST_SIZE): an HPACK bomb",
+                    MAX_HEADER_LIST / 1024
+                ),
+            );
+        }
         if server.is_some() {
             self.server = server;
         }
@@ -631,7 +727,7 @@ impl Conn {
             // trailers: they end the stream
             if !end || status.is_some() {
                 self.streams.remove(&id);
-                self.rst(id, PROTOCOL_ERROR);
+                self.rst(id, PROTOCOL_ERROR)?;
                 ev.push(Event::Failed {
                     client,
                     why: StreamFail::Reset,
@@ -646,6 +742,15 @@ impl Conn {
             Some(st) if !bad => {
                 if st < 200 {
                     // informational: the final head follows
+                    s.informational += 1;
+                    if s.informational > MAX_INFORMATIONAL {
+                        return err(
+                            PROTOCOL_ERROR,
+                            format!(
+                                "more than {MAX_INFORMATIONAL} informational (1xx) responses on one stream"
+                            ),
+                        );
+                    }
                     if end {
                         self.streams.remove(&id);
                         ev.push(Event::Failed {
@@ -677,7 +782,7 @@ impl Conn {
             }
             _ => {
                 self.streams.remove(&id);
-                self.rst(id, PROTOCOL_ERROR);
+                self.rst(id, PROTOCOL_ERROR)?;
                 ev.push(Event::Failed {
                     client,
                     why: StreamFail::Reset,
@@ -731,7 +836,9 @@ impl Conn {
                 _ => {}
             }
         }
+        self.answer()?;
         head(&mut self.out, 0, SETTINGS, ACK, 0);
+        self.answered();
         self.settings_seen = true;
         self.unblock();
         Ok(())
@@ -825,6 +932,8 @@ mod tests {
 
     /// The frames queued in `out` since the last call, as (type, flags, stream, payload).
     fn sent(c: &mut Conn) -> Vec<(u8, u8, u32, Vec<u8>)> {
+        // (all written: as the driver's written() does)
+        c.control.clear();
         let mut b = std::mem::take(&mut c.out);
         let mut b = &mut b[..];
         if b.starts_with(PREFACE) {
@@ -868,7 +977,10 @@ mod tests {
         assert!(c.out.starts_with(PREFACE));
         let f = sent(&mut c);
         assert_eq!(f[0].0, SETTINGS);
-        assert_eq!(f[0].3, vec![0, 2, 0, 0, 0, 0, 0, 4, 0, 0, 0x03, 0xe8]);
+        assert_eq!(
+            f[0].3,
+            vec![0, 2, 0, 0, 0, 0, 0, 4, 0, 0, 0x03, 0xe8, 0, 6, 0, 4, 0, 0]
+        );
         assert_eq!(
             f[1],
             (
@@ -1208,5 +1320,167 @@ mod tests {
                 (DATA, END_STREAM, 1, b"KLMNO".to_vec())
             ]
         );
+    }
+
+    #[test]
+    fn a_ping_or_settings_flood_is_bounded_and_fails_the_connection() {
+        for flood in [frame(PING, 0, 0, b"floodfld"), settings(&[])] {
+            let mut c = ready(&[]);
+            // the driver writes nothing (the server reads nothing): the answers pile up to the bound
+            for i in 0..MAX_CONTROL_QUEUED {
+                feed(&mut c, &flood).unwrap_or_else(|e| panic!("answer {i}: {e:?}"));
+                assert_eq!(c.answers_queued(), i + 1);
+            }
+            let out_len = c.out.len();
+            let e = feed(&mut c, &flood).unwrap_err();
+            assert_eq!(e.code, ENHANCE_YOUR_CALM);
+            assert!(e.reason.contains("floods the connection"), "{e:?}");
+            assert_eq!(
+                c.answers_queued(),
+                MAX_CONTROL_QUEUED,
+                "never past the bound"
+            );
+            assert_eq!(c.out.len(), out_len, "the refused answer was not queued");
+        }
+        // answers that get written stop counting: a server that reads may ping for ever
+        let mut c = ready(&[]);
+        for _ in 0..3 * MAX_CONTROL_QUEUED {
+            feed(&mut c, &frame(PING, 0, 0, b"12345678")).unwrap();
+            // 17 bytes an answer: a partial write of the first leaves it counted
+            assert!(!c.written(10));
+            assert_eq!(c.answers_queued(), 1);
+            assert!(c.written(c.out.len()));
+            assert_eq!((c.answers_queued(), c.out.len()), (0, 0));
+        }
+        // RST_STREAMs the server provokes count too (DATA before a response head resets the stream)
+        let mut c = ready(&[]);
+        let mut failed = None;
+        for i in 0..=MAX_CONTROL_QUEUED as u32 {
+            let id = c.open(0, &[0x82], None, false);
+            if let Err(e) = feed(&mut c, &frame(DATA, 0, id, b"x")) {
+                failed = Some((i, e));
+                break;
+            }
+        }
+        let (i, e) = failed.expect("the bound holds for RST_STREAM");
+        assert_eq!(
+            (i as usize, e.code),
+            (MAX_CONTROL_QUEUED, ENHANCE_YOUR_CALM)
+        );
+        // a timeout's CANCEL is ours, not an answer
+        let mut c = ready(&[]);
+        let id = c.open(0, &[0x82], None, false);
+        c.cancel(id);
+        assert_eq!(c.answers_queued(), 0);
+    }
+
+    #[test]
+    fn endless_continuations_fail_the_connection() {
+        // empty CONTINUATIONs: the count is the limit
+        let mut c = ready(&[]);
+        c.open(0, &[0x82], None, false);
+        feed(&mut c, &frame(HEADERS, 0, 1, &[0x88])).unwrap();
+        for _ in 0..MAX_CONTINUATIONS {
+            feed(&mut c, &frame(CONTINUATION, 0, 1, &[])).unwrap();
+        }
+        let e = feed(&mut c, &frame(CONTINUATION, 0, 1, &[])).unwrap_err();
+        assert_eq!(e.code, ENHANCE_YOUR_CALM);
+        assert!(
+            e.reason.contains("more than 16 CONTINUATION frames"),
+            "{e:?}"
+        );
+        // full ones: the block size is
+        let mut c = ready(&[]);
+        c.open(0, &[0x82], None, false);
+        let full = vec![0u8; OUR_MAX_FRAME];
+        feed(&mut c, &frame(HEADERS, 0, 1, &full)).unwrap();
+        let mut n = 0;
+        let e = loop {
+            match feed(&mut c, &frame(CONTINUATION, 0, 1, &full)) {
+                Ok(_) => n += 1,
+                Err(e) => break e,
+            }
+        };
+        assert_eq!(n, MAX_HEADER_BLOCK / OUR_MAX_FRAME - 1);
+        assert!(e.reason.contains("a header block over 256 KiB"), "{e:?}");
+        // up to the limit a block completes
+        let mut c = ready(&[]);
+        c.open(0, &[0x82], None, false);
+        let mut bytes = frame(HEADERS, 0, 1, &[0x88]);
+        for _ in 0..MAX_CONTINUATIONS - 1 {
+            bytes.extend(frame(CONTINUATION, 0, 1, &[]));
+        }
+        bytes.extend(frame(CONTINUATION, END_HEADERS, 1, &[]));
+        let ev = feed(&mut c, &bytes).unwrap();
+        assert!(matches!(ev[0], Event::Head { status: 200, .. }), "{ev:?}");
+    }
+
+    // :status 103 as a literal without indexing, the name from the static table (index 8)
+    const HEAD_103: &[u8] = &[0x08, 0x03, b'1', b'0', b'3'];
+
+    #[test]
+    fn endless_informational_responses_fail_the_connection() {
+        let mut c = ready(&[]);
+        c.open(0, &[0x82], None, false);
+        for _ in 0..MAX_INFORMATIONAL {
+            assert!(
+                feed(&mut c, &frame(HEADERS, END_HEADERS, 1, HEAD_103))
+                    .unwrap()
+                    .is_empty()
+            );
+        }
+        // the final response after as many as allowed is taken
+        let ev = feed(
+            &mut c,
+            &frame(HEADERS, END_HEADERS | END_STREAM, 1, &[0x88]),
+        )
+        .unwrap();
+        assert!(matches!(ev[0], Event::Head { status: 200, .. }), "{ev:?}");
+        // one more is not
+        c.open(0, &[0x82], None, false);
+        for _ in 0..MAX_INFORMATIONAL {
+            feed(&mut c, &frame(HEADERS, END_HEADERS, 3, HEAD_103)).unwrap();
+        }
+        let e = feed(&mut c, &frame(HEADERS, END_HEADERS, 3, HEAD_103)).unwrap_err();
+        assert_eq!(e.code, PROTOCOL_ERROR);
+        assert!(e.reason.contains("more than 8 informational"), "{e:?}");
+    }
+
+    /// A header block that puts a 4000-byte field in the dynamic table and then refers to it `refs` times.
+    fn hpack_bomb(refs: usize) -> Vec<u8> {
+        let mut b = vec![0x88, 0x40, 6];
+        b.extend_from_slice(b"x-bomb");
+        // 4000 = 127 + 3873, a 7-bit prefix integer
+        b.extend_from_slice(&[0x7f, 0x80 | (3873 & 0x7f) as u8, (3873 >> 7) as u8]);
+        b.extend(std::iter::repeat_n(b'a', 4000));
+        // index 62: the newest dynamic entry
+        b.extend(std::iter::repeat_n(0xbe, refs));
+        b
+    }
+
+    #[test]
+    fn an_hpack_bomb_fails_the_connection() {
+        // 4 KB + 10 references decode to 44 KB: a big but acceptable header list
+        let mut c = ready(&[]);
+        c.open(0, &[0x82], None, false);
+        let ev = feed(
+            &mut c,
+            &frame(HEADERS, END_HEADERS | END_STREAM, 1, &hpack_bomb(10)),
+        )
+        .unwrap();
+        assert!(matches!(ev[0], Event::Head { status: 200, .. }), "{ev:?}");
+        // 4 KB + 70 references in a 4.1 KB block decode to 286 KB
+        let mut c = ready(&[]);
+        c.open(0, &[0x82], None, false);
+        let block = hpack_bomb(70);
+        assert!(block.len() < 4200);
+        let e = feed(&mut c, &frame(HEADERS, END_HEADERS | END_STREAM, 1, &block)).unwrap_err();
+        assert_eq!(e.code, ENHANCE_YOUR_CALM);
+        assert!(e.reason.contains("HPACK bomb"), "{e:?}");
+        // the limit is advertised
+        let mut c = Conn::new(1000, 1 << 20);
+        let f = sent(&mut c);
+        assert!(f[0].3.ends_with(&[0, 6, 0, 4, 0, 0]));
+        assert_eq!(MAX_HEADER_LIST, 0x4_0000);
     }
 }

@@ -103,6 +103,8 @@ pub(crate) enum ReadError {
     Malformed(String),
 }
 
+/// Informational (1xx) responses one request may get before its final response.
+const MAX_INTERIM: u8 = 8;
 const MAX_HEAD: usize = 1 << 20;
 const MAX_HEADERS: usize = 64;
 const BIG_BUF: usize = 256 * 1024;
@@ -128,6 +130,7 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
         *first_byte = Some(Instant::now());
     }
     // Response head.
+    let mut interim = 0u8;
     let (status, head_len, framing, close) = loop {
         if parse_first {
             parse_first = false;
@@ -169,7 +172,14 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
             Ok(Some(head)) => {
                 let (status, len) = (head.status, head.len);
                 if (100..200).contains(&status) && status != 101 {
-                    // Interim response: drop it and read on.
+                    // Interim response: drop it and read on (a bounded number: endless ones would keep the
+                    // request until its timeout, as HTTP/2's MAX_INFORMATIONAL prevents there).
+                    interim += 1;
+                    if interim > MAX_INTERIM {
+                        return Err(ReadError::Malformed(format!(
+                            "more than {MAX_INTERIM} informational (1xx) responses"
+                        )));
+                    }
                     buf.copy_within(len..filled, 0);
                     filled -= len;
                     parse_first = filled > 0;
@@ -463,6 +473,17 @@ mod tests {
         );
         let a = r[0].as_ref().unwrap();
         assert_eq!((a.status, a.body_bytes), (200, 0));
+        // up to 8 interim responses, then the final one; a 9th is malformed, not waited out
+        let mut many = b"HTTP/1.1 103 Early Hints\r\n\r\n".repeat(8);
+        many.extend_from_slice(b"HTTP/1.1 200 OK\r\nContent-Length: 0\r\n\r\n");
+        assert_eq!(read_all(&many, false)[0].as_ref().unwrap().status, 200);
+        let endless = b"HTTP/1.1 103 Early Hints\r\n\r\n".repeat(9);
+        let r = read_all(&endless, false);
+        let e = r[0].as_ref().unwrap_err();
+        assert!(
+            e.contains("Malformed") && e.contains("more than 8 informational"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -40,6 +40,7 @@ pub mod progress;
 mod report;
 mod stats;
 mod target;
+mod threshold;
 mod tls;
 
 use std::net::SocketAddr;
@@ -53,6 +54,7 @@ pub use mix::{Assign, Mix, MixClass, UrlOrder};
 pub use ordo_sys::CancelToken;
 pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
 pub use target::{Header, Target};
+pub use threshold::{Metric, Op, Threshold, ThresholdError, Unit, Verdict, judge};
 
 use engine::{ClassPlan, Live, Plan};
 

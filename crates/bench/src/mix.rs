@@ -13,6 +13,7 @@ use toml::Spanned;
 
 use crate::BenchError;
 use crate::target::{Header, Target};
+use crate::threshold::Threshold;
 use ordo_sys::units::parse_duration_or_secs as parse_duration;
 
 /// How shares are realised in a closed loop (an open loop always assigns request slots).
@@ -78,6 +79,9 @@ pub struct Mix {
     pub source: Option<PathBuf>,
     pub assign: Assign,
     pub classes: Vec<MixClass>,
+    /// The file's `fail-if = [...]` thresholds (`ordo bench` judges the run by them with its `--fail-if`
+    /// ones; in-process users such as demo and tune ignore them).
+    pub fail_if: Vec<Threshold>,
 }
 
 #[derive(Deserialize)]
@@ -85,6 +89,8 @@ pub struct Mix {
 struct RawMix {
     #[serde(default)]
     assign: Option<Spanned<String>>,
+    #[serde(default, rename = "fail-if")]
+    fail_if: Option<Vec<Spanned<String>>>,
     #[serde(default, rename = "class")]
     classes: Vec<Spanned<RawClass>>,
 }
@@ -123,10 +129,11 @@ impl Mix {
         let src = Source::new(&file, text);
         let raw: RawMix = src.parse()?;
         check(&src, raw)
-            .map(|(assign, classes)| Mix {
+            .map(|(assign, classes, fail_if)| Mix {
                 source,
                 assign,
                 classes,
+                fail_if,
             })
             .map_err(BenchError::from)
     }
@@ -137,6 +144,7 @@ impl Mix {
             source: None,
             assign,
             classes,
+            fail_if: Vec::new(),
         }
     }
 
@@ -178,7 +186,10 @@ impl Mix {
 
 /// The checks of a parsed mix file: every value in range, every class complete; errors name the line of
 /// the offending value.
-fn check(src: &Source<'_>, raw: RawMix) -> Result<(Assign, Vec<MixClass>), Located> {
+fn check(
+    src: &Source<'_>,
+    raw: RawMix,
+) -> Result<(Assign, Vec<MixClass>, Vec<Threshold>), Located> {
     let assign = match &raw.assign {
         None => Assign::Clients,
         Some(a) => match a.get_ref().as_str() {
@@ -193,6 +204,13 @@ fn check(src: &Source<'_>, raw: RawMix) -> Result<(Assign, Vec<MixClass>), Locat
             }
         },
     };
+    let mut fail_if = Vec::new();
+    for (i, t) in raw.fail_if.iter().flatten().enumerate() {
+        fail_if.push(
+            Threshold::parse(t.get_ref())
+                .map_err(|e| src.at_span(t.span(), &keypath!["fail-if", i], e.to_string()))?,
+        );
+    }
     if raw.classes.is_empty() {
         return Err(Located::new(
             src.name,
@@ -309,7 +327,7 @@ fn check(src: &Source<'_>, raw: RawMix) -> Result<(Assign, Vec<MixClass>), Locat
             line: Some(line_of(src.text, sc.span().start)),
         });
     }
-    Ok((assign, classes))
+    Ok((assign, classes, fail_if))
 }
 
 /// Where a mix came from, for error messages.
@@ -441,6 +459,29 @@ url = "/bytes?n=778240"
             None,
         )
         .unwrap();
+    }
+
+    #[test]
+    fn fail_if_thresholds_parse_and_errors_name_line_and_index() {
+        let m = Mix::parse(
+            "fail-if = [\"p99>50ms\", \"errors>0.1%\"]\n[[class]]\nname = \"a\"\nurl = \"/\"\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(m.fail_if.len(), 2);
+        assert_eq!(m.fail_if[1].text, "errors>0.1%");
+        assert!(Mix::parse(GOOD, None).unwrap().fail_if.is_empty());
+        let e = err_of(
+            "assign = \"clients\"\nfail-if = [\n  \"p99>50ms\",\n  \"p99>50\",\n]\n[[class]]\nname = \"a\"\nurl = \"/\"\n",
+        );
+        assert!(
+            e.starts_with(
+                "mix file m.toml:4: fail-if[1]: invalid threshold `p99>50`: a latency needs a unit"
+            ),
+            "{e}"
+        );
+        let e = err_of("fail-if = \"p99>50ms\"\n[[class]]\nname = \"a\"\nurl = \"/\"\n");
+        assert!(e.contains("m.toml:1") && e.contains("fail-if"), "{e}");
     }
 
     #[test]

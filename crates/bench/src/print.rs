@@ -23,6 +23,131 @@ pub fn text(r: &BenchReport) -> String {
     o
 }
 
+/// wrk's short summary (`--brief`): what was run, then requests and rate, latency, errors and transfer, a
+/// line each. In an open loop the latency line is the one measured from when each request was due, and a
+/// second line gives the uncorrected one.
+pub fn brief(r: &BenchReport) -> String {
+    let mut o = String::new();
+    let c = &r.config;
+    let s = &r.summary;
+    let mode = match c.rate {
+        Some(rate) => format!("open loop at {rate} req/s"),
+        None => "closed loop".to_string(),
+    };
+    let proto = match (&c.protocol, c.streams) {
+        (Some(p), Some(n)) => format!(", {p} × {n} stream{}", if n == 1 { "" } else { "s" }),
+        _ => String::new(),
+    };
+    let _ = writeln!(
+        o,
+        "{}: {} connection{}{proto}, {mode}, {:.2} s{}",
+        r.target,
+        c.connections,
+        if c.connections == 1 { "" } else { "s" },
+        r.elapsed_s,
+        if r.interrupted { " (interrupted)" } else { "" }
+    );
+    let _ = writeln!(
+        o,
+        "  Requests:    {} complete, {:.2} req/s",
+        s.complete, s.rps
+    );
+    let lat = |l: &Latency| {
+        if l.count == 0 {
+            "no complete request".to_string()
+        } else {
+            format!(
+                "avg {}  p50 {}  p99 {}  max {}",
+                fmt_ms(l.mean_ms),
+                fmt_ms(l.at(50.0).unwrap_or(0.0)),
+                fmt_ms(l.at(99.0).unwrap_or(0.0)),
+                fmt_ms(l.max_ms)
+            )
+        }
+    };
+    match &s.corrected {
+        Some(cor) => {
+            let _ = writeln!(o, "  Latency:     {}  (from when due)", lat(cor));
+            let _ = writeln!(o, "  Uncorrected: {}  (from when sent)", lat(&s.latency));
+        }
+        None => {
+            let _ = writeln!(o, "  Latency:     {}", lat(&s.latency));
+        }
+    }
+    let f = &s.failed;
+    let measured = s.complete + f.total;
+    let errors = f.total + s.non_2xx;
+    if errors == 0 {
+        let _ = writeln!(o, "  Errors:      none");
+    } else {
+        let mut kinds = Vec::new();
+        for (n, name) in [
+            (f.connect, "connect"),
+            (f.receive, "receive"),
+            (f.length, "length"),
+            (f.exceptions, "exceptions"),
+        ] {
+            if n > 0 {
+                kinds.push(format!("{name} {n}"));
+            }
+        }
+        if f.timeouts > 0 {
+            kinds.push(format!("incl. {} timeouts", f.timeouts));
+        }
+        let _ = writeln!(
+            o,
+            "  Errors:      {errors} ({:.2}%): {} failed{}, {} non-2xx",
+            errors as f64 * 100.0 / measured.max(1) as f64,
+            f.total,
+            if kinds.is_empty() {
+                String::new()
+            } else {
+                format!(" ({})", kinds.join(", "))
+            },
+            s.non_2xx
+        );
+    }
+    for e in &s.connection_errors {
+        let _ = writeln!(o, "  Connection failed: {} × {}", e.count, e.reason);
+    }
+    let _ = writeln!(
+        o,
+        "  Transfer:    {} received, {}/s",
+        fmt_bytes(s.total_bytes as f64),
+        fmt_bytes(s.transfer_kbytes_per_s * 1024.0)
+    );
+    o
+}
+
+/// A latency in ms in the unit that suits it (wrk's style): `850.0us`, `3.52ms`, `1.25s`.
+fn fmt_ms(ms: f64) -> String {
+    if ms < 1.0 {
+        format!("{:.1}us", ms * 1000.0)
+    } else if ms < 1000.0 {
+        format!("{ms:.2}ms")
+    } else {
+        format!("{:.2}s", ms / 1000.0)
+    }
+}
+
+/// Bytes in binary units: `512 B`, `1.50 KiB`, `12.34 MiB`, `1.02 GiB`.
+fn fmt_bytes(b: f64) -> String {
+    const UNITS: [&str; 4] = ["KiB", "MiB", "GiB", "TiB"];
+    if b < 1024.0 {
+        return format!("{b:.0} B");
+    }
+    let mut v = b / 1024.0;
+    let mut unit = UNITS[0];
+    for u in &UNITS[1..] {
+        if v < 1024.0 {
+            break;
+        }
+        v /= 1024.0;
+        unit = u;
+    }
+    format!("{v:.2} {unit}")
+}
+
 /// What was run: target, mode, mix, whether it was interrupted.
 fn header(o: &mut String, r: &BenchReport) {
     let c = &r.config;
@@ -106,6 +231,9 @@ fn totals(o: &mut String, r: &BenchReport) {
                 String::new()
             }
         );
+    }
+    for e in &s.connection_errors {
+        let _ = writeln!(o, "Connection failed:      {} × {}", e.count, e.reason);
     }
     if s.non_2xx > 0 {
         let _ = writeln!(o, "Non-2xx responses:      {}", s.non_2xx);
@@ -289,7 +417,7 @@ fn status_and_timeline(o: &mut String, r: &BenchReport) {
             .collect();
         let _ = writeln!(o, "Status codes:           {}", list.join(", "));
     }
-    if r.timeline.len() > 1 {
+    if r.timeline_rates().len() > 1 {
         let _ = writeln!(o);
         let _ = writeln!(o, "Throughput over time (complete requests per second)");
         let _ = writeln!(o, "  {}", sparkline(r));
@@ -356,22 +484,21 @@ fn pct_label(p: f64) -> String {
     }
 }
 
+/// Complete requests per second as bars (the last, partial second as a rate: see `timeline_rates`).
 fn sparkline(r: &BenchReport) -> String {
     const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
-    let max = r
-        .timeline
+    let rates = r.timeline_rates();
+    let max = rates
         .iter()
-        .map(|t| t.complete)
-        .max()
-        .unwrap_or(0)
-        .max(1);
-    let line: String = r
-        .timeline
+        .map(|t| t.complete_per_s)
+        .fold(0.0f64, f64::max)
+        .max(1.0);
+    let line: String = rates
         .iter()
         .take(120)
-        .map(|t| BARS[((t.complete * 7) / max) as usize])
+        .map(|t| BARS[((t.complete_per_s * 7.0 / max) as usize).min(7)])
         .collect();
-    format!("{line}  (peak {max}/s)")
+    format!("{line}  (peak {max:.0}/s)")
 }
 
 fn csv_latency(o: &mut String, l: &Latency) {
@@ -455,4 +582,96 @@ pub fn csv(r: &BenchReport) -> String {
         s.corrected.as_ref(),
     );
     o
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::report::sample;
+
+    #[test]
+    fn brief_is_a_few_lines_like_wrk() {
+        let mut r = sample(9990, 10, 40, 1234.5, false);
+        r.summary.total_bytes = 3 * 1024 * 1024 + 512 * 1024;
+        r.summary.transfer_kbytes_per_s = 350.0;
+        r.summary.failed.timeouts = 4;
+        let b = brief(&r);
+        assert_eq!(
+            b,
+            "http://x/: 1 connection, closed loop, 1.00 s\n\
+             \x20 Requests:    9990 complete, 1234.50 req/s\n\
+             \x20 Latency:     avg 2.00ms  p50 1.00ms  p99 73.20ms  max 90.00ms\n\
+             \x20 Errors:      50 (0.50%): 10 failed (connect 10, incl. 4 timeouts), 40 non-2xx\n\
+             \x20 Transfer:    3.50 MiB received, 350.00 KiB/s\n"
+        );
+        // open loop: the corrected latency first, then the uncorrected; no errors
+        let mut r = sample(100, 0, 0, 10.0, true);
+        r.config.rate = Some(10.0);
+        r.config.connections = 4;
+        r.config.protocol = Some("h2c".into());
+        r.config.streams = Some(8);
+        r.interrupted = true;
+        let b = brief(&r);
+        let lines: Vec<&str> = b.lines().collect();
+        assert_eq!(lines.len(), 6, "{b}");
+        assert_eq!(
+            lines[0],
+            "http://x/: 4 connections, h2c × 8 streams, open loop at 10 req/s, 1.00 s (interrupted)"
+        );
+        assert_eq!(
+            lines[2],
+            "  Latency:     avg 20.00ms  p50 10.00ms  p99 732.00ms  max 900.00ms  (from when due)"
+        );
+        assert_eq!(
+            lines[3],
+            "  Uncorrected: avg 2.00ms  p50 1.00ms  p99 73.20ms  max 90.00ms  (from when sent)"
+        );
+        assert_eq!(lines[4], "  Errors:      none");
+        assert_eq!(lines[5], "  Transfer:    0 B received, 0 B/s");
+        // nothing completed; a connection failed by the client
+        let mut r = sample(0, 3, 0, 0.0, false);
+        r.summary.connection_errors = vec![crate::report::ErrorCount {
+            reason: "HTTP/2: an HPACK bomb".into(),
+            count: 2,
+        }];
+        let b = brief(&r);
+        assert!(
+            b.contains("\n  Connection failed: 2 × HTTP/2: an HPACK bomb\n"),
+            "{b}"
+        );
+        assert!(text(&r).contains("\nConnection failed:      2 × HTTP/2: an HPACK bomb\n"));
+        assert!(b.contains("Latency:     no complete request"), "{b}");
+        assert!(
+            b.contains("Errors:      3 (100.00%): 3 failed (connect 3), 0 non-2xx"),
+            "{b}"
+        );
+    }
+
+    #[test]
+    fn the_sparkline_does_not_drop_at_a_partial_last_second() {
+        let mut r = sample(2500, 0, 0, 1000.0, false);
+        r.elapsed_s = 2.5;
+        r.timeline = [1000, 1000, 500]
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| crate::report::TimelinePoint {
+                second: i as u64,
+                complete: c,
+                failed: 0,
+                bytes: 0,
+            })
+            .collect();
+        assert_eq!(sparkline(&r), "███  (peak 1000/s)");
+        assert!(text(&r).contains("Throughput over time"));
+    }
+
+    #[test]
+    fn units_suit_the_value() {
+        assert_eq!(fmt_ms(0.8503), "850.3us");
+        assert_eq!(fmt_ms(3.521), "3.52ms");
+        assert_eq!(fmt_ms(1250.0), "1.25s");
+        assert_eq!(fmt_bytes(512.0), "512 B");
+        assert_eq!(fmt_bytes(1536.0), "1.50 KiB");
+        assert_eq!(fmt_bytes(5.0 * 1024.0 * 1024.0 * 1024.0), "5.00 GiB");
+    }
 }

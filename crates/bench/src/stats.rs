@@ -113,7 +113,13 @@ pub(crate) struct Stats {
     pub server_software: Option<String>,
     /// ab's "Document Length": the decoded body length of the first measured response.
     pub document_length: Option<u64>,
+    /// Connections the client failed, by reason (at most [`MAX_ERROR_REASONS`] reasons; later new ones
+    /// count under the last).
+    pub conn_errors: Vec<(String, u64)>,
 }
+
+/// Distinct connection-error reasons kept.
+pub(crate) const MAX_ERROR_REASONS: usize = 16;
 
 impl Stats {
     pub(crate) fn new(classes: usize, open: bool) -> Stats {
@@ -132,6 +138,24 @@ impl Stats {
             length_mismatch: 0,
             server_software: None,
             document_length: None,
+            conn_errors: Vec::new(),
+        }
+    }
+
+    /// A connection failed for `reason` (`n` times): counted under it, or under `(other reasons)` once
+    /// [`MAX_ERROR_REASONS`] − 1 reasons are kept.
+    pub(crate) fn record_conn_error(&mut self, reason: &str, n: u64) {
+        const OTHER: &str = "(other reasons)";
+        let reason = if self.conn_errors.len() < MAX_ERROR_REASONS - 1
+            || self.conn_errors.iter().any(|e| e.0 == reason)
+        {
+            reason
+        } else {
+            OTHER
+        };
+        match self.conn_errors.iter_mut().find(|e| e.0 == reason) {
+            Some(e) => e.1 += n,
+            None => self.conn_errors.push((reason.to_string(), n)),
         }
     }
 
@@ -230,6 +254,9 @@ impl Stats {
             self.server_software.clone_from(&o.server_software);
         }
         self.document_length = self.document_length.or(o.document_length);
+        for (reason, n) in &o.conn_errors {
+            self.record_conn_error(reason, *n);
+        }
     }
 
     /// All classes' latency merged.
@@ -256,6 +283,26 @@ impl Stats {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn connection_errors_are_counted_by_reason_and_bounded() {
+        let mut a = Stats::new(1, false);
+        let mut b = Stats::new(1, false);
+        a.record_conn_error("flood", 1);
+        b.record_conn_error("flood", 2);
+        b.record_conn_error("bomb", 1);
+        a.merge(&b);
+        assert_eq!(a.conn_errors, vec![("flood".into(), 3), ("bomb".into(), 1)]);
+        for i in 0..40 {
+            a.record_conn_error(&format!("reason {i}"), 1);
+        }
+        assert_eq!(a.conn_errors.len(), MAX_ERROR_REASONS);
+        // 2 + 13 reasons kept, the other 27 counted together
+        assert_eq!(a.conn_errors[14], ("reason 12".into(), 1));
+        assert_eq!(a.conn_errors[15], ("(other reasons)".into(), 27));
+        a.record_conn_error("flood", 1);
+        assert_eq!(a.conn_errors[0], ("flood".into(), 4));
+    }
 
     #[test]
     fn records_and_merges() {

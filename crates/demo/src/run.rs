@@ -199,11 +199,9 @@ pub fn bench_config(
     // flight at the end would leave out the longest light requests and bias light/heavy low by ~R/T.
     cfg.drain = true;
     cfg.seed = seed;
-    cfg.mix = Some(Mix {
-        source: None,
-        assign: Assign::Clients,
-        classes: plan
-            .classes
+    cfg.mix = Some(Mix::new(
+        Assign::Clients,
+        plan.classes
             .iter()
             .map(|c| {
                 let mut m = MixClass::new(&c.name, 1.0, "/");
@@ -212,7 +210,7 @@ pub fn bench_config(
                 m
             })
             .collect(),
-    });
+    ));
     Ok(cfg)
 }
 

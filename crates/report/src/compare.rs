@@ -208,9 +208,9 @@ fn compare_benches(inputs: &[&Input]) -> Section {
             .push(XySeries::line(label.clone(), bench::percentile_points(l)));
         rps.series.push(XySeries::line(
             label.clone(),
-            r.timeline
+            r.timeline_rates()
                 .iter()
-                .map(|t| crate::svg::Point::new(t.second as f64, t.complete as f64))
+                .map(|t| crate::svg::Point::new(t.second as f64, t.complete_per_s))
                 .collect(),
         ));
         let at = |p: f64| l.at(p).map_or("–".into(), |v| num(v, 3));

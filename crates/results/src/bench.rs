@@ -115,6 +115,18 @@ pub struct RunSummary {
     pub corrected: Option<Latency>,
     /// Open loop: the rate achieved by the schedule vs the target.
     pub target_rate: Option<f64>,
+    /// Why connections were failed by the client (an HTTP/2 server that broke the protocol or flooded
+    /// it), each reason with how often; the requests they carried are among `failed`. At most 16 reasons.
+    /// Absent in reports written before it was recorded.
+    #[serde(default)]
+    pub connection_errors: Vec<ErrorCount>,
+}
+
+/// One reason a connection failed and how many connections it failed.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, Eq, JsonSchema)]
+pub struct ErrorCount {
+    pub reason: String,
+    pub count: u64,
 }
 
 /// Failed requests split as ab does; `timeouts` is part of `exceptions`.
@@ -208,6 +220,45 @@ pub struct TimelinePoint {
     pub bytes: u64,
 }
 
+/// One second of the timeline as rates, for charts ([`BenchReport::timeline_rates`]).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct TimelineRate {
+    /// Seconds since the measured start (the bucket's start).
+    pub second: u64,
+    pub complete_per_s: f64,
+    pub failed_per_s: f64,
+}
+
+/// A last bucket covering less of a second than this is left out of [`BenchReport::timeline_rates`]: too
+/// few requests to make a rate of.
+pub const MIN_PARTIAL_S: f64 = 0.25;
+
+impl BenchReport {
+    /// The timeline as requests per second, as a chart should draw it. Every bucket but the last covers a
+    /// whole second of the measured run; the last covers only what was left of `elapsed_s` (a run of
+    /// 2.4 s has 0.4 s in its third bucket), so its counts are divided by that part instead of read as a
+    /// drop in throughput — or it is left out when that part is under [`MIN_PARTIAL_S`] (unless it is the
+    /// only bucket). Buckets at or past `elapsed_s` (requests finished after the end with `--drain`) are
+    /// left out.
+    pub fn timeline_rates(&self) -> Vec<TimelineRate> {
+        let elapsed = self.elapsed_s;
+        let mut out = Vec::with_capacity(self.timeline.len());
+        for t in &self.timeline {
+            let start = t.second as f64;
+            let covered = (elapsed - start).min(1.0);
+            if covered <= 0.0 || (covered < MIN_PARTIAL_S && t.second > 0) {
+                continue;
+            }
+            out.push(TimelineRate {
+                second: t.second,
+                complete_per_s: t.complete as f64 / covered,
+                failed_per_s: t.failed as f64 / covered,
+            });
+        }
+        out
+    }
+}
+
 /// The server process during the measured part (from /proc/PID and /proc/PID/task/*).
 #[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
 pub struct ServerReport {
@@ -235,4 +286,119 @@ pub struct PerRequest {
     pub voluntary_switches: f64,
     pub involuntary_switches: f64,
     pub run_delay_us: Option<f64>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(elapsed_s: f64, counts: &[u64]) -> BenchReport {
+        let lat = Latency {
+            count: 0,
+            min_ms: 0.0,
+            mean_ms: 0.0,
+            stdev_ms: 0.0,
+            max_ms: 0.0,
+            percentiles: Vec::new(),
+        };
+        let row = TimeRow {
+            min_ms: 0.0,
+            mean_ms: 0.0,
+            sd_ms: 0.0,
+            median_ms: 0.0,
+            max_ms: 0.0,
+        };
+        BenchReport {
+            kind: "bench".into(),
+            version: 1,
+            target: "http://x/".into(),
+            config: RunConfig {
+                mode: "closed".into(),
+                connections: 1,
+                threads: 1,
+                requests: None,
+                duration_s: None,
+                rate: None,
+                keepalive: true,
+                method: "GET".into(),
+                warmup_s: 0.0,
+                timeout_s: 1.0,
+                connect_timeout_s: 1.0,
+                mix: None,
+                assign: "clients".into(),
+                protocol: None,
+                streams: None,
+            },
+            started_unix_ms: 0,
+            interrupted: false,
+            elapsed_s,
+            summary: RunSummary {
+                complete: counts.iter().sum(),
+                failed: FailedCounts::default(),
+                non_2xx: 0,
+                rps: 0.0,
+                time_per_request_ms: 0.0,
+                time_per_request_all_ms: 0.0,
+                total_bytes: 0,
+                body_bytes: 0,
+                transfer_kbytes_per_s: 0.0,
+                connections_opened: 1,
+                latency: lat,
+                corrected: None,
+                target_rate: None,
+                connection_errors: Vec::new(),
+            },
+            connection_times: ConnectionTimes {
+                connect: row.clone(),
+                processing: row.clone(),
+                waiting: row.clone(),
+                total: row,
+            },
+            classes: Vec::new(),
+            status_counts: Vec::new(),
+            timeline: counts
+                .iter()
+                .enumerate()
+                .map(|(i, &c)| TimelinePoint {
+                    second: i as u64,
+                    complete: c,
+                    failed: c / 10,
+                    bytes: 0,
+                })
+                .collect(),
+            server: None,
+            fingerprint: None,
+            document: None,
+        }
+    }
+
+    fn rates(r: &BenchReport) -> Vec<(u64, f64, f64)> {
+        r.timeline_rates()
+            .iter()
+            .map(|t| (t.second, t.complete_per_s, t.failed_per_s))
+            .collect()
+    }
+
+    #[test]
+    fn the_last_partial_second_is_a_rate_not_a_drop() {
+        // 2.5 s at 1000/s: the third bucket holds half a second's requests
+        let r = report(2.5, &[1000, 1000, 500]);
+        assert_eq!(
+            rates(&r),
+            vec![(0, 1000.0, 100.0), (1, 1000.0, 100.0), (2, 1000.0, 100.0)]
+        );
+        // 2.1 s: the 0.1 s bucket is too short to be a rate and is left out
+        let r = report(2.1, &[1000, 1000, 100]);
+        assert_eq!(rates(&r).len(), 2);
+        // whole seconds: nothing changes
+        let r = report(2.0, &[1000, 900]);
+        assert_eq!(rates(&r), vec![(0, 1000.0, 100.0), (1, 900.0, 90.0)]);
+        // requests finished after the end (--drain) are not plotted
+        let r = report(2.0, &[1000, 900, 30]);
+        assert_eq!(rates(&r).len(), 2);
+        // a run shorter than a second keeps its one bucket, as a rate
+        let r = report(0.05, &[50]);
+        assert_eq!(rates(&r), vec![(0, 1000.0, 100.0)]);
+        assert!(report(0.0, &[]).timeline_rates().is_empty());
+    }
 }

@@ -4,7 +4,9 @@
 //! offer h2 by ALPN stops the run at once; --streams without HTTP/2 is refused. Against a bare h2c server:
 //! every stream of a connection is counted, and RST_STREAM and timeouts fail only their own request; a
 //! request body larger than the server's window and a response larger than a frame go through; a GOAWAY
-//! sends the refused requests again on a new connection.
+//! sends the refused requests again on a new connection. Against hostile raw servers (issue 24): a PING or
+//! SETTINGS flood, endless CONTINUATION frames, endless 1xx responses and an HPACK bomb each fail the
+//! connection within a second, with the reason in the report, and memory stays bounded.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -353,4 +355,155 @@ fn goaway_sends_the_refused_requests_again_on_a_new_connection() {
     let opened = r.summary.connections_opened;
     assert!((2..=11).contains(&opened), "{opened}");
     assert_eq!(raw.conns.load(Ordering::Relaxed), opened);
+}
+
+/// How a hostile h2c server misbehaves once the client's first request (HEADERS on stream 1) is in.
+#[derive(Clone, Copy, Debug)]
+enum Hostile {
+    /// PING after PING, never reading the acknowledgements.
+    PingFlood,
+    /// Empty SETTINGS after SETTINGS, never reading the acknowledgements.
+    SettingsFlood,
+    /// HEADERS without END_HEADERS, then empty CONTINUATION frames for ever.
+    Continuations,
+    /// 103 Early Hints on stream 1 for ever.
+    Informational,
+    /// A 4000-byte field in the dynamic table, then a block of 4000 references to it (16 MB decoded).
+    HpackBomb,
+}
+
+fn h2_frame(kind: u8, flags: u8, stream: u32, payload: &[u8]) -> Vec<u8> {
+    let mut f = (payload.len() as u32).to_be_bytes()[1..].to_vec();
+    f.extend_from_slice(&[kind, flags]);
+    f.extend_from_slice(&stream.to_be_bytes());
+    f.extend_from_slice(payload);
+    f
+}
+
+/// A raw TCP server on 127.0.0.1:0 speaking just enough HTTP/2 (h2c, prior knowledge) to misbehave as
+/// `how` says: it reads the preface, sends an empty SETTINGS, reads until the client's first HEADERS, then
+/// floods (for at most 10 s, or until the client closes). Returns its port.
+fn hostile_h2c(how: Hostile) -> u16 {
+    use std::io::{Read, Write};
+    let l = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = l.local_addr().unwrap().port();
+    std::thread::spawn(move || {
+        for sock in l.incoming().flatten() {
+            std::thread::spawn(move || {
+                let mut sock = sock;
+                let _ = sock.set_read_timeout(Some(Duration::from_secs(10)));
+                let _ = sock.set_write_timeout(Some(Duration::from_secs(10)));
+                // the preface, then frames until a HEADERS (the reachability check closes at once)
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                let mut sent_settings = false;
+                loop {
+                    match sock.read(&mut chunk) {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                    if buf.len() >= 24 && !sent_settings {
+                        if sock.write_all(&h2_frame(4, 0, 0, &[])).is_err() {
+                            return;
+                        }
+                        sent_settings = true;
+                    }
+                    let mut at = 24;
+                    let mut headers = false;
+                    while buf.len() >= at + 9 {
+                        let len = (buf[at] as usize) << 16
+                            | (buf[at + 1] as usize) << 8
+                            | buf[at + 2] as usize;
+                        headers |= buf[at + 3] == 1;
+                        at += 9 + len;
+                    }
+                    if headers {
+                        break;
+                    }
+                }
+                let batch: Vec<u8> = match how {
+                    Hostile::PingFlood => (0..1000)
+                        .flat_map(|_| h2_frame(6, 0, 0, b"floodfld"))
+                        .collect(),
+                    Hostile::SettingsFlood => {
+                        (0..1000).flat_map(|_| h2_frame(4, 0, 0, &[])).collect()
+                    }
+                    Hostile::Continuations => {
+                        if sock.write_all(&h2_frame(1, 0, 1, &[0x88])).is_err() {
+                            return;
+                        }
+                        (0..1000).flat_map(|_| h2_frame(9, 0, 1, &[])).collect()
+                    }
+                    Hostile::Informational => (0..1000)
+                        .flat_map(|_| h2_frame(1, 4, 1, &[0x08, 0x03, b'1', b'0', b'3']))
+                        .collect(),
+                    Hostile::HpackBomb => {
+                        let mut b = vec![0x88, 0x40, 6];
+                        b.extend_from_slice(b"x-bomb");
+                        b.extend_from_slice(&[0x7f, 0x80 | (3873 & 0x7f) as u8, (3873 >> 7) as u8]);
+                        b.extend(std::iter::repeat_n(b'a', 4000));
+                        b.extend(std::iter::repeat_n(0xbe, 4000));
+                        h2_frame(1, 4 | 1, 1, &b)
+                    }
+                };
+                let until = std::time::Instant::now() + Duration::from_secs(10);
+                while std::time::Instant::now() < until {
+                    if sock.write_all(&batch).is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    port
+}
+
+/// Resident memory of this process, KiB.
+fn rss_kib() -> u64 {
+    let s = std::fs::read_to_string("/proc/self/status").unwrap();
+    let line = s.lines().find(|l| l.starts_with("VmRSS:")).unwrap();
+    line.split_whitespace().nth(1).unwrap().parse().unwrap()
+}
+
+/// Each hostile server fails the client's connection within a second (not at --timeout, 10 s), with the
+/// reason in the report's connection errors, and the client's memory stays bounded.
+#[test]
+fn hostile_servers_fail_the_connection_within_a_second() {
+    for (how, reason) in [
+        (Hostile::PingFlood, "the server floods the connection"),
+        (Hostile::SettingsFlood, "the server floods the connection"),
+        (Hostile::Continuations, "more than 16 CONTINUATION frames"),
+        (
+            Hostile::Informational,
+            "more than 8 informational (1xx) responses",
+        ),
+        (Hostile::HpackBomb, "an HPACK bomb"),
+    ] {
+        let port = hostile_h2c(how);
+        let mut c = BenchConfig::new(&format!("http://127.0.0.1:{port}/")).unwrap();
+        c.h2 = true;
+        c.connections = 1;
+        c.stop = Stop::Requests(1);
+        c.timeout = Duration::from_secs(10);
+        let rss = rss_kib();
+        let t0 = std::time::Instant::now();
+        let r = run(c, CancelToken::new()).unwrap();
+        let took = t0.elapsed();
+        let grew = rss_kib().saturating_sub(rss);
+        assert!(took < Duration::from_secs(1), "{how:?}: {took:?}");
+        assert_eq!(
+            (r.summary.complete, r.summary.failed.total),
+            (0, 1),
+            "{how:?}"
+        );
+        let errors = &r.summary.connection_errors;
+        assert_eq!(errors.len(), 1, "{how:?}: {errors:?}");
+        assert!(
+            errors[0].reason.starts_with("HTTP/2: ") && errors[0].reason.contains(reason),
+            "{how:?}: {errors:?}"
+        );
+        assert_eq!(errors[0].count, 1);
+        assert!(grew < 64 * 1024, "{how:?}: RSS grew by {grew} KiB");
+        eprintln!("{how:?}: failed in {took:?}, RSS +{grew} KiB");
+    }
 }

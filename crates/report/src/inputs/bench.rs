@@ -124,37 +124,68 @@ pub(crate) fn percentile_chart(id: &str, r: &BenchReport) -> XyChart {
     c
 }
 
-/// Completed (and failed) requests per second of the run.
+/// Completed (and failed) requests per second of the run; the last, partial second as a rate over the part
+/// of it the run covered (or left out when that is under a quarter second), not as a drop.
 pub(crate) fn throughput_chart(id: &str, r: &BenchReport) -> XyChart {
     let mut c = XyChart::new(
         id,
-        "Throughput over time: completed requests in each second of the measured run (warm-up excluded).",
+        "Throughput over time: completed requests per second in each second of the measured run (warm-up \
+         excluded; the last, partial second scaled to a rate).",
         "time since start (s)",
         "requests per second",
     );
+    let rates = r.timeline_rates();
     c.series.push(XySeries::line(
         "completed",
-        r.timeline
+        rates
             .iter()
-            .map(|t| Point::new(t.second as f64, t.complete as f64))
+            .map(|t| Point::new(t.second as f64, t.complete_per_s))
             .collect(),
     ));
-    if r.timeline.iter().any(|t| t.failed > 0) {
+    if rates.iter().any(|t| t.failed_per_s > 0.0) {
         c.series.push(XySeries::line(
             "failed",
-            r.timeline
+            rates
                 .iter()
-                .map(|t| Point::new(t.second as f64, t.failed as f64))
+                .map(|t| Point::new(t.second as f64, t.failed_per_s))
                 .collect(),
         ));
     }
     c
 }
 
+/// ab's report block: the server and document (when the report recorded them), the concurrency, then the
+/// totals and rates, in ab's order.
 fn summary_table(r: &BenchReport) -> Table {
     let s = &r.summary;
+    let c = &r.config;
     let mut t = Table::new("Summary", &["", "value"]);
     let mut row = |k: &str, v: String| t.row(vec![k.to_string(), v]);
+    if let Some(d) = &r.document {
+        row(
+            "Server Software",
+            d.server_software.clone().unwrap_or_else(|| "–".into()),
+        );
+        row("Server Hostname", d.hostname.clone());
+        row("Server Port", d.port.to_string());
+        row("Document Path", d.path.clone());
+        row(
+            "Document Length",
+            d.length
+                .map_or("(no complete response)".into(), |n| format!("{n} bytes")),
+        );
+    }
+    row(
+        "Concurrency Level",
+        match (&c.protocol, c.streams) {
+            (Some(p), Some(n)) => format!(
+                "{} ({} connections × {n} {p} streams)",
+                c.connections * n,
+                c.connections
+            ),
+            _ => c.connections.to_string(),
+        },
+    );
     row("Time taken for tests (s)", num(r.elapsed_s, 3));
     row("Complete requests", s.complete.to_string());
     row(
@@ -169,7 +200,12 @@ fn summary_table(r: &BenchReport) -> Table {
             s.failed.timeouts
         ),
     );
+    for e in &s.connection_errors {
+        row("Connection failed", format!("{} × {}", e.count, e.reason));
+    }
     row("Non-2xx responses", s.non_2xx.to_string());
+    row("Total transferred (bytes)", s.total_bytes.to_string());
+    row("HTML transferred (bytes)", s.body_bytes.to_string());
     row("Requests per second", num(s.rps, 2));
     if let Some(rate) = s.target_rate {
         row("Target rate (req/s)", num(rate, 2));
@@ -313,7 +349,7 @@ pub(crate) fn section(r: &BenchReport, id: &str, name: &str, m: &Machine) -> Sec
     } else {
         blocks.push(percentile_chart(&format!("{id}-percentiles"), r).into());
     }
-    if !r.timeline.is_empty() {
+    if !r.timeline_rates().is_empty() {
         blocks.push(throughput_chart(&format!("{id}-throughput"), r).into());
     }
     blocks.push(summary_table(r).left(1).into());

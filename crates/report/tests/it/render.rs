@@ -180,6 +180,99 @@ fn bench_page_plots_percentiles_and_throughput() {
     assert!(html.contains("Server process 4242"));
 }
 
+/// bench-closed.json changed by `edit`, rendered from a temporary file.
+fn render_edited(edit: impl FnOnce(&mut Value)) -> (String, Value) {
+    let mut v = json("bench-closed.json");
+    edit(&mut v);
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("bench.json");
+    std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
+    let inputs = ordo_report::load_all(&[path]).expect("edited fixture loads");
+    let html = ordo_report::render_html_with(
+        &inputs,
+        &ordo_report::Options {
+            title: "test".into(),
+            generated: Some("now".into()),
+        },
+    );
+    (html, v)
+}
+
+/// A run of 9.5 s has half a second in its last bucket: plotted as a rate, not a drop to half (issue 24).
+#[test]
+fn bench_throughput_scales_the_last_partial_second() {
+    let (html, v) = render_edited(|v| {
+        v["elapsed_s"] = Value::from(9.5);
+        let last = &mut v["timeline"][9]["complete"];
+        *last = Value::from(last.as_u64().unwrap() / 2);
+    });
+    let doc = parse(&html);
+    let pts = points(&doc, "input-1-throughput", "completed");
+    assert_eq!(pts.len(), 10);
+    let half = v["timeline"][9]["complete"].as_f64().unwrap();
+    assert_eq!(pts[9], (9.0, half * 2.0));
+    assert_eq!(pts[8].1, v["timeline"][8]["complete"].as_f64().unwrap());
+    // under a quarter second left: the bucket is left out
+    let (html, _) = render_edited(|v| {
+        v["elapsed_s"] = Value::from(9.1);
+        v["timeline"][9]["complete"] = Value::from(2000);
+    });
+    let doc = parse(&html);
+    assert_eq!(points(&doc, "input-1-throughput", "completed").len(), 9);
+}
+
+/// ab's header block on the bench page: server, document, concurrency, then time and requests.
+#[test]
+fn bench_page_has_the_ab_header_block() {
+    let (html, _) = render_edited(|v| {
+        v["document"] = serde_json::json!({
+            "server_software": "nginx/1.22.1",
+            "hostname": "127.0.0.1",
+            "port": 18090,
+            "path": "/2k.html",
+            "length": 2048
+        });
+    });
+    let doc = parse(&html);
+    let rows: Vec<String> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("tr"))
+        .map(|tr| {
+            tr.descendants()
+                .filter(|n| n.is_text())
+                .map(|n| n.text().unwrap_or(""))
+                .collect::<Vec<_>>()
+                .join("|")
+        })
+        .collect();
+    let at = |k: &str| {
+        rows.iter()
+            .position(|r| r.starts_with(&format!("{k}|")))
+            .unwrap_or_else(|| panic!("no row {k} in {rows:#?}"))
+    };
+    let order = [
+        ("Server Software", "nginx/1.22.1"),
+        ("Server Hostname", "127.0.0.1"),
+        ("Server Port", "18090"),
+        ("Document Path", "/2k.html"),
+        ("Document Length", "2048 bytes"),
+        ("Concurrency Level", "100"),
+        ("Time taken for tests (s)", "10"),
+        ("Complete requests", ""),
+        ("Failed requests", ""),
+    ];
+    let mut last = 0;
+    for (k, want) in order {
+        let i = at(k);
+        assert!(i >= last, "{k} out of ab's order: {rows:#?}");
+        assert!(rows[i].ends_with(want), "{}", rows[i]);
+        last = i;
+    }
+    // without a recorded document (older reports) the concurrency is still there
+    let html = render(&["bench-closed.json"]);
+    assert!(html.contains("Concurrency Level") && !html.contains("Server Software"));
+}
+
 #[test]
 fn bench_mix_has_a_curve_per_class_and_open_loop_both_latencies() {
     let doc_html = render(&["bench-mix.json", "bench-open.json"]);
