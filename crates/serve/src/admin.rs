@@ -55,6 +55,7 @@ fn route(shared: &Shared, req: &Request) -> Response {
     match (req.path.as_str(), get, req.method == "POST") {
         ("/metrics", true, _) => {
             let format = Format::from_accept(req.header("accept"));
+            shared.metrics.set_upstreams(&upstream_snapshots(shared));
             let text = shared.metrics.encode_as(&shared.gate.snapshot(), format);
             Response::bytes(200, format.content_type(), Bytes::from(text))
                 .with_header("Vary", "Accept")
@@ -164,7 +165,48 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
             crate::overload::Workers::Auto => json!("auto"),
         },
         "lanes": lanes(&snap),
+        "upstreams": upstreams(shared),
     })
+}
+
+/// `(route prefix, upstreams)` of each proxy route of the running configuration.
+fn upstream_snapshots(
+    shared: &Shared,
+) -> Vec<(String, Vec<crate::backend::proxy::UpstreamSnapshot>)> {
+    shared
+        .active()
+        .router
+        .routes()
+        .iter()
+        .filter_map(|r| match &r.backend {
+            crate::backend::Backend::Proxy(p) => Some((r.prefix.clone(), p.snapshot())),
+            _ => None,
+        })
+        .collect()
+}
+
+/// Each proxy route's upstreams: health, ejections, load.
+fn upstreams(shared: &Shared) -> Vec<serde_json::Value> {
+    upstream_snapshots(shared)
+        .into_iter()
+        .map(|(r, ups)| {
+            json!({
+                "route": r,
+                "upstreams": ups.iter().map(|u| json!({
+                    "address": u.address,
+                    "weight": u.weight,
+                    "state": u.state.as_str(),
+                    "ejected_for_s": match u.state {
+                        crate::backend::proxy::HealthState::Ejected(d) => Some(d.as_secs_f64()),
+                        _ => None,
+                    },
+                    "consecutive_failures": u.consecutive_failures,
+                    "ejections": u.ejections,
+                    "in_flight": u.in_flight,
+                })).collect::<Vec<_>>(),
+            })
+        })
+        .collect()
 }
 
 /// Each lane of workers: its limit now and, when adaptive, what its limiter measured.

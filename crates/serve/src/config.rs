@@ -702,6 +702,7 @@ impl ServeConfig {
         for (i, r) in self.routes.iter().enumerate() {
             let Some(p) = &r.proxy else { continue };
             for (j, u) in p.upstreams.iter().enumerate() {
+                let u = &u.address;
                 if !crate::backend::proxy::points_at_listener(u, self.listen) {
                     continue;
                 }

@@ -4,6 +4,7 @@
 //! so a request finds them without a lock or a label set.
 
 mod striped;
+mod upstream;
 
 pub use striped::ClassMetrics;
 
@@ -101,6 +102,7 @@ pub struct Metrics {
     lua_skipped: Family<HookLabel, Counter>,
     lua_disabled: Family<HookLabel, Counter>,
     concurrency: ConcurrencyMetrics,
+    upstreams: upstream::UpstreamMetrics,
 }
 
 /// The lanes' limits (adaptive or fixed) and what they serve, refreshed from the gate at each scrape.
@@ -269,6 +271,7 @@ impl Metrics {
             coalesce_spins.clone(),
         );
         let concurrency = ConcurrencyMetrics::register(&mut registry);
+        let upstreams = upstream::UpstreamMetrics::register(&mut registry);
         let m = Metrics {
             registry,
             queue_depth,
@@ -283,6 +286,7 @@ impl Metrics {
             not_found,
             classes,
             concurrency,
+            upstreams,
             lua_limits,
             lua_skipped,
             lua_disabled,
@@ -333,6 +337,11 @@ impl Metrics {
             .entry(name.clone())
             .or_insert_with(|| Arc::new(ClassMetrics::new()))
             .clone()
+    }
+
+    /// The proxy routes' upstreams as of now (before an `encode`): `(route prefix, upstreams)`.
+    pub fn set_upstreams(&self, routes: &[(String, Vec<crate::backend::proxy::UpstreamSnapshot>)]) {
+        self.upstreams.refresh(routes);
     }
 
     /// Count a reload.

@@ -350,7 +350,10 @@ async fn raw_upstream(answer: Option<&'static [u8]>) -> SocketAddr {
 
 fn proxy_cfg(addrs: &[SocketAddr]) -> ProxyConfig {
     ProxyConfig {
-        upstreams: addrs.iter().map(|a| a.to_string()).collect(),
+        upstreams: addrs
+            .iter()
+            .map(|a| a.to_string().as_str().into())
+            .collect(),
         connect_timeout: Duration::from_millis(500),
         read_timeout: Duration::from_millis(400),
         ..ProxyConfig::default()

@@ -157,7 +157,7 @@ impl Handler for ProxyRoute {
 
 fn cfg(upstream: SocketAddr) -> ProxyConfig {
     ProxyConfig {
-        upstreams: vec![upstream.to_string()],
+        upstreams: vec![upstream.to_string().as_str().into()],
         connect_timeout: Duration::from_millis(500),
         read_timeout: Duration::from_secs(2),
         ..ProxyConfig::default()

@@ -27,4 +27,5 @@ mod http_inline;
 mod http_proxy_hostile;
 mod http_sendfile;
 mod http_server;
+mod http_upstreams;
 mod tls;

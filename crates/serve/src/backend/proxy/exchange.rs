@@ -38,7 +38,11 @@ impl ExchangeError {
             ExchangeError::Stale { sent_any, .. } => retry::Failure::Stale {
                 sent_any: *sent_any,
             },
-            _ => retry::Failure::Other,
+            ExchangeError::Connect(_) | ExchangeError::ConnectTimeout | ExchangeError::Tls(_) => {
+                retry::Failure::NotSent
+            }
+            ExchangeError::Timeout(_) => retry::Failure::Timeout,
+            ExchangeError::Bad(_) => retry::Failure::Bad,
         }
     }
 }

@@ -32,18 +32,23 @@
 //! forwarded and the Via pseudonym; [`exchange`] one request and response over one connection and the
 //! gateway status of each failure; [`retry`] when a failed exchange is sent again (one pure rule).
 
+mod balance;
 mod connect;
 mod exchange;
 mod forward;
+mod health;
 mod pool;
 mod retry;
+
+pub use balance::Balance;
+pub use health::{HealthCheckConfig, HealthState};
 
 #[allow(unused_imports)] // each room sees the others through `use super::*`
 use self::{connect::*, exchange::*, forward::*, pool::*};
 pub(crate) use connect::{parse_upstream_url, points_at_listener};
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::Duration;
 
 use serde::Deserialize;
@@ -65,8 +70,36 @@ pub const LOOP_STATUS: u16 = 508;
 #[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ProxyConfig {
-    /// `host:port` or `http://host:port` (port 80 when omitted); used round-robin.
-    pub upstreams: Vec<String>,
+    /// The group: each `"host:port"`, `"http://host:port"` (port 80 when omitted), `"https://…"`, or
+    /// `{ address = "…", weight = N }`.
+    pub upstreams: Vec<UpstreamSpec>,
+    /// How a request picks its upstream (`round_robin`, weighted).
+    pub balance: Balance,
+    /// `balance = "hash"`: `"client_ip"`, `"header:NAME"` or `"cookie:NAME"`.
+    pub hash_key: Option<String>,
+    /// Consecutive failures (connect errors, timeouts, malformed answers, 5xx) that eject an upstream
+    /// (0: never eject).
+    pub max_fails: u32,
+    /// The first ejection's length; each further ejection in a row doubles it, up to `max_eject`.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub eject_for: Duration,
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub max_eject: Duration,
+    /// After an ejection, the upstream's share rises from a tenth to its weight over this time.
+    #[serde(deserialize_with = "duration::deserialize")]
+    pub slow_start: Duration,
+    /// Active HTTP checks (none by default).
+    pub health_check: Option<HealthCheckConfig>,
+    /// Upstreams one request may try, the first included: a request that failed before any of it
+    /// reached an upstream goes to the next, whatever its method (1: no failover).
+    pub tries: u32,
+    /// Also send an idempotent request to the next upstream after these: `"timeout"` (no answer in
+    /// time), `"reset"` (the connection failed after the request was written), `"502"`, `"503"`, `"504"`
+    /// (statuses the upstream answered).
+    pub retry_on: Vec<String>,
+    /// Retries allowed, in percent of requests (each serving thread's budget, with a reserve of 10): a
+    /// failing group cannot make its load grow by more than this.
+    pub retry_budget_percent: u32,
     /// Time to establish an upstream connection; exceeded → 504.
     #[serde(deserialize_with = "duration::deserialize")]
     pub connect_timeout: Duration,
@@ -106,10 +139,78 @@ pub struct ProxyConfig {
 /// HAProxy keeps idle server connections without a cap by default; nginx keeps the `keepalive` it is given.
 pub const DEFAULT_POOL_MAX_IDLE: usize = 1024;
 
+/// One upstream of a group: `"host:port"` or `{ address = "host:port", weight = 2 }`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct UpstreamSpec {
+    pub address: String,
+    /// Its share of the requests (1–1000).
+    pub weight: u32,
+}
+
+impl From<&str> for UpstreamSpec {
+    fn from(address: &str) -> Self {
+        UpstreamSpec {
+            address: address.to_string(),
+            weight: 1,
+        }
+    }
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct UpstreamTable {
+    address: String,
+    #[serde(default = "one")]
+    weight: u32,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl<'de> Deserialize<'de> for UpstreamSpec {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        struct V;
+        impl<'de> serde::de::Visitor<'de> for V {
+            type Value = UpstreamSpec;
+            fn expecting(&self, f: &mut std::fmt::Formatter) -> std::fmt::Result {
+                f.write_str(
+                    "an address (\"host:port\") or a table { address = \"host:port\", weight = N }",
+                )
+            }
+            fn visit_str<E: serde::de::Error>(self, v: &str) -> Result<UpstreamSpec, E> {
+                Ok(UpstreamSpec::from(v))
+            }
+            fn visit_map<A: serde::de::MapAccess<'de>>(
+                self,
+                m: A,
+            ) -> Result<UpstreamSpec, A::Error> {
+                let t =
+                    UpstreamTable::deserialize(serde::de::value::MapAccessDeserializer::new(m))?;
+                Ok(UpstreamSpec {
+                    address: t.address,
+                    weight: t.weight,
+                })
+            }
+        }
+        d.deserialize_any(V)
+    }
+}
+
 impl Default for ProxyConfig {
     fn default() -> Self {
         ProxyConfig {
             upstreams: Vec::new(),
+            balance: Balance::RoundRobin,
+            hash_key: None,
+            max_fails: 3,
+            eject_for: Duration::from_secs(10),
+            max_eject: Duration::from_secs(300),
+            slow_start: Duration::from_secs(10),
+            health_check: None,
+            tries: 3,
+            retry_on: Vec::new(),
+            retry_budget_percent: 20,
             connect_timeout: Duration::from_secs(2),
             read_timeout: Duration::from_secs(30),
             pool_max_idle: DEFAULT_POOL_MAX_IDLE,
@@ -139,6 +240,66 @@ impl ProxyConfig {
         if self.max_response_head_bytes == 0 {
             return Err(("max_response_head_bytes", "must be ≥ 1, got 0".into()));
         }
+        if let Some(u) = self
+            .upstreams
+            .iter()
+            .find(|u| !(1..=1000).contains(&u.weight))
+        {
+            return Err((
+                "upstreams",
+                format!(
+                    "{:?}: weight must be 1 to 1000, got {}",
+                    u.address, u.weight
+                ),
+            ));
+        }
+        if self.upstreams.len() > 1000 {
+            return Err((
+                "upstreams",
+                format!("at most 1000 in a group, got {}", self.upstreams.len()),
+            ));
+        }
+        match (self.balance, &self.hash_key) {
+            (Balance::Hash, None) => {
+                return Err((
+                    "hash_key",
+                    "balance = \"hash\" needs hash_key (\"client_ip\", \"header:NAME\" or \"cookie:NAME\")"
+                        .into(),
+                ));
+            }
+            (Balance::Hash, Some(k)) => {
+                balance::HashKey::parse(k).map_err(|e| ("hash_key", e))?;
+            }
+            (_, Some(_)) => {
+                return Err(("hash_key", "only read with balance = \"hash\"".into()));
+            }
+            (_, None) => {}
+        }
+        if self.eject_for.is_zero() {
+            return Err(("eject_for", "must be > 0".into()));
+        }
+        if self.max_eject < self.eject_for {
+            return Err((
+                "max_eject",
+                format!(
+                    "must be ≥ eject_for ({:?}), got {:?}",
+                    self.eject_for, self.max_eject
+                ),
+            ));
+        }
+        if self.tries == 0 {
+            return Err(("tries", "must be ≥ 1 (1: no failover), got 0".into()));
+        }
+        if self.retry_budget_percent > 100 {
+            return Err((
+                "retry_budget_percent",
+                format!("must be 0 to 100, got {}", self.retry_budget_percent),
+            ));
+        }
+        retry::RetryOn::parse(&self.retry_on).map_err(|e| ("retry_on", e))?;
+        if let Some(h) = &self.health_check {
+            h.check()?;
+        }
         Ok(())
     }
 }
@@ -147,9 +308,17 @@ impl ProxyConfig {
 #[derive(Debug)]
 pub struct ProxyBackend {
     upstreams: Vec<Arc<Upstream>>,
-    /// Each serving thread's next upstream.
-    next: PerThread<AtomicUsize>,
-    cfg: ProxyConfig,
+    /// The weighted round robin's sequence (indices into `upstreams`).
+    sequence: Vec<u16>,
+    /// Each serving thread's place in `sequence`, and its retry budget.
+    local: PerThread<Local>,
+    hash_key: Option<balance::HashKey>,
+    passive: health::Passive,
+    retry_on: retry::RetryOn,
+    /// Held for its drop: the active checks stop when the backend goes (a reload replaced it).
+    _alive: Arc<()>,
+    /// (boxed: routes keep their backends in an enum, and this is the largest)
+    cfg: Box<ProxyConfig>,
     /// This backend's Via pseudonym (`ordo-<16 hex digits>`).
     via_token: String,
 }
@@ -167,6 +336,7 @@ impl ProxyBackend {
         let mut upstreams = Vec::new();
         let mut client_tls = None;
         for u in &cfg.upstreams {
+            let u = u.address.as_str();
             let (addr, tls) = parse_upstream_url(u).map_err(|msg| BackendError::Invalid {
                 field: "upstreams",
                 msg,
@@ -186,17 +356,50 @@ impl ProxyBackend {
             } else {
                 None
             };
-            upstreams.push(Arc::new(Upstream::new(
-                addr,
-                tls,
-                cfg.pool_max_idle,
-                cfg.pool_idle_timeout,
-            )));
+            let mut up = Upstream::new(addr, tls, cfg.pool_max_idle, cfg.pool_idle_timeout);
+            up.weight = cfg.upstreams[upstreams.len()].weight;
+            upstreams.push(Arc::new(up));
+        }
+        let weights: Vec<u32> = upstreams.iter().map(|u| u.weight).collect();
+        let hash_key = match &cfg.hash_key {
+            Some(k) => Some(
+                balance::HashKey::parse(k).map_err(|msg| BackendError::Invalid {
+                    field: "hash_key",
+                    msg,
+                })?,
+            ),
+            None => None,
+        };
+        let retry_on =
+            retry::RetryOn::parse(&cfg.retry_on).map_err(|msg| BackendError::Invalid {
+                field: "retry_on",
+                msg,
+            })?;
+        let alive = Arc::new(());
+        if let Some(check) = &cfg.health_check {
+            // the checks run on the runtime that built the backend (none when only checking a config)
+            if let Ok(rt) = tokio::runtime::Handle::try_current() {
+                rt.spawn(health::run_checks(
+                    check.clone(),
+                    upstreams.clone(),
+                    Arc::downgrade(&alive),
+                ));
+            }
         }
         Ok(ProxyBackend {
+            sequence: balance::smooth_sequence(&weights),
             upstreams,
-            next: PerThread::new(),
-            cfg: cfg.clone(),
+            local: PerThread::new(),
+            hash_key,
+            passive: health::Passive {
+                max_fails: cfg.max_fails,
+                eject_for: cfg.eject_for,
+                max_eject: cfg.max_eject,
+                slow_start: cfg.slow_start,
+            },
+            retry_on,
+            _alive: alive,
+            cfg: Box::new(cfg.clone()),
             via_token: new_via_token(),
         })
     }
@@ -235,55 +438,237 @@ impl ProxyBackend {
         if let Some(resp) = self.loop_response(req) {
             return resp;
         }
-        // each thread its own round robin, started at its own place (a shared counter is a cache line
-        // every thread writes)
-        let i = match self
-            .next
-            .get_or_init(|| AtomicUsize::new(crate::serving_thread::serving_thread()))
-        {
-            // (only this thread writes it: a load and a store, no locked instruction)
-            Some(n) => {
-                let i = n.load(Ordering::Relaxed);
-                n.store(i.wrapping_add(1), Ordering::Relaxed);
+        let local = self.local.get_or_init(|| Local::new(&self.cfg));
+        if let Some(l) = local {
+            l.deposit(self.cfg.retry_budget_percent);
+        }
+        let idempotent = retry::idempotent(&req.method);
+        let mut tried: Vec<usize> = Vec::new();
+        let mut last: Option<Response> = None;
+        loop {
+            let Some(i) = self.choose(req, &tried, local) else {
+                // nothing (more) to try: every upstream is ejected, down, or was tried
+                return last.unwrap_or_else(no_upstream);
+            };
+            let up = &self.upstreams[i];
+            let failure = match self.attempt(up, req).await {
+                Ok(resp) => {
+                    let failed = matches!(resp.status, 502..=504);
+                    if failed {
+                        self.failed(up);
+                    } else {
+                        up.health.success(&self.passive);
+                    }
+                    let again = failed
+                        && idempotent
+                        && self.retry_on.status(resp.status)
+                        && self.may_try_again(&tried, local);
+                    if !again {
+                        return resp;
+                    }
+                    tracing::debug!(upstream = %up.addr, status = resp.status, "the upstream answered {}; trying another", resp.status);
+                    last = Some(resp);
+                    tried.push(i);
+                    continue;
+                }
+                Err(e) => e,
+            };
+            self.failed(up);
+            let next = retry::next_upstream(failure.failure(), idempotent, &self.retry_on)
+                && self.may_try_again(&tried, local);
+            if !next {
+                return gateway_error(up, failure);
+            }
+            tracing::debug!(upstream = %up.addr, method = %req.method, "{failure}; trying another upstream");
+            last = Some(gateway_error(up, failure));
+            tried.push(i);
+        }
+    }
+
+    /// The upstream for a request (None: none is eligible).
+    fn choose(&self, req: &Request, tried: &[usize], local: Option<&Local>) -> Option<usize> {
+        let mut now = None;
+        let mut pick = balance::Pick {
+            upstreams: &self.upstreams,
+            passive: &self.passive,
+            tried,
+            now: &mut now,
+        };
+        match self.cfg.balance {
+            Balance::LeastRequests => pick.least_requests(),
+            Balance::P2cEwma => pick.p2c(),
+            Balance::Hash => match self.hash_key.as_ref().and_then(|k| pick.hash(k, req)) {
+                Some(choice) => choice,
+                None => self.round_robin(&mut pick, local),
+            },
+            Balance::RoundRobin => self.round_robin(&mut pick, local),
+        }
+    }
+
+    fn round_robin(&self, pick: &mut balance::Pick<'_>, local: Option<&Local>) -> Option<usize> {
+        match local {
+            Some(l) => {
+                let mut pos = l.position.load(Ordering::Relaxed);
+                let i = pick.round_robin(&self.sequence, &mut pos);
+                l.position.store(pos, Ordering::Relaxed);
                 i
             }
-            None => 0,
-        } % self.upstreams.len();
-        let up = &self.upstreams[i];
+            None => pick.round_robin(&self.sequence, &mut 0),
+        }
+    }
+
+    /// Whether a failed request may go to another upstream: tries left, and the thread's retry budget.
+    fn may_try_again(&self, tried: &[usize], local: Option<&Local>) -> bool {
+        tried.len() + 1 < self.cfg.tries as usize && local.is_some_and(Local::withdraw)
+    }
+
+    /// A failure counts toward the upstream's ejection.
+    fn failed(&self, up: &Upstream) {
+        if up.health.failure(&self.passive) {
+            tracing::warn!(
+                upstream = %up.addr,
+                ejections = up.health.total_ejections(),
+                "proxy: upstream ejected after {} failures in a row",
+                self.passive.max_fails
+            );
+        }
+    }
+
+    /// One upstream's exchange: a pooled connection, or a new one; a pooled connection that went stale is
+    /// replaced once when the retry rule allows (the same upstream: it was the connection that failed).
+    async fn attempt(&self, up: &Arc<Upstream>, req: &Request) -> Result<Response, ExchangeError> {
+        let tracked = self.cfg.balance.tracks_load();
+        let started = tracked.then(|| {
+            up.load.outstanding.fetch_add(1, Ordering::Relaxed);
+            health::now_nanos()
+        });
+        let result = self.attempt_inner(up, req).await;
+        if let Some(t0) = started {
+            up.load.outstanding.fetch_sub(1, Ordering::Relaxed);
+            let now = health::now_nanos();
+            up.load.observe(now.saturating_sub(t0), now);
+        }
+        result
+    }
+
+    async fn attempt_inner(
+        &self,
+        up: &Arc<Upstream>,
+        req: &Request,
+    ) -> Result<Response, ExchangeError> {
         let mut retried = false;
         loop {
             let (conn, reused) = match up.checkout_idle() {
                 Some(c) => (c, true),
                 // boxed: the connect future (a TLS handshake's) is twice the size of everything else a
                 // proxied request awaits, and connecting is the rare path (the pool is)
-                None => match Box::pin(self.connect(up)).await {
-                    Ok(c) => (c, false),
-                    Err(e) => return gateway_error(up, e),
-                },
+                None => (Box::pin(self.connect(up)).await?, false),
             };
             match self.exchange(conn, req, up).await {
-                Ok(resp) => return resp,
+                Ok(resp) => return Ok(resp),
                 Err(e) => {
                     let attempt = retry::Attempt {
                         reused,
                         retried,
                         idempotent: retry::idempotent(&req.method),
                     };
-                    if retry::resend(e.failure(), attempt) {
-                        tracing::debug!(upstream = %up.addr, method = %req.method, "{e}; retrying on a new connection");
-                        retried = true;
-                        continue;
+                    if !retry::resend(e.failure(), attempt) {
+                        return Err(e);
                     }
-                    return gateway_error(up, e);
+                    tracing::debug!(upstream = %up.addr, method = %req.method, "{e}; retrying on a new connection");
+                    retried = true;
                 }
             }
         }
     }
 }
 
+/// 503 at once when no upstream of the group takes requests (all ejected or down), instead of waiting for
+/// connections that cannot succeed.
+fn no_upstream() -> Response {
+    Response::text(503, "service unavailable: no healthy upstream\n")
+        .with_header("Retry-After", "1")
+}
+
+/// What one serving thread keeps of a backend: its place in the round robin and its retry budget. Only
+/// that thread touches it (`PerThread`), so plain loads and stores suffice.
+#[derive(Debug)]
+struct Local {
+    position: AtomicUsize,
+    /// Retries it may still make, in hundredths (a 20% budget earns 20 per request, a retry costs 100).
+    budget: AtomicU64,
+}
+
+/// The budget's reserve and cap: 10 retries.
+const BUDGET_RESERVE: u64 = 1000;
+
+impl Local {
+    fn new(cfg: &ProxyConfig) -> Self {
+        Local {
+            position: AtomicUsize::new(crate::serving_thread::serving_thread()),
+            budget: AtomicU64::new(if cfg.retry_budget_percent == 0 {
+                0
+            } else {
+                BUDGET_RESERVE
+            }),
+        }
+    }
+
+    /// Each request earns `percent`/100 of a retry, up to the reserve.
+    fn deposit(&self, percent: u32) {
+        let b = self.budget.load(Ordering::Relaxed);
+        if percent > 0 && b < BUDGET_RESERVE {
+            self.budget.store(
+                (b + u64::from(percent)).min(BUDGET_RESERVE),
+                Ordering::Relaxed,
+            );
+        }
+    }
+
+    fn withdraw(&self) -> bool {
+        let b = self.budget.load(Ordering::Relaxed);
+        if b >= 100 {
+            self.budget.store(b - 100, Ordering::Relaxed);
+            true
+        } else {
+            false
+        }
+    }
+}
+
+/// One upstream as `/status` and the metrics show it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct UpstreamSnapshot {
+    /// `host:port`.
+    pub address: String,
+    pub weight: u32,
+    pub state: HealthState,
+    pub consecutive_failures: u32,
+    /// Ejections so far.
+    pub ejections: u64,
+    /// Requests in flight (kept by `least_requests` and `p2c_ewma` only).
+    pub in_flight: Option<usize>,
+}
+
 impl ProxyBackend {
     /// The upstream addresses in use (`host:port`).
     pub fn upstreams(&self) -> Vec<String> {
         self.upstreams.iter().map(|u| u.addr.clone()).collect()
+    }
+
+    /// Each upstream's weight, health and load.
+    pub fn snapshot(&self) -> Vec<UpstreamSnapshot> {
+        let tracked = self.cfg.balance.tracks_load();
+        self.upstreams
+            .iter()
+            .map(|u| UpstreamSnapshot {
+                address: u.addr.clone(),
+                weight: u.weight,
+                state: u.health.state(),
+                consecutive_failures: u.health.consecutive_failures(),
+                ejections: u.health.total_ejections(),
+                in_flight: tracked.then(|| u.load.outstanding.load(Ordering::Relaxed)),
+            })
+            .collect()
     }
 }

@@ -52,6 +52,12 @@ pub(super) struct Upstream {
     pub(super) idle: PerThread<Mutex<VecDeque<(UpConn, Instant)>>>,
     pub(super) max_idle: usize,
     pub(super) idle_timeout: Duration,
+    /// Its share in the group (≥ 1).
+    pub(super) weight: u32,
+    /// Whether it takes requests (passive ejection, active checks).
+    pub(super) health: super::health::Health,
+    /// Requests in flight and latency, kept when the balancing policy reads them.
+    pub(super) load: super::balance::Load,
 }
 
 impl Upstream {
@@ -67,6 +73,9 @@ impl Upstream {
             idle: PerThread::new(),
             max_idle,
             idle_timeout,
+            weight: 1,
+            health: Default::default(),
+            load: Default::default(),
         }
     }
 

@@ -5,11 +5,68 @@
 /// How an exchange with an upstream failed, as far as sending it again is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Failure {
+    /// Nothing reached the upstream: connecting failed or timed out, or the TLS handshake failed.
+    NotSent,
     /// A pooled connection failed before any response byte (the upstream had closed it while it sat idle);
     /// `sent_any`: some of the request had been accepted by the socket.
     Stale { sent_any: bool },
-    /// Anything else: connect refused or timed out, a TLS failure, a timeout, a malformed response.
-    Other,
+    /// No answer (or no whole head) in time.
+    Timeout,
+    /// A malformed answer.
+    Bad,
+}
+
+/// `retry_on`: what else sends an idempotent request to the next upstream.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub(super) struct RetryOn {
+    timeout: bool,
+    reset: bool,
+    s502: bool,
+    s503: bool,
+    s504: bool,
+}
+
+impl RetryOn {
+    pub(super) fn parse(items: &[String]) -> Result<RetryOn, String> {
+        let mut r = RetryOn::default();
+        for i in items {
+            match i.trim() {
+                "timeout" => r.timeout = true,
+                "reset" => r.reset = true,
+                "502" => r.s502 = true,
+                "503" => r.s503 = true,
+                "504" => r.s504 = true,
+                other => {
+                    return Err(format!(
+                        "unknown condition {other:?} (expected \"timeout\", \"reset\", \"502\", \"503\" or \"504\")"
+                    ));
+                }
+            }
+        }
+        Ok(r)
+    }
+
+    /// Whether an upstream's answer with `status` is retried (idempotent requests only).
+    pub(super) fn status(&self, status: u16) -> bool {
+        match status {
+            502 => self.s502,
+            503 => self.s503,
+            504 => self.s504,
+            _ => false,
+        }
+    }
+}
+
+/// Whether a request whose exchange failed goes to the next upstream (tries and budget permitting):
+/// always when none of it reached the upstream — it cannot have acted on it, whatever the method —; an
+/// idempotent one also after what `retry_on` names.
+pub(super) fn next_upstream(failure: Failure, idempotent: bool, on: &RetryOn) -> bool {
+    match failure {
+        Failure::NotSent | Failure::Stale { sent_any: false } => true,
+        Failure::Stale { sent_any: true } => idempotent && on.reset,
+        Failure::Timeout => idempotent && on.timeout,
+        Failure::Bad => false,
+    }
 }
 
 /// What had been tried when the exchange failed.
@@ -31,7 +88,7 @@ pub(super) fn resend(failure: Failure, attempt: Attempt) -> bool {
         Failure::Stale { sent_any } => {
             attempt.reused && !attempt.retried && (!sent_any || attempt.idempotent)
         }
-        Failure::Other => false,
+        Failure::NotSent | Failure::Timeout | Failure::Bad => false,
     }
 }
 
@@ -64,12 +121,42 @@ mod tests {
             (stale(true), at(true, false, false), false), // a POST the upstream may have acted on
             (stale(false), at(true, true, true), false), // only once
             (stale(false), at(false, false, true), false), // a new connection failing: the upstream fails
-            (Failure::Other, at(true, false, true), false),
-            (Failure::Other, at(false, false, true), false),
+            (Failure::NotSent, at(true, false, true), false), // (the next upstream's business)
+            (Failure::Timeout, at(true, false, true), false),
+            (Failure::Bad, at(false, false, true), false),
         ];
         for (failure, attempt, want) in cases {
             assert_eq!(resend(failure, attempt), want, "{failure:?} {attempt:?}");
         }
+    }
+
+    #[test]
+    fn the_next_upstream_table() {
+        let none = RetryOn::default();
+        let all =
+            RetryOn::parse(&["timeout", "reset", "502", "503", "504"].map(String::from)).unwrap();
+        let stale = |sent_any| Failure::Stale { sent_any };
+        // (failure, idempotent, retry_on) -> next upstream
+        let cases = [
+            (Failure::NotSent, false, none, true), // nothing reached it: even a POST, even by default
+            (stale(false), false, none, true),
+            (stale(true), true, none, false), // written: only when asked
+            (stale(true), true, all, true),
+            (stale(true), false, all, false), // never a POST the upstream may have acted on
+            (Failure::Timeout, true, none, false),
+            (Failure::Timeout, true, all, true),
+            (Failure::Timeout, false, all, false),
+            (Failure::Bad, true, all, false),
+        ];
+        for (failure, idem, on, want) in cases {
+            assert_eq!(
+                next_upstream(failure, idem, &on),
+                want,
+                "{failure:?} idempotent={idem} {on:?}"
+            );
+        }
+        assert!(all.status(503) && !none.status(503) && !all.status(500));
+        assert!(RetryOn::parse(&["5xx".to_string()]).is_err());
     }
 
     #[test]

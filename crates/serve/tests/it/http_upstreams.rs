@@ -1,0 +1,367 @@
+//! Upstream groups (issue 20): a full `ordo serve` proxying to three in-process upstreams that are killed
+//! (their listener and connections dropped: connections are refused) and started again on the same port.
+//! Failover sends a request that could not reach one upstream to another, whatever its method; consecutive
+//! failures eject an upstream until its time is up; active checks mark a hung upstream down; hashing keeps
+//! a client on one upstream; the retry budget caps the extra requests a failing group gets; with every
+//! upstream out the answer is 503 at once.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::time::{Duration, Instant};
+
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::net::TcpListener;
+use tokio::task::JoinSet;
+
+use crate::ctl_util::{get, request, start, wait_until};
+
+/// How a test upstream answers.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Mode {
+    /// This status, with its name as the body.
+    Status(u16),
+    /// `/health` never answers; other paths 200.
+    HangHealth,
+}
+
+/// An upstream server on a fixed port that can be killed and started again.
+struct Up {
+    name: String,
+    addr: SocketAddr,
+    hits: Arc<AtomicUsize>,
+    mode: Mode,
+    task: Option<tokio::task::JoinHandle<()>>,
+}
+
+impl Up {
+    async fn new(name: &str, mode: Mode) -> Up {
+        let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let mut u = Up {
+            name: name.into(),
+            addr: l.local_addr().unwrap(),
+            hits: Arc::new(AtomicUsize::new(0)),
+            mode,
+            task: None,
+        };
+        u.run(l);
+        u
+    }
+
+    fn run(&mut self, l: TcpListener) {
+        let (name, hits, mode) = (self.name.clone(), self.hits.clone(), self.mode);
+        self.task = Some(tokio::spawn(async move {
+            // the connections die with the server task (the set is dropped with it)
+            let mut conns = JoinSet::new();
+            loop {
+                let Ok((mut s, _)) = l.accept().await else {
+                    return;
+                };
+                let (name, hits) = (name.clone(), hits.clone());
+                conns.spawn(async move {
+                    let mut buf = Vec::new();
+                    let mut chunk = [0u8; 4096];
+                    loop {
+                        let Some(end) = buf.windows(4).position(|w| w == b"\r\n\r\n") else {
+                            match s.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                            continue;
+                        };
+                        let head = String::from_utf8_lossy(&buf[..end]).to_string();
+                        let len: usize = head
+                            .lines()
+                            .find_map(|l| {
+                                let (k, v) = l.split_once(':')?;
+                                k.eq_ignore_ascii_case("content-length")
+                                    .then(|| v.trim().parse().ok())?
+                            })
+                            .unwrap_or(0);
+                        while buf.len() < end + 4 + len {
+                            match s.read(&mut chunk).await {
+                                Ok(0) | Err(_) => return,
+                                Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                            }
+                        }
+                        buf.drain(..end + 4 + len);
+                        let status = match mode {
+                            Mode::HangHealth if head.starts_with("GET /health") => {
+                                tokio::time::sleep(Duration::from_secs(60)).await;
+                                return;
+                            }
+                            Mode::HangHealth => 200,
+                            Mode::Status(st) => st,
+                        };
+                        if !head.starts_with("GET /health") {
+                            hits.fetch_add(1, Ordering::SeqCst);
+                        }
+                        let resp = format!(
+                            "HTTP/1.1 {status} X\r\nContent-Length: {}\r\nX-Up: {name}\r\n\r\n{name}",
+                            name.len()
+                        );
+                        if s.write_all(resp.as_bytes()).await.is_err() {
+                            return;
+                        }
+                    }
+                });
+            }
+        }));
+    }
+
+    /// Stop listening and drop every connection: new connections are refused.
+    async fn kill(&mut self) {
+        if let Some(t) = self.task.take() {
+            t.abort();
+            let _ = t.await;
+        }
+    }
+
+    /// Listen again on the same port.
+    async fn restart(&mut self) {
+        let l = TcpListener::bind(self.addr).await.unwrap();
+        self.run(l);
+    }
+
+    fn hits(&self) -> usize {
+        self.hits.load(Ordering::SeqCst)
+    }
+}
+
+fn config(ups: &[&Up], extra: &str) -> String {
+    let list: Vec<String> = ups.iter().map(|u| format!("\"{}\"", u.addr)).collect();
+    format!(
+        "[[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [{}]\nconnect_timeout = \"500ms\"\nread_timeout = \"2s\"\n{extra}\n",
+        list.join(", ")
+    )
+}
+
+fn upstream_state(status: &serde_json::Value, i: usize) -> String {
+    status["upstreams"][0]["upstreams"][i]["state"]
+        .as_str()
+        .unwrap_or("?")
+        .to_string()
+}
+
+/// Kill one of three upstreams under load and bring it back: no client sees an error (the requests that
+/// met the dead one went to another), it is ejected after `max_fails` failures, and it takes requests
+/// again once its ejection is over.
+#[tokio::test]
+async fn one_of_three_killed_and_restored_costs_clients_nothing() {
+    let mut a = Up::new("a", Mode::Status(200)).await;
+    let b = Up::new("b", Mode::Status(200)).await;
+    let c = Up::new("c", Mode::Status(200)).await;
+    let h = start(&config(
+        &[&a, &b, &c],
+        "max_fails = 2\neject_for = \"400ms\"\nslow_start = \"0s\"",
+    ))
+    .await;
+    let addr = h.local_addr();
+    for _ in 0..30 {
+        assert_eq!(get(addr, "/").await.status, 200);
+    }
+    assert!(a.hits() >= 9, "round robin reached a: {}", a.hits());
+    a.kill().await;
+    let killed_at = a.hits();
+    let mut errors = 0;
+    for _ in 0..60 {
+        // POST too: nothing reached the dead upstream, so it may go to another
+        let method = if errors % 2 == 0 { "POST" } else { "GET" };
+        if request(addr, method, "/", &[]).await.status != 200 {
+            errors += 1;
+        }
+    }
+    assert_eq!(
+        errors, 0,
+        "client-visible errors while an upstream was down"
+    );
+    assert_eq!(
+        upstream_state(&h.status(), 0),
+        "ejected",
+        "{}",
+        h.status()["upstreams"]
+    );
+    assert!(h.status()["upstreams"][0]["upstreams"][0]["ejections"].as_u64() >= Some(1));
+    a.restart().await;
+    // back after its ejection (400 ms, doubled at most once more if a probe met it still dead)
+    let back = Instant::now();
+    let mut n = 0;
+    while a.hits() == killed_at {
+        assert!(back.elapsed() < Duration::from_secs(10), "never returned");
+        assert_eq!(get(addr, "/").await.status, 200);
+        n += 1;
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(n > 0);
+    assert_eq!(upstream_state(&h.status(), 0), "up");
+    h.shutdown().await.unwrap();
+}
+
+/// Active checks: an upstream whose /health hangs is marked down after `fall` checks and gets no more
+/// requests (without checks a hung upstream would hold requests until read_timeout).
+#[tokio::test]
+async fn active_checks_mark_a_hung_upstream_down() {
+    let hung = Up::new("hung", Mode::HangHealth).await;
+    let ok = Up::new("ok", Mode::Status(200)).await;
+    let h = start(&config(
+        &[&hung, &ok],
+        "[routes.proxy.health_check]\npath = \"/health\"\ninterval = \"50ms\"\ntimeout = \"50ms\"\nfall = 2\nrise = 1",
+    ))
+    .await;
+    wait_until(Duration::from_secs(5), || {
+        upstream_state(&h.status(), 0) == "down"
+    })
+    .await;
+    assert_eq!(upstream_state(&h.status(), 1), "up");
+    let before = hung.hits();
+    for _ in 0..20 {
+        let r = get(h.local_addr(), "/").await;
+        assert_eq!((r.status, r.body.as_str()), (200, "ok"));
+    }
+    assert_eq!(hung.hits(), before, "a down upstream got requests");
+    h.shutdown().await.unwrap();
+}
+
+/// Consistent hashing on a header: every user stays on one upstream.
+#[tokio::test]
+async fn hashing_keeps_a_client_on_one_upstream() {
+    let (a, b, c) = (
+        Up::new("a", Mode::Status(200)).await,
+        Up::new("b", Mode::Status(200)).await,
+        Up::new("c", Mode::Status(200)).await,
+    );
+    let h = start(&config(
+        &[&a, &b, &c],
+        "balance = \"hash\"\nhash_key = \"header:X-User\"",
+    ))
+    .await;
+    let mut used = std::collections::HashSet::new();
+    for user in 0..12 {
+        let u = user.to_string();
+        let first = request(h.local_addr(), "GET", "/", &[("X-User", &u)])
+            .await
+            .body;
+        for _ in 0..4 {
+            let again = request(h.local_addr(), "GET", "/", &[("X-User", &u)])
+                .await
+                .body;
+            assert_eq!(again, first, "user {user} moved");
+        }
+        used.insert(first);
+    }
+    assert!(used.len() >= 2, "12 users all on one upstream: {used:?}");
+    h.shutdown().await.unwrap();
+}
+
+/// Weighted round robin: weights 3:1 split the requests 3:1.
+#[tokio::test]
+async fn weights_split_the_requests() {
+    let (a, b) = (
+        Up::new("a", Mode::Status(200)).await,
+        Up::new("b", Mode::Status(200)).await,
+    );
+    let toml = format!(
+        "[[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [{{ address = \"{}\", weight = 3 }}, \"{}\"]\n",
+        a.addr, b.addr
+    );
+    let h = start(&toml).await;
+    for _ in 0..80 {
+        assert_eq!(get(h.local_addr(), "/").await.status, 200);
+    }
+    assert_eq!((a.hits(), b.hits()), (60, 20));
+    h.shutdown().await.unwrap();
+}
+
+/// Every upstream answers 503 and `retry_on` names it: each request may go to another upstream, but the
+/// retry budget (20% of requests, plus a reserve of 10) caps what the failing group is sent.
+#[tokio::test]
+async fn the_retry_budget_caps_extra_requests() {
+    let (a, b, c) = (
+        Up::new("a", Mode::Status(503)).await,
+        Up::new("b", Mode::Status(503)).await,
+        Up::new("c", Mode::Status(503)).await,
+    );
+    // max_fails = 0: no ejection, so every request reaches the group
+    let h = start(&config(
+        &[&a, &b, &c],
+        "retry_on = [\"503\"]\ntries = 3\nmax_fails = 0",
+    ))
+    .await;
+    let n = 200;
+    for _ in 0..n {
+        assert_eq!(get(h.local_addr(), "/").await.status, 503);
+    }
+    let sent = a.hits() + b.hits() + c.hits();
+    assert!(sent > n + 10, "no retries at all: {sent}");
+    assert!(
+        sent <= n + n / 5 + 10,
+        "{sent} upstream requests for {n}: the budget allows {}",
+        n + n / 5 + 10
+    );
+    // a POST is never sent again after an answer
+    let before = a.hits() + b.hits() + c.hits();
+    assert_eq!(request(h.local_addr(), "POST", "/", &[]).await.status, 503);
+    assert_eq!(a.hits() + b.hits() + c.hits(), before + 1);
+    h.shutdown().await.unwrap();
+}
+
+/// With every upstream out (ejected), the answer is 503 at once, not after connect timeouts.
+#[tokio::test]
+async fn every_upstream_out_is_503_at_once() {
+    let mut a = Up::new("a", Mode::Status(200)).await;
+    let mut b = Up::new("b", Mode::Status(200)).await;
+    let h = start(&config(&[&a, &b], "max_fails = 1\neject_for = \"30s\"")).await;
+    a.kill().await;
+    b.kill().await;
+    // the first request meets both dead (failover), which ejects both
+    let r = get(h.local_addr(), "/").await;
+    assert_eq!(r.status, 502, "{r:?}");
+    let t = Instant::now();
+    let r = get(h.local_addr(), "/").await;
+    assert_eq!(r.status, 503);
+    assert!(r.body.contains("no healthy upstream"), "{}", r.body);
+    assert_eq!(r.header("retry-after"), Some("1"));
+    assert!(
+        t.elapsed() < Duration::from_millis(400),
+        "took {:?}",
+        t.elapsed()
+    );
+    let st = h.status();
+    assert_eq!(
+        (upstream_state(&st, 0), upstream_state(&st, 1)),
+        ("ejected".into(), "ejected".into())
+    );
+    h.shutdown().await.unwrap();
+}
+
+/// Upstream metrics: healthy and ejected gauges per route and upstream.
+#[tokio::test]
+async fn upstream_health_is_in_the_metrics() {
+    let mut a = Up::new("a", Mode::Status(200)).await;
+    let b = Up::new("b", Mode::Status(200)).await;
+    let h = start(&config(&[&a, &b], "max_fails = 1\neject_for = \"30s\"")).await;
+    a.kill().await;
+    for _ in 0..4 {
+        assert_eq!(get(h.local_addr(), "/").await.status, 200);
+    }
+    let m = get(h.admin_addr().unwrap(), "/metrics").await.body;
+    let line =
+        |name: &str, up: &Up| format!("ordo_serve_{name}{{route=\"/\",upstream=\"{}\"}}", up.addr);
+    assert!(
+        m.contains(&format!("{} 0", line("upstream_healthy", &a))),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("{} 1", line("upstream_ejected", &a))),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("{} 1", line("upstream_healthy", &b))),
+        "{m}"
+    );
+    assert!(
+        m.contains(&format!("{} 1", line("upstream_ejections", &a))),
+        "{m}"
+    );
+    h.shutdown().await.unwrap();
+}
