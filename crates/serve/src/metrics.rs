@@ -132,6 +132,8 @@ pub struct Metrics {
     lua_skipped: Family<HookLabel, Counter>,
     lua_disabled: Family<HookLabel, Counter>,
     concurrency: ConcurrencyMetrics,
+    /// Rate limiting, access control and access-log families (`crate::edge`).
+    pub(crate) edge: crate::edge::EdgeMetrics,
 }
 
 /// The lanes' limits (adaptive or fixed) and what they serve, refreshed from the gate at each scrape.
@@ -333,6 +335,7 @@ impl Metrics {
             coalesce_spins.clone(),
         );
         let concurrency = ConcurrencyMetrics::register(&mut registry);
+        let edge = crate::edge::EdgeMetrics::register(&mut registry);
         let m = Metrics {
             registry,
             arrivals,
@@ -356,6 +359,7 @@ impl Metrics {
             lua_limits,
             lua_skipped,
             lua_disabled,
+            edge,
         };
         // every series exists from the start (a scrape shows 0, not nothing)
         for hook in ["classify", "pick"] {

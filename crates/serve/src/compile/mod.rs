@@ -50,6 +50,8 @@ pub(crate) struct Active {
     /// The kernel priority of each class that has one (`nice`, `thread_policy`); the others run at the
     /// thread's own.
     pub(crate) priorities: Vec<(Arc<str>, WorkPriority)>,
+    /// Each route's edge duties (compression, ...).
+    pub(crate) edge: crate::edge::Edge,
 }
 
 impl Active {
@@ -165,6 +167,7 @@ impl Compiled {
             ));
         }
         let admin = AdminGuard::build(cfg).map_err(loc)?;
+        let edge = crate::edge::Edge::build(cfg).map_err(loc)?;
         let priorities = class_priorities(cfg, &KernelPriority::of_this_process()).map_err(loc)?;
         let sched = sched_config(cfg);
         let plan = overload::plan(cfg).map_err(loc)?;
@@ -222,6 +225,7 @@ impl Compiled {
                     .collect(),
                 admin,
                 priorities,
+                edge,
             },
             sched,
             pickers,
