@@ -491,3 +491,103 @@ async fn htpasswd_b_hashes_are_accepted() {
     );
     h.shutdown().await.unwrap();
 }
+
+/// examples/kubernetes/ordo.yaml: its ConfigMap holds a valid configuration; the Deployment's probes name a
+/// container port that is the configuration's admin port, and their paths answer 200 on a running ordo
+/// started from that configuration; the Service targets a port the container declares. The YAML is read
+/// by Python's PyYAML (no YAML crate in the workspace); skipped when it is not installed.
+#[tokio::test]
+async fn the_kubernetes_example_probes_real_admin_endpoints() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("../..");
+    let yaml = root.join("examples/kubernetes/ordo.yaml");
+    let out = std::process::Command::new("python3")
+        .args([
+            "-c",
+            "import json, sys, yaml; print(json.dumps(list(yaml.safe_load_all(open(sys.argv[1])))))",
+        ])
+        .arg(&yaml)
+        .output();
+    let out = match out {
+        Ok(o) if o.status.success() => o,
+        Ok(o) => {
+            let err = String::from_utf8_lossy(&o.stderr);
+            assert!(
+                err.contains("No module named 'yaml'"),
+                "the YAML does not parse: {err}"
+            );
+            println!("skipped: python3 has no yaml module (pip install pyyaml)");
+            return;
+        }
+        Err(_) => {
+            println!("skipped: python3 is not installed");
+            return;
+        }
+    };
+    let docs: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let docs = docs.as_array().unwrap();
+    let kind = |k: &str| {
+        docs.iter()
+            .find(|d| d["kind"] == k)
+            .unwrap_or_else(|| panic!("no {k} in {}", yaml.display()))
+    };
+    let toml_text = kind("ConfigMap")["data"]["ordo.toml"].as_str().unwrap();
+    let cfg = ordo_serve::ServeConfig::from_toml_str(toml_text, "configmap ordo.toml").unwrap();
+    assert!(cfg.listen.ip().is_unspecified() && cfg.admin.listen.ip().is_unspecified());
+    let container = &kind("Deployment")["spec"]["template"]["spec"]["containers"][0];
+    let ports = container["ports"].as_array().unwrap();
+    let port_number = |p: &serde_json::Value| -> u64 {
+        match p.as_u64() {
+            Some(n) => n,
+            None => ports
+                .iter()
+                .find(|q| q["name"] == *p)
+                .unwrap_or_else(|| panic!("no container port named {p}"))["containerPort"]
+                .as_u64()
+                .unwrap(),
+        }
+    };
+    assert_eq!(
+        port_number(&kind("Service")["spec"]["ports"][0]["targetPort"]),
+        u64::from(cfg.listen.port())
+    );
+    // the grace ordo takes is shorter than the one Kubernetes gives before SIGKILL
+    let k8s_grace = kind("Deployment")["spec"]["template"]["spec"]["terminationGracePeriodSeconds"]
+        .as_u64()
+        .unwrap();
+    assert!(cfg.shutdown_grace.as_secs() < k8s_grace);
+    let h = crate::ctl_util::start_cfg(cfg.clone()).await;
+    let admin = h.admin_addr().unwrap();
+    let mut probes = 0;
+    for probe in ["readinessProbe", "livenessProbe", "startupProbe"] {
+        let p = &container[probe]["httpGet"];
+        if p.is_null() {
+            continue;
+        }
+        probes += 1;
+        assert_eq!(
+            port_number(&p["port"]),
+            u64::from(cfg.admin.listen.port()),
+            "{probe}"
+        );
+        let path = p["path"].as_str().unwrap();
+        let r = crate::ctl_util::get(admin, path).await;
+        assert_eq!(r.status, 200, "{probe} {path}: {}", r.body);
+    }
+    assert!(probes >= 2, "readiness and liveness probes");
+    h.shutdown().await.unwrap();
+    // the image's own configuration is valid, and every file the Dockerfile copies from the tree exists
+    let image_cfg =
+        ordo_serve::ServeConfig::from_file(root.join("examples/container/ordo.toml")).unwrap();
+    assert!(image_cfg.listen.ip().is_unspecified());
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    for line in dockerfile
+        .lines()
+        .filter(|l| l.starts_with("COPY ") && !l.contains("--from"))
+    {
+        let src = line.split_whitespace().nth(1).unwrap();
+        assert!(
+            root.join(src).exists(),
+            "Dockerfile copies {src}, which is missing"
+        );
+    }
+}
