@@ -75,13 +75,17 @@ impl Gcra {
                 tat,
             );
         }
-        let new = tat + self.interval;
+        // (saturating: a burst of billions at one an hour reaches u64's end, and must not wrap)
+        let new = tat.saturating_add(self.interval);
         // what the bucket still holds after this request: requests that fit before `now + tolerance`
-        let room = (now + self.tolerance + self.interval).saturating_sub(new);
+        let room = now
+            .saturating_add(self.tolerance)
+            .saturating_add(self.interval)
+            .saturating_sub(new);
         (
             Decision::Allow {
                 remaining: room / self.interval,
-                reset_ns: new - now,
+                reset_ns: new.saturating_sub(now),
             },
             new,
         )
@@ -412,6 +416,14 @@ mod tests {
             admitted += matches!(d, Decision::Allow { .. }) as u32;
         }
         assert_eq!(admitted, 100);
+        // extreme settings neither wrap nor panic
+        let g = Gcra::new(Duration::from_secs(3600), u32::MAX);
+        let (d, t) = g.check(None, u64::MAX - 5);
+        assert!(matches!(d, Decision::Allow { .. }));
+        assert!(matches!(
+            g.check(Some(t), u64::MAX).0,
+            Decision::Allow { .. }
+        ));
     }
 
     fn limiter(extra: &str) -> Limiter {
