@@ -591,3 +591,46 @@ async fn the_kubernetes_example_probes_real_admin_endpoints() {
         );
     }
 }
+
+/// Over HTTP/2 (h2c) the same negotiation applies: a streamed file and a proxied stream arrive compressed
+/// and decode to the originals.
+#[tokio::test]
+async fn compression_over_http2() {
+    let s = site();
+    let up = upstream(chunked(&text(30_000), "")).await;
+    let h = start(&config(&s.root, up, "")).await;
+    let io = tokio::net::TcpStream::connect(h.local_addr())
+        .await
+        .unwrap();
+    let (mut send, conn) = h2::client::handshake(io).await.unwrap();
+    let conn = tokio::spawn(conn);
+    for (path, coding, want) in [
+        ("/big.txt", "zstd", text(400_000)),
+        ("/up/x", "gzip", text(30_000)),
+        ("/page.html", "br", text(20_000)),
+    ] {
+        let req = http::Request::builder()
+            .uri(format!("http://t.test{path}"))
+            .header("accept-encoding", coding)
+            .body(())
+            .unwrap();
+        let (resp, _) = send.send_request(req, true).unwrap();
+        let resp = tokio::time::timeout(std::time::Duration::from_secs(10), resp)
+            .await
+            .unwrap()
+            .unwrap();
+        let (parts, mut body) = resp.into_parts();
+        assert_eq!(parts.status, 200);
+        assert_eq!(parts.headers["content-encoding"], coding, "{path}");
+        let mut got = Vec::new();
+        while let Some(chunk) = body.data().await {
+            let chunk = chunk.unwrap();
+            let _ = body.flow_control().release_capacity(chunk.len());
+            got.extend_from_slice(&chunk);
+        }
+        assert_eq!(decode(coding, &got), want, "{path}");
+    }
+    drop(send);
+    conn.abort();
+    h.shutdown().await.unwrap();
+}
