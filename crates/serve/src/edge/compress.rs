@@ -59,7 +59,7 @@ pub const DEFAULT_TYPES: &[&str] = &[
 ];
 
 /// A content coding ordo produces.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Coding {
     Gzip,
     Br,
@@ -116,6 +116,41 @@ pub struct Compression {
     types: Vec<TypePattern>,
     algorithms: Vec<Coding>,
     precompressed: bool,
+    /// Static routes: compressed copies of cached files (see [`Variants`]).
+    variants: Option<Variants>,
+}
+
+/// Compressed copies of a static route's in-memory files, keyed by path, strong ETag (which changes with
+/// the file) and coding, so a cached file is compressed once per coding, not per request. Bounded by
+/// [`VARIANTS_MAX_BYTES`]; when full it is emptied and refills with what is asked for.
+#[derive(Clone, Default)]
+struct Variants(std::sync::Arc<std::sync::Mutex<VariantMap>>);
+
+#[derive(Default)]
+struct VariantMap {
+    map: std::collections::HashMap<(String, String, Coding), Bytes>,
+    bytes: usize,
+}
+
+/// Compressed bytes the variant cache of one route holds at most.
+const VARIANTS_MAX_BYTES: usize = 32 * 1024 * 1024;
+
+impl std::fmt::Debug for Variants {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("Variants")
+    }
+}
+
+impl PartialEq for Variants {
+    fn eq(&self, _: &Variants) -> bool {
+        true
+    }
+}
+
+impl Variants {
+    fn lock(&self) -> std::sync::MutexGuard<'_, VariantMap> {
+        self.0.lock().unwrap_or_else(|p| p.into_inner())
+    }
 }
 
 /// Which key of which table was wrong.
@@ -191,7 +226,14 @@ impl Compression {
             types,
             algorithms,
             precompressed: pick!(precompressed).is_some_and(|(_, v)| v),
+            variants: None,
         }))
+    }
+
+    /// These settings for a static route: cached files' compressed copies are kept.
+    pub(crate) fn for_static(mut self) -> Compression {
+        self.variants = Some(Variants::default());
+        self
     }
 
     /// The coding to answer `req` with, if any: the accepted coding with the highest q-value, ties going to
@@ -262,6 +304,18 @@ impl Compression {
             body,
         } = unrender(resp);
         let mut headers = headers;
+        // a static file in memory with a strong ETag: its compressed copy, when made before
+        let variant_key = match (&self.variants, &body) {
+            (Some(_), Body::Bytes(b)) if status == 200 && b.len() <= INLINE_MAX => headers
+                .iter()
+                .find(|(k, v)| k.eq_ignore_ascii_case("etag") && v.starts_with('"'))
+                .map(|(_, etag)| (req.path.clone(), etag.clone(), coding)),
+            _ => None,
+        };
+        let cached = match (&self.variants, &variant_key) {
+            (Some(v), Some(k)) => v.lock().map.get(k).cloned(),
+            _ => None,
+        };
         headers.retain(|(k, _)| {
             !k.eq_ignore_ascii_case("content-length") && !k.eq_ignore_ascii_case("accept-ranges")
         });
@@ -272,6 +326,13 @@ impl Compression {
         }
         headers.push(("Content-Encoding".into(), coding.token().into()));
         add_vary(&mut headers);
+        if let Some(z) = cached {
+            return Response {
+                status,
+                headers,
+                body: Body::Bytes(z),
+            };
+        }
         let body = match self.encode_body(coding, body) {
             Ok(b) => b,
             Err(e) => {
@@ -279,6 +340,17 @@ impl Compression {
                 return Response::text(500, "compression failed");
             }
         };
+        if let (Some(v), Some(k), Body::Bytes(z)) = (&self.variants, variant_key, &body) {
+            let mut v = v.lock();
+            if v.bytes + z.len() > VARIANTS_MAX_BYTES {
+                v.map.clear();
+                v.bytes = 0;
+            }
+            v.bytes += z.len();
+            if let Some(old) = v.map.insert(k, z.clone()) {
+                v.bytes -= old.len();
+            }
+        }
         Response {
             status,
             headers,
@@ -829,6 +901,51 @@ mod tests {
             assert_eq!(out.header("content-encoding").filter(|e| *e != "br"), None);
             assert_eq!(out.header("vary"), None, "{status}");
         }
+    }
+
+    #[tokio::test]
+    async fn a_static_files_compressed_copy_is_kept_per_etag_and_coding() {
+        let c = on(CompressionTable::default()).for_static();
+        let page = |etag: &str, body: Vec<u8>| Response {
+            status: 200,
+            headers: Vec::new(),
+            body: Body::Prerendered {
+                head: Bytes::from(format!("Content-Type: text/html\r\nETag: {etag}\r\n")),
+                body: Bytes::from(body),
+            },
+        };
+        let req = Request::get("/p.html").with_header("Accept-Encoding", "gzip");
+        let first = c.apply(&req, page("\"v1\"", text(5000)));
+        let Body::Bytes(a) = first.body else {
+            panic!("in memory")
+        };
+        let second = c.apply(&req, page("\"v1\"", text(5000)));
+        let Body::Bytes(b) = second.body else {
+            panic!("in memory")
+        };
+        // the same allocation: served from the cache, not compressed again
+        assert_eq!(a.as_ptr(), b.as_ptr());
+        assert_eq!(
+            second
+                .headers
+                .iter()
+                .filter(|(k, _)| k == "Content-Encoding")
+                .count(),
+            1
+        );
+        assert_eq!(gunzip(&b), text(5000));
+        // a changed file (new ETag) is compressed anew
+        let third = c.apply(&req, page("\"v2\"", text(6000)));
+        let Body::Bytes(z) = third.body else {
+            panic!("in memory")
+        };
+        assert_eq!(gunzip(&z), text(6000));
+        // br is a copy of its own
+        let br = Request::get("/p.html").with_header("Accept-Encoding", "br");
+        let Body::Bytes(z) = c.apply(&br, page("\"v1\"", text(5000))).body else {
+            panic!("in memory")
+        };
+        assert_eq!(decode(Coding::Br, &z), text(5000));
     }
 
     #[tokio::test]

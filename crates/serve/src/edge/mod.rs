@@ -136,6 +136,10 @@ impl Edge {
         for (i, r) in cfg.effective_routes().iter().enumerate() {
             let compression =
                 compress::Compression::build(cfg.compression.as_ref(), r.compression.as_ref())
+                    .map(|c| match r.static_files {
+                        Some(_) => c.map(compress::Compression::for_static),
+                        None => c,
+                    })
                     .map_err(|(in_route, (key, msg))| {
                         let path = if in_route {
                             keypath!["routes", i, "compression", key]
