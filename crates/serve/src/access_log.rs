@@ -635,7 +635,10 @@ mod tests {
                 .split(|&b| b == b'\n')
                 .filter(|l| !l.is_empty())
                 .count() as u64;
-            println!("{overflow:?}: {lines} lines written, {} dropped", dropped.get());
+            println!(
+                "{overflow:?}: {lines} lines written, {} dropped",
+                dropped.get()
+            );
             match overflow {
                 Overflow::Block => assert_eq!((lines, dropped.get()), (20_000, 0)),
                 Overflow::Drop => {

@@ -3,8 +3,8 @@
 //! against bcrypt hashes as `htpasswd -B` writes them (401 with `WWW-Authenticate: Basic realm="..."`).
 //!
 //! bcrypt is slow on purpose (htpasswd's default cost 5 is ~2 ms, cost 10 ~60 ms), so a check runs on the
-//! blocking pool, at most [`VERIFY_AT_ONCE`] at a time, and a credential that passed is remembered (as a
-//! keyed hash of the header, never the password) for [`REMEMBER`], so a client's later requests cost a
+//! blocking pool, at most `VERIFY_AT_ONCE` (4) at a time, and a credential that passed is remembered (as a
+//! keyed hash of the header, never the password) for `REMEMBER` (60 s), so a client's later requests cost a
 //! lookup. An unknown user is checked against a dummy hash, so its answer takes as long as a wrong password.
 
 use std::collections::HashMap;

@@ -584,7 +584,8 @@ fn ranked<'a>(values: impl Iterator<Item = &'a str>, offered: &[Coding]) -> Vec<
     out.into_iter().map(|(_, _, c)| c).collect()
 }
 
-/// The best coding of `offered` for these `Accept-Encoding` values (see [`ranked`]).
+/// The best coding of `offered` for these `Accept-Encoding` values: the highest q-value, ties in
+/// `offered`'s order; `*` covers what is not named; no header at all means none.
 pub fn negotiate<'a>(values: impl Iterator<Item = &'a str>, offered: &[Coding]) -> Option<Coding> {
     ranked(values, offered).into_iter().next()
 }
