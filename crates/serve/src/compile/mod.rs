@@ -50,7 +50,7 @@ pub(crate) struct Active {
     /// The kernel priority of each class that has one (`nice`, `thread_policy`); the others run at the
     /// thread's own.
     pub(crate) priorities: Vec<(Arc<str>, WorkPriority)>,
-    /// Each route's edge duties (compression, ...).
+    /// Each route's edge duties (rate limit, access control, compression).
     pub(crate) edge: crate::edge::Edge,
 }
 
