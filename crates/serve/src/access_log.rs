@@ -1,8 +1,14 @@
 //! The access log: one line per request, in the combined format (Apache/nginx, plus class, queue wait and
 //! service time) or as JSON lines. The request path never touches the disk: it appends the line to a bounded
-//! in-memory buffer (a line that does not fit is dropped and counted, never waited for); a writer thread
-//! empties the buffer every `flush_interval` (or sooner when it is half full) and reopens the file when
-//! asked (SIGUSR1, for logrotate).
+//! in-memory buffer; a writer thread empties the buffer every `flush_interval` (or sooner when it is half
+//! full) and reopens the file when asked (SIGUSR1, for logrotate).
+//!
+//! When the buffer is full (the disk is slower than the requests), `overflow` decides: `"block"` (the
+//! default) makes the serving thread wait until the writer has taken the buffer — no line is ever lost, and
+//! a disk slower than the request rate slows the serving down to its pace, as nginx's synchronous log writes
+//! do; `"drop"` never waits and drops the line instead, counted in `ordo_serve_access_log_dropped_lines` and
+//! in a warning. The writer swaps the whole buffer out under the lock and writes outside it, so a wait
+//! lasts at most one write of the previous buffer.
 
 use std::io::Write;
 use std::net::SocketAddr;
@@ -21,11 +27,24 @@ pub struct AccessLogConfig {
     /// The log file (appended to, created if missing). Left out: no access log.
     pub path: Option<PathBuf>,
     pub format: LogFormat,
-    /// Bytes of log lines held in memory at most; a line that does not fit is dropped (and counted).
+    /// Bytes of log lines held in memory at most (twice this while the writer writes one buffer out).
     pub buffer_bytes: usize,
     /// How often the buffer is written out.
     #[serde(deserialize_with = "crate::http::duration::deserialize")]
     pub flush_interval: Duration,
+    /// What a full buffer does: `"block"` (wait for the writer, lose nothing) or `"drop"` (drop the line).
+    pub overflow: Overflow,
+}
+
+/// `access_log.overflow`.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Overflow {
+    /// The serving thread waits until the writer has room: no line is lost.
+    #[default]
+    Block,
+    /// The line is dropped (and counted): the serving thread never waits for the disk.
+    Drop,
 }
 
 impl Default for AccessLogConfig {
@@ -33,8 +52,9 @@ impl Default for AccessLogConfig {
         AccessLogConfig {
             path: None,
             format: LogFormat::Combined,
-            buffer_bytes: 256 * 1024,
+            buffer_bytes: 1024 * 1024,
             flush_interval: Duration::from_secs(1),
+            overflow: Overflow::Block,
         }
     }
 }
@@ -93,9 +113,14 @@ struct State {
 
 struct Inner {
     state: Mutex<State>,
+    /// Wakes the writer.
     wake: Condvar,
+    /// Wakes request threads waiting for room (`Overflow::Block`).
+    room: Condvar,
     cap: usize,
     format: LogFormat,
+    overflow: Overflow,
+    dropped: prometheus_client::metrics::counter::Counter,
 }
 
 /// A running access log (its writer thread stops, after a last flush, when this is dropped).
@@ -118,9 +143,23 @@ fn open(path: &Path) -> std::io::Result<std::fs::File> {
 }
 
 impl AccessLog {
-    /// Opens the file (an error names it) and starts the writer thread.
-    pub fn start(cfg: &AccessLogConfig, path: &Path) -> Result<AccessLog, String> {
+    /// Opens the file (an error names it) and starts the writer thread; `dropped` counts lines dropped.
+    pub fn start(
+        cfg: &AccessLogConfig,
+        path: &Path,
+        dropped: prometheus_client::metrics::counter::Counter,
+    ) -> Result<AccessLog, String> {
         let file = open(path).map_err(|e| format!("{}: cannot open: {e}", path.display()))?;
+        Self::start_sink(cfg, Box::new(file), Some(path.to_path_buf()), dropped)
+    }
+
+    /// [`AccessLog::start`] writing to any sink (`path`: where to reopen it, if it can be).
+    fn start_sink(
+        cfg: &AccessLogConfig,
+        sink: Box<dyn Write + Send>,
+        path: Option<PathBuf>,
+        dropped: prometheus_client::metrics::counter::Counter,
+    ) -> Result<AccessLog, String> {
         let cap = cfg.buffer_bytes.max(4096);
         let inner = Arc::new(Inner {
             state: Mutex::new(State {
@@ -130,15 +169,17 @@ impl AccessLog {
                 stop: false,
             }),
             wake: Condvar::new(),
+            room: Condvar::new(),
             cap,
             format: cfg.format,
+            overflow: cfg.overflow,
+            dropped,
         });
         let w = inner.clone();
-        let path = path.to_path_buf();
         let every = cfg.flush_interval.max(Duration::from_millis(10));
         let writer = std::thread::Builder::new()
             .name("ordo-access-log".into())
-            .spawn(move || write_loop(&w, file, &path, every))
+            .spawn(move || write_loop(&w, sink, path.as_deref(), every))
             .map_err(|e| format!("cannot start the access-log writer: {e}"))?;
         Ok(AccessLog {
             inner,
@@ -152,7 +193,8 @@ impl AccessLog {
         self.inner.wake.notify_one();
     }
 
-    /// Appends one request's line; drops it (counted) when the buffer is full.
+    /// Appends one request's line; when the buffer is full, waits for the writer (`Overflow::Block`) or
+    /// drops the line (counted, `Overflow::Drop`).
     pub(crate) fn log(
         &self,
         line: &RequestLine,
@@ -168,9 +210,19 @@ impl AccessLog {
                 LogFormat::Json => json(&mut l, line, resp, served, total),
             }
             let mut st = self.inner.lock();
-            if st.buf.len() + l.len() > self.inner.cap {
-                st.dropped += 1;
-                return;
+            // (a line longer than the whole buffer goes into an empty one)
+            while st.buf.len() + l.len() > self.inner.cap && !st.buf.is_empty() && !st.stop {
+                match self.inner.overflow {
+                    Overflow::Drop => {
+                        st.dropped += 1;
+                        self.inner.dropped.inc();
+                        return;
+                    }
+                    Overflow::Block => {
+                        self.inner.wake.notify_one();
+                        st = self.inner.room.wait(st).unwrap_or_else(|p| p.into_inner());
+                    }
+                }
             }
             st.buf.extend_from_slice(&l);
             if st.buf.len() >= self.inner.cap / 2 {
@@ -200,7 +252,12 @@ thread_local! {
     static LINE: std::cell::RefCell<Vec<u8>> = std::cell::RefCell::new(Vec::with_capacity(512));
 }
 
-fn write_loop(inner: &Inner, mut file: std::fs::File, path: &Path, every: Duration) {
+fn write_loop(
+    inner: &Inner,
+    mut file: Box<dyn Write + Send>,
+    path: Option<&Path>,
+    every: Duration,
+) {
     let mut out: Vec<u8> = Vec::with_capacity(inner.cap);
     let mut failing = false;
     loop {
@@ -214,6 +271,7 @@ fn write_loop(inner: &Inner, mut file: std::fs::File, path: &Path, every: Durati
                     .0;
             }
             std::mem::swap(&mut st.buf, &mut out);
+            inner.room.notify_all();
             let r = (st.reopen, st.stop, st.dropped);
             st.reopen = false;
             st.dropped = 0;
@@ -222,7 +280,8 @@ fn write_loop(inner: &Inner, mut file: std::fs::File, path: &Path, every: Durati
         if dropped > 0 {
             tracing::warn!(
                 lines = dropped,
-                "access log: buffer full, lines dropped (raise access_log.buffer_bytes or lower flush_interval)"
+                "access log: buffer full, lines dropped (overflow = \"drop\"; raise access_log.buffer_bytes, or \
+                 overflow = \"block\" to wait instead)"
             );
         }
         if !out.is_empty() {
@@ -230,16 +289,17 @@ fn write_loop(inner: &Inner, mut file: std::fs::File, path: &Path, every: Durati
                 Ok(()) => failing = false,
                 Err(e) if !failing => {
                     failing = true;
-                    tracing::error!(path = %path.display(), error = %e, "access log: write failed; lines lost");
+                    let path = path.map(|p| p.display().to_string()).unwrap_or_default();
+                    tracing::error!(path = %path, error = %e, "access log: write failed; lines lost");
                 }
                 Err(_) => {}
             }
             out.clear();
         }
-        if reopen {
+        if let (true, Some(path)) = (reopen, path) {
             match open(path) {
                 Ok(f) => {
-                    file = f;
+                    file = Box::new(f);
                     tracing::info!(path = %path.display(), "access log reopened");
                 }
                 Err(e) => {
@@ -249,6 +309,7 @@ fn write_loop(inner: &Inner, mut file: std::fs::File, path: &Path, every: Durati
         }
         if stop {
             let _ = file.flush();
+            inner.room.notify_all();
             return;
         }
     }
@@ -484,8 +545,10 @@ mod tests {
             format: LogFormat::Combined,
             buffer_bytes: 4096,
             flush_interval: Duration::from_millis(20),
+            overflow: Overflow::Drop,
         };
-        let log = AccessLog::start(&cfg, &path).unwrap();
+        let dropped = prometheus_client::metrics::counter::Counter::default();
+        let log = AccessLog::start(&cfg, &path, dropped.clone()).unwrap();
         let (l, r, s) = sample();
         log.log(&l, &r, &s, Duration::ZERO);
         let deadline = std::time::Instant::now() + Duration::from_secs(5);
@@ -512,6 +575,77 @@ mod tests {
         assert_eq!(old.lines().count(), 1);
         let n = new.lines().count();
         assert!((1..10_001).contains(&n), "{n} lines");
+        assert_eq!(
+            n as u64 + dropped.get(),
+            10_001,
+            "every line written or counted"
+        );
         assert!(new.lines().all(|l| l.ends_with("request_us=0")));
+    }
+
+    /// A sink that takes 1 ms per write and keeps what it was given.
+    struct Slow(Arc<Mutex<Vec<u8>>>);
+    impl Write for Slow {
+        fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+            std::thread::sleep(Duration::from_millis(1));
+            let n = b.len().min(8192);
+            self.0.lock().unwrap().extend_from_slice(&b[..n]);
+            Ok(n)
+        }
+        fn flush(&mut self) -> std::io::Result<()> {
+            Ok(())
+        }
+    }
+
+    /// Four threads log 20 000 lines as fast as they can into a 4 KiB buffer in front of a sink that
+    /// takes 1 ms per 8 KiB: by default every line arrives; with `overflow = "drop"` lines are lost and
+    /// each one is counted.
+    #[test]
+    fn a_slow_sink_loses_nothing_by_default() {
+        for overflow in [Overflow::Block, Overflow::Drop] {
+            let got = Arc::new(Mutex::new(Vec::new()));
+            let cfg = AccessLogConfig {
+                buffer_bytes: 4096,
+                overflow,
+                ..AccessLogConfig::default()
+            };
+            let dropped = prometheus_client::metrics::counter::Counter::default();
+            let log = Arc::new(
+                AccessLog::start_sink(&cfg, Box::new(Slow(got.clone())), None, dropped.clone())
+                    .unwrap(),
+            );
+            let threads: Vec<_> = (0..4)
+                .map(|_| {
+                    let log = log.clone();
+                    std::thread::spawn(move || {
+                        let (l, r, s) = sample();
+                        for _ in 0..5000 {
+                            log.log(&l, &r, &s, Duration::ZERO);
+                        }
+                    })
+                })
+                .collect();
+            for t in threads {
+                t.join().unwrap();
+            }
+            drop(Arc::into_inner(log).expect("the only handle")); // the last flush
+            let lines = got
+                .lock()
+                .unwrap()
+                .split(|&b| b == b'\n')
+                .filter(|l| !l.is_empty())
+                .count() as u64;
+            println!(
+                "{overflow:?}: {lines} lines written, {} dropped",
+                dropped.get()
+            );
+            match overflow {
+                Overflow::Block => assert_eq!((lines, dropped.get()), (20_000, 0)),
+                Overflow::Drop => {
+                    assert!(dropped.get() > 0, "a 4 KiB buffer before a slow sink drops");
+                    assert_eq!(lines + dropped.get(), 20_000);
+                }
+            }
+        }
     }
 }

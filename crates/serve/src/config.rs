@@ -91,6 +91,10 @@ pub struct ServeConfig {
     pub access_log: crate::access_log::AccessLogConfig,
     /// HTTP/2: ALPN on TLS listeners, h2c on the plain one, and its limits (see `crate::http2`).
     pub http2: crate::http2::Http2Config,
+    /// `[compression]`: response compression for every route (a route's own table wins key by key).
+    pub compression: Option<CompressionTable>,
+    /// `[rate_limit]`: one per-client limit shared by every route without its own.
+    pub rate_limit: Option<RateLimitTable>,
     /// Where the config came from (file name, text, directory for relative paths); not a TOML key.
     #[serde(skip)]
     pub origin: Option<Arc<Origin>>,
@@ -126,6 +130,8 @@ impl Default for ServeConfig {
             tls: None,
             access_log: crate::access_log::AccessLogConfig::default(),
             http2: crate::http2::Http2Config::default(),
+            compression: None,
+            rate_limit: None,
             origin: None,
             overrides: Overrides::default(),
         }
@@ -308,6 +314,12 @@ pub struct RouteConfig {
     pub synthetic: Option<SyntheticConfig>,
     /// This route's limit settings over `[limiter]` (with `workers = "auto"`); `group` shares one limit.
     pub limiter: Option<crate::overload::LimiterTable>,
+    /// This route's compression settings over `[compression]`.
+    pub compression: Option<CompressionTable>,
+    /// This route's own per-client rate limit (instead of `[rate_limit]`; `enabled = false`: none).
+    pub rate_limit: Option<RateLimitTable>,
+    /// Address allow/deny rules and basic auth for this route.
+    pub access: Option<AccessTable>,
 }
 
 impl Default for RouteConfig {
@@ -320,8 +332,69 @@ impl Default for RouteConfig {
             proxy: None,
             synthetic: None,
             limiter: None,
+            compression: None,
+            rate_limit: None,
+            access: None,
         }
     }
+}
+
+/// `[compression]` (server-wide) and `[routes.compression]` (one route; each key it sets wins over the
+/// server's).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct CompressionTable {
+    pub enabled: Option<bool>,
+    /// Effort, 1 (fastest) to 9 (smallest), given to each library on its own scale (gzip 1–9, brotli quality
+    /// 1–9 of 0–11, zstd 1–9 of 1–22).
+    pub level: Option<u32>,
+    /// Bodies known to be shorter than this many bytes are sent as they are.
+    pub min_size: Option<u64>,
+    /// Media types compressed (`text/html`, or `text/*` for a whole top-level type); parameters ignored.
+    pub types: Option<Vec<String>>,
+    /// Codings offered, in order of preference when the client's q-values tie.
+    pub algorithms: Option<Vec<String>>,
+    /// Static routes: serve `path.br` / `path.zst` / `path.gz` when present and accepted.
+    pub precompressed: Option<bool>,
+}
+
+/// `[rate_limit]` (one limit shared by every route without its own) and `[routes.rate_limit]` (the route's
+/// own).
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct RateLimitTable {
+    /// `false` in a route's table: this route is not limited (not even by `[rate_limit]`).
+    pub enabled: Option<bool>,
+    /// Sustained rate per key: `"10/s"`, `"600/m"`, `"1000/h"`.
+    pub rate: Option<String>,
+    /// Requests a key may send at once after being idle (≥ 1; default 1).
+    pub burst: Option<u32>,
+    /// What a key is: `"ip"` (default), `"header:NAME"`, `"cookie:NAME"` or `"class"`. A request without the
+    /// header or cookie is keyed by its address.
+    pub key: Option<String>,
+    /// Peers (CIDR) whose `X-Forwarded-For` names the client; other peers are the client themselves.
+    pub trusted_proxies: Vec<String>,
+    /// Keys remembered at most (memory: about 40 bytes each).
+    pub max_keys: Option<usize>,
+    /// Name of the policy in the `RateLimit-Policy` / `RateLimit` headers.
+    pub name: Option<String>,
+}
+
+/// `[routes.access]`.
+#[derive(Clone, Debug, Default, Deserialize, PartialEq)]
+#[serde(default, deny_unknown_fields)]
+pub struct AccessTable {
+    /// Ordered rules, `"allow CIDR"` / `"deny CIDR"` (`all` for every address); the first that matches
+    /// decides, none matching allows.
+    pub ip: Vec<String>,
+    /// Peers (CIDR) whose `X-Forwarded-For` names the client for the `ip` rules.
+    pub trusted_proxies: Vec<String>,
+    /// Basic auth realm (shown by browsers); needs users.
+    pub realm: Option<String>,
+    /// An htpasswd file (`user:hash` lines, bcrypt only: `htpasswd -B`); relative to the config file.
+    pub users_file: Option<PathBuf>,
+    /// Users and their bcrypt hashes, inline.
+    pub users: std::collections::HashMap<String, String>,
 }
 
 /// `[classify]`: the Lua classification hook.

@@ -172,8 +172,12 @@ impl Server {
         };
         let access_log = match &cfg.access_log.path {
             Some(p) => Some(
-                crate::access_log::AccessLog::start(&cfg.access_log, &cfg.resolve(p))
-                    .map_err(|m| cfg.locate(Invalid::new(keypath!["access_log", "path"], m)))?,
+                crate::access_log::AccessLog::start(
+                    &cfg.access_log,
+                    &cfg.resolve(p),
+                    metrics.edge.access_log_dropped.clone(),
+                )
+                .map_err(|m| cfg.locate(Invalid::new(keypath!["access_log", "path"], m)))?,
             ),
             None => None,
         };

@@ -178,6 +178,15 @@ impl Shared {
         if let Some(resp) = route.backend.answer_before_scheduling(&req) {
             return resp;
         }
+        // rate limit and access control (crate::edge), before the request takes a place in the queue
+        let edge = active.edge.route(&route.prefix);
+        let extra = match edge {
+            Some(e) => match e.admit(&req, &c.class_name, &self.metrics.edge).await {
+                Ok(extra) => extra,
+                Err(resp) => return resp,
+            },
+            None => Vec::new(),
+        };
         let hint = if active.needs_size {
             size_hint(&c, active.classifier.classes(), route, &req)
         } else {
@@ -219,7 +228,10 @@ impl Shared {
         };
         dm.dispatch(permit.waited());
         let priority = active.priority_of(class);
-        let mut resp = route.backend.call_at(&req, priority).await;
+        let mut resp = match edge {
+            Some(e) => e.call(&route.backend, &req, priority).await,
+            None => route.backend.call_at(&req, priority).await,
+        };
         // from dispatch to the backend's answer, on the gate's clock: the figure the scheduler learns too
         let service = permit.finish(matches!(resp.status, 502..=504));
         if active.needs_size {
@@ -240,7 +252,10 @@ impl Shared {
         if active.headers.queue_wait {
             resp = resp.with_header("X-Ordo-Queue-Wait-Us", waited.as_micros().to_string());
         }
-        resp
+        match edge {
+            Some(e) => e.finish(&req, resp, extra),
+            None => resp,
+        }
     }
 }
 

@@ -52,6 +52,8 @@ pub(crate) struct Active {
     pub(crate) priorities: Vec<(Arc<str>, WorkPriority)>,
     /// Each class's counters, by the classifier's class index (empty when compiled without metrics).
     pub(crate) class_metrics: Vec<Arc<crate::metrics::ClassMetrics>>,
+    /// Each route's edge duties (rate limit, access control, compression).
+    pub(crate) edge: crate::edge::Edge,
 }
 
 impl Active {
@@ -167,6 +169,7 @@ impl Compiled {
             ));
         }
         let admin = AdminGuard::build(cfg).map_err(loc)?;
+        let edge = crate::edge::Edge::build(cfg).map_err(loc)?;
         let priorities = class_priorities(cfg, &KernelPriority::of_this_process()).map_err(loc)?;
         let sched = sched_config(cfg);
         let plan = overload::plan(cfg).map_err(loc)?;
@@ -227,6 +230,7 @@ impl Compiled {
                         .map(|c| m.class(&Arc::from(c.name.as_str())))
                         .collect()
                 }),
+                edge,
             },
             sched,
             pickers,

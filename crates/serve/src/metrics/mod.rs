@@ -103,6 +103,8 @@ pub struct Metrics {
     lua_disabled: Family<HookLabel, Counter>,
     concurrency: ConcurrencyMetrics,
     upstreams: upstream::UpstreamMetrics,
+    /// Rate limiting, access control and access-log families (`crate::edge`).
+    pub(crate) edge: crate::edge::EdgeMetrics,
 }
 
 /// The lanes' limits (adaptive or fixed) and what they serve, refreshed from the gate at each scrape.
@@ -272,6 +274,7 @@ impl Metrics {
         );
         let concurrency = ConcurrencyMetrics::register(&mut registry);
         let upstreams = upstream::UpstreamMetrics::register(&mut registry);
+        let edge = crate::edge::EdgeMetrics::register(&mut registry);
         let m = Metrics {
             registry,
             queue_depth,
@@ -290,6 +293,7 @@ impl Metrics {
             lua_limits,
             lua_skipped,
             lua_disabled,
+            edge,
         };
         // every series exists from the start (a scrape shows 0, not nothing)
         for hook in ["classify", "pick"] {

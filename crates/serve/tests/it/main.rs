@@ -21,6 +21,7 @@ mod ctl_reload;
 mod ctl_seed003;
 mod ctl_shutdown;
 mod ctl_threads;
+mod edge;
 mod http2;
 mod http_backends;
 mod http_inline;
