@@ -35,4 +35,16 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get update -qq >/dev/null
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
+# Python modules the serve tests drive real peers with: websockets (a WebSocket client and server through
+# the proxy) and PyYAML (the Kubernetes example's manifest).
+if command -v python3 >/dev/null 2>&1; then
+  py_need=()
+  python3 -c 'import websockets' >/dev/null 2>&1 || py_need+=(websockets)
+  python3 -c 'import yaml' >/dev/null 2>&1 || py_need+=(pyyaml)
+  if [ ${#py_need[@]} -gt 0 ]; then
+    echo "setup: pip installing ${py_need[*]}" >&2
+    python3 -m pip install --quiet --disable-pip-version-check "${py_need[@]}" >/dev/null 2>&1 ||
+      echo "setup: could not install ${py_need[*]} with pip; the tests that need them say they were skipped" >&2
+  fi
+fi
 command -v cargo >/dev/null 2>&1 || { echo "setup: cargo not found: install a Rust toolchain (rustup)" >&2; exit 1; }

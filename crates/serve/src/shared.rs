@@ -181,7 +181,7 @@ impl Shared {
         // rate limit and access control (crate::edge), before the request takes a place in the queue
         let edge = active.edge.route(&route.prefix);
         let extra = match edge {
-            Some(e) => match e.admit(&req, &c.class_name, &self.metrics.edge).await {
+            Some(e) => match e.admit(&req, c.class_name, &self.metrics.edge).await {
                 Ok(extra) => extra,
                 Err(resp) => return resp,
             },

@@ -422,7 +422,9 @@ impl Compression {
             },
             Body::Stream { rx, .. } => Source::Stream(rx),
             // (compressible() refused an empty body; unrender() made the pre-rendered stream a stream)
-            b @ (Body::Empty | Body::PrerenderedStream { .. }) => return Ok(b),
+            b @ (Body::Empty | Body::PrerenderedStream { .. } | Body::Upgrade { .. }) => {
+                return Ok(b);
+            }
         };
         let (tx, rx) = mpsc::channel(CHANNEL);
         tokio::spawn(pump(source, enc, tx));

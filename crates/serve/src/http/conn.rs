@@ -581,6 +581,9 @@ async fn exchange<H: Handler, S: Transport>(
         }
     };
     st.served += 1;
+    if let Body::Upgrade { .. } = resp.body {
+        return switch_protocols(stream, st, resp, limits).await;
+    }
     let mut ctx = info.write_ctx(st.served, *shutdown.borrow(), limits);
     if !st.nodelay && needs_nodelay(st.served, ctx.keep_alive, &resp.body) {
         let _ = stream.nodelay();
@@ -627,6 +630,39 @@ async fn exchange<H: Handler, S: Transport>(
     After::KeepOn
 }
 
+/// A `101 Switching Protocols` (a proxied WebSocket): the head as the handler gave it, then the connection
+/// belongs to the tunnel, with what the client sent after its request; it is closed when the tunnel ends.
+async fn switch_protocols<S: Transport>(
+    stream: &mut S,
+    st: &mut State,
+    resp: Response,
+    limits: &Limits,
+) -> After {
+    let Body::Upgrade { head, tunnel } = resp.body else {
+        return After::Close;
+    };
+    let mut out = BytesMut::with_capacity(256 + head.len());
+    out.extend_from_slice(b"HTTP/1.1 101 Switching Protocols\r\n");
+    for (k, v) in &resp.headers {
+        out.extend_from_slice(k.as_bytes());
+        out.extend_from_slice(b": ");
+        out.extend_from_slice(v.as_bytes());
+        out.extend_from_slice(b"\r\n");
+    }
+    out.extend_from_slice(&head);
+    out.extend_from_slice(b"\r\n");
+    let _ = stream.nodelay();
+    if write_all_timeout(stream, &out, limits.idle_timeout)
+        .await
+        .is_err()
+    {
+        return After::Close;
+    }
+    let early = st.rbuf.split().freeze();
+    tunnel.run(stream, early).await;
+    After::Close
+}
+
 /// Writes the last bytes of a connection that is closed right after, with MSG_MORE: the kernel holds the
 /// final partial segment back, so the close's FIN leaves in it instead of in a segment of its own (one
 /// packet and one ACK fewer for both ends, as nginx gets from TCP_CORK).
@@ -670,7 +706,10 @@ pub(crate) fn needs_nodelay(served: u64, keep_alive: bool, body: &Body) -> bool 
         Body::Empty | Body::Bytes(_) | Body::Prerendered { .. } => {
             body.len().is_some_and(|n| n <= NAGLE_FREE_BODY)
         }
-        Body::File { .. } | Body::Stream { .. } | Body::PrerenderedStream { .. } => false,
+        Body::File { .. }
+        | Body::Stream { .. }
+        | Body::PrerenderedStream { .. }
+        | Body::Upgrade { .. } => false,
     };
     served > 1 || keep_alive || !one_small_write
 }

@@ -188,6 +188,29 @@ pub enum Body {
         rx: mpsc::Receiver<std::io::Result<Bytes>>,
         len: Option<u64>,
     },
+    /// The answer to an HTTP/1.1 `Upgrade` (a proxied WebSocket) with status `101`: `head` holds header
+    /// lines rendered ahead of time; after the head the HTTP layer hands the client's connection to
+    /// `tunnel`, which relays both ways, and closes it when the tunnel ends. Anything but HTTP/1.1 answers
+    /// it as a `502` (an upgrade is never asked for there).
+    Upgrade {
+        head: Bytes,
+        tunnel: Box<dyn Tunnel>,
+    },
+}
+
+/// The client's side of a connection that switched protocols.
+pub trait ClientIo: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send {}
+impl<T: tokio::io::AsyncRead + tokio::io::AsyncWrite + Unpin + Send> ClientIo for T {}
+
+/// What relays a connection that switched protocols (see [`Body::Upgrade`]).
+pub trait Tunnel: Send + std::fmt::Debug + 'static {
+    /// Relay between `client` and the other side until either ends or the tunnel's idle limit passes;
+    /// `early` is what the client sent after its request, before the switch.
+    fn run<'a>(
+        self: Box<Self>,
+        client: &'a mut dyn ClientIo,
+        early: Bytes,
+    ) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send + 'a>>;
 }
 
 impl Body {
@@ -199,6 +222,7 @@ impl Body {
             Body::File { len, .. } => Some(*len),
             Body::Prerendered { body, .. } => Some(body.len() as u64),
             Body::Stream { len, .. } | Body::PrerenderedStream { len, .. } => *len,
+            Body::Upgrade { .. } => None,
         }
     }
 

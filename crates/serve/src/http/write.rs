@@ -244,6 +244,8 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
     match resp.body {
         // (encode_whole took the bodyless, empty and small cases)
         Body::Empty => write_all_timeout(w, out, t).await,
+        // the connection's loop switches protocols itself (http/conn.rs); here nothing can carry one
+        Body::Upgrade { .. } => Err(io::Error::other("a protocol switch outside HTTP/1.1")),
         Body::Bytes(b) | Body::Prerendered { body: b, .. } => {
             write_all_timeout(w, out, t).await?;
             write_all_timeout(w, &b, t).await

@@ -609,6 +609,8 @@ async fn send<H>(
         }
         // in memory: sent above
         Body::Empty | Body::Bytes(_) | Body::Prerendered { .. } => Ok(()),
+        // an HTTP/1.1 protocol switch cannot happen on a stream (RFC 9113 §8.6)
+        Body::Upgrade { .. } => Err(Stop::Failed),
     };
     if let Err(Stop::Failed) = r {
         stream.send_reset(Reason::INTERNAL_ERROR);

@@ -365,3 +365,164 @@ async fn upstream_health_is_in_the_metrics() {
     );
     h.shutdown().await.unwrap();
 }
+
+/// An upstream that answers an upgrade with 101 and then echoes every byte back, upper-cased.
+async fn upgrading_upstream() -> SocketAddr {
+    let l = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = l.local_addr().unwrap();
+    tokio::spawn(async move {
+        while let Ok((mut s, _)) = l.accept().await {
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut chunk = [0u8; 4096];
+                while !buf.windows(4).any(|w| w == b"\r\n\r\n") {
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => buf.extend_from_slice(&chunk[..n]),
+                    }
+                }
+                let head = String::from_utf8_lossy(&buf).to_ascii_lowercase();
+                assert!(head.contains("\r\nupgrade: websocket\r\n"), "{head}");
+                assert!(head.contains("\r\nconnection: upgrade\r\n"), "{head}");
+                assert!(head.contains("\r\nsec-websocket-key: abc\r\n"), "{head}");
+                let end = buf.windows(4).position(|w| w == b"\r\n\r\n").unwrap() + 4;
+                // the 101, and something sent at once with it
+                let _ = s
+                    .write_all(b"HTTP/1.1 101 Switching Protocols\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Accept: xyz\r\n\r\nhello")
+                    .await;
+                let mut rest = buf[end..].to_vec();
+                loop {
+                    if !rest.is_empty() {
+                        let up: Vec<u8> = rest.to_ascii_uppercase();
+                        if s.write_all(&up).await.is_err() {
+                            return;
+                        }
+                        rest.clear();
+                    }
+                    match s.read(&mut chunk).await {
+                        Ok(0) | Err(_) => return,
+                        Ok(n) => rest.extend_from_slice(&chunk[..n]),
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
+/// An HTTP/1.1 upgrade through the proxy: the Upgrade pair and the WebSocket headers reach the upstream,
+/// its 101 (with its own headers) reaches the client, and bytes then flow both ways — also the ones the
+/// client sent right behind its request and the upstream right behind its 101.
+#[tokio::test]
+async fn an_upgrade_is_tunnelled_both_ways() {
+    let up = upgrading_upstream().await;
+    let h = start(&format!(
+        "[[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"{up}\"], read_timeout = \"2s\" }}\n"
+    ))
+    .await;
+    let mut s = tokio::net::TcpStream::connect(h.local_addr())
+        .await
+        .unwrap();
+    s.write_all(b"GET /chat HTTP/1.1\r\nHost: x\r\nConnection: Upgrade\r\nUpgrade: websocket\r\nSec-WebSocket-Key: abc\r\nSec-WebSocket-Version: 13\r\n\r\nearly")
+        .await
+        .unwrap();
+    let mut got = Vec::new();
+    let mut chunk = [0u8; 4096];
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !(got.windows(4).any(|w| w == b"\r\n\r\n") && got.ends_with(b"helloEARLY")) {
+        assert!(
+            Instant::now() < deadline,
+            "{:?}",
+            String::from_utf8_lossy(&got)
+        );
+        let n = tokio::time::timeout(Duration::from_secs(5), s.read(&mut chunk))
+            .await
+            .unwrap()
+            .unwrap();
+        assert!(n > 0, "closed: {:?}", String::from_utf8_lossy(&got));
+        got.extend_from_slice(&chunk[..n]);
+    }
+    let text = String::from_utf8_lossy(&got).to_string();
+    assert!(
+        text.starts_with("HTTP/1.1 101 Switching Protocols\r\n"),
+        "{text}"
+    );
+    let lower = text.to_ascii_lowercase();
+    assert!(
+        lower.contains("\r\nupgrade: websocket\r\n")
+            && lower.contains("\r\nconnection: upgrade\r\n")
+    );
+    assert!(
+        lower.contains("\r\nsec-websocket-accept: xyz\r\n"),
+        "{text}"
+    );
+    for word in [&b"ping"[..], b"second message"] {
+        s.write_all(word).await.unwrap();
+        let mut back = vec![0u8; word.len()];
+        tokio::time::timeout(Duration::from_secs(5), s.read_exact(&mut back))
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(back, word.to_ascii_uppercase());
+    }
+    h.shutdown().await.unwrap();
+}
+
+/// A real WebSocket client and server (Python's `websockets` library, installed by scripts/setup.sh):
+/// 40 text and binary messages up to 70 KB echoed through ordo serve's proxy.
+#[tokio::test]
+async fn websocket_echo_through_the_proxy_with_a_real_client_library() {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ws_echo.py");
+    match std::process::Command::new("python3")
+        .args(["-c", "import websockets"])
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        Ok(_) => {
+            println!("skipped: python3 has no websockets module (./scripts/setup.sh installs it)");
+            return;
+        }
+        Err(_) => {
+            println!("skipped: python3 is not installed");
+            return;
+        }
+    }
+    let mut server = tokio::process::Command::new("python3")
+        .args([script, "server"])
+        .stdout(std::process::Stdio::piped())
+        .kill_on_drop(true)
+        .spawn()
+        .unwrap();
+    let mut out = tokio::io::BufReader::new(server.stdout.take().unwrap());
+    let mut line = String::new();
+    tokio::time::timeout(
+        Duration::from_secs(20),
+        tokio::io::AsyncBufReadExt::read_line(&mut out, &mut line),
+    )
+    .await
+    .expect("the echo server starts")
+    .unwrap();
+    let port: u16 = line.trim().strip_prefix("ready ").unwrap().parse().unwrap();
+    let h = start(&format!(
+        "[[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"127.0.0.1:{port}\"] }}\n"
+    ))
+    .await;
+    let url = format!("ws://{}/echo", h.local_addr());
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("python3")
+            .args([script, "client", &url, "20"])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success() && stdout.trim() == "ok 40",
+        "client: {stdout} {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    h.shutdown().await.unwrap();
+}

@@ -312,6 +312,7 @@ impl ProxyBackend {
         // them: a recycled one, taken when the head is there (not while waiting for it, which would need
         // as many spares as requests in flight), so no allocation per response in the usual case.
         let mut out = Vec::new();
+        let upgrade = tunnel::upgrade_of(req);
         let parsed = loop {
             // (nothing to parse before the first read)
             let parsed = if conn.buf.is_empty() {
@@ -320,9 +321,12 @@ impl ProxyBackend {
                 self.parse_response_head(&mut conn.buf, head_request, &mut out)?
             };
             match parsed {
+                Some(p) if p.status == 101 && upgrade.is_some() => break p,
                 Some(p) if (100..200).contains(&p.status) => {
                     if p.status == 101 {
-                        return Err(ExchangeError::Bad("upstream switched protocols".into()));
+                        return Err(ExchangeError::Bad(
+                            "upstream switched protocols unasked".into(),
+                        ));
                     }
                     conn.buf.advance(p.head_len);
                     out.clear();
@@ -360,6 +364,24 @@ impl ProxyBackend {
             }
         };
         conn.buf.advance(parsed.head_len);
+        if let (101, Some(proto)) = (parsed.status, upgrade) {
+            let early = conn.buf.split().freeze();
+            return Ok(Response {
+                status: 101,
+                headers: vec![
+                    ("Connection".into(), "Upgrade".into()),
+                    ("Upgrade".into(), proto.into()),
+                ],
+                body: Body::Upgrade {
+                    head: Bytes::from(out),
+                    tunnel: Box::new(tunnel::ProxyTunnel {
+                        conn,
+                        early,
+                        idle: t,
+                    }),
+                },
+            });
+        }
         let lines_len = out.len();
         if parsed.framing == ResponseFraming::None {
             let mut headers = Vec::new();

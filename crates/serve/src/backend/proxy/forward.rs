@@ -142,6 +142,13 @@ impl ProxyBackend {
         });
         out.put_slice(self.via_token.as_bytes());
         out.put_slice(b"\r\n");
+        // a protocol switch (WebSocket) asked of us is asked of the upstream: the one pair of hop-by-hop
+        // headers passed on
+        if let Some(proto) = super::tunnel::upgrade_of(req) {
+            out.put_slice(b"Connection: Upgrade\r\nUpgrade: ");
+            out.put_slice(proto.as_bytes());
+            out.put_slice(b"\r\n");
+        }
         if !req.body.is_empty() || matches!(&*req.method, "POST" | "PUT" | "PATCH") {
             out.put_slice(b"Content-Length: ");
             put_u64(out, req.body.len() as u64);

@@ -39,6 +39,7 @@ mod forward;
 mod health;
 mod pool;
 mod retry;
+mod tunnel;
 
 pub use balance::Balance;
 pub use health::{HealthCheckConfig, HealthState};
