@@ -316,6 +316,11 @@ fn a_merged_store_shows_every_machine_and_a_forced_merge_warns() {
         3,
         "banner + 2 sections"
     );
+    // The side-by-side comparison of the two says they are not the same experiment either.
+    assert!(
+        html.contains("WARNING: these runs are not the same experiment"),
+        "{html}"
+    );
     let text = ordo_report::render_text(&[input]);
     assert!(text.contains("WARNING: merged with --force"), "{text}");
 }
