@@ -107,13 +107,28 @@ warmup = 1
     assert!(first.interrupted);
     assert_eq!(first.runs_this_session, 4);
     assert!(!opts.journal.exists() || std::fs::read_to_string(&opts.journal).unwrap().is_empty());
+    // ...resumed and interrupted again inside the first confirmatory block (a warm-up block and three
+    // pilot blocks are 20 runs; this stops after 24), where the confirmatory phase is already stored...
+    opts.run_limit = Some(20);
+    let middle = ordo_tune::run(&spec, &opts).unwrap();
+    assert!(middle.resumed && middle.interrupted);
+    assert_eq!(middle.runs_this_session, 20);
+    let stored = Store::open_read_only(&opts.db)
+        .unwrap()
+        .load(first.experiment)
+        .unwrap();
+    assert_eq!(
+        stored.experiment.meta.confirm,
+        Some(ordo_tune::sequential::Confirm { from: 4, blocks: 3 })
+    );
+    assert!(stored.runs.iter().any(|r| r.block == 4));
     // ...then resumed to the end.
     opts.run_limit = None;
     let second = ordo_tune::run(&spec, &opts).unwrap();
     assert!(second.resumed && !second.interrupted);
     assert_eq!(second.experiment, first.experiment);
     // A warm-up block, three pilot blocks, three confirmatory blocks: 7 × 5 runs.
-    assert_eq!(second.runs_this_session, 31);
+    assert_eq!(second.runs_this_session, 11);
     assert!(!opts.journal.exists(), "the journal is removed at the end");
 
     let store = Store::open_read_only(&opts.db).unwrap();
