@@ -210,9 +210,10 @@ impl Plan {
         o.push_str("knobs:\n");
         for c in &self.checks {
             let deferred = self.target_unchecked
-                && c.knob
-                    .parse::<KnobId>()
-                    .is_ok_and(|id| matches!(id.scope(), Scope::Thread | Scope::Cgroup));
+                && c.knob.parse::<KnobId>().is_ok_and(|id| {
+                    matches!(id.scope(), Scope::Thread | Scope::Cgroup)
+                        || ordo_sys::knobs::rt_only(&id).is_some()
+                });
             match &c.result {
                 Ok(_) if deferred => o.push_str(&format!(
                     "  {} = [{}]  levels ok; checked against the target's threads/cgroup when the run starts\n",
@@ -429,6 +430,19 @@ pub(crate) fn plan_with(
         }
     }
     let target_unchecked = needs_target && running.is_none() && spec.target.is_started();
+    // Nor can it say whether a real-time-only knob acts on a target that runs real-time by itself
+    // (`chrt -r 10 ...`): unless the experiment sets the policy, that is checked when the run starts.
+    if target_unchecked && ctx.policy_levels.is_empty() {
+        for c in checks.iter_mut() {
+            let rt = c
+                .knob
+                .parse::<KnobId>()
+                .is_ok_and(|id| ordo_sys::knobs::rt_only(&id).is_some());
+            if rt && matches!(&c.result, Err(r) if r.kind == RefusalKind::NoEffect) {
+                c.result = Ok(String::new());
+            }
+        }
+    }
     // The policies the target's threads run with, read while it is alive: a target started as
     // `chrt -r 10 ordo serve` runs SCHED_RR, and read after it stopped every thread looked SCHED_OTHER.
     let found: Vec<String> = ctx
@@ -447,7 +461,13 @@ pub(crate) fn plan_with(
     let configs = design::configurations(&kept);
     // Every configuration that will run, not just each knob's levels (a search's grid is the full
     // factorial, which the level checks cover; its baseline is checked here).
-    no_effect_in_configurations(&configs, &found, &mut checks);
+    // A dry run of a started target has not seen its threads' own policy (`chrt -r 10 ...` runs RR):
+    // only configurations that set the policy themselves can be judged before the run.
+    no_effect_in_configurations(
+        &configs,
+        (!target_unchecked).then_some(found.as_slice()),
+        &mut checks,
+    );
     let per_run = spec
         .workloads
         .iter()
@@ -501,14 +521,18 @@ pub(crate) fn plan_with(
 }
 
 /// Refuse each knob that some configuration would set without effect ([`ordo_sys::knobs::no_effect_in`]),
-/// naming those configurations.
+/// naming those configurations. `found`: the policies the target's threads run with; `None` when unknown
+/// (a dry run of a target ordo starts), and then only configurations that set `policy` are judged.
 fn no_effect_in_configurations(
     configs: &[Configuration],
-    found: &[String],
+    found: Option<&[String]>,
     checks: &mut [KnobCheck],
 ) {
     let mut bad: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for c in configs {
+        let Some(found) = found.or(c.values.contains_key("policy").then_some(&[][..])) else {
+            continue;
+        };
         for (knob, why) in ordo_sys::knobs::no_effect_in(&c.values, found) {
             bad.entry(knob)
                 .or_insert_with(|| (why, Vec::new()))
@@ -986,6 +1010,15 @@ url = "http://127.0.0.1:1/"
         opts.threads = Arc::new(RoundRobinWhileAlive);
         let plan = plan(&spec, &opts, true).unwrap();
         assert!(plan.refusals().is_empty(), "{:?}", plan.refusals());
+        // A dry run starts nothing: it cannot know the target's own policy, so it does not refuse.
+        let dry = super::plan(&spec, &opts, false).unwrap();
+        assert!(dry.refusals().is_empty(), "{:?}", dry.refusals());
+        assert!(
+            dry.render()
+                .contains("checked against the target's threads/cgroup when the run starts"),
+            "{}",
+            dry.render()
+        );
         // The same threads under SCHED_OTHER are refused (the check can still say no).
         let fake = ordo_sys::knobs::FakeThreads::new();
         opts.threads = Arc::new(fake);
