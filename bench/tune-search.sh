@@ -2,7 +2,9 @@
 # The search's goals (issue 13), checked two ways in one invocation:
 #   1. synthetic response surfaces with seeded noise, many seeds each (crates/tune/examples/search_bench.rs):
 #      how often the search lands within 2% of the grid optimum with a fifth of the grid's trials, how much
-#      of the reported gain the re-check keeps, and random search with the same budget for reference;
+#      of the reported gain the re-check keeps (over the seeds that reported a gain; a seed with nothing to
+#      keep is counted apart, never as 100% kept — issue 24), and random search with the same budget for
+#      reference;
 #   2. a real serve+bench workload (examples/tune/search.toml, no root needed): the same knobs run once as
 #      the full grid and once as the search, and the search's best compared with the grid's optimum as the
 #      grid measured them.

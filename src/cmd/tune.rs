@@ -55,6 +55,10 @@ pub struct MergeArgs {
     /// The new store to write (must not exist).
     #[arg(long, short = 'o', value_name = "FILE")]
     pub output: PathBuf,
+    /// Merge experiments whose workload, target, objective or score differ (never different knobs or
+    /// configurations); every later output of the merged store carries a warning saying what differs.
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -71,6 +75,10 @@ pub struct CompareArgs {
     /// The comparison as JSON.
     #[arg(long)]
     pub json: bool,
+    /// Compare experiments whose workload, target, objective or score differ, with a warning on the
+    /// output saying what differs (configurations must still match).
+    #[arg(long)]
+    pub force: bool,
 }
 
 #[derive(Debug, clap::Args)]
@@ -414,18 +422,28 @@ fn compare_error(e: ordo_tune::compare::CompareError) -> anyhow::Error {
 }
 
 fn merge(a: MergeArgs) -> anyhow::Result<ExitCode> {
-    let ids = ordo_tune::compare::merge(&a.inputs, &a.output).map_err(compare_error)?;
-    for (p, old, new) in &ids {
+    let done = ordo_tune::compare::merge(&a.inputs, &a.output, a.force).map_err(compare_error)?;
+    if let Some(w) = &done.warning {
+        println!("{w}");
+    }
+    for m in &done.merged {
         println!(
-            "{}: experiment {old} -> {} experiment {new}",
-            p.display(),
-            a.output.display()
+            "{}: experiment {} -> {} experiment {} ({})",
+            m.input.display(),
+            m.old,
+            a.output.display(),
+            m.new,
+            m.machine
         );
     }
     println!(
-        "compare them with `ordo tune compare {}`",
-        a.output.display()
+        "compare them with `ordo tune compare {}{}`",
+        a.output.display(),
+        if a.force { " --force" } else { "" }
     );
+    if let Some(w) = &done.warning {
+        println!("{w}");
+    }
     Ok(ExitCode::SUCCESS)
 }
 
@@ -454,7 +472,7 @@ fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
         }
     };
     let (ea, eb) = (ea.map_err(compare_error)?, eb.map_err(compare_error)?);
-    let c = ordo_tune::compare::compare(&ea, &eb).map_err(compare_error)?;
+    let c = ordo_tune::compare::compare(&ea, &eb, a.force).map_err(compare_error)?;
     if a.json {
         let v = serde_json::json!({"kind": "tune-comparison", "version": 1, "comparison": c});
         println!("{}", serde_json::to_string_pretty(&v)?);

@@ -290,7 +290,8 @@ fn two_by_two_is_stored_interrupted_resumed_shown_and_exported() {
         .skip(1)
         .filter(|l| l.contains(",false,true,"))
         .count();
-    assert_eq!(measured, 15, "{}", out.stdout);
+    // Five configurations, three pilot and three confirmatory runs each.
+    assert_eq!(measured, 30, "{}", out.stdout);
 
     let mut cmd = ordo();
     cmd.args(["tune", "export", "--format", "json"]).arg(&db);
@@ -437,7 +438,8 @@ max = 3
 ci = 0.5
 "#;
 
-const PER_CONFIG: usize = 3;
+/// Three pilot runs (min = max = 3), then three confirmatory ones.
+const PER_CONFIG: usize = 6;
 
 /// A work area: the experiment (exp/exp.toml + exp/serve.toml), a fake root whose vm.swappiness is 60,
 /// and another directory to resume from.
@@ -975,8 +977,15 @@ fn a_second_experiment_on_the_same_knob_with_its_own_db_is_refused_naming_the_fi
     );
 }
 
+/// The experiment file stored with `small_store`'s experiments.
+const SMALL_SPEC: &str = "[target]\nbuiltin = \"ordo-serve\"\n[workload]\nurl = \"http://127.0.0.1:{port}/\"\nconnections = 10\n[knobs]\nnice = [0, 5]\n";
+
 /// A store holding one finished experiment over `nice` with these levels; `shift` moves every run's score.
 fn small_store(path: &Path, levels: &[&str], shift: f64) {
+    small_store_of(path, levels, shift, SMALL_SPEC)
+}
+
+fn small_store_of(path: &Path, levels: &[&str], shift: f64, spec: &str) {
     use ordo_tune::design::Configuration;
     use ordo_tune::store::{ExperimentMeta, NewRun, Store};
     let mut s = Store::open(path).unwrap();
@@ -1004,7 +1013,7 @@ fn small_store(path: &Path, levels: &[&str], shift: f64) {
     }))
     .collect();
     let id = s
-        .create_experiment("kernels", "k.toml", "text", 1, &meta, &configs, None)
+        .create_experiment("kernels", "k.toml", spec, 1, &meta, &configs, None)
         .unwrap();
     for c in 0..configs.len() {
         for (b, noise) in [0.0, 2.0, -2.0].iter().enumerate() {
@@ -1056,8 +1065,9 @@ fn merge_and_compare_two_stores_of_one_experiment() {
     let out = run_with_timeout(cmd, Duration::from_secs(30));
     assert_eq!(out.code(), Some(0), "{}\n{}", out.stdout, out.stderr);
     assert!(
-        out.stdout
-            .contains("Welch's t-test, Holm-corrected over 3 configurations"),
+        out.stdout.contains(
+            "Welch's t-test on each side's confirmatory runs, Holm-corrected over 3 configurations"
+        ),
         "{}",
         out.stdout
     );
@@ -1095,4 +1105,65 @@ fn merge_and_compare_two_stores_of_one_experiment() {
     assert!(out.stderr.contains("other.db"), "{}", out.stderr);
     assert!(out.stderr.contains("the knobs differ"), "{}", out.stderr);
     assert!(!refused.exists());
+}
+
+/// Issue 24: a store with another workload merged and compared as if it were the same experiment. It is
+/// refused (exit 2, naming the difference); `--force` merges and compares with a warning on every output.
+#[test]
+fn another_workload_is_refused_and_force_warns_on_every_output() {
+    let d = tempfile::tempdir().unwrap();
+    let (a, b) = (d.path().join("a.db"), d.path().join("b.db"));
+    small_store(&a, &["0", "5"], 0.0);
+    small_store_of(
+        &b,
+        &["0", "5"],
+        100.0,
+        &SMALL_SPEC.replace("connections = 10", "connections = 1000"),
+    );
+    let merged = d.path().join("ab.db");
+    let merge = |force: bool| {
+        let mut cmd = ordo();
+        cmd.args(["tune", "merge"])
+            .arg(&a)
+            .arg(&b)
+            .arg("-o")
+            .arg(&merged);
+        if force {
+            cmd.arg("--force");
+        }
+        run_with_timeout(cmd, Duration::from_secs(30))
+    };
+    let out = merge(false);
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(
+        out.stderr.contains("workload: the workloads differ")
+            && out.stderr.contains("connections = 1000"),
+        "{}",
+        out.stderr
+    );
+    assert!(!merged.exists());
+    let mut cmd = ordo();
+    cmd.args(["tune", "compare"]).arg(&a).arg(&b);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    assert!(out.stderr.contains("connections = 1000"), "{}", out.stderr);
+
+    let out = merge(true);
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    assert!(
+        out.stdout.starts_with("WARNING: merged with --force"),
+        "{}",
+        out.stdout
+    );
+    for args in [vec!["compare", "--force"], vec!["show"]] {
+        let mut cmd = ordo();
+        cmd.arg("tune").args(&args).arg(&merged);
+        let out = run_with_timeout(cmd, Duration::from_secs(30));
+        assert_eq!(out.code(), Some(0), "{args:?}: {}", out.stderr);
+        assert!(
+            out.stdout.contains("WARNING: merged with --force"),
+            "{args:?}: {}",
+            out.stdout
+        );
+    }
 }

@@ -80,8 +80,12 @@ pub(crate) fn validate(cfg: &LoopConfig) -> Result<(), ProbeError> {
     if cfg.footprint_mb > 1 << 20 {
         return bad(format!("--footprint {} MB is too large", cfg.footprint_mb));
     }
-    check_footprint(cfg.footprint_mb, mem_available_mb(&ProcRoot::default()))
-        .map_err(ProbeError::Config)?;
+    check_footprint(
+        cfg.footprint_mb,
+        mem_available_mb(&ProcRoot::default()),
+        own_cgroup_memory(&ordo_sys::knobs::SysRoot::real()),
+    )
+    .map_err(ProbeError::Config)?;
     Ok(())
 }
 
@@ -98,15 +102,40 @@ fn mem_available_mb(proc: &ProcRoot) -> Option<u64> {
     Some(kb / 1024)
 }
 
+/// The memory limit of this process's cgroup (or an ancestor's), read under `root`.
+fn own_cgroup_memory(root: &ordo_sys::knobs::SysRoot) -> Option<ordo_sys::knobs::CgroupMemory> {
+    root.cgroup_memory(std::process::id() as i32)
+}
+
 /// A footprint the machine cannot hold without paging was accepted, and the probe then measured swap and
 /// reclaim instead of scheduling (issue 13): at most 90% of the memory available now (`MemAvailable`).
-fn check_footprint(mb: usize, available_mb: Option<u64>) -> Result<(), String> {
-    match available_mb {
-        Some(avail) if mb as u64 > avail / 10 * 9 => Err(format!(
+/// The machine may have it while the probe's cgroup may not (a container, a systemd unit with MemoryMax):
+/// then the kernel reclaims inside the cgroup or OOM-kills the probe (exit 137), so at most 90% of the
+/// cgroup's headroom too (issue 24).
+fn check_footprint(
+    mb: usize,
+    available_mb: Option<u64>,
+    cgroup: Option<ordo_sys::knobs::CgroupMemory>,
+) -> Result<(), String> {
+    if let Some(avail) = available_mb
+        && mb as u64 > avail / 10 * 9
+    {
+        return Err(format!(
             "--footprint {mb} MB is more than 90% of the memory available now ({avail} MB MemAvailable): touching it would page, and the samples would time swapping and reclaim, not scheduling"
-        )),
-        _ => Ok(()),
+        ));
     }
+    if let Some(c) = cgroup {
+        let room = c.headroom() >> 20;
+        if mb as u64 > room / 10 * 9 {
+            return Err(format!(
+                "--footprint {mb} MB is more than 90% of what this process's cgroup may still use ({room} MB: limit {} MB in {}, {} MB in use besides page cache): touching it would make the kernel reclaim inside the cgroup or kill the probe (OOM, exit 137)",
+                c.limit >> 20,
+                c.file.display(),
+                c.used >> 20
+            ));
+        }
+    }
+    Ok(())
 }
 
 struct Raw {
@@ -554,15 +583,15 @@ mod tests {
     /// Issue 13: --footprint was not checked against the memory available.
     #[test]
     fn a_footprint_beyond_the_available_memory_is_refused() {
-        assert!(check_footprint(64, Some(4096)).is_ok());
-        assert!(check_footprint(3600, Some(4096)).is_ok());
-        let e = check_footprint(3700, Some(4096)).unwrap_err();
+        assert!(check_footprint(64, Some(4096), None).is_ok());
+        assert!(check_footprint(3600, Some(4096), None).is_ok());
+        let e = check_footprint(3700, Some(4096), None).unwrap_err();
         assert!(
             e.contains("--footprint 3700 MB") && e.contains("4096 MB"),
             "{e}"
         );
         assert!(
-            check_footprint(1 << 19, None).is_ok(),
+            check_footprint(1 << 19, None, None).is_ok(),
             "unknown: not refused"
         );
         // Against this machine: more than all of its memory is refused, naming the option.
@@ -574,6 +603,49 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(e.contains("--footprint"), "{e}");
+    }
+
+    /// Issue 24: --footprint was checked against MemAvailable only; in a cgroup with a smaller memory.max
+    /// the probe was OOM-killed (exit 137).
+    #[test]
+    fn a_footprint_beyond_the_cgroup_limit_is_refused() {
+        let d = tempfile::tempdir().unwrap();
+        let pid = std::process::id();
+        for (rel, v) in [
+            (
+                "proc/mounts".to_string(),
+                "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n".to_string(),
+            ),
+            (format!("proc/{pid}/cgroup"), "0::/box\n".to_string()),
+            (
+                "sys/fs/cgroup/box/memory.max".to_string(),
+                format!("{}\n", 1024u64 << 20),
+            ),
+            (
+                "sys/fs/cgroup/box/memory.current".to_string(),
+                format!("{}\n", 24u64 << 20),
+            ),
+            (
+                "sys/fs/cgroup/box/memory.stat".to_string(),
+                "file 0\n".to_string(),
+            ),
+        ] {
+            let p = d.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        }
+        let cgroup = own_cgroup_memory(&ordo_sys::knobs::SysRoot::at(d.path()));
+        assert!(cgroup.is_some());
+        // 1000 MB of headroom: 900 MB is fine, 901 MB is not, though the machine has 64 GB available.
+        assert!(check_footprint(900, Some(64 << 10), cgroup.clone()).is_ok());
+        let e = check_footprint(901, Some(64 << 10), cgroup).unwrap_err();
+        assert!(
+            e.contains("--footprint 901 MB")
+                && e.contains("1000 MB")
+                && e.contains("box/memory.max")
+                && e.contains("137"),
+            "{e}"
+        );
     }
 
     #[test]

@@ -165,11 +165,31 @@ fn compare_tune(inputs: &[Input]) -> Vec<Section> {
                 ]);
             }
         }
+        // Same name is not the same experiment: say what differs (workload, target, objective, units, ...).
+        let differences: Vec<String> = group
+            .iter()
+            .zip(&labels)
+            .skip(1)
+            .filter_map(|((_, e), label)| {
+                ordo_tune::compare::incompatibility(&group[0].1.data, &e.data)
+                    .map(|why| format!("{label}: {why}"))
+            })
+            .collect();
+        let mut blocks = Vec::new();
+        if !differences.is_empty() {
+            blocks.push(Block::Note(format!(
+                "WARNING: these runs are not the same experiment as {} ({}); differences between them may be the setup's, not the machines'.",
+                labels[0],
+                differences.join("; ")
+            )));
+        }
+        blocks.push(Block::from(chart));
+        blocks.push(Block::from(table));
         out.push(Section {
             id: id.clone(),
             title: format!("Comparison — tune experiment {name:?}"),
             subtitle: format!("{} runs: {}", group.len(), labels.join("; ")),
-            blocks: vec![Block::from(chart), Block::from(table)],
+            blocks,
         });
     }
     out

@@ -13,7 +13,10 @@ pub(crate) struct InputLine {
     pub file: String,
     pub kind: String,
     pub label: String,
-    pub machine: Vec<(String, String)>,
+    /// Each machine with the part of the input measured there ("" when there is one machine).
+    pub machines: Vec<(String, Vec<(String, String)>)>,
+    /// Printed as a banner under the header (a tune store merged with `--force`).
+    pub warnings: Vec<String>,
 }
 
 const CSS: &str = r#"
@@ -57,6 +60,7 @@ table.summary th, table.summary td { padding: 4px 10px; border-bottom: 1px solid
 table.summary th { background: #eef2f6; font-weight: 600; text-align: left; }
 table.summary td.r, table.summary th.r { text-align: right; font-variant-numeric: tabular-nums; }
 p.note { margin: 10px 0; padding: 8px 12px; background: #fff8e6; border-left: 3px solid #E69F00; font-size: 14px; max-width: 1100px; }
+header.page p.warning { margin: 12px 0 0; padding: 8px 12px; background: #b03000; color: #ffffff; font-weight: 650; max-width: 1100px; }
 footer { padding: 16px 40px 30px; color: var(--muted); font-size: 12px; }
 @media print {
   body { background: #ffffff; font-size: 11pt; }
@@ -120,21 +124,41 @@ pub(crate) fn page(
     if !inputs.is_empty() {
         out.push_str("<table class=\"inputs\"><thead><tr><th>input</th><th>kind</th><th>run</th><th>machine</th></tr></thead><tbody>");
         for i in inputs {
-            let machine: Vec<String> = i.machine.iter().map(|(k, v)| format!("{k} {v}")).collect();
+            let machines: Vec<String> = i
+                .machines
+                .iter()
+                .map(|(who, facts)| {
+                    let facts: Vec<String> =
+                        facts.iter().map(|(k, v)| format!("{k} {v}")).collect();
+                    let facts = if facts.is_empty() {
+                        "not recorded in the result".to_string()
+                    } else {
+                        facts.join(" · ")
+                    };
+                    if who.is_empty() {
+                        escape(&facts)
+                    } else {
+                        format!("{}: {}", escape(who), escape(&facts))
+                    }
+                })
+                .collect();
             let _ = write!(
                 out,
                 "<tr><td>{}</td><td>{}</td><td>{}</td><td>{}</td></tr>",
                 escape(&i.file),
                 escape(&i.kind),
                 escape(&i.label),
-                if machine.is_empty() {
+                if machines.is_empty() {
                     "not recorded in the result".to_string()
                 } else {
-                    escape(&machine.join(" · "))
+                    machines.join("<br/>")
                 }
             );
         }
         out.push_str("</tbody></table>");
+        for w in inputs.iter().flat_map(|i| &i.warnings) {
+            let _ = write!(out, "<p class=\"warning\">{}</p>", escape(w));
+        }
     }
     out.push_str("</header>\n");
     if sections.len() > 1 {

@@ -85,7 +85,12 @@ pub fn render_html_with(inputs: &[Input], opts: &Options) -> String {
             file: i.name.clone(),
             kind: i.kind().as_str().to_string(),
             label: i.summary(),
-            machine: i.machine.facts(),
+            machines: i
+                .machines()
+                .into_iter()
+                .map(|(who, m)| (who, m.facts()))
+                .collect(),
+            warnings: i.warnings(),
         })
         .collect();
     html::page(&opts.title, &generated, &lines, &sections(inputs))

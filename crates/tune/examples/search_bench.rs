@@ -15,13 +15,16 @@ use ordo_tune::spec::RepeatRule;
 fn summary(name: &str, rs: &[SimResult]) {
     let n = rs.len() as f64;
     let near = rs.iter().filter(|r| r.near_optimum(0.02)).count();
-    let kept: Vec<f64> = rs.iter().map(SimResult::kept).collect();
-    let mut sorted = kept.clone();
+    // Seeds with no reported gain have nothing to keep: they are counted apart, never as 100% kept.
+    let with_gain: Vec<&SimResult> = rs.iter().filter(|r| r.kept().is_some()).collect();
+    let nothing = rs.len() - with_gain.len();
+    let mut sorted: Vec<f64> = with_gain.iter().filter_map(|r| r.kept()).collect();
     sorted.sort_by(f64::total_cmp);
-    let kept90 = kept.iter().filter(|k| **k >= 0.9).count();
+    let kept90 = sorted.iter().filter(|k| **k >= 0.9).count();
     let gap: f64 = rs.iter().map(|r| 1.0 - r.found / r.optimum).sum::<f64>() / n;
-    let reported: f64 = rs.iter().map(|r| r.reported_gain).sum::<f64>() / n;
-    let rechecked: f64 = rs.iter().map(|r| r.recheck_gain).sum::<f64>() / n;
+    let reported: f64 = with_gain.iter().map(|r| r.reported_gain).sum::<f64>();
+    let rechecked: f64 = with_gain.iter().map(|r| r.recheck_gain).sum::<f64>();
+    let m = with_gain.len().max(1) as f64;
     println!(
         "  {name:<7} within 2% of the grid optimum: {near}/{} ({:.0}%)  mean gap {:.2}%  trials {}/{} ({:.0}% of the grid)",
         rs.len(),
@@ -31,12 +34,21 @@ fn summary(name: &str, rs: &[SimResult]) {
         rs[0].grid,
         100.0 * rs[0].trials as f64 / rs[0].grid as f64,
     );
+    if sorted.is_empty() {
+        println!(
+            "          no seed reported a gain over the baseline: nothing to keep in {nothing}/{}",
+            rs.len()
+        );
+        return;
+    }
     println!(
-        "          gain reported {:+.1}% re-checked {:+.1}% (kept {:.0}% overall; median kept {:.0}%; kept >= 90% in {kept90}/{})",
-        100.0 * reported,
-        100.0 * rechecked,
+        "          over the {} seeds with a reported gain: reported {:+.1}% re-checked {:+.1}% (kept {:.0}% overall; median kept {:.0}%; kept >= 90% in {kept90}/{}); nothing to keep in {nothing}/{} (not scored)",
+        with_gain.len(),
+        100.0 * reported / m,
+        100.0 * rechecked / m,
         100.0 * rechecked / reported,
         100.0 * sorted[sorted.len() / 2],
+        with_gain.len(),
         rs.len()
     );
 }

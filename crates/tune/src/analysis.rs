@@ -26,9 +26,51 @@ pub fn score_of(metrics: &BTreeMap<String, f64>, terms: &[(String, f64)]) -> Opt
 
 /// The scores of configuration `idx`'s measured runs (stored, or computed from the score's terms).
 pub fn scores(data: &ExperimentData, idx: usize) -> Vec<f64> {
+    scores_where(data, idx, |_| true)
+}
+
+/// The scores that may decide whether configuration `idx` differs: its confirmatory runs
+/// ([`crate::sequential`]) — none before the confirmatory phase started — or, for a search's trials (a fixed
+/// number of runs each, no adaptive stopping) and stores written before confirmatory blocks, every run.
+pub fn test_scores(data: &ExperimentData, idx: usize) -> Vec<f64> {
+    let meta = &data.experiment.meta;
+    if !meta.confirmatory {
+        return scores(data, idx);
+    }
+    let confirm = match &meta.search {
+        Some(s) => match s.recheck.as_ref().filter(|_| s.is_recheck(idx)) {
+            Some(r) => r.confirm,
+            None => return scores(data, idx),
+        },
+        None => meta.confirm,
+    };
+    match confirm {
+        Some(c) => scores_where(data, idx, |b| c.holds(b)),
+        None => Vec::new(),
+    }
+}
+
+/// The runs of configuration `idx` before its confirmatory blocks (every run when it has none).
+fn pilot_scores(data: &ExperimentData, idx: usize) -> Vec<f64> {
+    let meta = &data.experiment.meta;
+    let recheck = meta
+        .search
+        .as_ref()
+        .and_then(|s| s.recheck.as_ref().filter(|_| s.is_recheck(idx)));
+    let confirm = match recheck {
+        Some(r) => r.confirm,
+        None => meta.confirm,
+    };
+    match confirm {
+        Some(c) => scores_where(data, idx, |b| !c.holds(b)),
+        None => scores(data, idx),
+    }
+}
+
+fn scores_where(data: &ExperimentData, idx: usize, block: impl Fn(usize) -> bool) -> Vec<f64> {
     data.runs
         .iter()
-        .filter(|r| r.config == idx && !r.warmup && r.ok)
+        .filter(|r| r.config == idx && !r.warmup && r.ok && block(r.block))
         .filter_map(|r| {
             r.metrics
                 .get("score")
@@ -79,6 +121,10 @@ pub struct MainEffect {
     pub levels: Vec<LevelMean>,
     /// Largest minus smallest level mean.
     pub spread: f64,
+    /// Computed over the points a search chose to visit, not a balanced design: a level's mean depends on
+    /// where the search looked (mostly near its best), so it is an observation, not the knob's effect.
+    #[serde(default)]
+    pub observational: bool,
 }
 
 /// A configuration against the baseline.
@@ -145,6 +191,9 @@ pub struct Analysis {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchSummary>,
     pub notes: Vec<String>,
+    /// Printed before anything else by every output (a store merged with `--force`).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// What a search found, and how much of it survived the re-check.
@@ -176,6 +225,12 @@ pub struct RecheckResult {
     pub ci_high: f64,
     pub p: f64,
     pub significant: bool,
+    /// mean(candidate) − mean(baseline) in score units, and relative to |mean(baseline)| (not in the
+    /// objective's direction).
+    #[serde(default)]
+    pub diff: f64,
+    #[serde(default)]
+    pub rel: f64,
 }
 
 fn better(obj: Objective, a: f64, b: f64) -> bool {
@@ -197,7 +252,21 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
     let table = seed_table(obj, &measured, baseline);
     let main_effects = main_effects(meta, &measured);
     let comparisons = baseline.map_or_else(Vec::new, |b| against_baseline(data, &measured, b));
-    let best = best_of(obj, &measured, &comparisons);
+    let search = meta
+        .search
+        .as_ref()
+        .map(|s| search_summary(s, &configs, &|idx| test_scores(data, idx), obj));
+    let best = match (&meta.search, &search) {
+        (Some(m), Some(s)) => search_best(data, m, s, &configs),
+        _ => best_of(obj, &measured, &comparisons),
+    };
+    let notes = meta
+        .notes
+        .iter()
+        .cloned()
+        .chain(ci_target_missed(data, &configs))
+        .chain(confirmation_note(meta, &comparisons))
+        .collect();
     Analysis {
         experiment: data.experiment.id,
         name: data.experiment.name.clone(),
@@ -212,16 +281,9 @@ pub fn analyze(data: &ExperimentData) -> Analysis {
             .scale_knob
             .as_ref()
             .map(|k| scalability(data, &configs, k)),
-        search: meta
-            .search
-            .as_ref()
-            .map(|s| search_summary(s, &configs, &|idx| scores(data, idx), obj)),
-        notes: meta
-            .notes
-            .iter()
-            .cloned()
-            .chain(ci_target_missed(meta, &configs))
-            .collect(),
+        search,
+        notes,
+        warnings: meta.warnings.clone(),
         configs,
     }
 }
@@ -294,10 +356,10 @@ fn against_baseline(
     measured: &[&ConfigStats],
     baseline: &ConfigStats,
 ) -> Vec<Comparison> {
-    let bv = scores(data, baseline.idx);
+    let bv = test_scores(data, baseline.idx);
     let mut raw = Vec::new();
     for c in measured.iter().filter(|c| !c.is_baseline) {
-        if let Some(w) = welch(&scores(data, c.idx), &bv) {
+        if let Some(w) = welch(&test_scores(data, c.idx), &bv) {
             raw.push((c, w));
         }
     }
@@ -337,6 +399,54 @@ fn best_of(obj: Objective, measured: &[&ConfigStats], comparisons: &[Comparison]
             ci95: c.score.ci95,
             vs_baseline: comparisons.iter().find(|x| x.idx == c.idx).cloned(),
         })
+}
+
+/// A search's best is the one it re-checked, everywhere (the `best:` line, the HTML banner, the JSON): its
+/// label, its mean and interval over the re-check's fresh runs (its own trial runs were the luckiest of many)
+/// and the re-check's confirmatory test against the baseline. A finished search that re-checked nothing
+/// found the baseline best; one stopped before its re-check has no best yet.
+fn search_best(
+    data: &ExperimentData,
+    m: &SearchMeta,
+    s: &SearchSummary,
+    configs: &[ConfigStats],
+) -> Option<Best> {
+    let Some(r) = &m.recheck else {
+        let base = configs
+            .iter()
+            .find(|c| c.is_baseline && c.score.n > 0)
+            .filter(|_| data.experiment.status == "finished")?;
+        return Some(Best {
+            idx: base.idx,
+            label: base.label.clone(),
+            mean: base.score.mean,
+            ci95: base.score.ci95,
+            vs_baseline: None,
+        });
+    };
+    let best = configs.iter().find(|c| c.idx == r.best)?;
+    let fresh = configs
+        .iter()
+        .find(|c| c.idx == r.candidate)
+        .filter(|c| c.score.n > 0)
+        .map_or(&best.score, |c| &c.score);
+    Some(Best {
+        idx: best.idx,
+        label: best.label.clone(),
+        mean: fresh.mean,
+        ci95: fresh.ci95,
+        vs_baseline: s.recheck.as_ref().map(|x| Comparison {
+            idx: r.candidate,
+            label: best.label.clone(),
+            diff: x.diff,
+            rel: x.rel,
+            ci_low: x.ci_low,
+            ci_high: x.ci_high,
+            p: x.p,
+            p_holm: x.p,
+            significant: x.significant,
+        }),
+    })
 }
 
 /// Whether `c` is a point of the design for `knob`: it sets the knob to one of its levels, and
@@ -404,21 +514,44 @@ fn main_effects(meta: &ExperimentMeta, measured: &[&ConfigStats]) -> Vec<MainEff
                 knob: knob.clone(),
                 spread: if out.is_empty() { 0.0 } else { hi - lo },
                 levels: out,
+                observational: meta.search.is_some(),
             }
         })
         .collect()
 }
 
+/// Where the significance tests' runs came from, when it is not the usual confirmatory blocks: a store written
+/// before them (its tests reused the runs that decided when to stop), or an experiment stopped before them.
+fn confirmation_note(meta: &ExperimentMeta, comparisons: &[Comparison]) -> Option<String> {
+    let rechecking = meta.search.as_ref().and_then(|s| s.recheck.as_ref());
+    if !meta.confirmatory {
+        let tested = !comparisons.is_empty() || rechecking.is_some();
+        return tested.then(|| {
+            "this experiment was stored before confirmatory blocks: its significance tests reuse the runs that decided when to stop, which calls identical configurations different more often than the 5% asked for (11% in an A/A simulation); run it again for a valid test".to_string()
+        });
+    }
+    let stopped = match &meta.search {
+        Some(_) => rechecking.is_some_and(|r| r.confirm.is_none()),
+        None => meta.confirm.is_none(),
+    };
+    stopped.then(|| {
+        "the experiment stopped before its confirmatory blocks, whose runs alone decide significance: nothing is tested yet (resume it)".to_string()
+    })
+}
+
 /// Configurations that reached the maximum number of runs without the CI target: their intervals are
 /// wider than asked for, and the output says so instead of presenting them like the others.
-fn ci_target_missed(meta: &ExperimentMeta, configs: &[ConfigStats]) -> Vec<String> {
+/// The rule is judged on each configuration's pilot (the runs before its confirmatory blocks).
+fn ci_target_missed(data: &ExperimentData, configs: &[ConfigStats]) -> Vec<String> {
+    let meta = &data.experiment.meta;
     if meta.max_runs == 0 || !meta.rel_ci.is_finite() {
         return Vec::new();
     }
     let missed: Vec<String> = configs
         .iter()
-        .filter(|c| c.score.n >= meta.max_runs && c.score.rel_ci() > meta.rel_ci)
-        .map(|c| format!("{} (±{:.2}%)", c.label, 100.0 * c.score.rel_ci()))
+        .map(|c| (c, Summary::of(&pilot_scores(data, c.idx))))
+        .filter(|(_, p)| p.n >= meta.max_runs && p.rel_ci() > meta.rel_ci)
+        .map(|(c, p)| format!("{} (±{:.2}%)", c.label, 100.0 * p.rel_ci()))
         .collect();
     if missed.is_empty() {
         return Vec::new();
@@ -463,6 +596,8 @@ fn search_summary(
         let w = welch(&cand, &base)?;
         let mb = crate::stats::mean(&base);
         Some(RecheckResult {
+            diff: w.diff,
+            rel: w.diff / mb.abs(),
             runs: cand.len().min(base.len()),
             gain: dir * w.diff / mb.abs(),
             ci_low: w.ci_low,
@@ -631,6 +766,9 @@ mod section {
 
     /// Which experiment, its score and objective, and the notes about the run.
     pub(super) fn header(o: &mut String, a: &Analysis) {
+        for w in &a.warnings {
+            let _ = writeln!(o, "{w}");
+        }
         let terms = a
             .score_terms
             .iter()
@@ -762,7 +900,14 @@ mod section {
         if a.main_effects.is_empty() {
             return;
         }
-        let _ = writeln!(o, "\nmain effects (mean score per level)");
+        if a.main_effects.iter().any(|m| m.observational) {
+            let _ = writeln!(
+                o,
+                "\nmain effects — OBSERVATIONAL (mean score per level over the points the search chose to visit, not a balanced design: a level's mean depends on where the search looked)"
+            );
+        } else {
+            let _ = writeln!(o, "\nmain effects (mean score per level)");
+        }
         for m in &a.main_effects {
             let levels = m
                 .levels
@@ -865,7 +1010,7 @@ mod section {
         if let Some(r) = &s.recheck {
             let _ = writeln!(
                 o,
-                "  re-check against the baseline in fresh interleaved blocks ({} runs each): {} ({}), difference CI [{}, {}], {}, {}",
+                "  re-check against the baseline in fresh interleaved blocks ({} confirmatory runs each): {} ({}), difference CI [{}, {}], {}, {}",
                 r.runs,
                 pct(r.gain),
                 if r.gain >= 0.0 { "better" } else { "worse" },
@@ -903,11 +1048,17 @@ mod section {
         let Some(b) = &a.best else {
             return;
         };
+        let rechecked = a.search.is_some() && b.vs_baseline.is_some();
+        let what = if rechecked {
+            "best (the search's pick, re-checked; mean over the re-check's runs)"
+        } else {
+            "best"
+        };
         match &b.vs_baseline {
             Some(c) => {
                 let _ = writeln!(
                     o,
-                    "\nbest: {} — {} ± {} ({} vs baseline{}, difference CI [{}, {}]; {})",
+                    "\n{what}: {} — {} ± {} ({} vs baseline{}, difference CI [{}, {}]; {})",
                     b.label,
                     num(b.mean),
                     num(b.ci95),
@@ -918,7 +1069,9 @@ mod section {
                     },
                     num(c.ci_low),
                     num(c.ci_high),
-                    if c.significant {
+                    if c.significant && rechecked {
+                        "significant in the re-check's confirmatory runs"
+                    } else if c.significant {
                         "significant after Holm correction"
                     } else {
                         "NOT significant: no significant difference from the baseline"
@@ -926,7 +1079,13 @@ mod section {
                 );
             }
             None => {
-                let _ = writeln!(o, "\nbest: {} — {} ± {}", b.label, num(b.mean), num(b.ci95));
+                let _ = writeln!(
+                    o,
+                    "\n{what}: {} — {} ± {}",
+                    b.label,
+                    num(b.mean),
+                    num(b.ci95)
+                );
             }
         }
     }
@@ -1188,6 +1347,7 @@ mod tests {
                 best: 1,
                 baseline: 3,
                 candidate: 4,
+                confirm: None,
             }),
         });
         let a = analyze(&d);
@@ -1206,6 +1366,124 @@ mod tests {
             text.contains("90% of the reported gain survived the re-check"),
             "{text}"
         );
+    }
+
+    /// Issue 24: the re-check named one configuration (the model's pick) and the `best:` line, the HTML
+    /// banner and the JSON another (the highest raw trial mean); main effects over the visited points were
+    /// presented as a design's. One best everywhere, and the effects labelled observational.
+    #[test]
+    fn a_search_reports_the_rechecked_best_everywhere_and_observational_effects() {
+        let mut d = data(&[
+            ("base", Some("2"), vec![100.0, 100.0, 100.0]),
+            // The luckiest trial: highest raw mean, not the model's pick.
+            ("t4", Some("4"), vec![126.0, 124.0, 125.0]),
+            ("t8", Some("8"), vec![121.0, 119.0, 120.0]),
+            (
+                "re-check: baseline",
+                Some("2"),
+                vec![100.0, 101.0, 99.0, 100.0, 100.5, 99.5],
+            ),
+            (
+                "re-check: t8",
+                Some("8"),
+                vec![118.0, 119.0, 117.0, 118.0, 118.5, 117.5],
+            ),
+        ]);
+        d.experiment.meta.design = Some("search".into());
+        d.experiment.meta.confirmatory = true;
+        d.experiment.meta.search = Some(crate::store::SearchMeta {
+            budget: 3,
+            initial: 2,
+            seed: 1,
+            grid: 3,
+            recheck: Some(crate::store::RecheckMeta {
+                best: 2,
+                baseline: 3,
+                candidate: 4,
+                confirm: Some(crate::sequential::Confirm { from: 3, blocks: 3 }),
+            }),
+        });
+        let a = analyze(&d);
+        let b = a.best.clone().unwrap();
+        assert_eq!((b.idx, b.label.as_str()), (2, "t8"));
+        // Its mean is the re-check's (fresh runs), its test the re-check's confirmatory one.
+        assert!((b.mean - 118.0).abs() < 1e-9, "{b:?}");
+        let vs = b.vs_baseline.clone().unwrap();
+        assert!(vs.significant && (vs.rel - 0.18).abs() < 0.01, "{vs:?}");
+        let s = a.search.clone().unwrap();
+        assert_eq!(s.best.as_deref(), Some("t8"));
+        assert_eq!(
+            s.recheck.as_ref().unwrap().runs,
+            3,
+            "confirmatory runs only"
+        );
+        let text = render(&a);
+        assert!(
+            text.contains("re-checked; mean over the re-check's runs): t8"),
+            "{text}"
+        );
+        assert!(
+            !text.contains("best: t4") && !text.contains("): t4"),
+            "{text}"
+        );
+        let json = serde_json::to_value(&a).unwrap();
+        assert_eq!(json["best"]["label"], "t8");
+        assert_eq!(json["search"]["best"], "t8");
+        // Effects over the points the search visited are labelled so.
+        assert!(a.main_effects.iter().all(|e| e.observational));
+        assert!(text.contains("main effects — OBSERVATIONAL"), "{text}");
+        // A fixed design's are not.
+        let fixed = analyze(&data(&[
+            ("base", Some("2"), vec![100.0, 101.0]),
+            ("t4", Some("4"), vec![110.0, 111.0]),
+        ]));
+        assert!(fixed.main_effects.iter().all(|e| !e.observational));
+        // Stopped before its re-check: no best yet (not the luckiest trial).
+        let mut early = d.clone();
+        early.experiment.status = "interrupted".into();
+        early.experiment.meta.search.as_mut().unwrap().recheck = None;
+        early.runs.retain(|r| r.config < 3);
+        early.configurations.truncate(3);
+        assert!(analyze(&early).best.is_none());
+    }
+
+    /// A new experiment's tests use its confirmatory runs only; one stopped before them tests nothing and
+    /// says why; a store written before confirmatory blocks tests every run and says that is not valid.
+    #[test]
+    fn significance_is_decided_on_the_confirmatory_runs() {
+        // Pilot (blocks 0..3): a lucky 10% gap; confirmatory (blocks 3..6): identical.
+        let pilot_and_confirm = |gap: f64| -> Vec<f64> {
+            vec![100.0 + gap, 100.5 + gap, 99.5 + gap, 100.0, 101.0, 99.0]
+        };
+        let mut d = data(&[
+            ("base", Some("2"), pilot_and_confirm(0.0)),
+            ("t4", Some("4"), pilot_and_confirm(10.0)),
+        ]);
+        d.experiment.meta.scale_knob = None;
+        d.experiment.meta.confirmatory = true;
+        d.experiment.meta.confirm = Some(crate::sequential::Confirm { from: 3, blocks: 3 });
+        let a = analyze(&d);
+        assert_eq!(a.comparisons.len(), 1);
+        assert!(!a.comparisons[0].significant, "{:?}", a.comparisons);
+        assert!(a.notes.is_empty(), "{:?}", a.notes);
+        // Every run (as stores written before did): the pilot's gap is called significant, with a note.
+        let mut old = d.clone();
+        old.experiment.meta.confirmatory = false;
+        old.experiment.meta.confirm = None;
+        let a = analyze(&old);
+        assert!(
+            a.notes
+                .iter()
+                .any(|n| n.contains("stored before confirmatory blocks")),
+            "{:?}",
+            a.notes
+        );
+        // Stopped in the pilot: nothing tested.
+        let mut early = d.clone();
+        early.experiment.meta.confirm = None;
+        let a = analyze(&early);
+        assert!(a.comparisons.is_empty());
+        assert!(render(&a).contains("stopped before its confirmatory blocks"));
     }
 
     #[test]

@@ -9,7 +9,7 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::analysis::{ALPHA, label_width, num, pct, scores};
+use crate::analysis::{ALPHA, label_width, num, pct, test_scores};
 use crate::stats::{Summary, holm, p_equals, welch};
 use crate::store::{ExperimentData, Store, StoreError};
 
@@ -35,11 +35,204 @@ impl CompareError {
     }
 }
 
-/// Why `b` is not the same experiment as `a`, if it is not: different knobs and levels, score,
-/// objective, or configurations (labels and values, in order). A search's configurations are the trials it
-/// chose, so two searches compare only when they chose the same.
-pub fn incompatibility(a: &ExperimentData, b: &ExperimentData) -> Option<String> {
+/// What two experiments can differ in that makes comparing them meaningless.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MismatchKind {
+    /// The load generator and how it loads (`[[workload]]`: command or bench settings).
+    Workload,
+    /// What is tuned (`[target]`: the command, built-in server and its arguments, process name).
+    Target,
+    Objective,
+    /// The score's metrics measure different things (req/s against ms).
+    Units,
+    /// The same units, but another metric or weight.
+    Score,
+    Knobs,
+    Configurations,
+    /// The store does not hold its experiment file, so its workload and target cannot be checked.
+    Unknown,
+}
+
+impl std::fmt::Display for MismatchKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            MismatchKind::Workload => "workload",
+            MismatchKind::Target => "target",
+            MismatchKind::Objective => "objective",
+            MismatchKind::Units => "units",
+            MismatchKind::Score => "score",
+            MismatchKind::Knobs => "knobs",
+            MismatchKind::Configurations => "configurations",
+            MismatchKind::Unknown => "unknown",
+        })
+    }
+}
+
+/// One way two experiments differ.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Mismatch {
+    pub kind: MismatchKind,
+    /// What differs, both sides named.
+    pub what: String,
+}
+
+impl std::fmt::Display for Mismatch {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.kind, self.what)
+    }
+}
+
+/// The unit of a metric, from its name (`web.p99_ms` → ms, `web.throughput` → req/s).
+pub fn unit_of(metric: &str) -> &'static str {
+    let m = metric.rsplit('.').next().unwrap_or(metric);
+    if m.ends_with("_us_per_req") {
+        "µs/req"
+    } else if m.ends_with("_per_req") {
+        "1/req"
+    } else if m.ends_with("_ms") {
+        "ms"
+    } else if m.ends_with("_s") {
+        "s"
+    } else if m.ends_with("throughput") {
+        "req/s"
+    } else if matches!(
+        m,
+        "requests" | "errors" | "voluntary_switches" | "involuntary_switches"
+    ) {
+        "count"
+    } else {
+        "unknown unit"
+    }
+}
+
+/// The `[target]` and `[[workload]]` tables of an experiment file as written (canonical TOML, so layout and
+/// comments do not matter). A `pid = N` target is a running process whose number means nothing on another
+/// machine: it counts as "a running process"; `ready_timeout` changes nothing measured and is left out.
+fn setup(data: &ExperimentData) -> Option<(String, Vec<String>)> {
+    let v: toml::Table = data.experiment.spec_text.parse().ok()?;
+    let mut target = v.get("target")?.as_table()?.clone();
+    target.remove("ready_timeout");
+    if target.contains_key("pid") {
+        target.insert(
+            "pid".into(),
+            toml::Value::String("a running process".into()),
+        );
+    }
+    let workloads: Vec<String> = match v.get("workload")? {
+        toml::Value::Array(a) => a.iter().map(one_line).collect(),
+        t @ toml::Value::Table(_) => vec![one_line(t)],
+        _ => return None,
+    };
+    Some((one_line(&toml::Value::Table(target)), workloads))
+}
+
+/// A TOML value on one line (`{ builtin = "ordo-serve", args = ["--workers", "4"] }`).
+fn one_line(v: &toml::Value) -> String {
+    match v {
+        toml::Value::Table(t) => format!(
+            "{{ {} }}",
+            t.iter()
+                .map(|(k, v)| format!("{k} = {}", one_line(v)))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ),
+        toml::Value::Array(a) => format!(
+            "[{}]",
+            a.iter().map(one_line).collect::<Vec<_>>().join(", ")
+        ),
+        v => v.to_string(),
+    }
+}
+
+fn score_text(terms: &[(String, f64)]) -> String {
+    terms
+        .iter()
+        .map(|(m, w)| {
+            if *w == 1.0 {
+                format!("{m} ({})", unit_of(m))
+            } else {
+                format!("{w}×{m} ({})", unit_of(m))
+            }
+        })
+        .collect::<Vec<_>>()
+        .join(" + ")
+}
+
+/// Every way `b` is not the same experiment as `a` (empty when it is): its workload, target, objective,
+/// score units and metrics, knobs and levels, configurations (labels and values, in order). A search's
+/// configurations are the trials it chose, so two searches compare only when they chose the same. The
+/// machines may differ: that is what comparing is for.
+pub fn mismatches(a: &ExperimentData, b: &ExperimentData) -> Vec<Mismatch> {
+    let mut out = Vec::new();
+    let mut add = |kind, what: String| out.push(Mismatch { kind, what });
     let (ma, mb) = (&a.experiment.meta, &b.experiment.meta);
+    let ida = format!("experiment {}", a.experiment.id);
+    let idb = format!("experiment {}", b.experiment.id);
+    match (setup(a), setup(b)) {
+        (Some((ta, wa)), Some((tb, wb))) => {
+            if wa != wb {
+                add(
+                    MismatchKind::Workload,
+                    format!(
+                        "the workloads differ: {} against {}",
+                        wa.join("; "),
+                        wb.join("; ")
+                    ),
+                );
+            }
+            if ta != tb {
+                add(
+                    MismatchKind::Target,
+                    format!("the targets differ: {ta} against {tb}"),
+                );
+            }
+        }
+        (x, y) => {
+            let missing: Vec<String> = [(x.is_none(), "A", &ida), (y.is_none(), "B", &idb)]
+                .into_iter()
+                .filter(|(m, _, _)| *m)
+                .map(|(_, side, id)| format!("{side} ({id})"))
+                .collect();
+            add(
+                MismatchKind::Unknown,
+                format!(
+                    "{}: no readable experiment file stored, so the workload and target cannot be checked",
+                    missing.join(" and ")
+                ),
+            );
+        }
+    }
+    if ma.objective != mb.objective {
+        add(
+            MismatchKind::Objective,
+            format!(
+                "the objective differs: {} against {}",
+                ma.objective, mb.objective
+            ),
+        );
+    }
+    if ma.score_terms != mb.score_terms {
+        let units = |m: &crate::store::ExperimentMeta| {
+            m.score_terms
+                .iter()
+                .map(|(x, _)| unit_of(x))
+                .collect::<Vec<_>>()
+        };
+        let kind = if units(ma) != units(mb) {
+            MismatchKind::Units
+        } else {
+            MismatchKind::Score
+        };
+        add(
+            kind,
+            format!(
+                "the score differs: {} against {}",
+                score_text(&ma.score_terms),
+                score_text(&mb.score_terms)
+            ),
+        );
+    }
     if ma.knobs != mb.knobs {
         let names = |m: &crate::store::ExperimentMeta| {
             m.knobs
@@ -48,34 +241,54 @@ pub fn incompatibility(a: &ExperimentData, b: &ExperimentData) -> Option<String>
                 .collect::<Vec<_>>()
                 .join("; ")
         };
-        return Some(format!(
-            "the knobs differ: {} against {}",
-            names(ma),
-            names(mb)
-        ));
-    }
-    if ma.score_terms != mb.score_terms || ma.objective != mb.objective {
-        return Some(format!(
-            "the score differs: {} {:?} against {} {:?}",
-            ma.objective, ma.score_terms, mb.objective, mb.score_terms
-        ));
+        add(
+            MismatchKind::Knobs,
+            format!("the knobs differ: {} against {}", names(ma), names(mb)),
+        );
     }
     if a.configurations.len() != b.configurations.len() {
-        return Some(format!(
-            "{} configurations against {}",
-            a.configurations.len(),
-            b.configurations.len()
-        ));
-    }
-    for (x, y) in a.configurations.iter().zip(&b.configurations) {
-        if x.values != y.values || x.label != y.label || x.is_baseline != y.is_baseline {
-            return Some(format!(
+        add(
+            MismatchKind::Configurations,
+            format!(
+                "{} configurations against {}",
+                a.configurations.len(),
+                b.configurations.len()
+            ),
+        );
+    } else if let Some((x, y)) = a
+        .configurations
+        .iter()
+        .zip(&b.configurations)
+        .find(|(x, y)| x.values != y.values || x.label != y.label || x.is_baseline != y.is_baseline)
+    {
+        add(
+            MismatchKind::Configurations,
+            format!(
                 "configuration {} is `{}` in one and `{}` in the other",
                 x.idx, x.label, y.label
-            ));
-        }
+            ),
+        );
     }
-    None
+    out
+}
+
+/// Why `b` is not the same experiment as `a`, if it is not (every difference, `; `-separated).
+pub fn incompatibility(a: &ExperimentData, b: &ExperimentData) -> Option<String> {
+    let m = mismatches(a, b);
+    (!m.is_empty()).then(|| {
+        m.iter()
+            .map(ToString::to_string)
+            .collect::<Vec<_>>()
+            .join("; ")
+    })
+}
+
+/// The banner every output of a forced merge or comparison carries.
+pub fn forced_banner(what: &str, mismatches: &[String]) -> String {
+    format!(
+        "WARNING: {what} with --force although the experiments differ ({}); the differences below may be the setup's, not the machines'",
+        mismatches.join("; ")
+    )
 }
 
 /// Where an experiment came from, for the output.
@@ -109,6 +322,10 @@ pub struct ConfigComparison {
 pub struct StoreComparison {
     pub a: Side,
     pub b: Side,
+    /// Set when the experiments differ and `--force` compared them anyway (also a merge forced before):
+    /// every output prints it first.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
     pub objective: String,
     pub configs: Vec<ConfigComparison>,
 }
@@ -132,18 +349,55 @@ fn side(d: &ExperimentData) -> Side {
     }
 }
 
-/// Compare `b` against `a`, configuration by configuration (Welch, Holm over the configurations).
-pub fn compare(a: &ExperimentData, b: &ExperimentData) -> Result<StoreComparison, CompareError> {
-    if let Some(why) = incompatibility(a, b) {
+/// Compare `b` against `a`, configuration by configuration (Welch on the confirmatory runs, Holm over the
+/// configurations). Experiments that differ ([`mismatches`]) are refused unless `force`, which compares them
+/// with a warning every output carries (so does a store merged with `--force`). The configurations must
+/// match even then: there is nothing to pair otherwise.
+pub fn compare(
+    a: &ExperimentData,
+    b: &ExperimentData,
+    force: bool,
+) -> Result<StoreComparison, CompareError> {
+    let found = mismatches(a, b);
+    let unpaired = found
+        .iter()
+        .any(|m| matches!(m.kind, MismatchKind::Configurations | MismatchKind::Knobs));
+    if !found.is_empty() && (!force || unpaired) {
         return Err(CompareError::Incompatible(format!(
-            "experiments {} and {} are not the same experiment: {why}",
-            a.experiment.id, b.experiment.id
+            "experiments {} and {} are not the same experiment: {}{}",
+            a.experiment.id,
+            b.experiment.id,
+            found
+                .iter()
+                .map(ToString::to_string)
+                .collect::<Vec<_>>()
+                .join("; "),
+            if unpaired {
+                " (their configurations cannot be paired, even with --force)"
+            } else {
+                " (--force compares them anyway, with a warning)"
+            }
         )));
+    }
+    let mut warnings: Vec<String> = a
+        .experiment
+        .meta
+        .warnings
+        .iter()
+        .chain(&b.experiment.meta.warnings)
+        .cloned()
+        .collect();
+    warnings.dedup();
+    if !found.is_empty() {
+        warnings.push(forced_banner(
+            "compared",
+            &found.iter().map(ToString::to_string).collect::<Vec<_>>(),
+        ));
     }
     let mut rows = Vec::new();
     let mut ps = Vec::new();
     for c in &a.configurations {
-        let (xa, xb) = (scores(a, c.idx), scores(b, c.idx));
+        let (xa, xb) = (test_scores(a, c.idx), test_scores(b, c.idx));
         let (sa, sb) = (Summary::of(&xa), Summary::of(&xb));
         let w = welch(&xb, &xa);
         ps.push(w.as_ref().map_or(f64::NAN, |w| w.p));
@@ -168,6 +422,7 @@ pub fn compare(a: &ExperimentData, b: &ExperimentData) -> Result<StoreComparison
     Ok(StoreComparison {
         a: side(a),
         b: side(b),
+        warnings,
         objective: a.experiment.meta.objective.clone(),
         configs: rows,
     })
@@ -176,6 +431,9 @@ pub fn compare(a: &ExperimentData, b: &ExperimentData) -> Result<StoreComparison
 /// The comparison as terminal text.
 pub fn render(c: &StoreComparison) -> String {
     let mut o = String::new();
+    for w in &c.warnings {
+        let _ = writeln!(o, "{w}");
+    }
     let _ = writeln!(
         o,
         "A: experiment {} `{}` — {}",
@@ -188,7 +446,7 @@ pub fn render(c: &StoreComparison) -> String {
     );
     let _ = writeln!(
         o,
-        "B against A per configuration (Welch's t-test, Holm-corrected over {} configurations, alpha {ALPHA}; score {})",
+        "B against A per configuration (Welch's t-test on each side's confirmatory runs, Holm-corrected over {} configurations, alpha {ALPHA}; score {})",
         c.configs.len(),
         c.objective
     );
@@ -223,6 +481,9 @@ pub fn render(c: &StoreComparison) -> String {
             "=> no configuration differs significantly between A and B"
         );
     }
+    for w in &c.warnings {
+        let _ = writeln!(o, "{w}");
+    }
     o
 }
 
@@ -235,9 +496,28 @@ pub fn pick(store: &Store, id: Option<i64>) -> Result<ExperimentData, CompareErr
     Ok(store.load(id)?)
 }
 
+/// One store merged: where it came from, its id there and in the merged store, and its machine.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Merged {
+    pub input: PathBuf,
+    pub old: i64,
+    pub new: i64,
+    pub machine: String,
+}
+
+/// What a merge did: each store, and the warning it carries when forced.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MergeOutcome {
+    pub merged: Vec<Merged>,
+    pub warning: Option<String>,
+}
+
 /// Merge the newest experiment of each input store into a new store `out`, refusing (and writing nothing)
-/// when one is still running or is not the same experiment as the first. Returns (input, old id, new id).
-pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<Vec<(PathBuf, i64, i64)>, CompareError> {
+/// when one is still running or is not the same experiment as the first ([`mismatches`]: workload,
+/// target, objective, units, score, knobs, configurations). `force` merges experiments that differ in
+/// anything but their knobs and configurations anyway, and stores the warning with every merged experiment,
+/// so `show`, `compare` and the HTML report print it too. Each experiment keeps its own machine fingerprint.
+pub fn merge(inputs: &[PathBuf], out: &Path, force: bool) -> Result<MergeOutcome, CompareError> {
     if inputs.len() < 2 {
         return Err(CompareError::Usage(
             "merge needs at least two stores".into(),
@@ -247,6 +527,7 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<Vec<(PathBuf, i64, i64)>,
         return Err(CompareError::OutputExists(out.to_path_buf()));
     }
     let mut all: Vec<(PathBuf, ExperimentData)> = Vec::new();
+    let mut differences: Vec<String> = Vec::new();
     for p in inputs {
         if !p.exists() {
             return Err(StoreError::Missing(p.clone()).into());
@@ -273,25 +554,50 @@ pub fn merge(inputs: &[PathBuf], out: &Path) -> Result<Vec<(PathBuf, i64, i64)>,
                 data.experiment.id
             )));
         }
-        if let Some((first, a)) = all.first()
-            && let Some(why) = incompatibility(a, &data)
-        {
-            return Err(CompareError::Incompatible(format!(
-                "{} (experiment {}) is not the same experiment as {} (experiment {}): {why}",
-                p.display(),
-                data.experiment.id,
-                first.display(),
-                a.experiment.id
-            )));
+        if let Some((first, a)) = all.first() {
+            let found = mismatches(a, &data);
+            let unpaired = found
+                .iter()
+                .any(|m| matches!(m.kind, MismatchKind::Configurations | MismatchKind::Knobs));
+            if !found.is_empty() && (!force || unpaired) {
+                return Err(CompareError::Incompatible(format!(
+                    "{} (experiment {}) is not the same experiment as {} (experiment {}): {}{}",
+                    p.display(),
+                    data.experiment.id,
+                    first.display(),
+                    a.experiment.id,
+                    found
+                        .iter()
+                        .map(ToString::to_string)
+                        .collect::<Vec<_>>()
+                        .join("; "),
+                    if unpaired {
+                        " (their configurations cannot be paired, even with --force)"
+                    } else {
+                        " (--force merges them anyway, with a warning on every output)"
+                    }
+                )));
+            }
+            differences.extend(found.iter().map(|m| format!("{}: {m}", p.display())));
         }
         all.push((p.clone(), data));
     }
+    let warning = (!differences.is_empty()).then(|| forced_banner("merged", &differences));
     let mut store = Store::open(out)?;
-    let mut ids = Vec::new();
+    let mut merged = Vec::new();
     for (p, data) in &all {
-        ids.push((p.clone(), data.experiment.id, store.import(data)?));
+        let mut data = data.clone();
+        if let Some(w) = &warning {
+            data.experiment.meta.warnings.push(w.clone());
+        }
+        merged.push(Merged {
+            input: p.clone(),
+            old: data.experiment.id,
+            new: store.import(&data)?,
+            machine: side(&data).machine,
+        });
     }
-    Ok(ids)
+    Ok(MergeOutcome { merged, warning })
 }
 
 #[cfg(test)]
@@ -301,15 +607,52 @@ mod tests {
     use crate::store::{ExperimentMeta, NewRun};
     use std::collections::BTreeMap;
 
-    fn store_with(path: &Path, levels: &[&str], shift: &[f64]) -> i64 {
+    const SPEC: &str = r#"
+[target]
+builtin = "ordo-serve"
+args = ["--workers", "4"]
+ready_timeout = "5s"
+
+[[workload]]
+url = "http://127.0.0.1:{port}/"
+connections = 10
+duration = "2s"
+
+[knobs]
+nice = [0, 5]
+"#;
+
+    /// How a store differs from the reference one.
+    #[derive(Clone, Default)]
+    struct Variant {
+        spec: Option<String>,
+        objective: Option<&'static str>,
+        metric: Option<&'static str>,
+        levels: Option<Vec<&'static str>>,
+    }
+
+    fn store_with(path: &Path, levels: &[&'static str], shift: &[f64]) -> i64 {
+        store_variant(
+            path,
+            &Variant {
+                levels: Some(levels.to_vec()),
+                ..Default::default()
+            },
+            shift,
+        )
+    }
+
+    fn store_variant(path: &Path, v: &Variant, shift: &[f64]) -> i64 {
+        let levels = v.levels.clone().unwrap_or(vec!["0", "5"]);
+        let metric = v.metric.unwrap_or("web.throughput");
         let mut s = Store::open(path).unwrap();
         let meta = ExperimentMeta {
             knobs: vec![(
                 "nice".into(),
                 levels.iter().map(|l| l.to_string()).collect(),
             )],
-            objective: "maximize".into(),
-            score_terms: vec![("web.throughput".into(), 1.0)],
+            objective: v.objective.unwrap_or("maximize").into(),
+            score_terms: vec![(metric.into(), 1.0)],
             min_runs: 3,
             max_runs: 5,
             rel_ci: 0.02,
@@ -326,8 +669,9 @@ mod tests {
             is_baseline: false,
         }))
         .collect();
+        let spec = v.spec.clone().unwrap_or_else(|| SPEC.to_string());
         let id = s
-            .create_experiment("e", "e.toml", "text", 1, &meta, &configs, None)
+            .create_experiment("e", "e.toml", &spec, 1, &meta, &configs, None)
             .unwrap();
         for (c, d) in shift.iter().enumerate() {
             for (b, noise) in [0.0, 1.0, -1.0, 0.5].iter().enumerate() {
@@ -341,8 +685,7 @@ mod tests {
                         started_unix_ms: 0,
                         duration_s: 1.0,
                         error: None,
-                        metrics: [("web.throughput".to_string(), v), ("score".to_string(), v)]
-                            .into(),
+                        metrics: [(metric.to_string(), v), ("score".to_string(), v)].into(),
                     },
                 )
                 .unwrap();
@@ -350,6 +693,178 @@ mod tests {
         }
         s.set_status(id, "finished").unwrap();
         id
+    }
+
+    /// Issue 24: stores with different workloads, targets, objectives or score units merged, and compare
+    /// called the setup's difference SIGNIFICANT. Each kind is refused, naming what differs, by merge and
+    /// by compare, and nothing is written.
+    #[test]
+    fn every_kind_of_mismatch_is_refused_and_named() {
+        let d = tempfile::tempdir().unwrap();
+        let reference = d.path().join("ref.db");
+        store_variant(&reference, &Variant::default(), &[0.0, 0.0, 0.0]);
+        let cases: Vec<(MismatchKind, Variant, &str)> = vec![
+            (
+                MismatchKind::Workload,
+                Variant {
+                    spec: Some(SPEC.replace("connections = 10", "connections = 500")),
+                    ..Default::default()
+                },
+                "connections = 500",
+            ),
+            (
+                MismatchKind::Workload,
+                Variant {
+                    spec: Some(SPEC.replace(
+                        "url = \"http://127.0.0.1:{port}/\"\nconnections = 10\nduration = \"2s\"",
+                        "command = \"wrk -c 10 http://127.0.0.1:{port}/\"\nparser = \"wrk\"",
+                    )),
+                    ..Default::default()
+                },
+                "wrk -c 10",
+            ),
+            (
+                MismatchKind::Target,
+                Variant {
+                    spec: Some(SPEC.replace(
+                        "builtin = \"ordo-serve\"\nargs = [\"--workers\", \"4\"]",
+                        "command = \"nginx -c /etc/nginx.conf\"",
+                    )),
+                    ..Default::default()
+                },
+                "nginx -c /etc/nginx.conf",
+            ),
+            (
+                MismatchKind::Objective,
+                Variant {
+                    objective: Some("minimize"),
+                    ..Default::default()
+                },
+                "maximize against minimize",
+            ),
+            (
+                MismatchKind::Units,
+                Variant {
+                    metric: Some("web.p99_ms"),
+                    ..Default::default()
+                },
+                "web.throughput (req/s) against web.p99_ms (ms)",
+            ),
+            (
+                MismatchKind::Score,
+                Variant {
+                    metric: Some("web.requests_per_s_throughput"),
+                    ..Default::default()
+                },
+                "web.requests_per_s_throughput",
+            ),
+            (
+                MismatchKind::Knobs,
+                Variant {
+                    levels: Some(vec!["0", "10"]),
+                    ..Default::default()
+                },
+                "nice = [0, 10]",
+            ),
+        ];
+        for (i, (kind, v, says)) in cases.iter().enumerate() {
+            let other = d.path().join(format!("other-{i}.db"));
+            store_variant(&other, v, &[0.0, 500.0, 0.0]);
+            let (ra, rb) = (
+                pick(&Store::open_read_only(&reference).unwrap(), None).unwrap(),
+                pick(&Store::open_read_only(&other).unwrap(), None).unwrap(),
+            );
+            // Exactly this kind (different levels also make different configurations).
+            let found = mismatches(&ra, &rb);
+            assert_eq!(found.first().map(|m| m.kind), Some(*kind), "{found:?}");
+            assert!(
+                found
+                    .iter()
+                    .skip(1)
+                    .all(|m| *kind == MismatchKind::Knobs && m.kind == MismatchKind::Configurations),
+                "{found:?}"
+            );
+            let out = d.path().join(format!("merged-{i}.db"));
+            let e = merge(&[reference.clone(), other.clone()], &out, false)
+                .unwrap_err()
+                .to_string();
+            assert!(
+                e.contains("not the same experiment")
+                    && e.contains(&format!("{kind}: "))
+                    && e.contains(says),
+                "{kind}: {e}"
+            );
+            assert!(!out.exists());
+            let e = compare(&ra, &rb, false).unwrap_err().to_string();
+            assert!(e.contains(says), "{kind}: {e}");
+        }
+        // A store without its experiment file cannot be checked: refused too.
+        let bare = d.path().join("bare.db");
+        store_variant(
+            &bare,
+            &Variant {
+                spec: Some("text".into()),
+                ..Default::default()
+            },
+            &[0.0, 0.0, 0.0],
+        );
+        let e = merge(&[reference.clone(), bare], &d.path().join("b.db"), false)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown: B (experiment 1): no readable experiment file stored"),
+            "{e}"
+        );
+    }
+
+    /// `--force` merges and compares experiments that differ in their setup, and every output says so:
+    /// the merge, the comparison (terminal and JSON), the merged experiments' analysis. Different knobs
+    /// are never forced (nothing to pair).
+    #[test]
+    fn force_merges_with_a_warning_on_every_output() {
+        let d = tempfile::tempdir().unwrap();
+        let (a, b) = (d.path().join("a.db"), d.path().join("b.db"));
+        store_variant(&a, &Variant::default(), &[0.0, 0.0, 0.0]);
+        store_variant(
+            &b,
+            &Variant {
+                spec: Some(SPEC.replace("connections = 10", "connections = 500")),
+                ..Default::default()
+            },
+            &[0.0, 0.0, 0.0],
+        );
+        let out = d.path().join("ab.db");
+        let done = merge(&[a.clone(), b.clone()], &out, true).unwrap();
+        let w = done.warning.clone().unwrap();
+        assert!(
+            w.starts_with("WARNING: merged with --force") && w.contains("connections = 500"),
+            "{w}"
+        );
+        assert_eq!(done.merged.len(), 2);
+        assert!(done.merged.iter().all(|m| m.machine == "machine unknown"));
+        let merged = Store::open_read_only(&out).unwrap();
+        let (ea, eb) = (
+            pick(&merged, Some(1)).unwrap(),
+            pick(&merged, Some(2)).unwrap(),
+        );
+        for e in [&ea, &eb] {
+            let text = crate::analysis::render(&crate::analysis::analyze(e));
+            assert!(text.starts_with("WARNING: merged with --force"), "{text}");
+        }
+        assert!(compare(&ea, &eb, false).is_err());
+        let c = compare(&ea, &eb, true).unwrap();
+        let text = render(&c);
+        assert!(text.starts_with("WARNING: merged with --force"), "{text}");
+        assert!(text.contains("WARNING: compared with --force"), "{text}");
+        let json = serde_json::to_string(&c).unwrap();
+        assert!(json.contains("WARNING: compared with --force"), "{json}");
+        // Different knobs cannot be forced.
+        let c2 = d.path().join("c.db");
+        store_with(&c2, &["0", "10"], &[0.0, 0.0, 0.0]);
+        let e = merge(&[a, c2], &d.path().join("ac.db"), true)
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("cannot be paired, even with --force"), "{e}");
     }
 
     #[test]
@@ -363,15 +878,19 @@ mod tests {
         store_with(&a, &["0", "5"], &[0.0, 0.0, 0.0]);
         store_with(&b, &["0", "5"], &[0.0, 50.0, 0.3]);
         let out = d.path().join("ab.db");
-        let ids = merge(&[a.clone(), b.clone()], &out).unwrap();
-        assert_eq!(ids.iter().map(|x| x.2).collect::<Vec<_>>(), vec![1, 2]);
+        let done = merge(&[a.clone(), b.clone()], &out, false).unwrap();
+        assert_eq!(
+            done.merged.iter().map(|m| m.new).collect::<Vec<_>>(),
+            vec![1, 2]
+        );
+        assert!(done.warning.is_none());
         let merged = Store::open_read_only(&out).unwrap();
         let (ea, eb) = (
             pick(&merged, Some(1)).unwrap(),
             pick(&merged, Some(2)).unwrap(),
         );
         assert_eq!(ea.runs.len(), 12);
-        let cmp = compare(&ea, &eb).unwrap();
+        let cmp = compare(&ea, &eb, false).unwrap();
         let sig: Vec<&str> = cmp
             .configs
             .iter()
@@ -387,7 +906,9 @@ mod tests {
         // A store that is not the same experiment is refused, and nothing is written.
         store_with(&c, &["0", "10"], &[0.0, 0.0, 0.0]);
         let out2 = d.path().join("ac.db");
-        let e = merge(&[a.clone(), c], &out2).unwrap_err().to_string();
+        let e = merge(&[a.clone(), c], &out2, false)
+            .unwrap_err()
+            .to_string();
         assert!(
             e.contains("not the same experiment") && e.contains("knobs differ"),
             "{e}"
@@ -395,7 +916,7 @@ mod tests {
         assert!(!out2.exists());
         // An existing output is never overwritten.
         assert!(matches!(
-            merge(&[a, b], &out),
+            merge(&[a, b], &out, false),
             Err(CompareError::OutputExists(_))
         ));
     }

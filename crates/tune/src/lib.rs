@@ -7,6 +7,7 @@ pub mod design;
 mod parsers;
 pub mod runner;
 pub mod search;
+pub mod sequential;
 mod session;
 
 pub use session::{resume, run};

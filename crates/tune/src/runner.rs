@@ -17,7 +17,6 @@ use ordo_sys::knobs::{
 use crate::analysis::Analysis;
 use crate::design::{self, Configuration};
 use crate::spec::{Design, KnobSpec, Spec, SpecError, TargetKind};
-use crate::stats::Summary;
 use crate::store::StoreError;
 use crate::target::{RunningTarget, TargetError, command_line, free_port};
 use crate::workload::{self, WorkloadError};
@@ -180,19 +179,19 @@ impl Plan {
     }
 
     /// Estimated duration with `reps` runs per configuration.
-    fn estimate(&self, reps: usize) -> Duration {
+    fn estimate(&self, most: bool) -> Duration {
+        let rule = crate::spec::RepeatRule {
+            min: self.min_runs,
+            max: self.max_runs,
+            rel_ci: 0.0,
+            warmup: 0,
+        };
+        let (lo, hi) = crate::sequential::runs_per_configuration(&rule);
+        let reps = if most { hi } else { lo };
         let runs = match self.search {
             Some((budget, _)) => {
-                let (lo, hi) = search_runs(
-                    &crate::spec::RepeatRule {
-                        min: self.min_runs,
-                        max: self.max_runs,
-                        rel_ci: 0.0,
-                        warmup: 0,
-                    },
-                    budget,
-                );
-                if reps == self.min_runs { lo } else { hi }
+                let (lo, hi) = search_runs(&rule, budget);
+                if most { hi } else { lo }
             }
             None => self.configs.len() * (reps + self.warmup_blocks),
         };
@@ -211,9 +210,10 @@ impl Plan {
         o.push_str("knobs:\n");
         for c in &self.checks {
             let deferred = self.target_unchecked
-                && c.knob
-                    .parse::<KnobId>()
-                    .is_ok_and(|id| matches!(id.scope(), Scope::Thread | Scope::Cgroup));
+                && c.knob.parse::<KnobId>().is_ok_and(|id| {
+                    matches!(id.scope(), Scope::Thread | Scope::Cgroup)
+                        || ordo_sys::knobs::rt_only(&id).is_some()
+                });
             match &c.result {
                 Ok(_) if deferred => o.push_str(&format!(
                     "  {} = [{}]  levels ok; checked against the target's threads/cgroup when the run starts\n",
@@ -232,12 +232,19 @@ impl Plan {
                 Err(r) => o.push_str(&format!("  {r}\n")),
             }
         }
+        let (confirm_lo, confirm_hi) =
+            crate::sequential::runs_per_configuration(&crate::spec::RepeatRule {
+                min: self.min_runs,
+                max: self.max_runs,
+                rel_ci: 0.0,
+                warmup: 0,
+            });
         match self.search {
             Some((budget, grid)) => o.push_str(&format!(
-                "search: at most {budget} configuration(s) (the baseline included) of a {grid}-point grid, each run {} times, proposed one by one by a Gaussian-process model (expected improvement); then the best against the baseline in fresh interleaved blocks ({} to {} runs each)\n  {:>3}  {}\n",
+                "search: at most {budget} configuration(s) (the baseline included) of a {grid}-point grid, each run {} times, proposed one by one by a Gaussian-process model (expected improvement); then the best against the baseline in fresh interleaved blocks ({} to {} runs each: a pilot, then as many confirmatory runs)\n  {:>3}  {}\n",
                 self.min_runs,
-                self.min_runs,
-                self.max_runs,
+                confirm_lo,
+                confirm_hi,
                 0,
                 self.configs.first().map_or("", |c| c.label.as_str())
             )),
@@ -253,13 +260,15 @@ impl Plan {
             format!("{}h{:02}m{:02}s", s / 3600, (s / 60) % 60, s % 60)
         };
         o.push_str(&format!(
-            "runs: {} to {} per configuration (+{} warm-up block(s)), ~{:.1}s each\nestimated duration: {} to {}\n",
-            self.min_runs,
-            self.max_runs,
+            "runs: {} to {} per configuration (+{} warm-up block(s)), ~{:.1}s each: a pilot of {} to {} that sets how many are needed, then as many confirmatory runs, which alone decide significance\nestimated duration: {} to {}\n",
+            confirm_lo,
+            confirm_hi,
             self.warmup_blocks,
             self.per_run.as_secs_f64(),
-            fmt(self.estimate(self.min_runs)),
-            fmt(self.estimate(self.max_runs))
+            self.min_runs,
+            self.max_runs,
+            fmt(self.estimate(false)),
+            fmt(self.estimate(true))
         ));
         o
     }
@@ -421,6 +430,27 @@ pub(crate) fn plan_with(
         }
     }
     let target_unchecked = needs_target && running.is_none() && spec.target.is_started();
+    // Nor can it say whether a real-time-only knob acts on a target that runs real-time by itself
+    // (`chrt -r 10 ...`): unless the experiment sets the policy, that is checked when the run starts.
+    if target_unchecked && ctx.policy_levels.is_empty() {
+        for c in checks.iter_mut() {
+            let rt = c
+                .knob
+                .parse::<KnobId>()
+                .is_ok_and(|id| ordo_sys::knobs::rt_only(&id).is_some());
+            if rt && matches!(&c.result, Err(r) if r.kind == RefusalKind::NoEffect) {
+                c.result = Ok(String::new());
+            }
+        }
+    }
+    // The policies the target's threads run with, read while it is alive: a target started as
+    // `chrt -r 10 ordo serve` runs SCHED_RR, and read after it stopped every thread looked SCHED_OTHER.
+    let found: Vec<String> = ctx
+        .target
+        .tids
+        .iter()
+        .filter_map(|&t| opts.threads.get(t, ThreadKnob::Policy).ok())
+        .collect();
     drop(running);
     let skipped: Vec<Refusal> = checks
         .iter()
@@ -431,13 +461,13 @@ pub(crate) fn plan_with(
     let configs = design::configurations(&kept);
     // Every configuration that will run, not just each knob's levels (a search's grid is the full
     // factorial, which the level checks cover; its baseline is checked here).
-    let found: Vec<String> = ctx
-        .target
-        .tids
-        .iter()
-        .filter_map(|&t| opts.threads.get(t, ThreadKnob::Policy).ok())
-        .collect();
-    no_effect_in_configurations(&configs, &found, &mut checks);
+    // A dry run of a started target has not seen its threads' own policy (`chrt -r 10 ...` runs RR):
+    // only configurations that set the policy themselves can be judged before the run.
+    no_effect_in_configurations(
+        &configs,
+        (!target_unchecked).then_some(found.as_slice()),
+        &mut checks,
+    );
     let per_run = spec
         .workloads
         .iter()
@@ -491,14 +521,18 @@ pub(crate) fn plan_with(
 }
 
 /// Refuse each knob that some configuration would set without effect ([`ordo_sys::knobs::no_effect_in`]),
-/// naming those configurations.
+/// naming those configurations. `found`: the policies the target's threads run with; `None` when unknown
+/// (a dry run of a target ordo starts), and then only configurations that set `policy` are judged.
 fn no_effect_in_configurations(
     configs: &[Configuration],
-    found: &[String],
+    found: Option<&[String]>,
     checks: &mut [KnobCheck],
 ) {
     let mut bad: BTreeMap<String, (String, Vec<String>)> = BTreeMap::new();
     for c in configs {
+        let Some(found) = found.or(c.values.contains_key("policy").then_some(&[][..])) else {
+            continue;
+        };
         for (knob, why) in ordo_sys::knobs::no_effect_in(&c.values, found) {
             bad.entry(knob)
                 .or_insert_with(|| (why, Vec::new()))
@@ -660,26 +694,6 @@ pub(crate) fn restore(applier: &mut Applier) -> Result<Vec<RestoreNote>, RunErro
     Ok(notes)
 }
 
-/// The repetition rule, decided at the start of `block` from the measured runs of the blocks before it:
-/// every configuration has `min` runs and meets the CI rule or has `max`. Runs of `block` and later (a
-/// resumed experiment has some stored) do not count, so a resumed experiment completes the block it was
-/// interrupted in, as an uninterrupted one would, instead of stopping with that block half done.
-pub(crate) fn rule_met(
-    scores: &[Vec<(usize, f64)>],
-    block: usize,
-    rule: &crate::spec::RepeatRule,
-) -> bool {
-    scores.iter().all(|s| {
-        let values: Vec<f64> = s
-            .iter()
-            .filter(|&&(b, _)| b < block)
-            .map(|&(_, v)| v)
-            .collect();
-        values.len() >= rule.min
-            && (values.len() >= rule.max || Summary::of(&values).rel_ci() <= rule.rel_ci)
-    })
-}
-
 /// One run of one configuration: start the target, apply the knobs, run every workload, sample the
 /// target, stop it. The caller restores the knobs.
 pub(crate) fn one_run(
@@ -750,12 +764,10 @@ pub(crate) fn stored_spec_path(file: &Path) -> String {
 }
 
 /// Runs per configuration-equivalent of a search, at least and at most (for the plan's estimate): every
-/// trial runs `min` times, the re-check runs two configurations `min` to `max` times.
+/// trial runs `min` times, the re-check runs two configurations through a pilot and its confirmatory blocks.
 pub(crate) fn search_runs(rule: &crate::spec::RepeatRule, budget: usize) -> (usize, usize) {
-    (
-        budget * rule.min + 2 * rule.min,
-        budget * rule.min + 2 * rule.max,
-    )
+    let (lo, hi) = crate::sequential::runs_per_configuration(rule);
+    (budget * rule.min + 2 * lo, budget * rule.min + 2 * hi)
 }
 
 #[cfg(test)]
@@ -941,6 +953,80 @@ policy = ["rr:10"]
         assert!(plan_of("").refusals().is_empty());
     }
 
+    /// Threads that run SCHED_RR for as long as they exist, as under `chrt -r 10`, without CAP_SYS_NICE.
+    struct RoundRobinWhileAlive;
+
+    impl ThreadOps for RoundRobinWhileAlive {
+        fn get(&self, tid: i32, knob: ThreadKnob) -> Result<String, KnobError> {
+            if !self.alive(tid) {
+                return Err(KnobError::Thread {
+                    tid,
+                    what: "get",
+                    source: std::io::ErrorKind::NotFound.into(),
+                });
+            }
+            Ok(match knob {
+                ThreadKnob::Policy => "rr:10".into(),
+                ThreadKnob::Nice => "0".into(),
+                ThreadKnob::Slice => "3000000".into(),
+                ThreadKnob::Affinity => "0".into(),
+            })
+        }
+        fn set(&self, _: i32, _: ThreadKnob, _: &str) -> Result<(), KnobError> {
+            Ok(())
+        }
+        fn alive(&self, tid: i32) -> bool {
+            Path::new(&format!("/proc/{tid}")).exists()
+        }
+    }
+
+    /// Issue 24: a target started as `chrt -r 10 ordo serve` was refused as SCHED_OTHER: its threads'
+    /// policies were read after the target started for the checks had been stopped.
+    #[test]
+    fn a_started_real_time_target_is_recognised_while_it_runs() {
+        let d = tempfile::tempdir().unwrap();
+        let root = d.path().join("root");
+        for (rel, v) in [
+            ("proc/sys/kernel/sched_rr_timeslice_ms", "100\n"),
+            ("proc/sys/kernel/osrelease", "6.18.0\n"),
+        ] {
+            std::fs::create_dir_all(root.join(rel).parent().unwrap()).unwrap();
+            std::fs::write(root.join(rel), v).unwrap();
+        }
+        let text = r#"
+[target]
+command = "sleep 30"
+[workload]
+url = "http://127.0.0.1:1/"
+[knobs]
+"sysctl:kernel.sched_rr_timeslice_ms" = [5, 50]
+"#;
+        let spec = Spec::parse(text, Path::new("e.toml"), d.path()).unwrap();
+        let mut opts = RunOptions::new(
+            d.path().join("t.db"),
+            d.path().join("j"),
+            SysRoot::at(&root),
+        );
+        opts.threads = Arc::new(RoundRobinWhileAlive);
+        let plan = plan(&spec, &opts, true).unwrap();
+        assert!(plan.refusals().is_empty(), "{:?}", plan.refusals());
+        // A dry run starts nothing: it cannot know the target's own policy, so it does not refuse.
+        let dry = super::plan(&spec, &opts, false).unwrap();
+        assert!(dry.refusals().is_empty(), "{:?}", dry.refusals());
+        assert!(
+            dry.render()
+                .contains("checked against the target's threads/cgroup when the run starts"),
+            "{}",
+            dry.render()
+        );
+        // The same threads under SCHED_OTHER are refused (the check can still say no).
+        let fake = ordo_sys::knobs::FakeThreads::new();
+        opts.threads = Arc::new(fake);
+        let refused = super::plan(&spec, &opts, true).unwrap().refusals();
+        assert_eq!(refused.len(), 1, "{refused:?}");
+        assert_eq!(refused[0].kind, RefusalKind::NoEffect);
+    }
+
     #[test]
     fn apply_order_puts_policy_first_and_skips_params() {
         let v: BTreeMap<String, String> = [
@@ -977,37 +1063,6 @@ policy = ["rr:10"]
             stored_spec_path(Path::new("/a/b/exp.toml")),
             "/a/b/exp.toml"
         );
-    }
-
-    #[test]
-    fn the_repetition_rule_counts_only_the_blocks_before_the_one_starting() {
-        let rule = crate::spec::RepeatRule {
-            min: 3,
-            max: 10,
-            rel_ci: 0.5,
-            warmup: 0,
-        };
-        // Blocks 0..=3 done; configuration 1 is still noisy (100, 200, 100, 200: ±~51%).
-        let mut scores = vec![
-            vec![(0, 100.0), (1, 100.0), (2, 100.0), (3, 100.0)],
-            vec![(0, 100.0), (1, 200.0), (2, 100.0), (3, 200.0)],
-        ];
-        assert!(!rule_met(&scores, 4, &rule));
-        // Interrupted in block 4 after configuration 1 ran (150). With that run counted, the rule
-        // would be met (±~33%) and a resumed experiment would stop with block 4 half done; it is
-        // decided from the complete blocks, so block 4 is finished first...
-        scores[1].push((4, 150.0));
-        assert!(!rule_met(&scores, 0, &rule));
-        assert!(!rule_met(&scores, 4, &rule));
-        // ...and the rule is met at the start of block 5.
-        scores[0].push((4, 100.0));
-        assert!(rule_met(&scores, 5, &rule));
-        // Fewer than `min` runs never meet it; `max` always does.
-        assert!(!rule_met(&[vec![(0, 1.0), (1, 1.0)]], 2, &rule));
-        let noisy: Vec<(usize, f64)> = (0..10)
-            .map(|b| (b, if b % 2 == 0 { 1.0 } else { 9.0 }))
-            .collect();
-        assert!(rule_met(&[noisy], 10, &rule));
     }
 
     fn resume_opts(dir: &Path, db: &str) -> RunOptions {

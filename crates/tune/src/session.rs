@@ -17,9 +17,10 @@ use crate::analysis::{self, score_of};
 use crate::design::{self, Configuration};
 use crate::runner::{
     NOTHING_TO_COMPARE, Outcome, RunError, RunOptions, TempDir, one_run, plan_with, restore,
-    rule_met, stored_spec_path, tempdir, without,
+    stored_spec_path, tempdir, without,
 };
 use crate::search::{Searcher, Space, Trial};
+use crate::sequential::{self, Confirm, Next};
 use crate::spec::{Design, Spec};
 use crate::stats::Summary;
 use crate::store::{ExperimentMeta, NewRun, RecheckMeta, SearchMeta, Store, text_hash};
@@ -283,6 +284,9 @@ impl<'o> Session<'o> {
                         grid: s.space.size(),
                         recheck: None,
                     }),
+                    confirmatory: true,
+                    confirm: None,
+                    warnings: Vec::new(),
                 };
                 let fp = serde_json::to_value(ordo_sys::Fingerprint::collect()).ok();
                 let id = store.create_experiment(
@@ -326,9 +330,10 @@ impl<'o> Session<'o> {
             })
             .collect();
         let n = configs.len();
+        let (min_runs, _) = sequential::runs_per_configuration(&spec.repeat);
         let expected = match &search {
-            Some(s) => (s.budget + 2) * spec.repeat.min,
-            None => n * (spec.repeat.warmup + spec.repeat.min),
+            Some(s) => s.budget * spec.repeat.min + 2 * min_runs,
+            None => n * (spec.repeat.warmup + min_runs),
         };
         let bar = (opts.progress && std::io::stderr().is_terminal()).then(|| {
             let b = indicatif::ProgressBar::new(expected as u64);
@@ -404,20 +409,42 @@ impl<'o> Session<'o> {
     }
 
     fn design_block(&mut self, block: usize, applier: &mut Applier) -> Result<Phase, RunError> {
-        let warm = self.spec.repeat.warmup;
         let members: Vec<usize> = (0..self.configs.len()).collect();
-        if block >= warm
-            && (block - warm >= self.spec.repeat.max
-                || rule_met(&self.scores, block, &self.spec.repeat))
-        {
-            return Ok(Phase::Done { interrupted: false });
+        let warm = match sequential::next(
+            block,
+            &self.spec.repeat,
+            &self.scores,
+            self.meta.confirm.as_ref(),
+        ) {
+            Next::Done => return Ok(Phase::Done { interrupted: false }),
+            Next::StartConfirm(c) => {
+                self.meta.confirm = Some(c);
+                self.store.update_meta(self.experiment, &self.meta)?;
+                self.confirm_line(c);
+                return Ok(Phase::Design { block });
+            }
+            Next::Run { warm } => warm,
+        };
+        Ok(match self.run_block(&members, block, warm, applier)? {
+            Ended::Completed => Phase::Design { block: block + 1 },
+            Ended::Interrupted => Phase::Done { interrupted: true },
+        })
+    }
+
+    /// Say that the pilot is over and how many confirmatory blocks follow.
+    fn confirm_line(&self, c: Confirm) {
+        self.printer.line(&format!(
+            "pilot done after {} block(s); {} confirmatory block(s) follow, and only their runs decide significance",
+            c.from - self.spec.repeat.warmup.min(c.from),
+            c.blocks
+        ));
+        if let Some(b) = &self.printer.bar {
+            b.set_length(
+                b.length()
+                    .unwrap_or(0)
+                    .max(self.done.len() as u64 + (c.blocks * self.configs.len()) as u64),
+            );
         }
-        Ok(
-            match self.run_block(&members, block, block < warm, applier)? {
-                Ended::Completed => Phase::Design { block: block + 1 },
-                Ended::Interrupted => Phase::Done { interrupted: true },
-            },
-        )
     }
 
     fn recheck_block(&mut self, block: usize, applier: &mut Applier) -> Result<Phase, RunError> {
@@ -427,8 +454,24 @@ impl<'o> Session<'o> {
         let members = [r.baseline, r.candidate];
         let scores: Vec<Vec<(usize, f64)>> =
             members.iter().map(|&i| self.scores[i].clone()).collect();
-        if block >= self.spec.repeat.max || rule_met(&scores, block, &self.spec.repeat) {
-            return Ok(Phase::Done { interrupted: false });
+        let rule = crate::spec::RepeatRule {
+            warmup: 0,
+            ..self.spec.repeat.clone()
+        };
+        match sequential::next(block, &rule, &scores, r.confirm.as_ref()) {
+            Next::Done => return Ok(Phase::Done { interrupted: false }),
+            Next::StartConfirm(c) => {
+                if let Some(rc) = self.meta.search.as_mut().and_then(|s| s.recheck.as_mut()) {
+                    rc.confirm = Some(c);
+                }
+                self.store.update_meta(self.experiment, &self.meta)?;
+                self.printer.line(&format!(
+                    "re-check: pilot done after {block} block(s); {} confirmatory block(s) follow, and only their runs decide significance",
+                    c.blocks
+                ));
+                return Ok(Phase::Recheck { block });
+            }
+            Next::Run { .. } => {}
         }
         Ok(match self.run_block(&members, block, false, applier)? {
             Ended::Completed => Phase::Recheck { block: block + 1 },
@@ -542,6 +585,7 @@ impl<'o> Session<'o> {
                 best,
                 baseline,
                 candidate,
+                confirm: None,
             });
         }
         self.store.update_meta(self.experiment, &self.meta)?;

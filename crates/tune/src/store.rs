@@ -9,6 +9,7 @@ use rusqlite::{Connection, OpenFlags, OptionalExtension, params};
 use serde::{Deserialize, Serialize};
 
 use crate::design::Configuration;
+use crate::sequential::Confirm;
 use crate::spec::Objective;
 
 #[derive(Debug, thiserror::Error)]
@@ -69,6 +70,16 @@ pub struct ExperimentMeta {
     /// A search's settings and, once it started, its re-check.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub search: Option<SearchMeta>,
+    /// Significance is decided on confirmatory blocks only ([`crate::sequential`]); false in stores
+    /// written before, whose tests reused the runs that decided when to stop.
+    #[serde(default)]
+    pub confirmatory: bool,
+    /// The confirmatory phase of a fixed design, once its pilot ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<Confirm>,
+    /// Warnings every output of this experiment carries (a merge forced over differing experiments).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
 }
 
 /// `[design] kind = "search"` as run.
@@ -93,6 +104,9 @@ pub struct RecheckMeta {
     /// The re-check's baseline and candidate configurations.
     pub baseline: usize,
     pub candidate: usize,
+    /// The re-check's confirmatory phase, once its pilot ended.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub confirm: Option<Confirm>,
 }
 
 impl SearchMeta {

@@ -135,6 +135,43 @@ impl Input {
             .map_or_else(|| self.name.clone(), |n| n.to_string_lossy().into_owned())
     }
 
+    /// Every machine the input was measured on: one for most results; for a tune store, whose merged form
+    /// holds one experiment per machine or kernel, one per distinct machine, naming its experiments
+    /// ("experiment #1, #3").
+    pub fn machines(&self) -> Vec<(String, Machine)> {
+        let InputData::Tune(t) = &self.data else {
+            return vec![(String::new(), self.machine.clone())];
+        };
+        let mut out: Vec<(Vec<String>, Machine)> = Vec::new();
+        for e in &t.experiments {
+            let id = format!("#{}", e.data.experiment.id);
+            match out.iter_mut().find(|(_, m)| *m == e.machine) {
+                Some((ids, _)) => ids.push(id),
+                None => out.push((vec![id], e.machine.clone())),
+            }
+        }
+        if out.len() <= 1 {
+            return vec![(String::new(), self.machine.clone())];
+        }
+        out.into_iter()
+            .map(|(ids, m)| (format!("experiment {}", ids.join(", ")), m))
+            .collect()
+    }
+
+    /// Warnings the page header repeats (a tune store merged with `--force`).
+    pub fn warnings(&self) -> Vec<String> {
+        let InputData::Tune(t) = &self.data else {
+            return Vec::new();
+        };
+        let mut out: Vec<String> = Vec::new();
+        for w in t.experiments.iter().flat_map(|e| &e.analysis.warnings) {
+            if !out.contains(w) {
+                out.push(w.clone());
+            }
+        }
+        out
+    }
+
     /// "kernel @ host" when known, else the file name.
     pub fn label(&self) -> String {
         self.machine.label().unwrap_or_else(|| self.short_name())

@@ -266,7 +266,12 @@ pub(crate) fn main_effect_charts(id: &str, a: &Analysis) -> Vec<XyChart> {
             let mut c = XyChart::new(
                 format!("{id}-effect-{}", i + 1),
                 format!(
-                    "Main effect of {}: mean {} over the configurations at each level (spread {}).",
+                    "{}Main effect of {}: mean {} over the configurations at each level (spread {}).",
+                    if e.observational {
+                        "Observational — over the points the search chose to visit, not a balanced design. "
+                    } else {
+                        ""
+                    },
                     e.knob,
                     score_label(a),
                     num(e.spread, 3)
@@ -543,7 +548,11 @@ fn seed_table(a: &Analysis) -> Option<Table> {
 
 fn effects_table(a: &Analysis) -> Table {
     let mut t = Table::new(
-        "Main effects (mean per level)",
+        if a.main_effects.iter().any(|e| e.observational) {
+            "Main effects — observational (mean per level over the points the search visited)"
+        } else {
+            "Main effects (mean per level)"
+        },
         &["knob", "level", "mean", "configurations"],
     )
     .left(1);
@@ -697,7 +706,12 @@ fn experiment_section(e: &Experiment, id: &str, name: &str) -> Section {
     if let Some(l) = e.machine.label() {
         sub.push_str(&format!("; {l}"));
     }
-    let mut blocks: Vec<Block> = a.notes.iter().map(|n| Block::Note(n.clone())).collect();
+    let mut blocks: Vec<Block> = a
+        .warnings
+        .iter()
+        .chain(&a.notes)
+        .map(|n| Block::Note(n.clone()))
+        .collect();
     if a.configs.iter().all(|c| c.score.n == 0) {
         blocks.push(Block::Note(
             "No configuration has a measured run yet.".into(),

@@ -278,3 +278,121 @@ fn a_real_ordo_tune_store_renders_its_stored_means() {
     assert!(!html.contains("(baseline) (baseline)"));
     assert!(html.contains("baseline (workers=4)"));
 }
+
+/// Issue 24: a store merged from two kernels showed one machine in the page header, and a merge forced over
+/// differing experiments looked like any other. Each experiment's machine is in the header, and the
+/// warning is a banner there and a note in every experiment's section (and in the terminal text).
+#[test]
+fn a_merged_store_shows_every_machine_and_a_forced_merge_warns() {
+    let dir = tempfile::tempdir().unwrap();
+    let (a, b, merged) = (
+        dir.path().join("a.db"),
+        dir.path().join("b.db"),
+        dir.path().join("ab.db"),
+    );
+    common::build_store(&a, "lab-a", "6.8.0-45-generic", 1.0, 1, 3);
+    common::build_store(&b, "lab-b", "6.12.9", 1.08, 2, 3);
+    // Their experiment file is not stored (synthetic): refused unless forced.
+    let refused = ordo_tune::compare::merge(&[a.clone(), b.clone()], &merged, false)
+        .unwrap_err()
+        .to_string();
+    assert!(refused.contains("no readable experiment file"), "{refused}");
+    let done = ordo_tune::compare::merge(&[a, b], &merged, true).unwrap();
+    assert!(done.merged[0].machine.contains("lab-a") && done.merged[1].machine.contains("lab-b"));
+    let input = ordo_report::Input::tune(&merged, None).unwrap();
+    let html = ordo_report::render_html(std::slice::from_ref(&input));
+    let header = &html[..html.find("</header>").unwrap()];
+    assert!(
+        header.contains("experiment #1: host lab-a · kernel 6.8.0-45-generic")
+            && header.contains("experiment #2: host lab-b · kernel 6.12.9"),
+        "{header}"
+    );
+    assert!(
+        header.contains("<p class=\"warning\">WARNING: merged with --force"),
+        "{header}"
+    );
+    assert_eq!(
+        html.matches("WARNING: merged with --force").count(),
+        3,
+        "banner + 2 sections"
+    );
+    // The side-by-side comparison of the two says they are not the same experiment either.
+    assert!(
+        html.contains("WARNING: these runs are not the same experiment"),
+        "{html}"
+    );
+    let text = ordo_report::render_text(&[input]);
+    assert!(text.contains("WARNING: merged with --force"), "{text}");
+}
+
+/// Issue 24: the HTML banner named the trial with the highest raw mean while the re-check named the
+/// search's pick. The banner, like the terminal and the JSON, names the re-checked configuration.
+#[test]
+fn a_search_banner_names_the_rechecked_best() {
+    use ordo_tune::design::Configuration;
+    use ordo_tune::store::{ExperimentMeta, NewRun, Store};
+    let dir = tempfile::tempdir().unwrap();
+    let db = dir.path().join("search.db");
+    let mut store = Store::open(&db).unwrap();
+    let meta: ExperimentMeta = serde_json::from_value(serde_json::json!({
+        "knobs": [["param:a", ["1", "2", "3"]]],
+        "objective": "maximize",
+        "score_terms": [["web.throughput", 1.0]],
+        "scale_knob": null,
+        "min_runs": 3, "max_runs": 10, "rel_ci": 0.02, "warmup_blocks": 0,
+        "design": "search", "confirmatory": true,
+        "search": {"budget": 3, "initial": 2, "seed": 1, "grid": 3,
+                   "recheck": {"best": 2, "baseline": 3, "candidate": 4,
+                               "confirm": {"from": 3, "blocks": 3}}}
+    }))
+    .unwrap();
+    let config = |label: &str, a: Option<&str>, base: bool| Configuration {
+        label: label.into(),
+        values: a
+            .map(|a| [("param:a".to_string(), a.to_string())].into())
+            .unwrap_or_default(),
+        is_baseline: base,
+    };
+    let configs = vec![
+        config("machine defaults", None, true),
+        config("a=2", Some("2"), false),
+        config("a=3", Some("3"), false),
+        config("re-check: baseline", None, false),
+        config("re-check: a=3", Some("3"), false),
+    ];
+    let id = store
+        .create_experiment("s", "s.toml", "", 1, &meta, &configs, None)
+        .unwrap();
+    // a=2 is the luckiest trial (raw mean 125); the model picked a=3 (120), which the re-check confirms.
+    let runs: [&[f64]; 5] = [
+        &[100.0, 100.5, 99.5],
+        &[125.0, 126.0, 124.0],
+        &[120.0, 121.0, 119.0],
+        &[100.0, 101.0, 99.0, 100.0, 100.5, 99.5],
+        &[118.0, 119.0, 117.0, 118.0, 118.5, 117.5],
+    ];
+    for (c, xs) in runs.iter().enumerate() {
+        for (block, &x) in xs.iter().enumerate() {
+            store
+                .record_run(
+                    id,
+                    &NewRun {
+                        config: c,
+                        block,
+                        warmup: false,
+                        started_unix_ms: 0,
+                        duration_s: 1.0,
+                        error: None,
+                        metrics: [("web.throughput".to_string(), x)].into(),
+                    },
+                )
+                .unwrap();
+        }
+    }
+    store.set_status(id, "finished").unwrap();
+    drop(store);
+    let html = ordo_report::render_html(&[ordo_report::Input::tune(&db, None).unwrap()]);
+    assert!(html.contains("Best: a=3 with mean 118"), "{html}");
+    assert!(!html.contains("Best: a=2"));
+    assert!(html.contains("Main effects — observational"));
+}

@@ -25,7 +25,7 @@ pub use apply::{Applier, RestoreNote, Target, recover};
 pub use check::{CheckContext, Checker, Refusal, RefusalKind, no_effect_in, rt_only};
 pub use id::{KnobId, Scope, ThreadKnob, parse_policy};
 pub use journal::{Journal, JournalEntry};
-pub use root::SysRoot;
+pub use root::{CgroupMemory, SysRoot};
 pub use threads::{FakeThreads, RealThreads, ThreadOps};
 
 use std::path::PathBuf;

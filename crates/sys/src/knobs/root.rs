@@ -167,6 +167,131 @@ impl SysRoot {
             Ok(mount.1.join(rel.trim().trim_start_matches('/')))
         }
     }
+
+    /// The tightest memory limit on process `pid` from its cgroup or any ancestor: cgroup v2 `memory.max`
+    /// (a number, not `max`), else cgroup v1 `memory.limit_in_bytes` (values of 2^60 and more mean no
+    /// limit). `None` when no cgroup limits it. What the cgroup already uses is `memory.current`
+    /// (`memory.usage_in_bytes`) less its page cache (`file` / `total_cache` in `memory.stat`), which the
+    /// kernel reclaims before it OOM-kills.
+    pub fn cgroup_memory(&self, pid: i32) -> Option<CgroupMemory> {
+        let text = std::fs::read_to_string(self.proc_pid(pid).join("cgroup")).ok()?;
+        let mounts = self.mounts();
+        let v2 = mounts
+            .iter()
+            .find(|(t, _, _)| t == "cgroup2")
+            .and_then(|(_, m, _)| {
+                let rel = text.lines().find_map(|l| l.strip_prefix("0::"))?;
+                Some((m.clone(), rel.trim().to_string()))
+            });
+        let v1 = mounts
+            .iter()
+            .find(|(t, _, o)| t == "cgroup" && o.split(',').any(|x| x == "memory"))
+            .and_then(|(_, m, _)| {
+                let rel = text.lines().find_map(|l| {
+                    let mut p = l.splitn(3, ':');
+                    let _id = p.next()?;
+                    let ctrls = p.next()?;
+                    let path = p.next()?;
+                    ctrls
+                        .split(',')
+                        .any(|c| c == "memory")
+                        .then(|| path.trim().to_string())
+                })?;
+                Some((m.clone(), rel))
+            });
+        let tightest = |a: Option<CgroupMemory>, b: Option<CgroupMemory>| match (a, b) {
+            (Some(a), Some(b)) => Some(if b.headroom() < a.headroom() { b } else { a }),
+            (a, b) => a.or(b),
+        };
+        let v2 = v2.and_then(|(mount, rel)| {
+            walk_up(&mount, &rel, |dir| {
+                let limit: u64 = read_trimmed(&dir.join("memory.max")).ok()?.parse().ok()?;
+                let current: u64 = read_trimmed(&dir.join("memory.current"))
+                    .ok()?
+                    .parse()
+                    .ok()?;
+                let cache = stat_field(&dir.join("memory.stat"), &["file"]);
+                Some(CgroupMemory {
+                    limit,
+                    used: current.saturating_sub(cache),
+                    file: dir.join("memory.max"),
+                })
+            })
+        });
+        let v1 = v1.and_then(|(mount, rel)| {
+            walk_up(&mount, &rel, |dir| {
+                let limit: u64 = read_trimmed(&dir.join("memory.limit_in_bytes"))
+                    .ok()?
+                    .parse()
+                    .ok()
+                    .filter(|&l: &u64| l < 1 << 60)?;
+                let usage: u64 = read_trimmed(&dir.join("memory.usage_in_bytes"))
+                    .ok()?
+                    .parse()
+                    .ok()?;
+                let cache = stat_field(&dir.join("memory.stat"), &["total_cache", "cache"]);
+                Some(CgroupMemory {
+                    limit,
+                    used: usage.saturating_sub(cache),
+                    file: dir.join("memory.limit_in_bytes"),
+                })
+            })
+        });
+        tightest(v2, v1)
+    }
+}
+
+/// A cgroup's memory limit and what it holds that the kernel cannot reclaim.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CgroupMemory {
+    /// Bytes.
+    pub limit: u64,
+    /// Bytes in use, less page cache.
+    pub used: u64,
+    /// The file that sets the limit.
+    pub file: PathBuf,
+}
+
+impl CgroupMemory {
+    /// Bytes the cgroup may still take before it reclaims hard or OOM-kills.
+    pub fn headroom(&self) -> u64 {
+        self.limit.saturating_sub(self.used)
+    }
+}
+
+/// The tightest of `limit(dir)` over the cgroup `rel` under `mount` and its ancestors up to the mount.
+fn walk_up(
+    mount: &Path,
+    rel: &str,
+    limit: impl Fn(&Path) -> Option<CgroupMemory>,
+) -> Option<CgroupMemory> {
+    let mut dir = mount.join(rel.trim_start_matches('/'));
+    let mut best: Option<CgroupMemory> = None;
+    loop {
+        if let Some(m) = limit(&dir)
+            && best.as_ref().is_none_or(|b| m.headroom() < b.headroom())
+        {
+            best = Some(m);
+        }
+        if dir == mount || !dir.starts_with(mount) {
+            return best;
+        }
+        dir = dir.parent()?.to_path_buf();
+    }
+}
+
+/// The first of `names` found in a `memory.stat` file (`name value` lines), 0 when none is.
+fn stat_field(path: &Path, names: &[&str]) -> u64 {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    names
+        .iter()
+        .find_map(|n| {
+            text.lines().find_map(|l| {
+                let (k, v) = l.split_once(' ')?;
+                (k == *n).then(|| v.trim().parse().ok()).flatten()
+            })
+        })
+        .unwrap_or(0)
 }
 
 /// `(major, minor)` of a release string such as `6.18.44-fc`.
@@ -258,5 +383,94 @@ mod tests {
             r.cgroup_dir(7, "cpu.shares").unwrap(),
             d.path().join("sys/fs/cgroup/cpu/a")
         );
+    }
+
+    fn tree(files: &[(&str, &str)]) -> tempfile::TempDir {
+        let d = tempfile::tempdir().unwrap();
+        for (rel, v) in files {
+            let p = d.path().join(rel);
+            std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+            std::fs::write(p, v).unwrap();
+        }
+        d
+    }
+
+    #[test]
+    fn the_tightest_cgroup_v2_memory_limit_counts_ancestors_and_leaves_out_page_cache() {
+        const MB: u64 = 1 << 20;
+        let d = tree(&[
+            ("proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n"),
+            ("proc/42/cgroup", "0::/user.slice/probe\n"),
+            ("sys/fs/cgroup/user.slice/memory.max", "max\n"),
+            ("sys/fs/cgroup/user.slice/probe/memory.max", "1073741824\n"),
+            (
+                "sys/fs/cgroup/user.slice/probe/memory.current",
+                "209715200\n",
+            ),
+            (
+                "sys/fs/cgroup/user.slice/probe/memory.stat",
+                "anon 104857600\nfile 104857600\n",
+            ),
+        ]);
+        let root = SysRoot::at(d.path());
+        let m = root.cgroup_memory(42).unwrap();
+        assert_eq!(
+            (m.limit, m.used, m.headroom()),
+            (1024 * MB, 100 * MB, 924 * MB)
+        );
+        assert!(m.file.ends_with("user.slice/probe/memory.max"), "{m:?}");
+        // A tighter limit on an ancestor wins.
+        std::fs::write(
+            d.path().join("sys/fs/cgroup/user.slice/memory.max"),
+            "536870912\n",
+        )
+        .unwrap();
+        std::fs::write(
+            d.path().join("sys/fs/cgroup/user.slice/memory.current"),
+            "0\n",
+        )
+        .unwrap();
+        let m = root.cgroup_memory(42).unwrap();
+        assert_eq!(m.headroom(), 512 * MB);
+        assert!(m.file.ends_with("user.slice/memory.max"), "{m:?}");
+        // No limit anywhere: none.
+        let free = tree(&[
+            ("proc/mounts", "cgroup2 /sys/fs/cgroup cgroup2 rw 0 0\n"),
+            ("proc/42/cgroup", "0::/a\n"),
+            ("sys/fs/cgroup/a/memory.max", "max\n"),
+        ]);
+        assert_eq!(SysRoot::at(free.path()).cgroup_memory(42), None);
+    }
+
+    #[test]
+    fn a_cgroup_v1_memory_limit_is_read_and_the_unlimited_value_ignored() {
+        let d = tree(&[
+            (
+                "proc/mounts",
+                "cgroup /sys/fs/cgroup/memory cgroup rw,nosuid,memory 0 0\n",
+            ),
+            (
+                "proc/7/cgroup",
+                "4:memory:/docker/abc\n3:cpu,cpuacct:/docker/abc\n",
+            ),
+            (
+                "sys/fs/cgroup/memory/docker/abc/memory.limit_in_bytes",
+                "268435456\n",
+            ),
+            (
+                "sys/fs/cgroup/memory/docker/abc/memory.usage_in_bytes",
+                "100000000\n",
+            ),
+            (
+                "sys/fs/cgroup/memory/docker/abc/memory.stat",
+                "cache 1\ntotal_cache 50000000\n",
+            ),
+            (
+                "sys/fs/cgroup/memory/memory.limit_in_bytes",
+                "9223372036854771712\n",
+            ),
+        ]);
+        let m = SysRoot::at(d.path()).cgroup_memory(7).unwrap();
+        assert_eq!((m.limit, m.used), (268_435_456, 50_000_000));
     }
 }

@@ -107,25 +107,45 @@ warmup = 1
     assert!(first.interrupted);
     assert_eq!(first.runs_this_session, 4);
     assert!(!opts.journal.exists() || std::fs::read_to_string(&opts.journal).unwrap().is_empty());
+    // ...resumed and interrupted again inside the first confirmatory block (a warm-up block and three
+    // pilot blocks are 20 runs; this stops after 24), where the confirmatory phase is already stored...
+    opts.run_limit = Some(20);
+    let middle = ordo_tune::run(&spec, &opts).unwrap();
+    assert!(middle.resumed && middle.interrupted);
+    assert_eq!(middle.runs_this_session, 20);
+    let stored = Store::open_read_only(&opts.db)
+        .unwrap()
+        .load(first.experiment)
+        .unwrap();
+    assert_eq!(
+        stored.experiment.meta.confirm,
+        Some(ordo_tune::sequential::Confirm { from: 4, blocks: 3 })
+    );
+    assert!(stored.runs.iter().any(|r| r.block == 4));
     // ...then resumed to the end.
     opts.run_limit = None;
     let second = ordo_tune::run(&spec, &opts).unwrap();
     assert!(second.resumed && !second.interrupted);
     assert_eq!(second.experiment, first.experiment);
-    assert_eq!(second.runs_this_session, 16);
+    // A warm-up block, three pilot blocks, three confirmatory blocks: 7 × 5 runs.
+    assert_eq!(second.runs_this_session, 11);
     assert!(!opts.journal.exists(), "the journal is removed at the end");
 
     let store = Store::open_read_only(&opts.db).unwrap();
     let data = store.load(first.experiment).unwrap();
     assert_eq!(data.experiment.status, "finished");
-    assert_eq!(data.runs.len(), 20);
+    assert_eq!(data.runs.len(), 35);
+    assert_eq!(
+        data.experiment.meta.confirm,
+        Some(ordo_tune::sequential::Confirm { from: 4, blocks: 3 })
+    );
     // The first block is a discarded warm-up.
     assert_eq!(data.runs.iter().filter(|r| r.warmup).count(), 5);
     assert!(data.runs.iter().filter(|r| r.warmup).all(|r| r.block == 0));
     assert!(data.fingerprint().is_some());
     for c in 0..5 {
         let v = data.values(c, "web.throughput");
-        assert_eq!(v.len(), 3, "configuration {c}");
+        assert_eq!(v.len(), 6, "configuration {c}");
         assert!(v.iter().all(|x| *x > 0.0));
         assert_eq!(data.values(c, "score"), v);
     }
