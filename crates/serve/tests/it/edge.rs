@@ -300,7 +300,10 @@ fn compression_errors_name_file_line_and_key() {
         "{e}"
     );
     let e = err("[compression]\nenable = true\n");
-    assert!(e.contains("unknown field `enable`"), "{e}");
+    assert_eq!(
+        e,
+        "c.toml:2: compression.enable: unknown key `enable`; did you mean `enabled`?"
+    );
 }
 
 /// N requests sent back to back on one connection: exactly `burst` pass, the rest get 429 with
