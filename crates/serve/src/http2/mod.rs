@@ -29,6 +29,7 @@
 
 mod stream;
 
+use crate::log_limit::LogLimit;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -562,12 +563,15 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
                     premature += 1;
                     budget = budget.saturating_sub(1);
                     if budget == 0 && !cut {
-                        tracing::warn!(
-                            %peer,
-                            resets = premature,
-                            "HTTP/2 client reset too many streams before their response \
-                             (rapid reset): GOAWAY ENHANCE_YOUR_CALM, connection closed"
-                        );
+                        static LIMIT: LogLimit = LogLimit::per_site();
+                        if let Some(more) = LIMIT.line() {
+                            tracing::warn!(
+                                %peer,
+                                resets = premature,
+                                "HTTP/2 client reset too many streams before their response \
+                                 (rapid reset): GOAWAY ENHANCE_YOUR_CALM, connection closed{more}"
+                            );
+                        }
                         conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                         // every stream still queued or served is dropped now (its queue place freed)
                         tasks.abort_all();
@@ -602,7 +606,10 @@ fn log_connection_error(peer: SocketAddr, e: &h2::Error) {
     if e.is_io() {
         tracing::debug!(%peer, error = %e, "HTTP/2 connection I/O error");
     } else if e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
-        tracing::warn!(%peer, error = %e, "HTTP/2 connection closed by a defence (ENHANCE_YOUR_CALM)");
+        static LIMIT: LogLimit = LogLimit::per_site();
+        if let Some(more) = LIMIT.line() {
+            tracing::warn!(%peer, error = %e, "HTTP/2 connection closed by a defence (ENHANCE_YOUR_CALM){more}");
+        }
     } else if e.is_go_away() && e.is_remote() {
         tracing::debug!(%peer, error = %e, "HTTP/2 client sent GOAWAY");
     } else {
