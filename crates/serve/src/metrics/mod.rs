@@ -100,6 +100,7 @@ pub struct Metrics {
     lua_limits: Family<LuaLimitLabel, Counter>,
     lua_skipped: Family<HookLabel, Counter>,
     lua_disabled: Family<HookLabel, Counter>,
+    lua_clients_benched: Family<HookLabel, Counter>,
     concurrency: ConcurrencyMetrics,
 }
 
@@ -246,6 +247,7 @@ impl Metrics {
         let lua_limits = Family::<LuaLimitLabel, Counter>::default();
         let lua_skipped = Family::<HookLabel, Counter>::default();
         let lua_disabled = Family::<HookLabel, Counter>::default();
+        let lua_clients_benched = Family::<HookLabel, Counter>::default();
         registry.register(
             "lua_limit",
             "Lua calls stopped by a limit (time or memory), by hook",
@@ -260,6 +262,12 @@ impl Metrics {
             "lua_disabled",
             "Times a Lua script was disabled after repeated limit overruns",
             lua_disabled.clone(),
+        );
+        registry.register(
+            "lua_clients_benched",
+            "Times one client's requests were made to skip a Lua script (the rules decide them) after that \
+             client's repeated limit overruns",
+            lua_clients_benched.clone(),
         );
         let coalesce_spins = Family::<ResultLabel, Counter>::default();
         registry.register(
@@ -286,6 +294,7 @@ impl Metrics {
             lua_limits,
             lua_skipped,
             lua_disabled,
+            lua_clients_benched,
         };
         // every series exists from the start (a scrape shows 0, not nothing)
         for hook in ["classify", "pick"] {
@@ -313,6 +322,7 @@ impl Metrics {
             memory: limit("memory"),
             skipped: self.lua_skipped.get_or_create(&label).clone(),
             disabled: self.lua_disabled.get_or_create(&label).clone(),
+            clients_benched: self.lua_clients_benched.get_or_create(&label).clone(),
         }
     }
 
