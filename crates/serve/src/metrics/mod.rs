@@ -3,9 +3,10 @@
 //! summed at scrape time ([`striped`]); a configuration resolves its classes' handles when it is compiled,
 //! so a request finds them without a lock or a label set.
 
+mod process;
 mod striped;
 
-pub use striped::ClassMetrics;
+pub use striped::{ClassMetrics, RouteResponses};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -60,6 +61,12 @@ struct RejectLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    route: Escaped,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LuaLimitLabel {
     hook: String,
     limit: String,
@@ -81,9 +88,14 @@ struct RouteLabel {
     route: Escaped,
 }
 
+/// The `route` label of responses to requests no route matched (404).
+pub const NO_ROUTE: &str = "(none)";
+
 /// All families of `ordo serve`.
 pub struct Metrics {
     registry: Registry,
+    /// The families without the `ordo_serve_` prefix: `process_*` and `ordo_build_info`.
+    process: Registry,
     queue_depth: Family<ClassLabel, Gauge>,
     workers_busy: Gauge,
     workers_capacity: Gauge,
@@ -97,6 +109,8 @@ pub struct Metrics {
     not_found: Counter,
     /// Every class's striped counters (also read by the collector that writes them at a scrape).
     classes: Arc<striped::ClassTable>,
+    /// Every route's striped response counters.
+    routes: Arc<striped::RouteTable>,
     lua_limits: Family<LuaLimitLabel, Counter>,
     lua_skipped: Family<HookLabel, Counter>,
     lua_disabled: Family<HookLabel, Counter>,
@@ -209,6 +223,10 @@ impl Metrics {
         let classes: Arc<striped::ClassTable> = Arc::default();
         // arrivals, dispatched, completed, rejected, queue_wait_seconds, service_seconds
         registry.register_collector(Box::new(striped::ClassCollector(classes.clone())));
+        let routes: Arc<striped::RouteTable> = Arc::default();
+        registry.register_collector(Box::new(striped::ResponsesCollector(routes.clone())));
+        let mut process = Registry::default();
+        process.register_collector(Box::new(process::ProcessCollector));
         registry.register(
             "queue_depth",
             "Requests waiting in the class's queue",
@@ -279,6 +297,8 @@ impl Metrics {
         let concurrency = ConcurrencyMetrics::register(&mut registry);
         let m = Metrics {
             registry,
+            process,
+            routes,
             queue_depth,
             workers_busy,
             workers_capacity,
@@ -342,6 +362,25 @@ impl Metrics {
             .unwrap_or_else(|p| p.into_inner())
             .entry(name.clone())
             .or_insert_with(|| Arc::new(ClassMetrics::new()))
+            .clone()
+    }
+
+    /// The response counters of a route, by its label: its prefix, or [`NO_ROUTE`] (created on first use;
+    /// the request path looks them up once per configuration, as the classes').
+    pub fn route(&self, label: &str) -> Arc<RouteResponses> {
+        if let Some(m) = self
+            .routes
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(label)
+        {
+            return m.clone();
+        }
+        self.routes
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(Arc::from(label))
+            .or_insert_with(|| Arc::new(RouteResponses::new()))
             .clone()
     }
 
@@ -416,7 +455,12 @@ impl Metrics {
                 .inc_by(now.saturating_sub(seen));
         }
         let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
+        if encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &self.process))
+            .and_then(|()| encode_eof(&mut out))
+            .is_err()
+        {
             out.clear();
         }
         out
