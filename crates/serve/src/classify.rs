@@ -2,6 +2,7 @@
 //! client CIDR) give each request a class; the longest route prefix gives its backend; and each request gets a
 //! size hint and a deadline for the scheduler.
 
+use crate::log_limit::LogLimit;
 use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -425,14 +426,20 @@ impl Classifier {
                         match self.classes.iter().position(|c| *c.name == *name) {
                             Some(i) => lua_class = Some(i),
                             None => {
-                                tracing::warn!(class = ?name, "lua classify returned an unknown class; using the rules");
+                                static LIMIT: LogLimit = LogLimit::per_site();
+                                if let Some(more) = LIMIT.line() {
+                                    tracing::warn!(class = ?name, "lua classify returned an unknown class; using the rules{more}");
+                                }
                                 lua_error = true;
                             }
                         }
                     }
                 }
                 Err(e) => {
-                    tracing::warn!(error = %e, "lua classify failed; using the rules");
+                    static LIMIT: LogLimit = LogLimit::per_site();
+                    if let Some(more) = LIMIT.line() {
+                        tracing::warn!(error = %e, "lua classify failed; using the rules{more}");
+                    }
                     lua_error = true;
                 }
             }

@@ -14,6 +14,7 @@ pub mod http;
 pub mod http2;
 mod invalid;
 pub mod listen;
+mod log_limit;
 pub mod lua;
 mod metrics;
 mod overload;

@@ -8,10 +8,12 @@
 mod pattern;
 mod sandbox;
 
+use crate::log_limit::LogLimit;
 use std::collections::HashMap;
+use std::net::IpAddr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use mlua::{Function, Lua, String as LuaString, Value};
@@ -112,12 +114,24 @@ pub struct LuaCounters {
     pub memory: Counter,
     /// Calls not made because the script was disabled.
     pub skipped: Counter,
-    /// Times the script was disabled after repeated overruns.
+    /// Times the script was disabled (for everyone) after repeated overruns.
     pub disabled: Counter,
+    /// Times one client was benched (the script skipped for its requests) after its repeated overruns.
+    pub clients_benched: Counter,
 }
 
-/// Disables a script after `max` limit overruns within `window`, for `cooldown`; once back, one more
-/// overrun within `window` disables it again.
+/// Clients whose overruns are tracked at most (a full table forgets those whose window has passed first;
+/// beyond that, a new client's overruns count only towards the global breaker).
+const CLIENTS_MAX: usize = 10_000;
+
+/// Disables a script after `max` limit overruns within `window`, for `cooldown`.
+///
+/// Without a client (`pick`): any `max` overruns disable it, and once back one more overrun within `window`
+/// disables it again. With one (`classify`, keyed by the peer's address, IPv6 by its /64), one client
+/// cannot turn the operator's script off for everyone: a client with `max` overruns within `window` is
+/// *benched* alone — its own requests skip the script (the rules decide) for `cooldown` — and the script is
+/// disabled for everyone only when `max` distinct clients overran within one `window` (a script that is
+/// broken for every request gets there at once; one hostile client never does).
 struct Breaker {
     hook: &'static str,
     max: u32,
@@ -126,7 +140,37 @@ struct Breaker {
     epoch: Instant,
     /// Nanoseconds since `epoch` until which the script is disabled (0: enabled).
     open_until: AtomicU64,
-    state: Mutex<(Instant, u32)>,
+    /// Clients benched now (0: `allows` looks nothing up).
+    benched: AtomicUsize,
+    state: Mutex<BreakerState>,
+}
+
+struct BreakerState {
+    /// Start of the global window and the keyless overruns in it.
+    since: Instant,
+    count: u32,
+    /// Distinct clients that overran in the global window.
+    clients_seen: Vec<IpAddr>,
+    clients: HashMap<IpAddr, ClientRecord>,
+}
+
+struct ClientRecord {
+    since: Instant,
+    count: u32,
+    benched_until: Option<Instant>,
+}
+
+/// The key a client is counted under: its address, an IPv6 one by its /64 (one host gets a whole /64).
+fn client_key(ip: IpAddr) -> IpAddr {
+    match ip {
+        IpAddr::V6(v6) => {
+            let seg = v6.segments();
+            IpAddr::V6(std::net::Ipv6Addr::new(
+                seg[0], seg[1], seg[2], seg[3], 0, 0, 0, 0,
+            ))
+        }
+        v4 => v4,
+    }
 }
 
 impl Breaker {
@@ -139,7 +183,13 @@ impl Breaker {
             cooldown: limits.breaker_cooldown,
             epoch: now,
             open_until: AtomicU64::new(0),
-            state: Mutex::new((now, 0)),
+            benched: AtomicUsize::new(0),
+            state: Mutex::new(BreakerState {
+                since: now,
+                count: 0,
+                clients_seen: Vec::new(),
+                clients: HashMap::new(),
+            }),
         }
     }
 
@@ -147,36 +197,78 @@ impl Breaker {
         self.epoch.elapsed().as_nanos().min(u64::MAX as u128) as u64
     }
 
-    /// Whether the script may be called now.
-    fn allows(&self) -> bool {
+    /// Whether the script may be called now (for `client`, when the call is made for one).
+    fn allows(&self, client: Option<IpAddr>) -> Result<(), &'static str> {
         let until = self.open_until.load(Ordering::Relaxed);
-        until == 0 || self.now_ns() >= until
+        if until != 0 && self.now_ns() < until {
+            return Err("script disabled after repeated limit overruns");
+        }
+        let Some(ip) = client else { return Ok(()) };
+        if self.benched.load(Ordering::Relaxed) == 0 {
+            return Ok(());
+        }
+        let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
+        let Some(rec) = st.clients.get_mut(&client_key(ip)) else {
+            return Ok(());
+        };
+        match rec.benched_until {
+            Some(t) if Instant::now() < t => {
+                Err("script bypassed for this client after its repeated limit overruns")
+            }
+            Some(_) => {
+                rec.benched_until = None;
+                rec.count = 0;
+                self.benched.fetch_sub(1, Ordering::Relaxed);
+                Ok(())
+            }
+            None => Ok(()),
+        }
     }
 
-    /// Records an overrun; true when it disabled the script.
-    fn overrun(&self, counters: &LuaCounters) -> bool {
+    /// Records an overrun (of a call made for `client`); true when it disabled the script for everyone.
+    fn overrun(&self, client: Option<IpAddr>, counters: &LuaCounters) -> bool {
         if self.max == 0 {
             return false;
         }
         let mut st = self.state.lock().unwrap_or_else(|p| p.into_inner());
         let now = Instant::now();
         let until = self.open_until.load(Ordering::Relaxed);
-        if until != 0 {
-            // back from a cooldown: on probation for one window
+        let back = until != 0;
+        if back {
             self.open_until.store(0, Ordering::Relaxed);
-            *st = (
-                self.epoch + Duration::from_nanos(until),
-                self.max.saturating_sub(1),
-            );
         }
-        if now.duration_since(st.0) > self.window {
-            *st = (now, 0);
-        }
-        st.1 += 1;
-        if st.1 < self.max {
+        let trip = match client {
+            None => {
+                if back {
+                    // back from a cooldown: on probation for one window
+                    st.since = self.epoch + Duration::from_nanos(until);
+                    st.count = self.max.saturating_sub(1);
+                }
+                if now.duration_since(st.since) > self.window {
+                    st.since = now;
+                    st.count = 0;
+                }
+                st.count += 1;
+                st.count >= self.max
+            }
+            Some(ip) => {
+                let key = client_key(ip);
+                self.client_overrun(&mut st, key, now, counters);
+                if back || now.duration_since(st.since) > self.window {
+                    st.since = now;
+                    st.clients_seen.clear();
+                }
+                if !st.clients_seen.contains(&key) {
+                    st.clients_seen.push(key);
+                }
+                st.clients_seen.len() >= self.max as usize
+            }
+        };
+        if !trip {
             return false;
         }
-        *st = (now, 0);
+        st.count = 0;
+        st.clients_seen.clear();
         let until = (now + self.cooldown).duration_since(self.epoch).as_nanos();
         self.open_until
             .store(until.min(u64::MAX as u128) as u64, Ordering::Relaxed);
@@ -185,21 +277,79 @@ impl Breaker {
             hook = self.hook,
             overruns = self.max,
             window = %duration::format(self.window),
-            "lua script disabled for {} after repeated limit overruns; the fallback decides meanwhile",
-            duration::format(self.cooldown)
+            "lua script disabled for {} after repeated limit overruns{}; the fallback decides meanwhile",
+            duration::format(self.cooldown),
+            if client.is_some() { " by distinct clients" } else { "" }
         );
         true
+    }
+
+    /// Counts one client's overrun; benches it after `max` within `window`.
+    fn client_overrun(
+        &self,
+        st: &mut BreakerState,
+        key: IpAddr,
+        now: Instant,
+        counters: &LuaCounters,
+    ) {
+        if !st.clients.contains_key(&key) && st.clients.len() >= CLIENTS_MAX {
+            let window = self.window;
+            st.clients.retain(|_, r| {
+                r.benched_until.is_some_and(|t| now < t) || now.duration_since(r.since) <= window
+            });
+            let benched = st
+                .clients
+                .values()
+                .filter(|r| r.benched_until.is_some())
+                .count();
+            self.benched.store(benched, Ordering::Relaxed);
+            if st.clients.len() >= CLIENTS_MAX {
+                return;
+            }
+        }
+        let rec = st.clients.entry(key).or_insert(ClientRecord {
+            since: now,
+            count: 0,
+            benched_until: None,
+        });
+        if rec.benched_until.is_some() {
+            // a call already under way when it was benched
+            return;
+        }
+        if now.duration_since(rec.since) > self.window {
+            rec.since = now;
+            rec.count = 0;
+        }
+        rec.count += 1;
+        if rec.count < self.max {
+            return;
+        }
+        rec.benched_until = Some(now + self.cooldown);
+        self.benched.fetch_add(1, Ordering::Relaxed);
+        counters.clients_benched.inc();
+        static LIMIT: LogLimit = LogLimit::per_site();
+        if let Some(more) = LIMIT.line() {
+            tracing::warn!(
+                hook = self.hook,
+                client = %key,
+                overruns = self.max,
+                window = %duration::format(self.window),
+                "lua script bypassed for one client for {} after its repeated limit overruns; the rules \
+                 decide its requests meanwhile{more}",
+                duration::format(self.cooldown)
+            );
+        }
     }
 }
 
 /// Counts a failed call by its cause and feeds the breaker.
-fn record(failure: &Failure, breaker: &Breaker, counters: &LuaCounters) {
+fn record(failure: &Failure, client: Option<IpAddr>, breaker: &Breaker, counters: &LuaCounters) {
     match failure {
         Failure::Time => counters.time.inc(),
         Failure::Memory => counters.memory.inc(),
         Failure::Error(_) => return,
     };
-    breaker.overrun(counters);
+    breaker.overrun(client, counters);
 }
 
 fn require_function(lua: &Lua, name: &str, path: &Path) -> Result<(), String> {
@@ -335,10 +485,8 @@ impl LuaClassifier {
         limit: Duration,
         slice: bool,
     ) -> Option<Result<LuaVerdict, String>> {
-        if !self.breaker.allows() {
-            return Some(Err(
-                self.skip("script disabled after repeated limit overruns")
-            ));
+        if let Err(why) = self.breaker.allows(Some(req.peer.ip())) {
+            return Some(Err(self.skip(why)));
         }
         // the script sees lower-cased names (`r.headers["x-k"]`); names are kept as sent
         let names: Vec<std::borrow::Cow<'_, str>> = req
@@ -403,7 +551,7 @@ impl LuaClassifier {
             })(),
             Err(Failure::Time) if slice => return None,
             Err(f) => {
-                record(&f, &self.breaker, &self.counters);
+                record(&f, Some(req.peer.ip()), &self.breaker, &self.counters);
                 Err(f.to_string())
             }
         })
@@ -582,7 +730,7 @@ impl HeadPicker for LuaPicker {
             // The head that waited longest: FCFS across classes.
             heads.iter().max_by_key(|h| h.waited).map(|h| h.class)
         };
-        if !self.breaker.allows() {
+        if self.breaker.allows(None).is_err() {
             self.counters.skipped.inc();
             return fallback();
         }
@@ -594,15 +742,21 @@ impl HeadPicker for LuaPicker {
                 Some(h) => Some(h.class),
                 None => {
                     self.counters.errors.inc();
-                    tracing::warn!(class = ?name.to_string_lossy(), "lua pick returned a class with nothing queued; serving the oldest head");
+                    static LIMIT: LogLimit = LogLimit::per_site();
+                    if let Some(more) = LIMIT.line() {
+                        tracing::warn!(class = ?name.to_string_lossy(), "lua pick returned a class with nothing queued; serving the oldest head{more}");
+                    }
                     fallback()
                 }
             },
             Ok(None) => fallback(),
             Err(f) => {
                 self.counters.errors.inc();
-                record(&f, &self.breaker, &self.counters);
-                tracing::warn!(error = %f, "lua pick failed; serving the oldest head");
+                record(&f, None, &self.breaker, &self.counters);
+                static LIMIT: LogLimit = LogLimit::per_site();
+                if let Some(more) = LIMIT.line() {
+                    tracing::warn!(error = %f, "lua pick failed; serving the oldest head{more}");
+                }
                 fallback()
             }
         }
@@ -832,8 +986,15 @@ end
         assert_eq!(c.idle.lock().unwrap().len(), 2);
     }
 
-    /// A script that keeps hitting its limits is disabled for `breaker_cooldown` (its calls answered by the
-    /// fallback at once and counted), then tried again; one more overrun disables it again.
+    /// `path` from `peer` (an address, no port).
+    fn from(path: &str, peer: &str) -> Request {
+        let mut r = Request::get(path);
+        r.peer = std::net::SocketAddr::new(peer.parse().unwrap(), 40000);
+        r
+    }
+
+    /// A script that keeps hitting its limits for many clients is disabled for `breaker_cooldown` (its
+    /// calls answered by the fallback at once and counted), then tried again.
     #[test]
     fn repeated_overruns_disable_a_script_for_a_while() {
         let dir = tempfile::tempdir().unwrap();
@@ -848,28 +1009,99 @@ end
         };
         let counters = LuaCounters::default();
         let c = LuaClassifier::load_with(&p, &l, counters.clone()).unwrap();
-        for _ in 0..3 {
-            let e = c.classify(&Request::get("/loop")).unwrap_err();
+        for peer in ["10.0.0.1", "10.0.0.2", "10.0.0.3"] {
+            let e = c.classify(&from("/loop", peer)).unwrap_err();
             assert!(e.contains("time limit"), "{e}");
         }
         assert_eq!((counters.time.get(), counters.disabled.get()), (3, 1));
-        // disabled: even a harmless request is not run (answered by the fallback and counted as skipped;
-        // not timed, which a busy machine makes flaky)
-        let e = c.classify(&Request::get("/ok")).unwrap_err();
+        // disabled: even a harmless request from another client is not run (answered by the fallback and
+        // counted as skipped; not timed, which a busy machine makes flaky)
+        let e = c.classify(&from("/ok", "10.0.0.9")).unwrap_err();
         assert!(e.contains("disabled"), "{e}");
         assert_eq!(counters.skipped.get(), 1);
         std::thread::sleep(Duration::from_millis(450));
         assert_eq!(
-            c.classify(&Request::get("/ok")).unwrap().class.as_deref(),
+            c.classify(&from("/ok", "10.0.0.9"))
+                .unwrap()
+                .class
+                .as_deref(),
             Some("gold")
         );
-        // on probation: one overrun is enough
-        assert!(c.classify(&Request::get("/loop")).is_err());
+        // back, and it takes `breaker_overruns` distinct clients again
+        for peer in ["10.0.0.4", "10.0.0.5"] {
+            assert!(c.classify(&from("/loop", peer)).is_err());
+        }
+        assert_eq!(counters.disabled.get(), 1);
+        assert!(c.classify(&from("/loop", "10.0.0.6")).is_err());
         assert_eq!(counters.disabled.get(), 2);
         assert!(
-            c.classify(&Request::get("/ok"))
+            c.classify(&from("/ok", "10.0.0.9"))
                 .unwrap_err()
                 .contains("disabled")
+        );
+    }
+
+    /// Issue 20: one client whose requests make the script overrun its limit, again and again, cannot turn
+    /// the script off for everyone: it is benched alone (its requests skip the script, counted), and
+    /// another client's requests are still classified by the script; an IPv6 client is one /64.
+    #[test]
+    fn one_client_cannot_disable_the_script_for_everyone() {
+        let dir = tempfile::tempdir().unwrap();
+        let p = script(
+            &dir,
+            "function classify(r) if r.headers['x-spin'] then while true do end end return 'gold' end",
+        );
+        let l = LuaLimits {
+            breaker_overruns: 3,
+            breaker_cooldown: Duration::from_secs(30),
+            ..limits(Duration::from_millis(20))
+        };
+        let counters = LuaCounters::default();
+        let c = LuaClassifier::load_with(&p, &l, counters.clone()).unwrap();
+        let spin = |peer: &str| {
+            let mut r = from("/", peer);
+            r.headers.push("X-Spin", "1");
+            r
+        };
+        for _ in 0..3 {
+            let e = c.classify(&spin("192.0.2.7")).unwrap_err();
+            assert!(e.contains("time limit"), "{e}");
+        }
+        assert_eq!(counters.clients_benched.get(), 1);
+        assert_eq!(counters.disabled.get(), 0);
+        // the hostile client keeps trying: skipped at once (not run, so not timed), never disabling
+        for _ in 0..20 {
+            let e = c.classify(&spin("192.0.2.7")).unwrap_err();
+            assert!(e.contains("this client"), "{e}");
+        }
+        assert_eq!(counters.skipped.get(), 20);
+        assert_eq!(counters.time.get(), 3);
+        assert_eq!(counters.disabled.get(), 0);
+        // everyone else still gets the script's verdict
+        for peer in ["192.0.2.8", "2001:db8::1"] {
+            assert_eq!(
+                c.classify(&from("/", peer)).unwrap().class.as_deref(),
+                Some("gold"),
+                "{peer}"
+            );
+        }
+        // an IPv6 host rotating addresses in its /64 is one client
+        for i in 1..=3 {
+            assert!(c.classify(&spin(&format!("2001:db8:0:1::{i}"))).is_err());
+        }
+        assert_eq!(counters.clients_benched.get(), 2);
+        assert!(
+            c.classify(&spin("2001:db8:0:1::99"))
+                .unwrap_err()
+                .contains("this client")
+        );
+        assert_eq!(counters.disabled.get(), 0);
+        assert_eq!(
+            c.classify(&from("/", "2001:db8::1"))
+                .unwrap()
+                .class
+                .as_deref(),
+            Some("gold")
         );
     }
 

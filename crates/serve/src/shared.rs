@@ -169,13 +169,23 @@ impl Shared {
         cm.arrive();
         let Some(route) = active.router.find(&req.path) else {
             self.metrics.not_found();
+            if let Some(r) = active.responses_of(crate::metrics::NO_ROUTE) {
+                r.count(404);
+            }
             return Response::text(404, "no route for this path\n");
+        };
+        // responses by status class, striped per thread like the class counters
+        let count = |status: u16| {
+            if let Some(r) = active.responses_of(&route.prefix) {
+                r.count(status);
+            }
         };
         if route.strip_prefix && route.prefix != "/" {
             strip(&mut req, route.prefix.trim_end_matches('/'));
         }
         // a proxy loop is answered without taking a worker (its first pass may hold the only one)
         if let Some(resp) = route.backend.answer_before_scheduling(&req) {
+            count(resp.status);
             return resp;
         }
         // rate limit and access control (crate::edge), before the request takes a place in the queue
@@ -212,6 +222,7 @@ impl Shared {
                 if active.headers.class {
                     resp = resp.with_header("X-Ordo-Class", c.class_name.to_string());
                 }
+                count(resp.status);
                 return resp;
             }
         };
@@ -252,10 +263,12 @@ impl Shared {
         if active.headers.queue_wait {
             resp = resp.with_header("X-Ordo-Queue-Wait-Us", waited.as_micros().to_string());
         }
-        match edge {
+        let resp = match edge {
             Some(e) => e.finish(&req, resp, extra),
             None => resp,
-        }
+        };
+        count(resp.status);
+        resp
     }
 }
 

@@ -13,7 +13,7 @@ use serde::{Deserialize, Serialize};
 use crate::error::SysError;
 
 /// Clock ticks per second for the time fields of /proc/PID/stat (`sysconf(_SC_CLK_TCK)`, 100 almost everywhere).
-pub(crate) fn clk_tck() -> u64 {
+pub fn clk_tck() -> u64 {
     static TCK: OnceLock<u64> = OnceLock::new();
     *TCK.get_or_init(|| {
         // SAFETY: sysconf only reads a configuration value; it has no memory-safety preconditions.

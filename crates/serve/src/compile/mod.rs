@@ -54,6 +54,9 @@ pub(crate) struct Active {
     pub(crate) class_metrics: Vec<Arc<crate::metrics::ClassMetrics>>,
     /// Each route's edge duties (rate limit, access control, compression).
     pub(crate) edge: crate::edge::Edge,
+    /// Each route's response counters by its prefix, then [`crate::metrics::NO_ROUTE`]'s (empty when
+    /// compiled without metrics).
+    pub(crate) responses: Vec<(String, Arc<crate::metrics::RouteResponses>)>,
 }
 
 impl Active {
@@ -64,6 +67,14 @@ impl Active {
             .find(|(n, _)| &**n == class)
             .map(|(_, p)| *p)
             .unwrap_or_default()
+    }
+
+    /// The response counters of the route with `prefix` (or [`crate::metrics::NO_ROUTE`]).
+    pub(crate) fn responses_of(&self, prefix: &str) -> Option<&crate::metrics::RouteResponses> {
+        self.responses
+            .iter()
+            .find(|(p, _)| p == prefix)
+            .map(|(_, r)| &**r)
     }
 
     /// The lane a route's requests queue in.
@@ -231,6 +242,14 @@ impl Compiled {
                         .collect()
                 }),
                 edge,
+                responses: metrics.map_or_else(Vec::new, |m| {
+                    cfg.effective_routes()
+                        .iter()
+                        .map(|r| r.prefix.as_str())
+                        .chain([crate::metrics::NO_ROUTE])
+                        .map(|p| (p.to_string(), m.route(p)))
+                        .collect()
+                }),
             },
             sched,
             pickers,

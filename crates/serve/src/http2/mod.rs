@@ -17,6 +17,10 @@
 //!   URI length → 414, a body stalled `head_timeout` → 408, no stream open for `idle_timeout` → GOAWAY);
 //! - at most `max_streams_in_progress` of a connection's streams are in ordo's hands at once (receiving their
 //!   body, queued for a worker, being served); later ones wait, unread, in arrival order;
+//! - slow readers: h2 is handed only what the client's windows take; what a stream holds beyond them (the
+//!   rest of a body in memory, a backend stream's chunk) is counted per connection ([`Buffered`]), and while
+//!   it is `max_buffered_bytes` no further stream starts its handler — a zero-window client pins at most
+//!   that plus one response, and a backend stream's channel fills and stops its reader (back-pressure);
 //! - the rapid-reset defence (CVE-2023-44487): `h2` cuts a client that resets streams before they are
 //!   accepted; ordo counts the streams a client resets after that (queued, being served or being answered)
 //!   and sends GOAWAY(ENHANCE_YOUR_CALM) and closes once `max_premature_resets` is spent (each answered stream
@@ -29,6 +33,7 @@
 
 mod stream;
 
+use crate::log_limit::LogLimit;
 use std::future::Future;
 use std::net::SocketAddr;
 use std::pin::Pin;
@@ -79,6 +84,11 @@ pub struct Http2Config {
     /// The rapid-reset budget: streams a client may reset before their response is complete; each answered
     /// stream earns one back (up to this). Spent: GOAWAY(ENHANCE_YOUR_CALM) and the connection is closed.
     pub max_premature_resets: u32,
+    /// Response body bytes one connection may hold beyond what its client's flow-control windows let out
+    /// (bodies in memory, a backend stream's chunk): while it holds this much, no further stream of the
+    /// connection starts its handler, so a client that opens its streams with a zero window and never
+    /// reads pins at most this (plus one response) instead of every response of every stream.
+    pub max_buffered_bytes: u64,
 }
 
 impl Default for Http2Config {
@@ -93,6 +103,7 @@ impl Default for Http2Config {
             connection_window_size: 8 * 1024 * 1024,
             max_frame_size: 16 * 1024,
             max_premature_resets: 100,
+            max_buffered_bytes: 1024 * 1024,
         }
     }
 }
@@ -169,6 +180,15 @@ impl Http2Config {
             return Err(Invalid::new(
                 at("max_premature_resets"),
                 "must be ≥ 1, got 0",
+            ));
+        }
+        if self.max_buffered_bytes < 16_384 {
+            return Err(Invalid::new(
+                at("max_buffered_bytes"),
+                format!(
+                    "must be ≥ 16384 (one frame), got {}",
+                    self.max_buffered_bytes
+                ),
             ));
         }
         Ok(())
@@ -416,6 +436,88 @@ pub(crate) struct ConnCtx<H> {
     pub(crate) slots: Arc<Semaphore>,
     /// Response header fields parsed once per connection.
     pub(crate) heads: std::sync::Mutex<stream::HeadCache>,
+    /// Response bytes held beyond the client's windows (`max_buffered_bytes`).
+    pub(crate) buffered: Arc<Buffered>,
+}
+
+/// A connection's response bytes held beyond its client's flow-control windows: counted up when a body (or
+/// a backend stream's chunk) that does not fit the window is kept, down as the windows let it out or the
+/// stream ends. Per connection (its streams' tasks share it), never shared between connections.
+#[derive(Debug)]
+pub(crate) struct Buffered {
+    held: std::sync::atomic::AtomicUsize,
+    max: usize,
+    /// Woken when `held` drops below `max`.
+    room: tokio::sync::Notify,
+}
+
+impl Buffered {
+    pub(crate) fn new(max: u64) -> Self {
+        Buffered {
+            held: std::sync::atomic::AtomicUsize::new(0),
+            max: usize::try_from(max).unwrap_or(usize::MAX),
+            room: tokio::sync::Notify::new(),
+        }
+    }
+
+    /// Bytes held now.
+    pub(crate) fn held(&self) -> usize {
+        self.held.load(Ordering::Relaxed)
+    }
+
+    /// Whether a new stream must wait before its handler starts.
+    pub(crate) fn full(&self) -> bool {
+        self.held() >= self.max
+    }
+
+    /// Waits until the connection holds less than `max_buffered_bytes`.
+    pub(crate) async fn room(&self) {
+        loop {
+            let woken = self.room.notified();
+            let mut woken = std::pin::pin!(woken);
+            woken.as_mut().enable();
+            if !self.full() {
+                return;
+            }
+            woken.await;
+        }
+    }
+
+    /// Counts `n` bytes held until the returned guard lets them go.
+    pub(crate) fn hold(self: &Arc<Self>, n: usize) -> Hold {
+        self.held.fetch_add(n, Ordering::Relaxed);
+        Hold {
+            of: self.clone(),
+            n,
+        }
+    }
+}
+
+/// Bytes counted in a connection's [`Buffered`]; what is left is let go on drop.
+pub(crate) struct Hold {
+    of: Arc<Buffered>,
+    n: usize,
+}
+
+impl Hold {
+    /// `k` of the bytes are out (handed to h2 within the client's window).
+    pub(crate) fn release(&mut self, k: usize) {
+        let k = k.min(self.n);
+        if k == 0 {
+            return;
+        }
+        self.n -= k;
+        let before = self.of.held.fetch_sub(k, Ordering::Relaxed);
+        if before >= self.of.max && before - k < self.of.max {
+            self.of.room.notify_waiters();
+        }
+    }
+}
+
+impl Drop for Hold {
+    fn drop(&mut self) {
+        self.release(self.n);
+    }
 }
 
 /// How a stream ended, as the connection's reset accounting sees it.
@@ -472,6 +574,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
         peer,
         slots: Arc::new(Semaphore::new(cfg.max_streams_in_progress)),
         heads: std::sync::Mutex::default(),
+        buffered: Arc::new(Buffered::new(cfg.max_buffered_bytes)),
     });
     let mut tasks: JoinSet<Outcome> = JoinSet::new();
     let mut budget = cfg.max_premature_resets;
@@ -562,12 +665,15 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
                     premature += 1;
                     budget = budget.saturating_sub(1);
                     if budget == 0 && !cut {
-                        tracing::warn!(
-                            %peer,
-                            resets = premature,
-                            "HTTP/2 client reset too many streams before their response \
-                             (rapid reset): GOAWAY ENHANCE_YOUR_CALM, connection closed"
-                        );
+                        static LIMIT: LogLimit = LogLimit::per_site();
+                        if let Some(more) = LIMIT.line() {
+                            tracing::warn!(
+                                %peer,
+                                resets = premature,
+                                "HTTP/2 client reset too many streams before their response \
+                                 (rapid reset): GOAWAY ENHANCE_YOUR_CALM, connection closed{more}"
+                            );
+                        }
                         conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                         // every stream still queued or served is dropped now (its queue place freed)
                         tasks.abort_all();
@@ -602,7 +708,10 @@ fn log_connection_error(peer: SocketAddr, e: &h2::Error) {
     if e.is_io() {
         tracing::debug!(%peer, error = %e, "HTTP/2 connection I/O error");
     } else if e.reason() == Some(h2::Reason::ENHANCE_YOUR_CALM) {
-        tracing::warn!(%peer, error = %e, "HTTP/2 connection closed by a defence (ENHANCE_YOUR_CALM)");
+        static LIMIT: LogLimit = LogLimit::per_site();
+        if let Some(more) = LIMIT.line() {
+            tracing::warn!(%peer, error = %e, "HTTP/2 connection closed by a defence (ENHANCE_YOUR_CALM){more}");
+        }
     } else if e.is_go_away() && e.is_remote() {
         tracing::debug!(%peer, error = %e, "HTTP/2 client sent GOAWAY");
     } else {
@@ -642,6 +751,16 @@ mod tests {
         let c: Http2Config = toml::from_str("h2c = false\nmax_premature_resets = 5").unwrap();
         assert!(!c.h2c && c.enabled && c.max_premature_resets == 5);
         assert!(toml::from_str::<Http2Config>("max_streams = 1").is_err());
+        let c = Http2Config {
+            max_buffered_bytes: 1000,
+            ..Http2Config::default()
+        };
+        let e = c.check().unwrap_err();
+        assert_eq!(
+            ordo_util::located::path_to_string(&e.path),
+            "http2.max_buffered_bytes"
+        );
+        assert_eq!(e.message, "must be ≥ 16384 (one frame), got 1000");
     }
 
     #[tokio::test]

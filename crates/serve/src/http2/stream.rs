@@ -91,7 +91,11 @@ pub(super) fn start<H: Handler>(
     if !req.body().is_end_stream() {
         return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
     }
-    // later streams keep their arrival order behind those waiting for a turn
+    // later streams keep their arrival order behind those waiting for a turn (or for the connection's
+    // held response bytes to go out)
+    if ctx.buffered.full() {
+        return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
+    }
     let Ok(slot) = ctx.slots.clone().try_acquire_owned() else {
         return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
     };
@@ -144,11 +148,19 @@ impl<H: Handler> Inline<H> {
             return Started::Done(Outcome::Failed);
         };
         if in_memory(&resp.body) {
-            let cache = &ctx.heads;
-            return Started::Done(match send_now(&mut respond, resp, head_request, cache) {
-                Ok(()) => Outcome::Answered,
-                Err(s) => s.into(),
-            });
+            return match send_now(&mut respond, resp, head_request, &ctx) {
+                Ok(None) => Started::Done(Outcome::Answered),
+                Ok(Some(rest)) => {
+                    let limit = ctx.limits.idle_timeout;
+                    Started::Task(Box::pin(async move {
+                        match send_rest(rest, limit).await {
+                            Ok(()) => Outcome::Answered,
+                            Err(s) => s.into(),
+                        }
+                    }))
+                }
+                Err(s) => Started::Done(s.into()),
+            };
         }
         Started::Task(Box::pin(async move {
             match send(&mut respond, resp, head_request, &ctx).await {
@@ -222,6 +234,15 @@ async fn serve<H: Handler>(
         },
         r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
     };
+    // The connection holds `max_buffered_bytes` of responses its client has not let out: no new handler
+    // (and so no new response in memory) until some of it has gone.
+    if ctx.buffered.full() {
+        tokio::select! {
+            biased;
+            () = ctx.buffered.room() => {}
+            r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
+        }
+    }
     if !body.is_end_stream() {
         match read_body(&mut body, limits.max_body_bytes, limits.head_timeout).await {
             Ok(b) => request.body = b,
@@ -280,9 +301,24 @@ fn refuse_now(
 ) -> Outcome {
     tracing::debug!(status, msg, "HTTP/2 request refused");
     let resp = Response::text(status, msg);
-    match send_now(respond, resp, false, heads) {
+    let head = head_of(&resp, false, heads);
+    let body = match resp.body {
+        Body::Bytes(b) | Body::Prerendered { body: b, .. } => b,
+        _ => Bytes::new(),
+    };
+    // a line of text: h2 holds it whole until the window lets it out
+    let r = respond
+        .send_response(head, body.is_empty())
+        .and_then(|mut stream| {
+            if body.is_empty() {
+                Ok(())
+            } else {
+                stream.send_data(body, true)
+            }
+        });
+    match r {
         Ok(()) => Outcome::Answered,
-        Err(s) => s.into(),
+        Err(e) => stop_of(&e).into(),
     }
 }
 
@@ -545,33 +581,82 @@ fn in_memory(body: &Body) -> bool {
     )
 }
 
-/// Sends a response whose body is [`in_memory`]: HEADERS and the body's DATA are queued in h2 at once.
-fn send_now(
+/// What is left of a body in memory that the client's window did not take at once: sent by
+/// [`send_rest`] as the window opens, counted meanwhile in the connection's held bytes.
+pub(super) struct Rest {
+    stream: SendStream<Bytes>,
+    data: Bytes,
+    hold: super::Hold,
+}
+
+/// Sends a response whose body is [`in_memory`]: HEADERS and as much of the body as the client's window
+/// takes now are queued in h2 (all of it, usually); the rest (a zero-window client, a body larger than the
+/// window) is returned, held, for [`send_rest`] — so h2 never buffers more than the windows allow.
+fn send_now<H>(
     respond: &mut SendResponse<Bytes>,
     resp: Response,
     head_request: bool,
-    heads: &Mutex<HeadCache>,
-) -> Result<(), Stop> {
+    ctx: &ConnCtx<H>,
+) -> Result<Option<Rest>, Stop> {
     debug_assert!(in_memory(&resp.body));
-    let head = head_of(&resp, head_request, heads);
+    let head = head_of(&resp, head_request, &ctx.heads);
     let status = head.status().as_u16();
     let bodyless = head_request || status == 204 || status == 304 || resp.body.is_empty();
     if bodyless {
         respond.send_response(head, true).map_err(|e| stop_of(&e))?;
-        return Ok(());
+        return Ok(None);
     }
     let mut stream = respond
         .send_response(head, false)
         .map_err(|e| stop_of(&e))?;
-    let r = match resp.body {
-        // already in memory: h2 sends it as the windows open (no copy, no extra buffering)
-        Body::Bytes(b) | Body::Prerendered { body: b, .. } => {
-            stream.send_data(b, true).map_err(|e| stop_of(&e))
-        }
-        _ => stream
-            .send_data(Bytes::new(), true)
-            .map_err(|e| stop_of(&e)),
+    let mut data = match resp.body {
+        Body::Bytes(b) | Body::Prerendered { body: b, .. } => b,
+        _ => Bytes::new(),
     };
+    // what the window takes now goes to h2 at once (no copy); h2 assigns capacity synchronously
+    stream.reserve_capacity(data.len());
+    let now = stream.capacity().min(data.len());
+    let r = if now == data.len() {
+        stream.send_data(data, true).map_err(|e| stop_of(&e))
+    } else {
+        let first = data.split_to(now);
+        let r = if first.is_empty() {
+            Ok(())
+        } else {
+            stream.send_data(first, false).map_err(|e| stop_of(&e))
+        };
+        if r.is_ok() {
+            let hold = ctx.buffered.hold(data.len());
+            return Ok(Some(Rest { stream, data, hold }));
+        }
+        r
+    };
+    if let Err(Stop::Failed) = r {
+        stream.send_reset(Reason::INTERNAL_ERROR);
+    }
+    r.map(|()| None)
+}
+
+/// Sends the [`Rest`] of a body as the client's window opens (each wait bounded by `limit`), letting the
+/// held bytes go as they are handed to h2.
+async fn send_rest(rest: Rest, limit: Duration) -> Result<(), Stop> {
+    let Rest {
+        mut stream,
+        mut data,
+        mut hold,
+    } = rest;
+    let r = async {
+        while !data.is_empty() {
+            let n = capacity(&mut stream, data.len(), limit).await?;
+            let piece = data.split_to(n.min(data.len()));
+            hold.release(piece.len());
+            stream
+                .send_data(piece, data.is_empty())
+                .map_err(|e| stop_of(&e))?;
+        }
+        Ok(())
+    }
+    .await;
     if let Err(Stop::Failed) = r {
         stream.send_reset(Reason::INTERNAL_ERROR);
     }
@@ -587,7 +672,10 @@ async fn send<H>(
     ctx: &ConnCtx<H>,
 ) -> Result<(), Stop> {
     if in_memory(&resp.body) {
-        return send_now(respond, resp, head_request, &ctx.heads);
+        return match send_now(respond, resp, head_request, ctx)? {
+            None => Ok(()),
+            Some(rest) => send_rest(rest, ctx.limits.idle_timeout).await,
+        };
     }
     let write_timeout = ctx.limits.idle_timeout;
     let head = head_of(&resp, head_request, &ctx.heads);
@@ -605,7 +693,7 @@ async fn send<H>(
             send_file(&mut stream, file, offset, len, write_timeout).await
         }
         Body::Stream { rx, len } | Body::PrerenderedStream { rx, len, .. } => {
-            send_stream(&mut stream, rx, len, write_timeout).await
+            send_stream(&mut stream, rx, len, write_timeout, &ctx.buffered).await
         }
         // in memory: sent above
         Body::Empty | Body::Bytes(_) | Body::Prerendered { .. } => Ok(()),
@@ -692,6 +780,7 @@ async fn send_stream(
     mut rx: tokio::sync::mpsc::Receiver<io::Result<Bytes>>,
     len: Option<u64>,
     limit: Duration,
+    buffered: &Arc<super::Buffered>,
 ) -> Result<(), Stop> {
     let mut sent: u64 = 0;
     while let Some(chunk) = rx.recv().await {
@@ -701,6 +790,8 @@ async fn send_stream(
             tracing::debug!("response stream longer than its Content-Length; stream reset");
             return Err(Stop::Failed);
         }
+        // held until the window has taken it; meanwhile the backend's channel fills and it stops reading
+        let _held = buffered.hold(chunk.len());
         send_piece(stream, chunk, limit).await?;
     }
     if len.is_some_and(|l| sent != l) {

@@ -23,6 +23,7 @@
 //!   could otherwise catch the stop and loop on), and metatables with `__gc` are refused (finalizers run
 //!   with hooks off, outside any call's limit).
 
+use crate::log_limit::LogLimit;
 use std::path::Path;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU8, AtomicU64, Ordering};
@@ -517,8 +518,11 @@ fn install(lua: &Lua, guard: &Arc<Guard>, script: &str) -> mlua::Result<()> {
     globals.raw_set(
         "warn",
         lua.create_function(move |_, args: MultiValue| {
-            let text: Vec<String> = args.iter().filter_map(|v| v.to_string().ok()).collect();
-            tracing::warn!(script = %who, "lua warn: {}", text.concat());
+            static LIMIT: LogLimit = LogLimit::per_site();
+            if let Some(more) = LIMIT.line() {
+                let text: Vec<String> = args.iter().filter_map(|v| v.to_string().ok()).collect();
+                tracing::warn!(script = %who, "lua warn: {}{more}", text.concat());
+            }
             Ok(())
         })?,
     )?;

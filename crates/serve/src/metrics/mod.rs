@@ -3,10 +3,11 @@
 //! summed at scrape time ([`striped`]); a configuration resolves its classes' handles when it is compiled,
 //! so a request finds them without a lock or a label set.
 
+mod process;
 mod striped;
 mod upstream;
 
-pub use striped::ClassMetrics;
+pub use striped::{ClassMetrics, RouteResponses};
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
@@ -61,6 +62,12 @@ struct RejectLabel {
 }
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
+struct StatusLabel {
+    route: Escaped,
+    status: String,
+}
+
+#[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct LuaLimitLabel {
     hook: String,
     limit: String,
@@ -82,9 +89,14 @@ struct RouteLabel {
     route: Escaped,
 }
 
+/// The `route` label of responses to requests no route matched (404).
+pub const NO_ROUTE: &str = "(none)";
+
 /// All families of `ordo serve`.
 pub struct Metrics {
     registry: Registry,
+    /// The families without the `ordo_serve_` prefix: `process_*` and `ordo_build_info`.
+    process: Registry,
     queue_depth: Family<ClassLabel, Gauge>,
     workers_busy: Gauge,
     workers_capacity: Gauge,
@@ -98,9 +110,12 @@ pub struct Metrics {
     not_found: Counter,
     /// Every class's striped counters (also read by the collector that writes them at a scrape).
     classes: Arc<striped::ClassTable>,
+    /// Every route's striped response counters.
+    routes: Arc<striped::RouteTable>,
     lua_limits: Family<LuaLimitLabel, Counter>,
     lua_skipped: Family<HookLabel, Counter>,
     lua_disabled: Family<HookLabel, Counter>,
+    lua_clients_benched: Family<HookLabel, Counter>,
     concurrency: ConcurrencyMetrics,
     upstreams: upstream::UpstreamMetrics,
     /// Rate limiting, access control and access-log families (`crate::edge`).
@@ -212,6 +227,10 @@ impl Metrics {
         let classes: Arc<striped::ClassTable> = Arc::default();
         // arrivals, dispatched, completed, rejected, queue_wait_seconds, service_seconds
         registry.register_collector(Box::new(striped::ClassCollector(classes.clone())));
+        let routes: Arc<striped::RouteTable> = Arc::default();
+        registry.register_collector(Box::new(striped::ResponsesCollector(routes.clone())));
+        let mut process = Registry::default();
+        process.register_collector(Box::new(process::ProcessCollector));
         registry.register(
             "queue_depth",
             "Requests waiting in the class's queue",
@@ -250,6 +269,7 @@ impl Metrics {
         let lua_limits = Family::<LuaLimitLabel, Counter>::default();
         let lua_skipped = Family::<HookLabel, Counter>::default();
         let lua_disabled = Family::<HookLabel, Counter>::default();
+        let lua_clients_benched = Family::<HookLabel, Counter>::default();
         registry.register(
             "lua_limit",
             "Lua calls stopped by a limit (time or memory), by hook",
@@ -265,6 +285,12 @@ impl Metrics {
             "Times a Lua script was disabled after repeated limit overruns",
             lua_disabled.clone(),
         );
+        registry.register(
+            "lua_clients_benched",
+            "Times one client's requests were made to skip a Lua script (the rules decide them) after that \
+             client's repeated limit overruns",
+            lua_clients_benched.clone(),
+        );
         let coalesce_spins = Family::<ResultLabel, Counter>::default();
         registry.register(
             "coalesce_spins",
@@ -277,6 +303,8 @@ impl Metrics {
         let edge = crate::edge::EdgeMetrics::register(&mut registry);
         let m = Metrics {
             registry,
+            process,
+            routes,
             queue_depth,
             workers_busy,
             workers_capacity,
@@ -294,6 +322,7 @@ impl Metrics {
             lua_skipped,
             lua_disabled,
             edge,
+            lua_clients_benched,
         };
         // every series exists from the start (a scrape shows 0, not nothing)
         for hook in ["classify", "pick"] {
@@ -321,6 +350,7 @@ impl Metrics {
             memory: limit("memory"),
             skipped: self.lua_skipped.get_or_create(&label).clone(),
             disabled: self.lua_disabled.get_or_create(&label).clone(),
+            clients_benched: self.lua_clients_benched.get_or_create(&label).clone(),
         }
     }
 
@@ -346,6 +376,25 @@ impl Metrics {
     /// The proxy routes' upstreams as of now (before an `encode`): `(route prefix, upstreams)`.
     pub fn set_upstreams(&self, routes: &[(String, Vec<crate::backend::proxy::UpstreamSnapshot>)]) {
         self.upstreams.refresh(routes);
+    }
+
+    /// The response counters of a route, by its label: its prefix, or [`NO_ROUTE`] (created on first use;
+    /// the request path looks them up once per configuration, as the classes').
+    pub fn route(&self, label: &str) -> Arc<RouteResponses> {
+        if let Some(m) = self
+            .routes
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .get(label)
+        {
+            return m.clone();
+        }
+        self.routes
+            .write()
+            .unwrap_or_else(|p| p.into_inner())
+            .entry(Arc::from(label))
+            .or_insert_with(|| Arc::new(RouteResponses::new()))
+            .clone()
     }
 
     /// Count a reload.
@@ -419,7 +468,12 @@ impl Metrics {
                 .inc_by(now.saturating_sub(seen));
         }
         let mut out = String::new();
-        if prometheus_client::encoding::text::encode(&mut out, &self.registry).is_err() {
+        use prometheus_client::encoding::text::{encode_eof, encode_registry};
+        if encode_registry(&mut out, &self.registry)
+            .and_then(|()| encode_registry(&mut out, &self.process))
+            .and_then(|()| encode_eof(&mut out))
+            .is_err()
+        {
             out.clear();
         }
         out

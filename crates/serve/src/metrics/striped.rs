@@ -304,9 +304,107 @@ impl Collector for ClassCollector {
     }
 }
 
+/// Status classes counted: 1xx … 5xx.
+pub(super) const STATUS_CLASSES: [&str; 5] = ["1xx", "2xx", "3xx", "4xx", "5xx"];
+
+/// One thread's responses of one route, by status class.
+#[repr(align(128))]
+#[derive(Default)]
+struct StatusStripe {
+    by_class: [AtomicU64; STATUS_CLASSES.len()],
+}
+
+/// One route's responses by status class, striped like [`ClassMetrics`].
+pub struct RouteResponses {
+    stripes: Box<[StatusStripe]>,
+}
+
+/// The index in [`STATUS_CLASSES`] of a status (anything outside 100–599 counts with 5xx).
+fn status_index(status: u16) -> usize {
+    match status {
+        100..=599 => usize::from(status / 100 - 1),
+        _ => STATUS_CLASSES.len() - 1,
+    }
+}
+
+impl RouteResponses {
+    pub(super) fn new() -> Self {
+        RouteResponses {
+            stripes: (0..stripes()).map(|_| StatusStripe::default()).collect(),
+        }
+    }
+
+    /// A response with `status` was sent for the route.
+    pub fn count(&self, status: u16) {
+        self.stripes[stripe(self.stripes.len())].by_class[status_index(status)]
+            .fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Responses of status class `i` (index in [`STATUS_CLASSES`]), summed over the stripes.
+    pub fn total(&self, i: usize) -> u64 {
+        self.stripes
+            .iter()
+            .map(|s| s.by_class[i].load(Ordering::Relaxed))
+            .fold(0, u64::wrapping_add)
+    }
+}
+
+impl std::fmt::Debug for RouteResponses {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RouteResponses").finish_non_exhaustive()
+    }
+}
+
+/// Every route's response counters by its label (a route removed by a reload keeps its own).
+pub(super) type RouteTable = RwLock<HashMap<Arc<str>, Arc<RouteResponses>>>;
+
+/// Writes `responses_total{route, status}` at each scrape, summed over the stripes.
+#[derive(Debug)]
+pub(super) struct ResponsesCollector(pub(super) Arc<RouteTable>);
+
+impl Collector for ResponsesCollector {
+    fn encode(&self, mut encoder: DescriptorEncoder) -> Result<(), std::fmt::Error> {
+        let mut routes: Vec<(Arc<str>, Arc<RouteResponses>)> = self
+            .0
+            .read()
+            .unwrap_or_else(|p| p.into_inner())
+            .iter()
+            .map(|(n, m)| (n.clone(), m.clone()))
+            .collect();
+        routes.sort_by(|a, b| a.0.cmp(&b.0));
+        let mut family = encoder.encode_descriptor(
+            "responses",
+            "Responses sent for requests that reached routing, by route and status class (`(none)`: no \
+             route matched)",
+            None,
+            MetricType::Counter,
+        )?;
+        for (route, m) in &routes {
+            for (i, status) in STATUS_CLASSES.iter().enumerate() {
+                let l = super::StatusLabel {
+                    route: Escaped(route.to_string()),
+                    status: (*status).to_string(),
+                };
+                ConstCounter::new(m.total(i)).encode(family.encode_family(&l)?)?;
+            }
+        }
+        Ok(())
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn statuses_count_by_class() {
+        let r = RouteResponses::new();
+        for status in [200, 204, 302, 404, 502, 503, 0, 700] {
+            r.count(status);
+        }
+        let got: Vec<u64> = (0..STATUS_CLASSES.len()).map(|i| r.total(i)).collect();
+        assert_eq!(got, vec![0, 2, 1, 1, 4]);
+    }
 
     #[test]
     fn buckets_follow_the_bounds() {

@@ -53,6 +53,76 @@ async fn metrics_have_per_class_series() {
     h.shutdown().await.unwrap();
 }
 
+/// Issue 20: responses by route and status class (a 502 is a 5xx, not only "completed"), the process
+/// families and the build's version, on a real server's /metrics in both formats.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_count_responses_by_status_class_and_the_process() {
+    // a port nothing listens on: the proxy answers 502
+    let closed = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let dead = closed.local_addr().unwrap();
+    drop(closed);
+    let h = start(&format!(
+        r#"
+workers = 2
+[[routes]]
+prefix = "/ok"
+synthetic = {{}}
+[[routes]]
+prefix = "/down"
+proxy = {{ upstreams = ["{dead}"], connect_timeout = "1s" }}
+"#
+    ))
+    .await;
+    let a = h.local_addr();
+    for _ in 0..3 {
+        assert_eq!(get(a, "/ok").await.status, 200);
+    }
+    for _ in 0..2 {
+        assert_eq!(get(a, "/down").await.status, 502);
+    }
+    assert_eq!(get(a, "/elsewhere").await.status, 404);
+    let admin = h.admin_addr().unwrap();
+    let prometheus = get(admin, "/metrics").await.body;
+    let openmetrics = request(
+        admin,
+        "GET",
+        "/metrics",
+        &[("accept", "application/openmetrics-text; version=1.0.0")],
+    )
+    .await
+    .body;
+    for m in [&prometheus, &openmetrics] {
+        for want in [
+            r#"ordo_serve_responses_total{route="/ok",status="2xx"} 3"#,
+            r#"ordo_serve_responses_total{route="/ok",status="5xx"} 0"#,
+            r#"ordo_serve_responses_total{route="/down",status="5xx"} 2"#,
+            r#"ordo_serve_responses_total{route="/down",status="2xx"} 0"#,
+            r#"ordo_serve_responses_total{route="(none)",status="4xx"} 1"#,
+            "process_cpu_seconds_total ",
+            "process_resident_memory_bytes ",
+            "process_open_fds ",
+            "process_max_fds ",
+            "process_start_time_seconds ",
+            &format!(
+                r#"ordo_build_info{{version="{}"}} 1"#,
+                env!("CARGO_PKG_VERSION")
+            ),
+        ] {
+            assert!(m.contains(want), "missing {want} in\n{m}");
+        }
+    }
+    assert!(openmetrics.ends_with("# EOF\n"), "{openmetrics}");
+    assert_eq!(openmetrics.matches("# EOF").count(), 1, "{openmetrics}");
+    let rss: f64 = prometheus
+        .lines()
+        .find_map(|l| l.strip_prefix("process_resident_memory_bytes "))
+        .unwrap()
+        .parse()
+        .unwrap();
+    assert!(rss > 1e6, "{rss}");
+    h.shutdown().await.unwrap();
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn status_is_json_with_classes_and_config() {
     let h = start(CFG).await;

@@ -140,6 +140,7 @@ end
         r#"ordo_serve_lua_limit_total{hook="pick",limit="time"} 0"#,
         r#"ordo_serve_lua_skipped_total{hook="classify"} 0"#,
         r#"ordo_serve_lua_disabled_total{hook="classify"} 0"#,
+        r#"ordo_serve_lua_clients_benched_total{hook="classify"} 0"#,
         "ordo_serve_lua_errors_total 1",
     ] {
         assert!(m.contains(want), "missing {want} in\n{m}");
@@ -207,5 +208,76 @@ function classify(r) return "gold", hints[r.path] end
         assert_eq!((*status, class.as_str()), (200, want), "request {i}");
     }
     assert_eq!(h.status()["lua_errors"], 4);
+    h.shutdown().await.unwrap();
+}
+
+/// A GET from the local address `from` (any of 127.0.0.0/8 reaches a 127.0.0.1 listener): status and
+/// X-Ordo-Class.
+async fn get_from(
+    from: &str,
+    addr: std::net::SocketAddr,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (u16, String) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let sock = tokio::net::TcpSocket::new_v4().unwrap();
+    sock.bind(format!("{from}:0").parse().unwrap()).unwrap();
+    let mut s = sock.connect(addr).await.unwrap();
+    let mut req = format!("GET {path} HTTP/1.1\r\nHost: {addr}\r\nConnection: close\r\n");
+    for (k, v) in headers {
+        req.push_str(&format!("{k}: {v}\r\n"));
+    }
+    req.push_str("\r\n");
+    s.write_all(req.as_bytes()).await.unwrap();
+    let mut out = Vec::new();
+    tokio::time::timeout(Duration::from_secs(30), s.read_to_end(&mut out))
+        .await
+        .unwrap()
+        .unwrap();
+    let r = ctl_util::parse(&out);
+    (r.status, r.header("x-ordo-class").unwrap_or("").to_string())
+}
+
+/// Issue 20: one client whose requests keep making the script overrun its limit is benched alone (the
+/// rules decide its requests); the script is not disabled, so another client is still classified by it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn issue20_one_client_cannot_turn_the_script_off_for_everyone() {
+    let dir = tempfile::tempdir().unwrap();
+    let h = start(&config(
+        dir.path(),
+        "function classify(r)\n  if r.headers['x-spin'] then while true do end end\n  return 'gold'\nend\n",
+        "[lua]\nclassify_time_limit = \"20ms\"\nbreaker_overruns = 3\nbreaker_cooldown = \"60s\"",
+    ))
+    .await;
+    let a = h.local_addr();
+    for i in 0..8 {
+        let (status, class) = get_from("127.0.0.2", a, "/x", &[("x-spin", "1")]).await;
+        assert_eq!(
+            (status, class.as_str()),
+            (200, "ruled"),
+            "hostile request {i}"
+        );
+    }
+    // benched: even its harmless requests skip the script
+    assert_eq!(
+        get_from("127.0.0.2", a, "/x", &[]).await,
+        (200, "ruled".into())
+    );
+    // everyone else: the script decides
+    for _ in 0..3 {
+        assert_eq!(
+            get_from("127.0.0.1", a, "/x", &[]).await,
+            (200, "gold".into())
+        );
+    }
+    let m = h.metrics_text();
+    for want in [
+        r#"ordo_serve_lua_limit_total{hook="classify",limit="time"} 3"#,
+        r#"ordo_serve_lua_clients_benched_total{hook="classify"} 1"#,
+        r#"ordo_serve_lua_disabled_total{hook="classify"} 0"#,
+        r#"ordo_serve_lua_skipped_total{hook="classify"} 6"#,
+    ] {
+        assert!(m.contains(want), "missing {want} in\n{m}");
+    }
     h.shutdown().await.unwrap();
 }

@@ -119,6 +119,8 @@ async fn collect(f: h2::client::ResponseFuture) -> Result<Got, h2::Error> {
 // A listener with a test handler (run_listener_with, h2c)
 
 struct Echo {
+    /// Handler calls.
+    calls: AtomicUsize,
     active: AtomicUsize,
     peak: AtomicUsize,
     file: PathBuf,
@@ -138,11 +140,16 @@ impl Handler for EchoHandler {
     fn handle(&self, req: Request) -> impl Future<Output = Response> + Send + 'static {
         let echo = self.0.clone();
         async move {
+            echo.calls.fetch_add(1, Ordering::SeqCst);
             let n = echo.active.fetch_add(1, Ordering::SeqCst) + 1;
             echo.peak.fetch_max(n, Ordering::SeqCst);
             let _active = Active(echo.clone());
             match req.path.as_str() {
                 "/panic" => panic!("test handler panics on /panic"),
+                // a body in memory of its own (as a proxied response read whole), not a shared one
+                "/big" => {
+                    Response::bytes(200, "application/octet-stream", Bytes::from(vec![7u8; BIG]))
+                }
                 "/slow" => {
                     tokio::time::sleep(Duration::from_millis(50)).await;
                     Response::text(200, "slow")
@@ -213,6 +220,7 @@ async fn listen(limits: Limits, cfg: Http2Config) -> Listener {
     let data: Vec<u8> = (0..1_000_003u32).map(|i| (i % 251) as u8).collect();
     std::fs::write(&file, &data).unwrap();
     let echo = Arc::new(Echo {
+        calls: AtomicUsize::new(0),
         active: AtomicUsize::new(0),
         peak: AtomicUsize::new(0),
         file,
@@ -368,6 +376,63 @@ async fn every_body_kind_is_sent_within_flow_control() {
         assert_eq!(r.header("x-kind"), Some("stream"));
         assert!(r.body[64 * 1024..].starts_with(&[1u8; 100]));
     }
+}
+
+/// `/big`'s body length.
+const BIG: usize = 100_000;
+
+/// Issue 20: a client that opens 128 streams with a zero window and reads nothing used to have every
+/// stream's response body held for it (all 128 handlers ran, 26 MB per connection through the proxy). Now
+/// a connection holds at most `max_buffered_bytes` (1 MiB) of bodies its windows have not let out, plus the
+/// one that crossed it: later streams wait before their handler. Once the client opens its windows, every
+/// stream is answered whole.
+#[tokio::test]
+async fn a_zero_window_client_pins_at_most_max_buffered_bytes() {
+    let l = listen(Limits::default(), Http2Config::default()).await;
+    let tcp = TcpStream::connect(l.addr).await.unwrap();
+    let (send, mut conn) = tokio::time::timeout(
+        WAIT,
+        h2::client::Builder::new()
+            .initial_window_size(0)
+            .handshake::<_, Bytes>(tcp),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let (open, opened) = tokio::sync::oneshot::channel::<()>();
+    let driver = tokio::spawn(async move {
+        tokio::select! {
+            r = &mut conn => return r,
+            _ = opened => {}
+        }
+        conn.set_initial_window_size(1 << 20)?;
+        conn.await
+    });
+    let mut c = Client { send, conn: driver };
+    let mut pending = Vec::new();
+    for _ in 0..128 {
+        pending.push(c.start(get("/big")).await.0);
+    }
+    // the server takes what it will take at once; give it time to take more, were it to
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    let calls = l.echo.calls.load(Ordering::SeqCst);
+    let cap = Http2Config::default().max_buffered_bytes as usize;
+    assert!(
+        (1..=cap / BIG + 1).contains(&calls),
+        "{calls} handlers ran for a client that reads nothing (at most {} bodies of {BIG} fit {cap} bytes)",
+        cap / BIG + 1
+    );
+    open.send(()).unwrap();
+    // read every stream at once (the connection window is shared: reading one at a time would stall)
+    let reading: Vec<_> = pending
+        .into_iter()
+        .map(|f| tokio::spawn(collect(f)))
+        .collect();
+    for r in reading {
+        let r = r.await.unwrap().unwrap();
+        assert_eq!((r.status, r.body.len()), (200, BIG));
+    }
+    assert_eq!(l.echo.calls.load(Ordering::SeqCst), 128);
 }
 
 #[tokio::test]
