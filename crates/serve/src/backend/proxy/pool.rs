@@ -40,6 +40,9 @@ impl UpConn {
     }
 }
 
+/// The most buffer capacity an idle pooled connection keeps (read and write buffers each).
+const IDLE_BUFFER_MAX: usize = 16 * 1024;
+
 #[derive(Debug)]
 pub(super) struct Upstream {
     pub(super) addr: String,
@@ -83,9 +86,17 @@ impl Upstream {
     /// which only shortens the idle time allowed, and saves a clock read). Connections idle longer than
     /// `idle_timeout` at the pool's old end are closed first, so a pool holds what was in use recently:
     /// after a burst it shrinks back as the burst's connections age out.
-    pub(super) fn checkin(&self, conn: UpConn, since: Instant) {
+    pub(super) fn checkin(&self, mut conn: UpConn, since: Instant) {
         if !conn.buf.is_empty() {
             return;
+        }
+        // An idle connection keeps no large buffer: a body read whole grows the read buffer to its size,
+        // and a pool holds as many connections as were in flight (the next exchange reserves what it needs).
+        if conn.buf.capacity() > IDLE_BUFFER_MAX {
+            conn.buf = BytesMut::new();
+        }
+        if conn.wbuf.capacity() > IDLE_BUFFER_MAX {
+            conn.wbuf = BytesMut::new();
         }
         let Some(pool) = self.idle.get_or_init(|| Mutex::new(VecDeque::new())) else {
             return;
@@ -207,7 +218,8 @@ mod tests {
         let local = |c: &UpConn| c.stream.tcp().local_addr().unwrap();
         let now = Instant::now();
         let long_ago = now - Duration::from_secs(120);
-        let newest = conns.pop().unwrap();
+        let mut newest = conns.pop().unwrap();
+        newest.buf.reserve(256 * 1024); // a body read whole grew it
         let fresh = conns.pop().unwrap();
         let (a_newest, a_fresh) = (local(&newest), local(&fresh));
         crate::serving_thread::set_serving_thread(3);
@@ -219,6 +231,14 @@ mod tests {
         up.checkin(newest, now);
         let count = |up: &Upstream| up.idle.get().unwrap().lock().unwrap().len();
         assert_eq!(count(&up), 2);
+        // what an idle connection keeps of its buffers is bounded
+        {
+            let idle = up.idle.get().unwrap().lock().unwrap();
+            assert!(
+                idle.iter()
+                    .all(|(c, _)| c.buf.capacity() <= IDLE_BUFFER_MAX)
+            );
+        }
         assert_eq!(local(&up.checkout_idle().unwrap()), a_newest);
         assert_eq!(local(&up.checkout_idle().unwrap()), a_fresh);
         assert!(up.checkout_idle().is_none());
