@@ -88,8 +88,9 @@ fn no_request_waits_while_a_worker_is_free() {
 }
 
 /// Stride over 5 classes (weights 5:4:3:2:1), 4 workers, 16 tasks per class on 8 threads, each taking a
-/// worker again as soon as it returns one, so every class always has requests waiting: the dispatches
-/// counted from the queue follow the weights within 2% each.
+/// worker again as soon as it returns one. The workers are held until all 80 requests are queued, so
+/// every class has requests waiting from the first dispatch on (at most 4 of a class's 16 hold a worker):
+/// the dispatches follow the weights within 2% each.
 #[test]
 fn stride_shares_hold_across_threads() {
     let rt = runtime();
@@ -99,8 +100,15 @@ fn stride_shares_hold_across_threads() {
         let g = Gate::new(cfg, None, 4).unwrap();
         // (sized to finish in seconds on a loaded 2-core machine: the weight-1 class gets ~500 dispatches,
         // and stride keeps every backlogged class within a dispatch or two of its share)
-        const WARMUP: usize = 500;
+        const WARMUP: usize = 100;
         const COUNTED: usize = 7_500;
+        // Hold every worker while the tasks start: on a busy machine the first tasks to run would
+        // otherwise cycle through free workers before the others have queued anything.
+        let c0: Arc<str> = Arc::from("c0");
+        let mut held = Vec::new();
+        for _ in 0..4 {
+            held.push(g.acquire(Meta::new(0, g.now()), &c0).await.unwrap());
+        }
         let seq = Arc::new(AtomicUsize::new(0));
         let counts: Arc<Vec<AtomicUsize>> = Arc::new((0..5).map(|_| AtomicUsize::new(0)).collect());
         let mut tasks = Vec::new();
@@ -128,6 +136,8 @@ fn stride_shares_hold_across_threads() {
                 }));
             }
         }
+        until("all 80 queued", || g.snapshot().queued == 80).await;
+        drop(held);
         let all = async {
             for t in tasks {
                 t.await.unwrap();
