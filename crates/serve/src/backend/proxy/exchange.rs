@@ -125,6 +125,12 @@ impl Drop for Recycled {
 /// The answer to a failed exchange: 502 or 504 with a body that says what kind of failure it was and
 /// nothing about the upstream (no address, no system error); those go to the log.
 pub(super) fn gateway_error(up: &Upstream, e: ExchangeError) -> Response {
+    gateway_response(up, e, true)
+}
+
+/// [`gateway_error`]; `log`: false for a failure the request moves on from (tried on another upstream),
+/// which is logged at debug level only, so a dead upstream does not write a warning per request.
+pub(super) fn gateway_response(up: &Upstream, e: ExchangeError, log: bool) -> Response {
     let (status, public, detail) = match e {
         ExchangeError::Connect(d) => (502, "the upstream could not be reached", d),
         ExchangeError::ConnectTimeout => (
@@ -137,7 +143,11 @@ pub(super) fn gateway_error(up: &Upstream, e: ExchangeError) -> Response {
         ExchangeError::Bad(d) => (502, "the upstream sent an invalid response", d),
         ExchangeError::Timeout(d) => (504, "the upstream did not answer in time", d),
     };
-    tracing::warn!(upstream = %up.addr, status, "proxy: {detail}");
+    if log {
+        tracing::warn!(upstream = %up.addr, status, "proxy: {detail}");
+    } else {
+        tracing::debug!(upstream = %up.addr, status, "proxy: {detail}; trying another upstream");
+    }
     let what = if status == 504 {
         "gateway timeout"
     } else {

@@ -475,13 +475,20 @@ impl ProxyBackend {
                 Err(e) => e,
             };
             self.failed(up);
-            let next = retry::next_upstream(failure.failure(), idempotent, &self.retry_on)
-                && self.may_try_again(&tried, local);
+            let kind = failure.failure();
+            // A request that never reached the upstream adds no load anywhere when it goes to another
+            // (nothing was served twice): only `tries` bounds it. What an upstream saw (a timeout, a
+            // reset, a 5xx) is sent again only within the retry budget.
+            let next = retry::next_upstream(kind, idempotent, &self.retry_on)
+                && if retry::reached_upstream(kind) {
+                    self.may_try_again(&tried, local)
+                } else {
+                    tried.len() + 1 < self.cfg.tries as usize
+                };
             if !next {
                 return gateway_error(up, failure);
             }
-            tracing::debug!(upstream = %up.addr, method = %req.method, "{failure}; trying another upstream");
-            last = Some(gateway_error(up, failure));
+            last = Some(gateway_response(up, failure, false));
             tried.push(i);
         }
     }

@@ -57,6 +57,15 @@ impl RetryOn {
     }
 }
 
+/// Whether the failed exchange may have reached the upstream (so sending it elsewhere adds load, and
+/// counts against the retry budget): everything but a connection that never carried a byte of it.
+pub(super) fn reached_upstream(failure: Failure) -> bool {
+    !matches!(
+        failure,
+        Failure::NotSent | Failure::Stale { sent_any: false }
+    )
+}
+
 /// Whether a request whose exchange failed goes to the next upstream (tries and budget permitting):
 /// always when none of it reached the upstream — it cannot have acted on it, whatever the method —; an
 /// idempotent one also after what `retry_on` names.
@@ -156,6 +165,12 @@ mod tests {
             );
         }
         assert!(all.status(503) && !none.status(503) && !all.status(500));
+        // the retry budget counts only what an upstream may have seen
+        assert!(!reached_upstream(Failure::NotSent));
+        assert!(!reached_upstream(stale(false)));
+        assert!(reached_upstream(stale(true)));
+        assert!(reached_upstream(Failure::Timeout));
+        assert!(reached_upstream(Failure::Bad));
         assert!(RetryOn::parse(&["5xx".to_string()]).is_err());
     }
 
