@@ -456,9 +456,89 @@ impl Classifier {
     }
 }
 
+/// The host names a route serves: any (no `host`), one name exactly, or a wildcard's subdomains.
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
+pub enum HostPattern {
+    #[default]
+    Any,
+    /// A lower-case name, `api.example.com`.
+    Exact(String),
+    /// `*.example.com`, kept as the lower-case suffix `.example.com`: one or more labels before it.
+    Wildcard(String),
+}
+
+impl HostPattern {
+    /// Parse a route's `host`: a name (`api.example.com`), `*.example.com`, or `*` (any); no port, no
+    /// scheme, letters, digits, `-` and `.` only (IP addresses are names too).
+    pub fn parse(s: &str) -> Result<HostPattern, String> {
+        let lower = s.trim().to_ascii_lowercase();
+        if lower == "*" {
+            return Ok(HostPattern::Any);
+        }
+        let lower = lower.strip_suffix('.').unwrap_or(&lower);
+        let (wild, name) = match lower.strip_prefix("*.") {
+            Some(rest) => (true, rest),
+            None => (false, lower),
+        };
+        let valid_label = |l: &str| {
+            !l.is_empty()
+                && l.len() <= 63
+                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
+        };
+        if name.is_empty() || name.len() > 253 || !name.split('.').all(valid_label) {
+            return Err(format!(
+                "`{s}` is not a host name (`api.example.com`, `*.example.com` or `*`; no port or scheme)"
+            ));
+        }
+        Ok(if wild {
+            HostPattern::Wildcard(format!(".{name}"))
+        } else {
+            HostPattern::Exact(name.to_string())
+        })
+    }
+
+    /// How well `host` (lower case, no port) matches: None when it does not; more specific is greater
+    /// (an exact name over a wildcard, a longer wildcard over a shorter one, any last).
+    pub fn rank(&self, host: Option<&str>) -> Option<(u8, usize)> {
+        match (self, host) {
+            (HostPattern::Any, _) => Some((0, 0)),
+            (HostPattern::Exact(n), Some(h)) => (h == n).then_some((2, n.len())),
+            (HostPattern::Wildcard(sfx), Some(h)) => {
+                (h.len() > sfx.len() && h.ends_with(sfx.as_str())).then_some((1, sfx.len()))
+            }
+            (_, None) => None,
+        }
+    }
+}
+
+impl std::fmt::Display for HostPattern {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            HostPattern::Any => f.write_str("*"),
+            HostPattern::Exact(n) => f.write_str(n),
+            HostPattern::Wildcard(s) => write!(f, "*{s}"),
+        }
+    }
+}
+
+/// A request's host name for routing: the Host header (HTTP/2's `:authority`) without its port or a
+/// trailing dot, lower case; an IPv6 literal keeps its brackets.
+pub fn request_host(host: &str) -> String {
+    let name = if host.starts_with('[') {
+        host.find(']').map_or(host, |i| &host[..=i])
+    } else {
+        host.rsplit_once(':').map_or(host, |(h, _)| h)
+    };
+    name.trim_end_matches('.').to_ascii_lowercase()
+}
+
 /// One route: a prefix, its backend and what it has learned about service times.
 pub struct Route {
     pub prefix: String,
+    /// The host names it serves (`host` in the configuration).
+    pub host: HostPattern,
+    /// Its identity among the routes (`RouteConfig::key`: the prefix, after the host when it names one).
+    pub key: String,
     pub strip_prefix: bool,
     pub size_hint: Option<u64>,
     pub backend: Backend,
@@ -474,7 +554,9 @@ impl Route {
         backend: Backend,
     ) -> Self {
         Route {
+            key: prefix.clone(),
             prefix,
+            host: HostPattern::Any,
             strip_prefix,
             size_hint,
             backend,
@@ -500,27 +582,78 @@ impl Route {
     }
 }
 
-/// Routes by longest matching prefix.
+/// Routes by host, then longest matching prefix.
 pub struct Router {
     routes: Vec<Route>,
+    /// Whether any route names a host (else the host is not looked at).
+    by_host: bool,
+}
+
+/// What routing found for a request.
+pub enum Found<'a> {
+    Route(&'a Route),
+    /// No route of the chosen host matches the path.
+    NoRoute,
+    /// Over TLS, the Host names another virtual host than the SNI name did (answered 421).
+    Misdirected,
 }
 
 impl Router {
     pub fn new(routes: Vec<Route>) -> Self {
-        Router { routes }
+        let by_host = routes.iter().any(|r| r.host != HostPattern::Any);
+        Router { routes, by_host }
     }
 
-    /// The route whose prefix is the longest match for `path` (ties: the first configured).
+    /// The route whose prefix is the longest match for `path` (ties: the first configured), ignoring hosts.
     pub fn find(&self, path: &str) -> Option<&Route> {
+        self.longest(path, |_| true)
+    }
+
+    fn longest(&self, path: &str, mut of_host: impl FnMut(&Route) -> bool) -> Option<&Route> {
         let mut best: Option<&Route> = None;
         for r in &self.routes {
             if prefix_matches(&r.prefix, path)
                 && best.is_none_or(|b| r.prefix.len() > b.prefix.len())
+                && of_host(r)
             {
                 best = Some(r);
             }
         }
         best
+    }
+
+    /// The virtual host `host` falls in: the most specific pattern that matches it (None: no route serves
+    /// that host).
+    fn host_of(&self, host: Option<&str>) -> Option<&HostPattern> {
+        let mut best: Option<(&HostPattern, (u8, usize))> = None;
+        for r in &self.routes {
+            if let Some(rank) = r.host.rank(host) {
+                if best.is_none_or(|(_, b)| rank > b) {
+                    best = Some((&r.host, rank));
+                }
+            }
+        }
+        best.map(|(p, _)| p)
+    }
+
+    /// The route for a request: the virtual host its Host picks (exact name, else the longest matching
+    /// wildcard, else the routes without `host`), then the longest prefix among that host's routes. `sni`
+    /// is the TLS server name: a Host of another virtual host than the SNI name's is misdirected.
+    pub fn route(&self, host: Option<&str>, sni: Option<&str>, path: &str) -> Found<'_> {
+        if !self.by_host {
+            return self.find(path).map_or(Found::NoRoute, Found::Route);
+        }
+        let host = host.map(request_host);
+        let Some(vhost) = self.host_of(host.as_deref()) else {
+            return Found::NoRoute;
+        };
+        if let Some(sni) = sni {
+            if host.as_deref() != Some(sni) && self.host_of(Some(sni)) != Some(vhost) {
+                return Found::Misdirected;
+            }
+        }
+        self.longest(path, |r| &r.host == vhost)
+            .map_or(Found::NoRoute, Found::Route)
     }
 
     pub fn routes(&self) -> &[Route] {
@@ -633,6 +766,107 @@ mod tests {
             6,
             "then the learned mean"
         );
+    }
+
+    #[test]
+    fn host_patterns_parse_and_rank() {
+        assert_eq!(HostPattern::parse("*"), Ok(HostPattern::Any));
+        assert_eq!(
+            HostPattern::parse("API.Example.com."),
+            Ok(HostPattern::Exact("api.example.com".into()))
+        );
+        assert_eq!(
+            HostPattern::parse("*.example.com"),
+            Ok(HostPattern::Wildcard(".example.com".into()))
+        );
+        for bad in [
+            "", "a:80", "http://a", "a..b", "*.", "a.*.b", "a b", "*x.com",
+        ] {
+            assert!(HostPattern::parse(bad).is_err(), "{bad:?} accepted");
+        }
+        let w = HostPattern::parse("*.example.com").unwrap();
+        assert!(w.rank(Some("a.example.com")).is_some());
+        assert!(w.rank(Some("a.b.example.com")).is_some());
+        assert!(w.rank(Some("example.com")).is_none());
+        assert!(w.rank(Some("xexample.com")).is_none());
+        assert!(w.rank(None).is_none());
+        assert_eq!(request_host("API.example.com:8080"), "api.example.com");
+        assert_eq!(request_host("example.com."), "example.com");
+        assert_eq!(request_host("[::1]:443"), "[::1]");
+        assert_eq!(request_host("[::1]"), "[::1]");
+    }
+
+    #[test]
+    fn routes_are_chosen_by_host_then_prefix() {
+        use crate::backend::synthetic::{SyntheticBackend, SyntheticConfig};
+        let route = |host: &str, prefix: &str| {
+            let b = Backend::Synthetic(SyntheticBackend::new(&SyntheticConfig::default()).unwrap());
+            let mut r = Route::new(prefix.into(), false, None, b);
+            r.host = HostPattern::parse(host).unwrap();
+            r.key = format!("{host}{prefix}");
+            r
+        };
+        let router = Router::new(vec![
+            route("*", "/"),
+            route("*", "/any-only"),
+            route("api.example.com", "/"),
+            route("api.example.com", "/v1"),
+            route("*.example.com", "/"),
+            route("*.eu.example.com", "/"),
+        ]);
+        let key = |host: Option<&str>, sni: Option<&str>, path: &str| match router
+            .route(host, sni, path)
+        {
+            Found::Route(r) => r.key.clone(),
+            Found::NoRoute => "404".into(),
+            Found::Misdirected => "421".into(),
+        };
+        assert_eq!(
+            key(Some("API.example.com:443"), None, "/v1/x"),
+            "api.example.com/v1"
+        );
+        assert_eq!(
+            key(Some("api.example.com"), None, "/other"),
+            "api.example.com/"
+        );
+        assert_eq!(
+            key(Some("api.example.com"), None, "/any-only"),
+            "api.example.com/",
+            "a virtual host's routes only: no fallback to the hostless ones"
+        );
+        assert_eq!(key(Some("www.example.com"), None, "/v1"), "*.example.com/");
+        assert_eq!(
+            key(Some("x.eu.example.com"), None, "/"),
+            "*.eu.example.com/"
+        );
+        assert_eq!(key(Some("other.test"), None, "/any-only/a"), "*/any-only");
+        assert_eq!(key(None, None, "/"), "*/");
+        // TLS: a Host of another virtual host than the SNI name's is misdirected; the same one is not
+        assert_eq!(
+            key(Some("api.example.com"), Some("www.example.com"), "/"),
+            "421"
+        );
+        assert_eq!(
+            key(Some("a.example.com"), Some("b.example.com"), "/"),
+            "*.example.com/"
+        );
+        assert_eq!(
+            key(Some("api.example.com"), Some("api.example.com"), "/"),
+            "api.example.com/"
+        );
+        // without routes for a host, nothing to 404 but the path
+        let plain = Router::new(vec![route("*", "/a")]);
+        assert!(matches!(
+            plain.route(Some("x"), Some("y"), "/a"),
+            Found::Route(_)
+        ));
+        assert!(matches!(plain.route(None, None, "/b"), Found::NoRoute));
+        // only hosted routes: an unknown host gets 404
+        let hosted = Router::new(vec![route("a.test", "/")]);
+        assert!(matches!(
+            hosted.route(Some("b.test"), None, "/"),
+            Found::NoRoute
+        ));
     }
 
     #[test]

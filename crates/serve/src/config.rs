@@ -89,6 +89,8 @@ pub struct ServeConfig {
     pub tls: Option<crate::tls::TlsConfig>,
     /// The access log (off unless `path` is set).
     pub access_log: crate::access_log::AccessLogConfig,
+    /// `[forwarded]`: trusted proxies and request ids (see `crate::forwarded`).
+    pub forwarded: crate::forwarded::ForwardedConfig,
     /// HTTP/2: ALPN on TLS listeners, h2c on the plain one, and its limits (see `crate::http2`).
     pub http2: crate::http2::Http2Config,
     /// Where the config came from (file name, text, directory for relative paths); not a TOML key.
@@ -125,6 +127,7 @@ impl Default for ServeConfig {
             limiter: None,
             tls: None,
             access_log: crate::access_log::AccessLogConfig::default(),
+            forwarded: crate::forwarded::ForwardedConfig::default(),
             http2: crate::http2::Http2Config::default(),
             origin: None,
             overrides: Overrides::default(),
@@ -298,6 +301,8 @@ pub struct RuleConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct RouteConfig {
     pub prefix: String,
+    /// The virtual host: `api.example.com`, `*.example.com`; left out (or `*`): any host.
+    pub host: Option<String>,
     /// Remove the prefix from the path before the backend sees it.
     pub strip_prefix: bool,
     /// Size hint for requests on this route.
@@ -306,19 +311,38 @@ pub struct RouteConfig {
     pub static_files: Option<StaticConfig>,
     pub proxy: Option<ProxyConfig>,
     pub synthetic: Option<SyntheticConfig>,
+    /// `redirect = { to = "https://{host}{uri}", status = 301 }`: answer with a redirect.
+    pub redirect: Option<crate::backend::redirect::RedirectConfig>,
     /// This route's limit settings over `[limiter]` (with `workers = "auto"`); `group` shares one limit.
     pub limiter: Option<crate::overload::LimiterTable>,
+}
+
+impl RouteConfig {
+    /// The route's identity among the routes: its prefix, after its host when it names one
+    /// (`api.example.com/v1`); what its gate lane is keyed by.
+    pub fn key(&self) -> String {
+        match &self.host {
+            Some(h) => match crate::classify::HostPattern::parse(h) {
+                Ok(crate::classify::HostPattern::Any) => self.prefix.clone(),
+                Ok(p) => format!("{p}{}", self.prefix),
+                Err(_) => format!("{h}{}", self.prefix),
+            },
+            None => self.prefix.clone(),
+        }
+    }
 }
 
 impl Default for RouteConfig {
     fn default() -> Self {
         RouteConfig {
             prefix: "/".into(),
+            host: None,
             strip_prefix: false,
             size_hint: None,
             static_files: None,
             proxy: None,
             synthetic: None,
+            redirect: None,
             limiter: None,
         }
     }
@@ -876,25 +900,31 @@ impl ServeConfig {
         }
         let mut prefixes = std::collections::HashSet::new();
         for (i, r) in self.routes.iter().enumerate() {
+            let host = match &r.host {
+                Some(h) => crate::classify::HostPattern::parse(h)
+                    .map_err(|e| Invalid::new(keypath!["routes", i, "host"], e))?,
+                None => crate::classify::HostPattern::Any,
+            };
             if !r.prefix.starts_with('/') {
                 return Err(Invalid::new(
                     keypath!["routes", i, "prefix"],
                     format!("must start with `/`, got `{}`", r.prefix),
                 ));
             }
-            if !prefixes.insert(r.prefix.as_str()) {
+            if !prefixes.insert((host.clone(), r.prefix.as_str())) {
                 return Err(Invalid::new(
                     keypath!["routes", i, "prefix"],
-                    format!("duplicate route prefix `{}`", r.prefix),
+                    format!("duplicate route prefix `{}` for host `{host}`", r.prefix),
                 ));
             }
             let n = r.static_files.is_some() as u8
                 + r.proxy.is_some() as u8
-                + r.synthetic.is_some() as u8;
+                + r.synthetic.is_some() as u8
+                + r.redirect.is_some() as u8;
             if n != 1 {
                 return Err(Invalid::new(
                     keypath!["routes", i],
-                    "a route needs exactly one backend table: `static`, `proxy` or `synthetic`",
+                    "a route needs exactly one backend table: `static`, `proxy`, `synthetic` or `redirect`",
                 ));
             }
         }

@@ -8,6 +8,7 @@ pub mod backend;
 pub mod classify;
 mod compile;
 pub mod config;
+pub mod forwarded;
 pub mod gate;
 pub mod http;
 pub mod http2;

@@ -9,7 +9,7 @@ use std::time::Instant;
 use ordo_sched::Meta;
 
 use crate::access_log::{RequestLine, Served};
-use crate::classify::size_hint;
+use crate::classify::{Found, size_hint};
 use crate::compile::{Active, Compiled, nanos};
 use crate::config::{ConfigError, Invalid, ServeConfig};
 use crate::gate::{Gate, Overloaded};
@@ -167,9 +167,19 @@ impl Shared {
             }
         };
         cm.arrive();
-        let Some(route) = active.router.find(&req.path) else {
-            self.metrics.not_found();
-            return Response::text(404, "no route for this path\n");
+        let sni = req.tls.as_ref().and_then(|t| t.sni.as_deref());
+        let route = match active.router.route(req.header("host"), sni, &req.path) {
+            Found::Route(r) => r,
+            Found::NoRoute => {
+                self.metrics.not_found();
+                return Response::text(404, "no route for this path\n");
+            }
+            Found::Misdirected => {
+                return Response::text(
+                    421,
+                    "misdirected request: Host does not match the TLS server name\n",
+                );
+            }
         };
         if route.strip_prefix && route.prefix != "/" {
             strip(&mut req, route.prefix.trim_end_matches('/'));
@@ -190,7 +200,7 @@ impl Shared {
             deadline: c.deadline.map(|d| now.saturating_add(nanos(d))),
             arrival: now,
         };
-        let acquired = match active.lane_of(&route.prefix) {
+        let acquired = match active.lane_of(&route.key) {
             Some(lane) => self.gate.acquire_on(meta, c.class_name, lane).await,
             None => self.gate.acquire(meta, c.class_name).await,
         };
@@ -264,18 +274,26 @@ fn strip(req: &mut Request, prefix: &str) {
 pub(crate) struct App(pub(crate) Arc<Shared>);
 
 impl Handler for App {
-    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
+    fn handle(
+        &self,
+        mut req: Request,
+    ) -> impl std::future::Future<Output = Response> + Send + 'static {
         let shared = self.0.clone();
         async move {
+            let id = shared.active().forwarding.prepare(&mut req);
+            let with_id = |resp: Response| match id {
+                Some(id) => resp.with_header("X-Request-Id", id.into_string()),
+                None => resp,
+            };
             let Some(log) = &shared.access_log else {
-                return shared.serve(req, None).await;
+                return with_id(shared.serve(req, None).await);
             };
             let start = Instant::now();
             let line = RequestLine::of(&req);
             let mut served = Served::default();
             let resp = shared.serve(req, Some(&mut served)).await;
             log.log(&line, &resp, &served, start.elapsed());
-            resp
+            with_id(resp)
         }
     }
 }

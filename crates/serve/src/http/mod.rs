@@ -85,6 +85,21 @@ pub struct Request {
     pub peer: SocketAddr,
     /// Whether the client asked to keep the connection open after this request.
     pub keep_alive: bool,
+    /// Set when the request came over TLS (what `X-Forwarded-Proto` says and virtual hosts check).
+    pub tls: Option<TlsInfo>,
+    /// Whether the peer is one of `[forwarded] trusted_proxies`: then the forwarding headers it sent are
+    /// kept (and appended to) by a proxy route, else replaced. Set by the serving path.
+    pub trusted_peer: bool,
+    /// The request id (`X-Request-Id`): the client's when sane, else generated; set by the serving path
+    /// when `[forwarded] request_id` is on.
+    pub request_id: Option<Box<str>>,
+}
+
+/// What a TLS connection tells about the requests it carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// The server name the client asked for in its ClientHello (SNI), lower case; None if it sent none.
+    pub sni: Option<Arc<str>>,
 }
 
 impl Request {
@@ -104,6 +119,9 @@ impl Request {
             body: Bytes::new(),
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
             keep_alive: true,
+            tls: None,
+            trusted_peer: false,
+            request_id: None,
         }
     }
 
