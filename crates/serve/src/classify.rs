@@ -539,6 +539,8 @@ pub struct Route {
     pub host: HostPattern,
     /// Its identity among the routes (`RouteConfig::key`: the prefix, after the host when it names one).
     pub key: String,
+    /// `scheme`: Some(true) for requests over TLS only, Some(false) for plain ones only, None for both.
+    pub tls: Option<bool>,
     pub strip_prefix: bool,
     pub size_hint: Option<u64>,
     pub backend: Backend,
@@ -555,6 +557,7 @@ impl Route {
     ) -> Self {
         Route {
             key: prefix.clone(),
+            tls: None,
             prefix,
             host: HostPattern::Any,
             strip_prefix,
@@ -585,7 +588,7 @@ impl Route {
 /// Routes by host, then longest matching prefix.
 pub struct Router {
     routes: Vec<Route>,
-    /// Whether any route names a host (else the host is not looked at).
+    /// Whether any route names a host or a scheme (else only the path is looked at).
     by_host: bool,
 }
 
@@ -600,7 +603,9 @@ pub enum Found<'a> {
 
 impl Router {
     pub fn new(routes: Vec<Route>) -> Self {
-        let by_host = routes.iter().any(|r| r.host != HostPattern::Any);
+        let by_host = routes
+            .iter()
+            .any(|r| r.host != HostPattern::Any || r.tls.is_some());
         Router { routes, by_host }
     }
 
@@ -612,8 +617,12 @@ impl Router {
     fn longest(&self, path: &str, mut of_host: impl FnMut(&Route) -> bool) -> Option<&Route> {
         let mut best: Option<&Route> = None;
         for r in &self.routes {
+            // (ties: a route for the request's scheme over one for both)
             if prefix_matches(&r.prefix, path)
-                && best.is_none_or(|b| r.prefix.len() > b.prefix.len())
+                && best.is_none_or(|b| {
+                    r.prefix.len() > b.prefix.len()
+                        || (r.prefix.len() == b.prefix.len() && r.tls.is_some() && b.tls.is_none())
+                })
                 && of_host(r)
             {
                 best = Some(r);
@@ -637,9 +646,10 @@ impl Router {
     }
 
     /// The route for a request: the virtual host its Host picks (exact name, else the longest matching
-    /// wildcard, else the routes without `host`), then the longest prefix among that host's routes. `sni`
-    /// is the TLS server name: a Host of another virtual host than the SNI name's is misdirected.
-    pub fn route(&self, host: Option<&str>, sni: Option<&str>, path: &str) -> Found<'_> {
+    /// wildcard, else the routes without `host`), then the longest prefix among that host's routes for the
+    /// request's scheme (`tls`: it came over TLS). `sni` is the TLS server name: a Host of another virtual
+    /// host than the SNI name's is misdirected.
+    pub fn route(&self, host: Option<&str>, sni: Option<&str>, tls: bool, path: &str) -> Found<'_> {
         if !self.by_host {
             return self.find(path).map_or(Found::NoRoute, Found::Route);
         }
@@ -652,7 +662,7 @@ impl Router {
                 return Found::Misdirected;
             }
         }
-        self.longest(path, |r| &r.host == vhost)
+        self.longest(path, |r| &r.host == vhost && r.tls.is_none_or(|t| t == tls))
             .map_or(Found::NoRoute, Found::Route)
     }
 
@@ -814,9 +824,12 @@ mod tests {
             route("*.example.com", "/"),
             route("*.eu.example.com", "/"),
         ]);
-        let key = |host: Option<&str>, sni: Option<&str>, path: &str| match router
-            .route(host, sni, path)
-        {
+        let key = |host: Option<&str>, sni: Option<&str>, path: &str| match router.route(
+            host,
+            sni,
+            sni.is_some(),
+            path,
+        ) {
             Found::Route(r) => r.key.clone(),
             Found::NoRoute => "404".into(),
             Found::Misdirected => "421".into(),
@@ -854,17 +867,31 @@ mod tests {
             key(Some("api.example.com"), Some("api.example.com"), "/"),
             "api.example.com/"
         );
+        // a route for one scheme: only its requests, and over a route for both
+        let mut http_only = route("*", "/");
+        http_only.tls = Some(false);
+        let schemes = Router::new(vec![route("*", "/"), http_only, route("*", "/x")]);
+        let tls_of = |tls: bool, path: &str| match schemes.route(None, None, tls, path) {
+            Found::Route(r) => r.tls,
+            _ => panic!("no route"),
+        };
+        assert_eq!(tls_of(false, "/"), Some(false));
+        assert_eq!(tls_of(true, "/"), None);
+        assert_eq!(tls_of(false, "/x"), None, "a longer prefix still wins");
         // without routes for a host, nothing to 404 but the path
         let plain = Router::new(vec![route("*", "/a")]);
         assert!(matches!(
-            plain.route(Some("x"), Some("y"), "/a"),
+            plain.route(Some("x"), Some("y"), true, "/a"),
             Found::Route(_)
         ));
-        assert!(matches!(plain.route(None, None, "/b"), Found::NoRoute));
+        assert!(matches!(
+            plain.route(None, None, false, "/b"),
+            Found::NoRoute
+        ));
         // only hosted routes: an unknown host gets 404
         let hosted = Router::new(vec![route("a.test", "/")]);
         assert!(matches!(
-            hosted.route(Some("b.test"), None, "/"),
+            hosted.route(Some("b.test"), None, false, "/"),
             Found::NoRoute
         ));
     }

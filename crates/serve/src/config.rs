@@ -303,6 +303,8 @@ pub struct RouteConfig {
     pub prefix: String,
     /// The virtual host: `api.example.com`, `*.example.com`; left out (or `*`): any host.
     pub host: Option<String>,
+    /// `"http"` or `"https"`: only requests that came over plain TCP, or over TLS; left out: both.
+    pub scheme: Option<String>,
     /// Remove the prefix from the path before the backend sees it.
     pub strip_prefix: bool,
     /// Size hint for requests on this route.
@@ -321,13 +323,27 @@ impl RouteConfig {
     /// The route's identity among the routes: its prefix, after its host when it names one
     /// (`api.example.com/v1`); what its gate lane is keyed by.
     pub fn key(&self) -> String {
-        match &self.host {
+        let base = match &self.host {
             Some(h) => match crate::classify::HostPattern::parse(h) {
                 Ok(crate::classify::HostPattern::Any) => self.prefix.clone(),
                 Ok(p) => format!("{p}{}", self.prefix),
                 Err(_) => format!("{h}{}", self.prefix),
             },
             None => self.prefix.clone(),
+        };
+        match &self.scheme {
+            Some(s) => format!("{s}://{base}"),
+            None => base,
+        }
+    }
+
+    /// `scheme` as the router reads it: Some(true) over TLS only, Some(false) plain only, None both.
+    pub fn tls_only(&self) -> Result<Option<bool>, String> {
+        match self.scheme.as_deref() {
+            None => Ok(None),
+            Some("https") => Ok(Some(true)),
+            Some("http") => Ok(Some(false)),
+            Some(other) => Err(format!("`{other}`: expected \"http\" or \"https\"")),
         }
     }
 }
@@ -337,6 +353,7 @@ impl Default for RouteConfig {
         RouteConfig {
             prefix: "/".into(),
             host: None,
+            scheme: None,
             strip_prefix: false,
             size_hint: None,
             static_files: None,
@@ -911,7 +928,10 @@ impl ServeConfig {
                     format!("must start with `/`, got `{}`", r.prefix),
                 ));
             }
-            if !prefixes.insert((host.clone(), r.prefix.as_str())) {
+            let tls = r
+                .tls_only()
+                .map_err(|e| Invalid::new(keypath!["routes", i, "scheme"], e))?;
+            if !prefixes.insert((host.clone(), r.prefix.as_str(), tls)) {
                 return Err(Invalid::new(
                     keypath!["routes", i, "prefix"],
                     format!("duplicate route prefix `{}` for host `{host}`", r.prefix),

@@ -168,7 +168,8 @@ impl Shared {
         };
         cm.arrive();
         let sni = req.tls.as_ref().and_then(|t| t.sni.as_deref());
-        let route = match active.router.route(req.header("host"), sni, &req.path) {
+        let tls = req.tls.is_some();
+        let route = match active.router.route(req.header("host"), sni, tls, &req.path) {
             Found::Route(r) => r,
             Found::NoRoute => {
                 self.metrics.not_found();

@@ -176,6 +176,9 @@ impl Compiled {
                     .map_err(|e| loc(Invalid::new(keypath!["routes", i, "host"], e)))?;
             }
             route.key = r.key();
+            route.tls = r
+                .tls_only()
+                .map_err(|e| loc(Invalid::new(keypath!["routes", i, "scheme"], e)))?;
             routes.push(route);
         }
         let admin = AdminGuard::build(cfg).map_err(loc)?;

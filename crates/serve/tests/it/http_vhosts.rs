@@ -166,6 +166,30 @@ async fn redirect_routes_answer_with_their_target() {
     h.shutdown().await.unwrap();
 }
 
+#[tokio::test]
+async fn an_http_only_redirect_sends_plain_requests_to_https() {
+    let up = named_upstream("app").await;
+    let h = ordo(&format!(
+        "[[routes]]\nscheme = \"http\"\nredirect = {{ to = \"https://{{host}}{{uri}}\", status = 308 }}\n\
+         [[routes]]\nscheme = \"https\"\nproxy = {{ upstreams = [\"{up}\"] }}\n\
+         [[routes]]\nprefix = \"/health\"\nproxy = {{ upstreams = [\"{up}\"] }}\n"
+    ))
+    .await;
+    let r = with_host(h.local_addr(), Some("app.test"), "/login?next=/").await;
+    assert_eq!(r.status, 308);
+    assert_eq!(r.header("location"), Some("https://app.test/login?next=/"));
+    let r = with_host(h.local_addr(), Some("app.test"), "/health").await;
+    assert_eq!((r.status, r.text().as_str()), (200, "app"));
+    h.shutdown().await.unwrap();
+    let e = ServeConfig::from_toml_str("[[routes]]\nscheme = \"ftp\"\nsynthetic = {}\n", "s.toml")
+        .unwrap_err()
+        .to_string();
+    assert!(
+        e.contains("s.toml:2") && e.contains("routes[0].scheme"),
+        "{e}"
+    );
+}
+
 #[test]
 fn bad_redirects_are_refused_with_file_line_and_key() {
     for (toml, want) in [
