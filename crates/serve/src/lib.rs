@@ -17,6 +17,7 @@ pub mod listen;
 pub mod lua;
 mod metrics;
 mod overload;
+pub mod proxy_protocol;
 mod sd_notify;
 pub mod server;
 mod serving_thread;

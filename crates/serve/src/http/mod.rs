@@ -322,6 +322,14 @@ pub struct Limits {
     /// client that connects and stays silent is held by the kernel instead (its handshake is completed
     /// about a second later) and meets `head_timeout` only from then on.
     pub defer_accept: bool,
+    /// Every connection starts with a PROXY protocol header (v1 or v2, from an L4 balancer): its source
+    /// address is the client's; a connection without a valid one is closed unanswered (see
+    /// `crate::proxy_protocol`).
+    pub proxy_protocol: bool,
+    /// With `proxy_protocol`: the peers a header is accepted from (`[forwarded] trusted_proxies`; empty:
+    /// any). Not a TOML key.
+    #[serde(skip)]
+    pub proxy_protocol_from: Vec<crate::classify::Cidr>,
 }
 
 impl Default for Limits {
@@ -335,6 +343,8 @@ impl Default for Limits {
             max_connections: 10_000,
             max_requests_per_connection: None,
             defer_accept: false,
+            proxy_protocol: false,
+            proxy_protocol_from: Vec::new(),
         }
     }
 }

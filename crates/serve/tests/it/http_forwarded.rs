@@ -1,7 +1,9 @@
 //! Issue 20's forwarded information, through a whole `ordo serve` to an upstream that echoes the request head
 //! it received: X-Forwarded-For/-Proto/-Host and RFC 7239 Forwarded written, an untrusted client's replaced
 //! and a trusted proxy's kept and appended to (`[forwarded] trusted_proxies`), X-Request-Id kept when sane or
-//! generated (forwarded, returned, logged), traceparent/tracestate passed unchanged.
+//! generated (forwarded, returned, logged), traceparent/tracestate passed unchanged; and the PROXY protocol
+//! on the listener (v1 and v2 headers give the client's address; none, a bad one or an untrusted peer: the
+//! connection is closed unanswered).
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -211,4 +213,103 @@ fn a_bad_trusted_proxy_range_is_refused_with_its_key() {
             && msg.contains("fe80::/200"),
         "{msg}"
     );
+}
+
+/// Sends `raw` on a new connection and reads until the server closes (or answers: one response).
+async fn raw_exchange(addr: SocketAddr, raw: &[u8]) -> Vec<u8> {
+    let mut s = tokio::net::TcpStream::connect(addr).await.unwrap();
+    s.write_all(raw).await.unwrap();
+    let mut got = Vec::new();
+    let mut tmp = [0u8; 8192];
+    loop {
+        match tokio::time::timeout(WAIT, s.read(&mut tmp)).await {
+            Ok(Ok(n)) if n > 0 => got.extend_from_slice(&tmp[..n]),
+            Ok(_) => return got,
+            Err(_) => panic!(
+                "neither answered nor closed: {}",
+                String::from_utf8_lossy(&got)
+            ),
+        }
+        if let Some(i) = find(&got, b"\r\n\r\n") {
+            let head = String::from_utf8_lossy(&got[..i]).to_ascii_lowercase();
+            let len: usize = head
+                .lines()
+                .find_map(|l| l.strip_prefix("content-length:"))
+                .map_or(0, |v| v.trim().parse().unwrap());
+            if got.len() >= i + 4 + len {
+                return got;
+            }
+        }
+    }
+}
+
+#[tokio::test]
+async fn the_proxy_protocol_gives_the_client_address() {
+    let up = echo_upstream().await;
+    let h = ordo(&format!(
+        "[limits]\nproxy_protocol = true\n\
+         [[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
+    ))
+    .await;
+    let a = h.local_addr();
+    let req = "GET /x HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n";
+    let got = raw_exchange(
+        a,
+        format!("PROXY TCP4 203.0.113.9 10.0.0.1 5555 80\r\n{req}").as_bytes(),
+    )
+    .await;
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200"), "{text}");
+    assert_eq!(echoed(&text, "x-forwarded-for"), ["203.0.113.9"], "{text}");
+    assert_eq!(
+        echoed(&text, "forwarded"),
+        ["for=203.0.113.9;proto=http;host=h"]
+    );
+    // v2, IPv6 source
+    let mut v2 = b"\r\n\r\n\0\r\nQUIT\n\x21\x21\x00\x24".to_vec();
+    v2.extend_from_slice(
+        &"2001:db8::7"
+            .parse::<std::net::Ipv6Addr>()
+            .unwrap()
+            .octets(),
+    );
+    v2.extend_from_slice(&[0; 16]);
+    v2.extend_from_slice(&[0x15, 0xb3, 0, 80]);
+    v2.extend_from_slice(req.as_bytes());
+    let text = String::from_utf8_lossy(&raw_exchange(a, &v2).await).into_owned();
+    assert_eq!(echoed(&text, "x-forwarded-for"), ["2001:db8::7"], "{text}");
+    assert_eq!(
+        echoed(&text, "forwarded"),
+        ["for=\"[2001:db8::7]\";proto=http;host=h"]
+    );
+    // v1 UNKNOWN (a health check): the connection's own address
+    let text = String::from_utf8_lossy(
+        &raw_exchange(a, format!("PROXY UNKNOWN\r\n{req}").as_bytes()).await,
+    )
+    .into_owned();
+    assert_eq!(echoed(&text, "x-forwarded-for"), ["127.0.0.1"], "{text}");
+    // no header, or a bad one: closed without a byte
+    assert_eq!(raw_exchange(a, req.as_bytes()).await, b"");
+    assert_eq!(
+        raw_exchange(a, b"PROXY TCP4 1.2.3.4 nope 1 2\r\n").await,
+        b""
+    );
+    h.shutdown().await.unwrap();
+
+    // only from trusted proxies when they are listed
+    let h = ordo(&format!(
+        "[limits]\nproxy_protocol = true\n[forwarded]\ntrusted_proxies = [\"10.0.0.0/8\"]\n\
+         [[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
+    ))
+    .await;
+    let got = raw_exchange(
+        h.local_addr(),
+        format!("PROXY TCP4 203.0.113.9 10.0.0.1 5555 80\r\n{req}").as_bytes(),
+    )
+    .await;
+    assert_eq!(
+        got, b"",
+        "a PROXY header from 127.0.0.1, not a trusted proxy"
+    );
+    h.shutdown().await.unwrap();
 }
