@@ -2,7 +2,6 @@
 //! client CIDR) give each request a class; the longest route prefix gives its backend; and each request gets a
 //! size hint and a deadline for the scheduler.
 
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -20,63 +19,7 @@ pub const INLINE_SLICE: Duration = Duration::from_millis(2);
 /// Lua calls moved off the I/O threads that may run at once (per configuration).
 pub const OFFLOAD_MAX: usize = 4;
 
-/// An address range: network address and prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    net: IpAddr,
-    bits: u8,
-}
-
-impl Cidr {
-    /// Parse "10.0.0.0/8", "::1/128" or a bare address (a /32 or /128).
-    pub fn parse(s: &str) -> Result<Cidr, String> {
-        let s = s.trim();
-        let (addr, bits) = match s.split_once('/') {
-            Some((a, b)) => (a, Some(b)),
-            None => (s, None),
-        };
-        let net: IpAddr = addr
-            .parse()
-            .map_err(|_| format!("invalid address `{addr}` in `{s}`"))?;
-        let max = if net.is_ipv4() { 32 } else { 128 };
-        let bits = match bits {
-            None => max,
-            Some(b) => b
-                .parse::<u8>()
-                .ok()
-                .filter(|&b| b <= max)
-                .ok_or_else(|| format!("invalid prefix length `{b}` in `{s}` (0..={max})"))?,
-        };
-        Ok(Cidr { net, bits })
-    }
-
-    /// Whether `ip` is inside the range (IPv4-mapped IPv6 peers match IPv4 ranges).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        match (self.net, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = if self.bits == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - self.bits)
-                };
-                (u32::from(n) & mask) == (u32::from(a) & mask)
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = if self.bits == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - self.bits)
-                };
-                (u128::from(n) & mask) == (u128::from(a) & mask)
-            }
-            _ => false,
-        }
-    }
-}
+pub use crate::cidr::Cidr;
 
 /// Segment-aware prefix: "/api" matches "/api" and "/api/x", not "/apix"; "/" and "/api/" match by prefix.
 pub fn prefix_matches(prefix: &str, path: &str) -> bool {
@@ -456,81 +399,7 @@ impl Classifier {
     }
 }
 
-/// The host names a route serves: any (no `host`), one name exactly, or a wildcard's subdomains.
-#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
-pub enum HostPattern {
-    #[default]
-    Any,
-    /// A lower-case name, `api.example.com`.
-    Exact(String),
-    /// `*.example.com`, kept as the lower-case suffix `.example.com`: one or more labels before it.
-    Wildcard(String),
-}
-
-impl HostPattern {
-    /// Parse a route's `host`: a name (`api.example.com`), `*.example.com`, or `*` (any); no port, no
-    /// scheme, letters, digits, `-` and `.` only (IP addresses are names too).
-    pub fn parse(s: &str) -> Result<HostPattern, String> {
-        let lower = s.trim().to_ascii_lowercase();
-        if lower == "*" {
-            return Ok(HostPattern::Any);
-        }
-        let lower = lower.strip_suffix('.').unwrap_or(&lower);
-        let (wild, name) = match lower.strip_prefix("*.") {
-            Some(rest) => (true, rest),
-            None => (false, lower),
-        };
-        let valid_label = |l: &str| {
-            !l.is_empty()
-                && l.len() <= 63
-                && l.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-')
-        };
-        if name.is_empty() || name.len() > 253 || !name.split('.').all(valid_label) {
-            return Err(format!(
-                "`{s}` is not a host name (`api.example.com`, `*.example.com` or `*`; no port or scheme)"
-            ));
-        }
-        Ok(if wild {
-            HostPattern::Wildcard(format!(".{name}"))
-        } else {
-            HostPattern::Exact(name.to_string())
-        })
-    }
-
-    /// How well `host` (lower case, no port) matches: None when it does not; more specific is greater
-    /// (an exact name over a wildcard, a longer wildcard over a shorter one, any last).
-    pub fn rank(&self, host: Option<&str>) -> Option<(u8, usize)> {
-        match (self, host) {
-            (HostPattern::Any, _) => Some((0, 0)),
-            (HostPattern::Exact(n), Some(h)) => (h == n).then_some((2, n.len())),
-            (HostPattern::Wildcard(sfx), Some(h)) => {
-                (h.len() > sfx.len() && h.ends_with(sfx.as_str())).then_some((1, sfx.len()))
-            }
-            (_, None) => None,
-        }
-    }
-}
-
-impl std::fmt::Display for HostPattern {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            HostPattern::Any => f.write_str("*"),
-            HostPattern::Exact(n) => f.write_str(n),
-            HostPattern::Wildcard(s) => write!(f, "*{s}"),
-        }
-    }
-}
-
-/// A request's host name for routing: the Host header (HTTP/2's `:authority`) without its port or a
-/// trailing dot, lower case; an IPv6 literal keeps its brackets.
-pub fn request_host(host: &str) -> String {
-    let name = if host.starts_with('[') {
-        host.find(']').map_or(host, |i| &host[..=i])
-    } else {
-        host.rsplit_once(':').map_or(host, |(h, _)| h)
-    };
-    name.trim_end_matches('.').to_ascii_lowercase()
-}
+pub use crate::vhost::{HostPattern, request_host};
 
 /// One route: a prefix, its backend and what it has learned about service times.
 pub struct Route {
@@ -688,25 +557,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn cidr_parse_and_contains() {
-        let c = Cidr::parse("10.1.0.0/16").unwrap();
-        assert!(c.contains("10.1.2.3".parse().unwrap()));
-        assert!(!c.contains("10.2.0.1".parse().unwrap()));
-        assert!(c.contains("::ffff:10.1.9.9".parse().unwrap()));
-        let all = Cidr::parse("0.0.0.0/0").unwrap();
-        assert!(all.contains("192.0.2.1".parse().unwrap()));
-        let one = Cidr::parse("127.0.0.1").unwrap();
-        assert!(one.contains("127.0.0.1".parse().unwrap()));
-        assert!(!one.contains("127.0.0.2".parse().unwrap()));
-        let v6 = Cidr::parse("2001:db8::/32").unwrap();
-        assert!(v6.contains("2001:db8::1".parse().unwrap()));
-        assert!(!v6.contains("2001:db9::1".parse().unwrap()));
-        assert!(Cidr::parse("10.0.0.0/33").is_err());
-        assert!(Cidr::parse("10.0.0/8").is_err());
-        assert!(Cidr::parse("::/129").is_err());
-    }
-
-    #[test]
     fn route_learns_a_moving_average_of_service_times() {
         use crate::backend::synthetic::{SyntheticBackend, SyntheticConfig};
         let backend = SyntheticBackend::new(&SyntheticConfig::default()).unwrap();
@@ -776,34 +626,6 @@ mod tests {
             6,
             "then the learned mean"
         );
-    }
-
-    #[test]
-    fn host_patterns_parse_and_rank() {
-        assert_eq!(HostPattern::parse("*"), Ok(HostPattern::Any));
-        assert_eq!(
-            HostPattern::parse("API.Example.com."),
-            Ok(HostPattern::Exact("api.example.com".into()))
-        );
-        assert_eq!(
-            HostPattern::parse("*.example.com"),
-            Ok(HostPattern::Wildcard(".example.com".into()))
-        );
-        for bad in [
-            "", "a:80", "http://a", "a..b", "*.", "a.*.b", "a b", "*x.com",
-        ] {
-            assert!(HostPattern::parse(bad).is_err(), "{bad:?} accepted");
-        }
-        let w = HostPattern::parse("*.example.com").unwrap();
-        assert!(w.rank(Some("a.example.com")).is_some());
-        assert!(w.rank(Some("a.b.example.com")).is_some());
-        assert!(w.rank(Some("example.com")).is_none());
-        assert!(w.rank(Some("xexample.com")).is_none());
-        assert!(w.rank(None).is_none());
-        assert_eq!(request_host("API.example.com:8080"), "api.example.com");
-        assert_eq!(request_host("example.com."), "example.com");
-        assert_eq!(request_host("[::1]:443"), "[::1]");
-        assert_eq!(request_host("[::1]"), "[::1]");
     }
 
     #[test]

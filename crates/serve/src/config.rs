@@ -324,8 +324,8 @@ impl RouteConfig {
     /// (`api.example.com/v1`); what its gate lane is keyed by.
     pub fn key(&self) -> String {
         let base = match &self.host {
-            Some(h) => match crate::classify::HostPattern::parse(h) {
-                Ok(crate::classify::HostPattern::Any) => self.prefix.clone(),
+            Some(h) => match crate::vhost::HostPattern::parse(h) {
+                Ok(crate::vhost::HostPattern::Any) => self.prefix.clone(),
                 Ok(p) => format!("{p}{}", self.prefix),
                 Err(_) => format!("{h}{}", self.prefix),
             },
@@ -918,9 +918,9 @@ impl ServeConfig {
         let mut prefixes = std::collections::HashSet::new();
         for (i, r) in self.routes.iter().enumerate() {
             let host = match &r.host {
-                Some(h) => crate::classify::HostPattern::parse(h)
+                Some(h) => crate::vhost::HostPattern::parse(h)
                     .map_err(|e| Invalid::new(keypath!["routes", i, "host"], e))?,
-                None => crate::classify::HostPattern::Any,
+                None => crate::vhost::HostPattern::Any,
             };
             if !r.prefix.starts_with('/') {
                 return Err(Invalid::new(

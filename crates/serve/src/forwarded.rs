@@ -7,10 +7,10 @@ use std::net::IpAddr;
 
 use serde::Deserialize;
 
-use crate::classify::Cidr;
-use crate::config::Invalid;
+use crate::cidr::Cidr;
 use crate::http::Request;
 use crate::http::headers::Known;
+use crate::invalid::Invalid;
 use crate::keypath;
 
 /// The longest client-sent `X-Request-Id` kept (longer ones are replaced).

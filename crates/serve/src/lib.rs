@@ -5,6 +5,7 @@ mod access_log;
 mod admin;
 mod admin_guard;
 pub mod backend;
+mod cidr;
 pub mod classify;
 mod compile;
 pub mod config;
@@ -23,6 +24,7 @@ pub mod server;
 mod serving_thread;
 mod shared;
 mod tls;
+mod vhost;
 
 pub use config::{ConfigError, Overrides, POLICY_NAMES, ServeConfig, parse_policy, policy_name};
 pub use gate::Overloaded;

@@ -183,7 +183,7 @@ impl Server {
             .forwarded
             .trusted_proxies
             .iter()
-            .filter_map(|s| crate::classify::Cidr::parse(s).ok())
+            .filter_map(|s| crate::cidr::Cidr::parse(s).ok())
             .collect();
         let limits = Arc::new(limits);
         let http2 = Arc::new(cfg.http2.clone());

@@ -117,7 +117,7 @@ impl RedirectBackend {
             match p {
                 Part::Text(t) => out.extend_from_slice(t.as_bytes()),
                 Part::Host => {
-                    let host = req.header("host").map(crate::classify::request_host);
+                    let host = req.header("host").map(crate::vhost::request_host);
                     out.extend_from_slice(host.as_deref().unwrap_or("localhost").as_bytes());
                 }
                 Part::Uri => origin_form(&req.path, req.query.as_deref(), &mut out),

@@ -329,7 +329,7 @@ pub struct Limits {
     /// With `proxy_protocol`: the peers a header is accepted from (`[forwarded] trusted_proxies`; empty:
     /// any). Not a TOML key.
     #[serde(skip)]
-    pub proxy_protocol_from: Vec<crate::classify::Cidr>,
+    pub proxy_protocol_from: Vec<crate::cidr::Cidr>,
 }
 
 impl Default for Limits {

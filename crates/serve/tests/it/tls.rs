@@ -585,3 +585,39 @@ async fn virtual_hosts_follow_sni_and_a_host_of_another_one_is_misdirected() {
     assert_eq!((status, body.trim()), (301, "redirecting to /from-b"));
     h.shutdown().await.unwrap();
 }
+
+/// Issue 20: the PROXY header comes before the TLS handshake.
+#[tokio::test]
+async fn the_proxy_protocol_header_precedes_the_tls_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = cert(&["app.test"]);
+    write_pair(dir.path(), "a", &a);
+    let up = crate::http_forwarded::echo_upstream().await;
+    let path = config_file(
+        dir.path(),
+        &format!(
+            "[limits]\nproxy_protocol = true\n\
+             [[tls.certificates]]\ncert = \"a.crt\"\nkey = \"a.key\"\n\
+             [[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
+        ),
+    );
+    let h = start_cfg(ServeConfig::from_file(&path).unwrap()).await;
+    let mut tcp = TcpStream::connect(h.local_addr()).await.unwrap();
+    tcp.write_all(b"PROXY TCP4 198.51.100.4 10.0.0.1 40000 443\r\n")
+        .await
+        .unwrap();
+    let c = client(&[&a.2], &[b"http/1.1"], BOTH);
+    let name = ServerName::try_from("app.test".to_string()).unwrap();
+    let mut s = tokio::time::timeout(Duration::from_secs(10), c.connect(name, tcp))
+        .await
+        .expect("handshake within 10 s")
+        .unwrap();
+    let (status, head) = get_host_on(&mut s, "app.test", "/").await;
+    assert_eq!(status, 200);
+    use crate::http_forwarded::echoed;
+    assert_eq!(echoed(&head, "x-forwarded-for"), ["198.51.100.4"], "{head}");
+    assert_eq!(echoed(&head, "x-forwarded-proto"), ["https"], "{head}");
+    // a TLS ClientHello without the header first: closed, no handshake
+    assert!(connect(&c, h.local_addr(), "app.test").await.is_err());
+    h.shutdown().await.unwrap();
+}
