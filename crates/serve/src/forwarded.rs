@@ -2,9 +2,10 @@
 //! headers are believed) and the request id every request carries (`X-Request-Id`, kept when the client's
 //! is sane, else generated; forwarded, logged and returned to the client).
 
-use std::cell::Cell;
+use std::cell::RefCell;
 use std::net::IpAddr;
 
+use ordo_util::SplitMix64;
 use serde::Deserialize;
 
 use crate::cidr::Cidr;
@@ -88,8 +89,8 @@ pub fn sane_request_id(v: &str) -> bool {
 }
 
 thread_local! {
-    /// splitmix64 state, seeded per thread from the standard library's random hash keys.
-    static RNG: Cell<u64> = Cell::new(seed());
+    /// Per thread, seeded from the standard library's random hash keys and the time: no shared state.
+    static RNG: RefCell<SplitMix64> = RefCell::new(SplitMix64::new(seed()));
 }
 
 fn seed() -> u64 {
@@ -101,20 +102,13 @@ fn seed() -> u64 {
     h.finish()
 }
 
-fn next_u64() -> u64 {
-    RNG.with(|s| {
-        let x = s.get().wrapping_add(0x9e37_79b9_7f4a_7c15);
-        s.set(x);
-        let mut z = x;
-        z = (z ^ (z >> 30)).wrapping_mul(0xbf58_476d_1ce4_e5b9);
-        z = (z ^ (z >> 27)).wrapping_mul(0x94d0_49bb_1331_11eb);
-        z ^ (z >> 31)
-    })
-}
-
 /// A fresh request id: 128 bits in 32 lower-case hex digits (per-thread generator: no shared state).
 pub fn new_request_id() -> String {
-    format!("{:016x}{:016x}", next_u64(), next_u64())
+    let (a, b) = RNG.with(|r| {
+        let mut r = r.borrow_mut();
+        (r.next_u64(), r.next_u64())
+    });
+    format!("{a:016x}{b:016x}")
 }
 
 #[cfg(test)]
