@@ -25,7 +25,8 @@ pub struct ForwardedConfig {
     /// route keeps and appends to; from any other peer they are replaced. Empty: nobody is trusted.
     pub trusted_proxies: Vec<String>,
     /// Give every request an `X-Request-Id` (the client's when sane, else 128 random bits in hex): sent
-    /// upstream, written in the access log and returned in the response.
+    /// upstream, written in the access log and returned in the response. Off by default, as in nginx and
+    /// HAProxy: it costs a proxied request about a quarter more user-space instructions.
     pub request_id: bool,
 }
 
@@ -33,7 +34,7 @@ impl Default for ForwardedConfig {
     fn default() -> Self {
         ForwardedConfig {
             trusted_proxies: Vec::new(),
-            request_id: true,
+            request_id: false,
         }
     }
 }
@@ -104,11 +105,18 @@ fn seed() -> u64 {
 
 /// A fresh request id: 128 bits in 32 lower-case hex digits (per-thread generator: no shared state).
 pub fn new_request_id() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
     let (a, b) = RNG.with(|r| {
         let mut r = r.borrow_mut();
         (r.next_u64(), r.next_u64())
     });
-    format!("{a:016x}{b:016x}")
+    let bits = (u128::from(a) << 64) | u128::from(b);
+    let mut out = [0u8; 32];
+    for (i, d) in out.iter_mut().enumerate() {
+        *d = HEX[((bits >> (124 - 4 * i)) & 0xf) as usize];
+    }
+    // (hex digits are ASCII)
+    String::from_utf8_lossy(&out).into_owned()
 }
 
 #[cfg(test)]
@@ -135,7 +143,15 @@ mod tests {
         assert!(!sane_request_id(""));
         assert!(!sane_request_id("a b"));
         assert!(!sane_request_id("é"));
-        let f = Forwarding::build(&ForwardedConfig::default()).unwrap();
+        assert!(
+            !ForwardedConfig::default().request_id,
+            "off unless asked for"
+        );
+        let on = ForwardedConfig {
+            request_id: true,
+            ..ForwardedConfig::default()
+        };
+        let f = Forwarding::build(&on).unwrap();
         let mut req = Request::get("/").with_header("X-Request-Id", "given-1");
         assert_eq!(f.prepare(&mut req).as_deref(), Some("given-1"));
         let mut req = Request::get("/").with_header("X-Request-Id", "has space");

@@ -293,7 +293,14 @@ async fn proxied_peer(
         tracing::debug!(%peer, "PROXY protocol: peer is not a trusted proxy; closed");
         return None;
     }
-    match crate::proxy_protocol::read_header(stream, peer, limits.head_timeout).await {
+    // (boxed: its buffer is needed only until the header is read, not for the connection's life)
+    match Box::pin(crate::proxy_protocol::read_header(
+        stream,
+        peer,
+        limits.head_timeout,
+    ))
+    .await
+    {
         Ok(client) => Some(client),
         Err(e) => {
             tracing::debug!(%peer, error = %e, "PROXY protocol: closed");

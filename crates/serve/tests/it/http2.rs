@@ -1078,7 +1078,8 @@ async fn access_log_metrics_and_headers_see_h2_requests() {
 #[tokio::test]
 async fn virtual_hosts_follow_the_authority() {
     let h = crate::http_forwarded::ordo(
-        "[[routes]]\nhost = \"a.test\"\nredirect = { to = \"/from-a{uri}\" }\n\
+        "[forwarded]\nrequest_id = true\n\
+         [[routes]]\nhost = \"a.test\"\nredirect = { to = \"/from-a{uri}\" }\n\
          [[routes]]\nhost = \"*.b.test\"\nredirect = { to = \"/from-b{uri}\" }\n",
     )
     .await;

@@ -84,7 +84,7 @@ const SPOOFED: &str = "GET /x HTTP/1.1\r\nHost: app.example.com:8080\r\nX-Forwar
 async fn an_untrusted_client_cannot_spoof_forwarding_headers() {
     let up = echo_upstream().await;
     let h = ordo(&format!(
-        "[[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
+        "[forwarded]\nrequest_id = true\n[[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
     ))
     .await;
     let r = exchange(h.local_addr(), SPOOFED.as_bytes()).await;
@@ -144,7 +144,7 @@ async fn request_ids_are_generated_logged_and_can_be_turned_off() {
     let dir = tempfile::tempdir().unwrap();
     let log = dir.path().join("access.log");
     let h = ordo(&format!(
-        "[access_log]\npath = \"{}\"\nflush_interval = \"10ms\"\n\
+        "[forwarded]\nrequest_id = true\n[access_log]\npath = \"{}\"\nflush_interval = \"10ms\"\n\
          [[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n",
         log.display()
     ))
@@ -181,8 +181,7 @@ async fn request_ids_are_generated_logged_and_can_be_turned_off() {
     h.shutdown().await.unwrap();
 
     let h = ordo(&format!(
-        "[forwarded]\nrequest_id = false\n\
-         [[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
+        "[[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
     ))
     .await;
     let r = exchange(
@@ -194,7 +193,7 @@ async fn request_ids_are_generated_logged_and_can_be_turned_off() {
     assert_eq!(
         echoed(&r.text(), "x-request-id"),
         ["has space"],
-        "without ids the client's passes as sent"
+        "without ids (the default) the client's passes as sent"
     );
     h.shutdown().await.unwrap();
 }
