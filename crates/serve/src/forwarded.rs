@@ -18,7 +18,7 @@ use crate::keypath;
 pub const MAX_REQUEST_ID: usize = 128;
 
 /// `[forwarded]`.
-#[derive(Clone, Debug, Deserialize, PartialEq, Eq)]
+#[derive(Clone, Debug, Default, Deserialize, PartialEq, Eq)]
 #[serde(default, deny_unknown_fields)]
 pub struct ForwardedConfig {
     /// Peers (CIDR ranges or addresses) whose X-Forwarded-For/-Proto/-Host and Forwarded headers a proxy
@@ -28,15 +28,6 @@ pub struct ForwardedConfig {
     /// upstream, written in the access log and returned in the response. Off by default, as in nginx and
     /// HAProxy: it costs a proxied request about a quarter more user-space instructions.
     pub request_id: bool,
-}
-
-impl Default for ForwardedConfig {
-    fn default() -> Self {
-        ForwardedConfig {
-            trusted_proxies: Vec::new(),
-            request_id: false,
-        }
-    }
 }
 
 /// `[forwarded]` compiled: what the request path reads.
