@@ -514,6 +514,16 @@ impl Router {
         best.map(|(p, _)| p)
     }
 
+    /// [`Router::route`] for `req` (its Host, TLS server name and scheme are looked at only when a route
+    /// names a host or a scheme).
+    pub fn route_request(&self, req: &Request) -> Found<'_> {
+        if !self.by_host {
+            return self.find(&req.path).map_or(Found::NoRoute, Found::Route);
+        }
+        let sni = req.tls.as_ref().and_then(|t| t.sni.as_deref());
+        self.route(req.header("host"), sni, req.tls.is_some(), &req.path)
+    }
+
     /// The route for a request: the virtual host its Host picks (exact name, else the longest matching
     /// wildcard, else the routes without `host`), then the longest prefix among that host's routes for the
     /// request's scheme (`tls`: it came over TLS). `sni` is the TLS server name: a Host of another virtual

@@ -151,8 +151,12 @@ impl Shared {
     }
 
     /// The request path. `served` (when the access log is on) learns the class, queue wait and service time.
-    async fn serve(&self, mut req: Request, served: Option<&mut Served>) -> Response {
-        let active = self.active();
+    async fn serve(
+        &self,
+        active: arc_swap::Guard<Arc<Active>>,
+        mut req: Request,
+        served: Option<&mut Served>,
+    ) -> Response {
         let c = active.classifier.classify_async(&req).await;
         if c.lua_error {
             self.metrics.lua_errors.inc();
@@ -167,9 +171,7 @@ impl Shared {
             }
         };
         cm.arrive();
-        let sni = req.tls.as_ref().and_then(|t| t.sni.as_deref());
-        let tls = req.tls.is_some();
-        let route = match active.router.route(req.header("host"), sni, tls, &req.path) {
+        let route = match active.router.route_request(&req) {
             Found::Route(r) => r,
             Found::NoRoute => {
                 self.metrics.not_found();
@@ -281,18 +283,20 @@ impl Handler for App {
     ) -> impl std::future::Future<Output = Response> + Send + 'static {
         let shared = self.0.clone();
         async move {
-            let id = shared.active().forwarding.prepare(&mut req);
+            // (one configuration for the whole request: its forwarding settings and its route)
+            let active = shared.active();
+            let id = active.forwarding.prepare(&mut req);
             let with_id = |resp: Response| match id {
                 Some(id) => resp.with_header("X-Request-Id", id.into_string()),
                 None => resp,
             };
             let Some(log) = &shared.access_log else {
-                return with_id(shared.serve(req, None).await);
+                return with_id(shared.serve(active, req, None).await);
             };
             let start = Instant::now();
             let line = RequestLine::of(&req);
             let mut served = Served::default();
-            let resp = shared.serve(req, Some(&mut served)).await;
+            let resp = shared.serve(active, req, Some(&mut served)).await;
             log.log(&line, &resp, &served, start.elapsed());
             with_id(resp)
         }

@@ -60,19 +60,29 @@ pub(super) fn put_header(out: &mut impl BufMut, k: &[u8], v: &[u8]) {
     out.put_slice(b"\r\n");
 }
 
+/// Whether `b` is a tchar (RFC 9110 §5.6.2).
+fn tchar(b: u8) -> bool {
+    matches!(b, b'0'..=b'9' | b'a'..=b'z' | b'A'..=b'Z' | b'!' | b'#'..=b'\'' | b'*' | b'+' | b'-' | b'.'
+        | b'^' | b'_' | b'`' | b'|' | b'~')
+}
+
 /// Appends a Forwarded (RFC 7239) parameter value: as a token when it is one, else as a quoted-string.
 fn put_forwarded_value(out: &mut BytesMut, v: &[u8]) {
-    let tchar = |b: u8| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b);
     if !v.is_empty() && v.iter().all(|&b| tchar(b)) {
         out.put_slice(v);
         return;
     }
     out.put_u8(b'"');
-    for &b in v {
-        if b == b'"' || b == b'\\' {
-            out.put_u8(b'\\');
+    // a valid Host has neither `"` nor `\\`: one slice; the escaping is for anything else
+    if !v.iter().any(|&b| b == b'"' || b == b'\\') {
+        out.put_slice(v);
+    } else {
+        for &b in v {
+            if b == b'"' || b == b'\\' {
+                out.put_u8(b'\\');
+            }
+            out.put_u8(b);
         }
-        out.put_u8(b);
     }
     out.put_u8(b'"');
 }
@@ -177,7 +187,9 @@ impl ProxyBackend {
         }
         let scheme: &[u8] = if req.tls.is_some() { b"https" } else { b"http" };
         put_list_start(out, b"X-Forwarded-For", xff);
+        let ip_at = out.len();
         put_ip(out, req.peer.ip());
+        let ip_end = out.len();
         out.put_slice(b"\r\n");
         put_header(out, b"X-Forwarded-Proto", proto.unwrap_or(scheme));
         if let Some(h) = fwd_host.or(host) {
@@ -186,13 +198,14 @@ impl ProxyBackend {
         // RFC 7239 §4: an IPv6 node is quoted with brackets, `for="[2001:db8::1]"`
         put_list_start(out, b"Forwarded", forwarded);
         out.put_slice(b"for=");
-        match req.peer.ip() {
-            ip @ std::net::IpAddr::V4(_) => put_ip(out, ip),
-            ip @ std::net::IpAddr::V6(_) => {
-                out.put_slice(b"\"[");
-                put_ip(out, ip);
-                out.put_slice(b"]\"");
-            }
+        let v6 = req.peer.is_ipv6();
+        if v6 {
+            out.put_slice(b"\"[");
+        }
+        // the address as written for X-Forwarded-For above
+        out.extend_from_within(ip_at..ip_end);
+        if v6 {
+            out.put_slice(b"]\"");
         }
         out.put_slice(b";proto=");
         out.put_slice(scheme);
