@@ -87,6 +87,7 @@ pub(crate) struct RequestLine {
     version: &'static str,
     referer: Option<String>,
     user_agent: Option<String>,
+    request_id: Option<Box<str>>,
     time: SystemTime,
 }
 
@@ -99,6 +100,7 @@ impl RequestLine {
             version: req.version.as_str(),
             referer: req.header("referer").map(str::to_string),
             user_agent: req.header("user-agent").map(str::to_string),
+            request_id: req.request_id.clone(),
             time: SystemTime::now(),
         }
     }
@@ -415,7 +417,12 @@ fn combined(out: &mut Vec<u8>, l: &RequestLine, resp: &Response, s: &Served, tot
             None => write!(out, " {k}=-"),
         };
     }
-    let _ = writeln!(out, " request_us={}", total.as_micros());
+    let _ = write!(out, " request_us={}", total.as_micros());
+    if let Some(id) = &l.request_id {
+        out.extend_from_slice(b" request_id=");
+        escaped(out, id);
+    }
+    out.push(b'\n');
 }
 
 fn json_str(out: &mut Vec<u8>, s: &str) {
@@ -469,7 +476,12 @@ fn json(out: &mut Vec<u8>, l: &RequestLine, resp: &Response, s: &Served, total: 
             None => write!(out, ",\"{k}\":null"),
         };
     }
-    let _ = writeln!(out, ",\"request_us\":{}}}", total.as_micros());
+    let _ = write!(out, ",\"request_us\":{}", total.as_micros());
+    if let Some(id) = &l.request_id {
+        out.extend_from_slice(b",\"request_id\":");
+        json_str(out, id);
+    }
+    out.extend_from_slice(b"}\n");
 }
 
 #[cfg(test)]
@@ -527,6 +539,24 @@ mod tests {
         assert_eq!(v["service_us"], 345);
         assert_eq!(v["request_us"], 400);
         assert!(out.ends_with(b"}\n"));
+        assert_eq!(v["request_id"], serde_json::Value::Null);
+    }
+
+    #[test]
+    fn the_request_id_is_logged() {
+        let (mut l, r, s) = sample();
+        l.request_id = Some("abc\"1".into());
+        let mut out = Vec::new();
+        combined(&mut out, &l, &r, &s, Duration::from_micros(400));
+        let line = String::from_utf8(out).unwrap();
+        assert!(
+            line.ends_with(" request_us=400 request_id=abc\\x221\n"),
+            "{line}"
+        );
+        let mut out = Vec::new();
+        json(&mut out, &l, &r, &s, Duration::from_micros(400));
+        let v: serde_json::Value = serde_json::from_slice(&out).unwrap();
+        assert_eq!(v["request_id"], "abc\"1");
     }
 
     #[test]

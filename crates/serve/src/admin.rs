@@ -127,10 +127,12 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
                 "static"
             } else if r.proxy.is_some() {
                 "proxy"
+            } else if r.redirect.is_some() {
+                "redirect"
             } else {
                 "synthetic"
             };
-            json!({ "prefix": r.prefix, "backend": backend, "strip_prefix": r.strip_prefix })
+            json!({ "prefix": r.prefix, "host": r.host, "backend": backend, "strip_prefix": r.strip_prefix })
         })
         .collect();
     let spins = crate::serving_thread::coalesce_spins();

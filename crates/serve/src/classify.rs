@@ -3,7 +3,6 @@
 //! size hint and a deadline for the scheduler.
 
 use crate::log_limit::LogLimit;
-use std::net::IpAddr;
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
@@ -21,63 +20,7 @@ pub const INLINE_SLICE: Duration = Duration::from_millis(2);
 /// Lua calls moved off the I/O threads that may run at once (per configuration).
 pub const OFFLOAD_MAX: usize = 4;
 
-/// An address range: network address and prefix length.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct Cidr {
-    net: IpAddr,
-    bits: u8,
-}
-
-impl Cidr {
-    /// Parse "10.0.0.0/8", "::1/128" or a bare address (a /32 or /128).
-    pub fn parse(s: &str) -> Result<Cidr, String> {
-        let s = s.trim();
-        let (addr, bits) = match s.split_once('/') {
-            Some((a, b)) => (a, Some(b)),
-            None => (s, None),
-        };
-        let net: IpAddr = addr
-            .parse()
-            .map_err(|_| format!("invalid address `{addr}` in `{s}`"))?;
-        let max = if net.is_ipv4() { 32 } else { 128 };
-        let bits = match bits {
-            None => max,
-            Some(b) => b
-                .parse::<u8>()
-                .ok()
-                .filter(|&b| b <= max)
-                .ok_or_else(|| format!("invalid prefix length `{b}` in `{s}` (0..={max})"))?,
-        };
-        Ok(Cidr { net, bits })
-    }
-
-    /// Whether `ip` is inside the range (IPv4-mapped IPv6 peers match IPv4 ranges).
-    pub fn contains(&self, ip: IpAddr) -> bool {
-        let ip = match ip {
-            IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(ip, IpAddr::V4),
-            v4 => v4,
-        };
-        match (self.net, ip) {
-            (IpAddr::V4(n), IpAddr::V4(a)) => {
-                let mask = if self.bits == 0 {
-                    0
-                } else {
-                    u32::MAX << (32 - self.bits)
-                };
-                (u32::from(n) & mask) == (u32::from(a) & mask)
-            }
-            (IpAddr::V6(n), IpAddr::V6(a)) => {
-                let mask = if self.bits == 0 {
-                    0
-                } else {
-                    u128::MAX << (128 - self.bits)
-                };
-                (u128::from(n) & mask) == (u128::from(a) & mask)
-            }
-            _ => false,
-        }
-    }
-}
+pub use crate::cidr::Cidr;
 
 /// Segment-aware prefix: "/api" matches "/api" and "/api/x", not "/apix"; "/" and "/api/" match by prefix.
 pub fn prefix_matches(prefix: &str, path: &str) -> bool {
@@ -463,9 +406,17 @@ impl Classifier {
     }
 }
 
+pub use crate::vhost::{HostPattern, request_host};
+
 /// One route: a prefix, its backend and what it has learned about service times.
 pub struct Route {
     pub prefix: String,
+    /// The host names it serves (`host` in the configuration).
+    pub host: HostPattern,
+    /// Its identity among the routes (`RouteConfig::key`: the prefix, after the host when it names one).
+    pub key: String,
+    /// `scheme`: Some(true) for requests over TLS only, Some(false) for plain ones only, None for both.
+    pub tls: Option<bool>,
     pub strip_prefix: bool,
     pub size_hint: Option<u64>,
     pub backend: Backend,
@@ -481,7 +432,10 @@ impl Route {
         backend: Backend,
     ) -> Self {
         Route {
+            key: prefix.clone(),
+            tls: None,
             prefix,
+            host: HostPattern::Any,
             strip_prefix,
             size_hint,
             backend,
@@ -507,27 +461,95 @@ impl Route {
     }
 }
 
-/// Routes by longest matching prefix.
+/// Routes by host, then longest matching prefix.
 pub struct Router {
     routes: Vec<Route>,
+    /// Whether any route names a host or a scheme (else only the path is looked at).
+    by_host: bool,
+}
+
+/// What routing found for a request.
+pub enum Found<'a> {
+    Route(&'a Route),
+    /// No route of the chosen host matches the path.
+    NoRoute,
+    /// Over TLS, the Host names another virtual host than the SNI name did (answered 421).
+    Misdirected,
 }
 
 impl Router {
     pub fn new(routes: Vec<Route>) -> Self {
-        Router { routes }
+        let by_host = routes
+            .iter()
+            .any(|r| r.host != HostPattern::Any || r.tls.is_some());
+        Router { routes, by_host }
     }
 
-    /// The route whose prefix is the longest match for `path` (ties: the first configured).
+    /// The route whose prefix is the longest match for `path` (ties: the first configured), ignoring hosts.
     pub fn find(&self, path: &str) -> Option<&Route> {
+        self.longest(path, |_| true)
+    }
+
+    fn longest(&self, path: &str, mut of_host: impl FnMut(&Route) -> bool) -> Option<&Route> {
         let mut best: Option<&Route> = None;
         for r in &self.routes {
+            // (ties: a route for the request's scheme over one for both)
             if prefix_matches(&r.prefix, path)
-                && best.is_none_or(|b| r.prefix.len() > b.prefix.len())
+                && best.is_none_or(|b| {
+                    r.prefix.len() > b.prefix.len()
+                        || (r.prefix.len() == b.prefix.len() && r.tls.is_some() && b.tls.is_none())
+                })
+                && of_host(r)
             {
                 best = Some(r);
             }
         }
         best
+    }
+
+    /// The virtual host `host` falls in: the most specific pattern that matches it (None: no route serves
+    /// that host).
+    fn host_of(&self, host: Option<&str>) -> Option<&HostPattern> {
+        let mut best: Option<(&HostPattern, (u8, usize))> = None;
+        for r in &self.routes {
+            if let Some(rank) = r.host.rank(host) {
+                if best.is_none_or(|(_, b)| rank > b) {
+                    best = Some((&r.host, rank));
+                }
+            }
+        }
+        best.map(|(p, _)| p)
+    }
+
+    /// [`Router::route`] for `req` (its Host, TLS server name and scheme are looked at only when a route
+    /// names a host or a scheme).
+    pub fn route_request(&self, req: &Request) -> Found<'_> {
+        if !self.by_host {
+            return self.find(&req.path).map_or(Found::NoRoute, Found::Route);
+        }
+        let sni = req.tls.as_ref().and_then(|t| t.sni.as_deref());
+        self.route(req.header("host"), sni, req.tls.is_some(), &req.path)
+    }
+
+    /// The route for a request: the virtual host its Host picks (exact name, else the longest matching
+    /// wildcard, else the routes without `host`), then the longest prefix among that host's routes for the
+    /// request's scheme (`tls`: it came over TLS). `sni` is the TLS server name: a Host of another virtual
+    /// host than the SNI name's is misdirected.
+    pub fn route(&self, host: Option<&str>, sni: Option<&str>, tls: bool, path: &str) -> Found<'_> {
+        if !self.by_host {
+            return self.find(path).map_or(Found::NoRoute, Found::Route);
+        }
+        let host = host.map(request_host);
+        let Some(vhost) = self.host_of(host.as_deref()) else {
+            return Found::NoRoute;
+        };
+        if let Some(sni) = sni {
+            if host.as_deref() != Some(sni) && self.host_of(Some(sni)) != Some(vhost) {
+                return Found::Misdirected;
+            }
+        }
+        self.longest(path, |r| &r.host == vhost && r.tls.is_none_or(|t| t == tls))
+            .map_or(Found::NoRoute, Found::Route)
     }
 
     pub fn routes(&self) -> &[Route] {
@@ -550,25 +572,6 @@ pub fn size_hint(c: &Classification, classes: &[ClassInfo], route: &Route, req: 
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn cidr_parse_and_contains() {
-        let c = Cidr::parse("10.1.0.0/16").unwrap();
-        assert!(c.contains("10.1.2.3".parse().unwrap()));
-        assert!(!c.contains("10.2.0.1".parse().unwrap()));
-        assert!(c.contains("::ffff:10.1.9.9".parse().unwrap()));
-        let all = Cidr::parse("0.0.0.0/0").unwrap();
-        assert!(all.contains("192.0.2.1".parse().unwrap()));
-        let one = Cidr::parse("127.0.0.1").unwrap();
-        assert!(one.contains("127.0.0.1".parse().unwrap()));
-        assert!(!one.contains("127.0.0.2".parse().unwrap()));
-        let v6 = Cidr::parse("2001:db8::/32").unwrap();
-        assert!(v6.contains("2001:db8::1".parse().unwrap()));
-        assert!(!v6.contains("2001:db9::1".parse().unwrap()));
-        assert!(Cidr::parse("10.0.0.0/33").is_err());
-        assert!(Cidr::parse("10.0.0/8").is_err());
-        assert!(Cidr::parse("::/129").is_err());
-    }
 
     #[test]
     fn route_learns_a_moving_average_of_service_times() {
@@ -640,6 +643,96 @@ mod tests {
             6,
             "then the learned mean"
         );
+    }
+
+    #[test]
+    fn routes_are_chosen_by_host_then_prefix() {
+        use crate::backend::synthetic::{SyntheticBackend, SyntheticConfig};
+        let route = |host: &str, prefix: &str| {
+            let b = Backend::Synthetic(SyntheticBackend::new(&SyntheticConfig::default()).unwrap());
+            let mut r = Route::new(prefix.into(), false, None, b);
+            r.host = HostPattern::parse(host).unwrap();
+            r.key = format!("{host}{prefix}");
+            r
+        };
+        let router = Router::new(vec![
+            route("*", "/"),
+            route("*", "/any-only"),
+            route("api.example.com", "/"),
+            route("api.example.com", "/v1"),
+            route("*.example.com", "/"),
+            route("*.eu.example.com", "/"),
+        ]);
+        let key = |host: Option<&str>, sni: Option<&str>, path: &str| match router.route(
+            host,
+            sni,
+            sni.is_some(),
+            path,
+        ) {
+            Found::Route(r) => r.key.clone(),
+            Found::NoRoute => "404".into(),
+            Found::Misdirected => "421".into(),
+        };
+        assert_eq!(
+            key(Some("API.example.com:443"), None, "/v1/x"),
+            "api.example.com/v1"
+        );
+        assert_eq!(
+            key(Some("api.example.com"), None, "/other"),
+            "api.example.com/"
+        );
+        assert_eq!(
+            key(Some("api.example.com"), None, "/any-only"),
+            "api.example.com/",
+            "a virtual host's routes only: no fallback to the hostless ones"
+        );
+        assert_eq!(key(Some("www.example.com"), None, "/v1"), "*.example.com/");
+        assert_eq!(
+            key(Some("x.eu.example.com"), None, "/"),
+            "*.eu.example.com/"
+        );
+        assert_eq!(key(Some("other.test"), None, "/any-only/a"), "*/any-only");
+        assert_eq!(key(None, None, "/"), "*/");
+        // TLS: a Host of another virtual host than the SNI name's is misdirected; the same one is not
+        assert_eq!(
+            key(Some("api.example.com"), Some("www.example.com"), "/"),
+            "421"
+        );
+        assert_eq!(
+            key(Some("a.example.com"), Some("b.example.com"), "/"),
+            "*.example.com/"
+        );
+        assert_eq!(
+            key(Some("api.example.com"), Some("api.example.com"), "/"),
+            "api.example.com/"
+        );
+        // a route for one scheme: only its requests, and over a route for both
+        let mut http_only = route("*", "/");
+        http_only.tls = Some(false);
+        let schemes = Router::new(vec![route("*", "/"), http_only, route("*", "/x")]);
+        let tls_of = |tls: bool, path: &str| match schemes.route(None, None, tls, path) {
+            Found::Route(r) => r.tls,
+            _ => panic!("no route"),
+        };
+        assert_eq!(tls_of(false, "/"), Some(false));
+        assert_eq!(tls_of(true, "/"), None);
+        assert_eq!(tls_of(false, "/x"), None, "a longer prefix still wins");
+        // without routes for a host, nothing to 404 but the path
+        let plain = Router::new(vec![route("*", "/a")]);
+        assert!(matches!(
+            plain.route(Some("x"), Some("y"), true, "/a"),
+            Found::Route(_)
+        ));
+        assert!(matches!(
+            plain.route(None, None, false, "/b"),
+            Found::NoRoute
+        ));
+        // only hosted routes: an unknown host gets 404
+        let hosted = Router::new(vec![route("a.test", "/")]);
+        assert!(matches!(
+            hosted.route(Some("b.test"), None, false, "/"),
+            Found::NoRoute
+        ));
     }
 
     #[test]

@@ -89,6 +89,8 @@ pub struct ServeConfig {
     pub tls: Option<crate::tls::TlsConfig>,
     /// The access log (off unless `path` is set).
     pub access_log: crate::access_log::AccessLogConfig,
+    /// `[forwarded]`: trusted proxies and request ids (see `crate::forwarded`).
+    pub forwarded: crate::forwarded::ForwardedConfig,
     /// HTTP/2: ALPN on TLS listeners, h2c on the plain one, and its limits (see `crate::http2`).
     pub http2: crate::http2::Http2Config,
     /// `[compression]`: response compression for every route (a route's own table wins key by key).
@@ -129,6 +131,7 @@ impl Default for ServeConfig {
             limiter: None,
             tls: None,
             access_log: crate::access_log::AccessLogConfig::default(),
+            forwarded: crate::forwarded::ForwardedConfig::default(),
             http2: crate::http2::Http2Config::default(),
             compression: None,
             rate_limit: None,
@@ -304,6 +307,10 @@ pub struct RuleConfig {
 #[serde(default, deny_unknown_fields)]
 pub struct RouteConfig {
     pub prefix: String,
+    /// The virtual host: `api.example.com`, `*.example.com`; left out (or `*`): any host.
+    pub host: Option<String>,
+    /// `"http"` or `"https"`: only requests that came over plain TCP, or over TLS; left out: both.
+    pub scheme: Option<String>,
     /// Remove the prefix from the path before the backend sees it.
     pub strip_prefix: bool,
     /// Size hint for requests on this route.
@@ -312,6 +319,8 @@ pub struct RouteConfig {
     pub static_files: Option<StaticConfig>,
     pub proxy: Option<ProxyConfig>,
     pub synthetic: Option<SyntheticConfig>,
+    /// `redirect = { to = "https://{host}{uri}", status = 301 }`: answer with a redirect.
+    pub redirect: Option<crate::backend::redirect::RedirectConfig>,
     /// This route's limit settings over `[limiter]` (with `workers = "auto"`); `group` shares one limit.
     pub limiter: Option<crate::overload::LimiterTable>,
     /// This route's compression settings over `[compression]`.
@@ -322,15 +331,47 @@ pub struct RouteConfig {
     pub access: Option<AccessTable>,
 }
 
+impl RouteConfig {
+    /// The route's identity among the routes: its prefix, after its host when it names one
+    /// (`api.example.com/v1`); what its gate lane is keyed by.
+    pub fn key(&self) -> String {
+        let base = match &self.host {
+            Some(h) => match crate::vhost::HostPattern::parse(h) {
+                Ok(crate::vhost::HostPattern::Any) => self.prefix.clone(),
+                Ok(p) => format!("{p}{}", self.prefix),
+                Err(_) => format!("{h}{}", self.prefix),
+            },
+            None => self.prefix.clone(),
+        };
+        match &self.scheme {
+            Some(s) => format!("{s}://{base}"),
+            None => base,
+        }
+    }
+
+    /// `scheme` as the router reads it: Some(true) over TLS only, Some(false) plain only, None both.
+    pub fn tls_only(&self) -> Result<Option<bool>, String> {
+        match self.scheme.as_deref() {
+            None => Ok(None),
+            Some("https") => Ok(Some(true)),
+            Some("http") => Ok(Some(false)),
+            Some(other) => Err(format!("`{other}`: expected \"http\" or \"https\"")),
+        }
+    }
+}
+
 impl Default for RouteConfig {
     fn default() -> Self {
         RouteConfig {
             prefix: "/".into(),
+            host: None,
+            scheme: None,
             strip_prefix: false,
             size_hint: None,
             static_files: None,
             proxy: None,
             synthetic: None,
+            redirect: None,
             limiter: None,
             compression: None,
             rate_limit: None,
@@ -950,25 +991,34 @@ impl ServeConfig {
         }
         let mut prefixes = std::collections::HashSet::new();
         for (i, r) in self.routes.iter().enumerate() {
+            let host = match &r.host {
+                Some(h) => crate::vhost::HostPattern::parse(h)
+                    .map_err(|e| Invalid::new(keypath!["routes", i, "host"], e))?,
+                None => crate::vhost::HostPattern::Any,
+            };
             if !r.prefix.starts_with('/') {
                 return Err(Invalid::new(
                     keypath!["routes", i, "prefix"],
                     format!("must start with `/`, got `{}`", r.prefix),
                 ));
             }
-            if !prefixes.insert(r.prefix.as_str()) {
+            let tls = r
+                .tls_only()
+                .map_err(|e| Invalid::new(keypath!["routes", i, "scheme"], e))?;
+            if !prefixes.insert((host.clone(), r.prefix.as_str(), tls)) {
                 return Err(Invalid::new(
                     keypath!["routes", i, "prefix"],
-                    format!("duplicate route prefix `{}`", r.prefix),
+                    format!("duplicate route prefix `{}` for host `{host}`", r.prefix),
                 ));
             }
             let n = r.static_files.is_some() as u8
                 + r.proxy.is_some() as u8
-                + r.synthetic.is_some() as u8;
+                + r.synthetic.is_some() as u8
+                + r.redirect.is_some() as u8;
             if n != 1 {
                 return Err(Invalid::new(
                     keypath!["routes", i],
-                    "a route needs exactly one backend table: `static`, `proxy` or `synthetic`",
+                    "a route needs exactly one backend table: `static`, `proxy`, `synthetic` or `redirect`",
                 ));
             }
         }

@@ -95,6 +95,7 @@ pub(crate) async fn run_listener_shared<H: Handler>(
     // With several runtime threads, serving in the accept loop would put every connection's first request
     // on the one thread that accepts; there the tasks spread over all of them instead.
     let mut scratch = (tls.is_none()
+        && !limits.proxy_protocol
         && tokio::runtime::Handle::current().runtime_flavor()
             == tokio::runtime::RuntimeFlavor::CurrentThread)
         .then(inline::Scratch::new);
@@ -254,15 +255,16 @@ fn connection_task<H: Handler>(
     tls: Option<Arc<crate::tls::TlsAcceptor>>,
     (mut abandoned, permit): (watch::Receiver<()>, tokio::sync::OwnedSemaphorePermit),
 ) -> impl Future<Output = ()> + Send + 'static {
-    let served: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = match tls {
-        None if http2.h2c => Box::pin(plain_or_h2c(
-            stream, peer, handler, limits, http2, shutdown, start,
-        )),
-        None => Box::pin(conn::serve(stream, peer, handler, limits, shutdown, start)),
-        Some(tls) => {
-            let h = (handler, limits, http2);
-            Box::pin(tls_connection(stream, peer, tls, h, shutdown))
-        }
+    let h = (handler, limits, http2);
+    let served: std::pin::Pin<Box<dyn Future<Output = ()> + Send>> = if h.1.proxy_protocol {
+        Box::pin(async move {
+            let mut stream = stream;
+            if let Some(peer) = proxied_peer(&mut stream, peer, &h.1).await {
+                protocol(stream, peer, h, shutdown, start, tls).await
+            }
+        })
+    } else {
+        protocol(stream, peer, h, shutdown, start, tls)
     };
     async move {
         tokio::select! {
@@ -272,6 +274,59 @@ fn connection_task<H: Handler>(
             _ = abandoned.changed() => {}
         }
         drop(permit);
+    }
+}
+
+/// With `[limits] proxy_protocol`: the client's address from the PROXY header the connection starts with,
+/// or None (the header is missing or invalid, or the peer is not a trusted proxy): close it unanswered.
+async fn proxied_peer(
+    stream: &mut TcpStream,
+    peer: SocketAddr,
+    limits: &Limits,
+) -> Option<SocketAddr> {
+    if !limits.proxy_protocol_from.is_empty()
+        && !limits
+            .proxy_protocol_from
+            .iter()
+            .any(|c| c.contains(peer.ip()))
+    {
+        tracing::debug!(%peer, "PROXY protocol: peer is not a trusted proxy; closed");
+        return None;
+    }
+    // (boxed: its buffer is needed only until the header is read, not for the connection's life)
+    match Box::pin(crate::proxy_protocol::read_header(
+        stream,
+        peer,
+        limits.head_timeout,
+    ))
+    .await
+    {
+        Ok(client) => Some(client),
+        Err(e) => {
+            tracing::debug!(%peer, error = %e, "PROXY protocol: closed");
+            None
+        }
+    }
+}
+
+/// The protocol a connection speaks (TLS first when the listener has certificates), boxed.
+fn protocol<H: Handler>(
+    stream: TcpStream,
+    peer: SocketAddr,
+    (handler, limits, http2): (Arc<H>, Arc<Limits>, Arc<crate::http2::Http2Config>),
+    shutdown: watch::Receiver<bool>,
+    start: conn::Start,
+    tls: Option<Arc<crate::tls::TlsAcceptor>>,
+) -> std::pin::Pin<Box<dyn Future<Output = ()> + Send>> {
+    match tls {
+        None if http2.h2c => Box::pin(plain_or_h2c(
+            stream, peer, handler, limits, http2, shutdown, start,
+        )),
+        None => Box::pin(conn::serve(stream, peer, handler, limits, shutdown, start)),
+        Some(tls) => {
+            let h = (handler, limits, http2);
+            Box::pin(tls_connection(stream, peer, tls, h, shutdown))
+        }
     }
 }
 

@@ -181,7 +181,15 @@ impl Server {
             ),
             None => None,
         };
-        let limits = Arc::new(cfg.limits.clone());
+        let mut limits = cfg.limits.clone();
+        // (checked when the configuration was compiled)
+        limits.proxy_protocol_from = cfg
+            .forwarded
+            .trusted_proxies
+            .iter()
+            .filter_map(|s| crate::cidr::Cidr::parse(s).ok())
+            .collect();
+        let limits = Arc::new(limits);
         let http2 = Arc::new(cfg.http2.clone());
         let accepted: Vec<Arc<AtomicU64>> =
             (0..threads).map(|_| Arc::new(AtomicU64::new(0))).collect();

@@ -9,7 +9,7 @@ use std::time::Instant;
 use ordo_sched::Meta;
 
 use crate::access_log::{RequestLine, Served};
-use crate::classify::size_hint;
+use crate::classify::{Found, size_hint};
 use crate::compile::{Active, Compiled, nanos};
 use crate::config::{ConfigError, Invalid, ServeConfig};
 use crate::gate::{Gate, Overloaded};
@@ -151,8 +151,12 @@ impl Shared {
     }
 
     /// The request path. `served` (when the access log is on) learns the class, queue wait and service time.
-    async fn serve(&self, mut req: Request, served: Option<&mut Served>) -> Response {
-        let active = self.active();
+    async fn serve(
+        &self,
+        active: arc_swap::Guard<Arc<Active>>,
+        mut req: Request,
+        served: Option<&mut Served>,
+    ) -> Response {
         let c = active.classifier.classify_async(&req).await;
         if c.lua_error {
             self.metrics.lua_errors.inc();
@@ -167,12 +171,24 @@ impl Shared {
             }
         };
         cm.arrive();
-        let Some(route) = active.router.find(&req.path) else {
-            self.metrics.not_found();
-            if let Some(r) = active.responses_of(crate::metrics::NO_ROUTE) {
-                r.count(404);
+        let route = match active.router.route_request(&req) {
+            Found::Route(r) => r,
+            Found::NoRoute => {
+                self.metrics.not_found();
+                if let Some(r) = active.responses_of(crate::metrics::NO_ROUTE) {
+                    r.count(404);
+                }
+                return Response::text(404, "no route for this path\n");
             }
-            return Response::text(404, "no route for this path\n");
+            Found::Misdirected => {
+                if let Some(r) = active.responses_of(crate::metrics::NO_ROUTE) {
+                    r.count(421);
+                }
+                return Response::text(
+                    421,
+                    "misdirected request: Host does not match the TLS server name\n",
+                );
+            }
         };
         // responses by status class, striped per thread like the class counters
         let count = |status: u16| {
@@ -209,7 +225,7 @@ impl Shared {
             deadline: c.deadline.map(|d| now.saturating_add(nanos(d))),
             arrival: now,
         };
-        let acquired = match active.lane_of(&route.prefix) {
+        let acquired = match active.lane_of(&route.key) {
             Some(lane) => self.gate.acquire_on(meta, c.class_name, lane).await,
             None => self.gate.acquire(meta, c.class_name).await,
         };
@@ -292,18 +308,28 @@ fn strip(req: &mut Request, prefix: &str) {
 pub(crate) struct App(pub(crate) Arc<Shared>);
 
 impl Handler for App {
-    fn handle(&self, req: Request) -> impl std::future::Future<Output = Response> + Send + 'static {
+    fn handle(
+        &self,
+        mut req: Request,
+    ) -> impl std::future::Future<Output = Response> + Send + 'static {
         let shared = self.0.clone();
         async move {
+            // (one configuration for the whole request: its forwarding settings and its route)
+            let active = shared.active();
+            let id = active.forwarding.prepare(&mut req);
+            let with_id = |resp: Response| match id {
+                Some(id) => resp.with_header("X-Request-Id", id.into_string()),
+                None => resp,
+            };
             let Some(log) = &shared.access_log else {
-                return shared.serve(req, None).await;
+                return with_id(shared.serve(active, req, None).await);
             };
             let start = Instant::now();
             let line = RequestLine::of(&req);
             let mut served = Served::default();
-            let resp = shared.serve(req, Some(&mut served)).await;
+            let resp = shared.serve(active, req, Some(&mut served)).await;
             log.log(&line, &resp, &served, start.elapsed());
-            resp
+            with_id(resp)
         }
     }
 }

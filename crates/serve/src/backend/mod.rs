@@ -1,8 +1,9 @@
-//! Backends that answer requests: static files, reverse proxy and synthetic work. The HTTP layer and the
+//! Backends that answer requests: static files, reverse proxy, synthetic work and redirects. The HTTP layer and the
 //! scheduler know nothing about them; a route owns one [`Backend`] and the server calls it once per request.
 
 pub mod mime;
 pub mod proxy;
+pub mod redirect;
 pub mod static_files;
 pub mod synthetic;
 
@@ -30,6 +31,7 @@ pub enum Backend {
     Static(static_files::StaticBackend),
     Proxy(proxy::ProxyBackend),
     Synthetic(synthetic::SyntheticBackend),
+    Redirect(redirect::RedirectBackend),
 }
 
 impl Backend {
@@ -47,14 +49,16 @@ impl Backend {
             Backend::Static(b) => b.call(req).await,
             Backend::Proxy(b) => b.call(req).await,
             Backend::Synthetic(b) => b.call_at(req, priority).await,
+            Backend::Redirect(b) => b.answer(req),
         }
     }
 
     /// An answer the backend gives without being called, before the request is scheduled: today a proxy
-    /// loop (the request already carries this proxy's Via pseudonym → 508). `None`: schedule it.
+    /// loop (the request already carries this proxy's Via pseudonym → 508), a redirect. `None`: schedule it.
     pub fn answer_before_scheduling(&self, req: &Request) -> Option<Response> {
         match self {
             Backend::Proxy(b) => b.loop_response(req),
+            Backend::Redirect(b) => Some(b.answer(req)),
             Backend::Static(_) | Backend::Synthetic(_) => None,
         }
     }
@@ -64,17 +68,18 @@ impl Backend {
     pub fn size_hint(&self, req: &Request) -> Option<u64> {
         match self {
             Backend::Static(b) => b.size_hint(req),
-            Backend::Proxy(_) => None,
+            Backend::Proxy(_) | Backend::Redirect(_) => None,
             Backend::Synthetic(b) => b.size_hint(req),
         }
     }
 
-    /// "static", "proxy" or "synthetic".
+    /// "static", "proxy", "synthetic" or "redirect".
     pub fn kind(&self) -> &'static str {
         match self {
             Backend::Static(_) => "static",
             Backend::Proxy(_) => "proxy",
             Backend::Synthetic(_) => "synthetic",
+            Backend::Redirect(_) => "redirect",
         }
     }
 }

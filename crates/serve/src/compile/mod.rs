@@ -43,10 +43,12 @@ pub(crate) struct Active {
     pub(crate) retry_after_secs: u64,
     /// Whether the policy looks at size hints (srpt, wfq, lua); the others skip computing them.
     pub(crate) needs_size: bool,
-    /// The gate lane of each route prefix (all the same with a fixed number of workers).
+    /// The gate lane of each route (by `RouteConfig::key`) (all the same with a fixed number of workers).
     pub(crate) lanes: Vec<(String, Arc<str>)>,
     /// Who may use the admin endpoints (`[admin]` token and allowed host names).
     pub(crate) admin: AdminGuard,
+    /// `[forwarded]`: trusted proxies and request ids.
+    pub(crate) forwarding: crate::forwarded::Forwarding,
     /// The kernel priority of each class that has one (`nice`, `thread_policy`); the others run at the
     /// thread's own.
     pub(crate) priorities: Vec<(Arc<str>, WorkPriority)>,
@@ -77,11 +79,11 @@ impl Active {
             .map(|(_, r)| &**r)
     }
 
-    /// The lane a route's requests queue in.
-    pub(crate) fn lane_of(&self, prefix: &str) -> Option<&Arc<str>> {
+    /// The lane a route's requests queue in (`key`: the route's `RouteConfig::key`).
+    pub(crate) fn lane_of(&self, key: &str) -> Option<&Arc<str>> {
         match self.lanes.as_slice() {
             [(_, only)] => Some(only),
-            lanes => lanes.iter().find(|(p, _)| p == prefix).map(|(_, k)| k),
+            lanes => lanes.iter().find(|(p, _)| p == key).map(|(_, k)| k),
         }
     }
 }
@@ -148,9 +150,18 @@ fn build_backend(
             .map_err(|e| Invalid::new(keypath!["routes", i, "synthetic"], e.to_string()))?;
         return Ok(Backend::Synthetic(b));
     }
+    if let Some(d) = &r.redirect {
+        let b = crate::backend::redirect::RedirectBackend::new(d).map_err(|e| match e {
+            BackendError::Invalid { field, msg } => {
+                Invalid::new(keypath!["routes", i, "redirect", field], msg)
+            }
+            e => Invalid::new(keypath!["routes", i, "redirect"], e.to_string()),
+        })?;
+        return Ok(Backend::Redirect(b));
+    }
     Err(Invalid::new(
         keypath!["routes", i],
-        "a route needs exactly one backend table: `static`, `proxy` or `synthetic`",
+        "a route needs exactly one backend table: `static`, `proxy`, `synthetic` or `redirect`",
     ))
 }
 
@@ -172,15 +183,20 @@ impl Compiled {
         let mut routes = Vec::new();
         for (i, r) in cfg.effective_routes().iter().enumerate() {
             let backend = build_backend(cfg, i, r).map_err(loc)?;
-            routes.push(Route::new(
-                r.prefix.clone(),
-                r.strip_prefix,
-                r.size_hint,
-                backend,
-            ));
+            let mut route = Route::new(r.prefix.clone(), r.strip_prefix, r.size_hint, backend);
+            if let Some(h) = &r.host {
+                route.host = crate::classify::HostPattern::parse(h)
+                    .map_err(|e| loc(Invalid::new(keypath!["routes", i, "host"], e)))?;
+            }
+            route.key = r.key();
+            route.tls = r
+                .tls_only()
+                .map_err(|e| loc(Invalid::new(keypath!["routes", i, "scheme"], e)))?;
+            routes.push(route);
         }
         let admin = AdminGuard::build(cfg).map_err(loc)?;
         let edge = crate::edge::Edge::build(cfg).map_err(loc)?;
+        let forwarding = crate::forwarded::Forwarding::build(&cfg.forwarded).map_err(loc)?;
         let priorities = class_priorities(cfg, &KernelPriority::of_this_process()).map_err(loc)?;
         let sched = sched_config(cfg);
         let plan = overload::plan(cfg).map_err(loc)?;
@@ -231,9 +247,10 @@ impl Compiled {
                 lanes: cfg
                     .effective_routes()
                     .iter()
-                    .map(|r| (r.prefix.clone(), overload::lane_key(cfg, r)))
+                    .map(|r| (r.key(), overload::lane_key(cfg, r)))
                     .collect(),
                 admin,
+                forwarding,
                 priorities,
                 class_metrics: metrics.map_or_else(Vec::new, |m| {
                     cfg.effective_classes()

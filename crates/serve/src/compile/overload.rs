@@ -28,7 +28,10 @@ pub(crate) fn codel_spec(c: &ClassConfig) -> Option<CodelSpec> {
 pub(crate) fn lane_key(cfg: &ServeConfig, route: &RouteConfig) -> Arc<str> {
     if cfg.workers == Workers::Auto {
         let group = route.limiter.as_ref().and_then(|l| l.group.as_deref());
-        Arc::from(group.unwrap_or(route.prefix.as_str()))
+        match group {
+            Some(g) => Arc::from(g),
+            None => Arc::from(route.key()),
+        }
     } else {
         Arc::from(SHARED_LANE)
     }

@@ -98,6 +98,10 @@ pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
     /// holding no buffer. A transport that cannot tell without reading (TLS may hold decrypted bytes already)
     /// resolves at once.
     fn input_ready(&self) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// What the TLS session tells (None for plain TCP).
+    fn tls_info(&self) -> Option<super::TlsInfo> {
+        None
+    }
     /// Writes a response's rendered `head`, then `len` bytes of `file` from `offset`; `limit` bounds each wait
     /// for the client to take more. A file that turns out shorter (it shrank while being sent) is an error:
     /// the connection must close, as the promised length cannot be kept.
@@ -369,6 +373,9 @@ pub(crate) fn request_from(
         body,
         peer,
         keep_alive: info.keep_alive,
+        tls: None,
+        trusted_peer: false,
+        request_id: None,
     };
     (req, info)
 }
@@ -570,7 +577,8 @@ async fn exchange<H: Handler, S: Transport>(
                     return After::Close;
                 }
             };
-            let (req, info) = request_from(head, head_bytes, body, peer);
+            let (mut req, info) = request_from(head, head_bytes, body, peer);
+            req.tls = stream.tls_info();
             let fut = std::pin::pin!(handler.handle(req));
             match handle_watching(stream, &mut st.rbuf, fut, limits).await {
                 Some(resp) => (resp, info),

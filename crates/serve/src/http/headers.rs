@@ -21,6 +21,12 @@ pub(crate) enum Known {
     Via,
     XForwardedFor,
     Cookie,
+    /// X-Forwarded-Proto, X-Forwarded-Host, Forwarded (RFC 7239): what a proxy keeps only from a trusted peer.
+    XForwardedProto,
+    XForwardedHost,
+    Forwarded,
+    /// X-Request-Id: kept when sane, else replaced by a generated one.
+    XRequestId,
     /// Another hop-by-hop header a proxy never forwards: Keep-Alive, Proxy-Connection, TE, Trailer, Upgrade.
     HopByHop,
 }
@@ -36,11 +42,15 @@ impl Known {
             6 if is(b"expect") => Known::Expect,
             6 if is(b"cookie") => Known::Cookie,
             7 if is(b"upgrade") || is(b"trailer") => Known::HopByHop,
+            9 if is(b"forwarded") => Known::Forwarded,
             10 if is(b"connection") => Known::Connection,
             10 if is(b"keep-alive") => Known::HopByHop,
+            12 if is(b"x-request-id") => Known::XRequestId,
             14 if is(b"content-length") => Known::ContentLength,
             15 if is(b"x-forwarded-for") => Known::XForwardedFor,
             16 if is(b"proxy-connection") => Known::HopByHop,
+            16 if is(b"x-forwarded-host") => Known::XForwardedHost,
+            17 if is(b"x-forwarded-proto") => Known::XForwardedProto,
             17 if is(b"transfer-encoding") => Known::TransferEncoding,
             _ => Known::Other,
         }

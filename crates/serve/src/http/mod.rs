@@ -85,6 +85,21 @@ pub struct Request {
     pub peer: SocketAddr,
     /// Whether the client asked to keep the connection open after this request.
     pub keep_alive: bool,
+    /// Set when the request came over TLS (what `X-Forwarded-Proto` says and virtual hosts check).
+    pub tls: Option<TlsInfo>,
+    /// Whether the peer is one of `[forwarded] trusted_proxies`: then the forwarding headers it sent are
+    /// kept (and appended to) by a proxy route, else replaced. Set by the serving path.
+    pub trusted_peer: bool,
+    /// The request id (`X-Request-Id`): the client's when sane, else generated; set by the serving path
+    /// when `[forwarded] request_id` is on.
+    pub request_id: Option<Box<str>>,
+}
+
+/// What a TLS connection tells about the requests it carries.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct TlsInfo {
+    /// The server name the client asked for in its ClientHello (SNI), lower case; None if it sent none.
+    pub sni: Option<Arc<str>>,
 }
 
 impl Request {
@@ -104,6 +119,9 @@ impl Request {
             body: Bytes::new(),
             peer: SocketAddr::from(([127, 0, 0, 1], 0)),
             keep_alive: true,
+            tls: None,
+            trusted_peer: false,
+            request_id: None,
         }
     }
 
@@ -328,6 +346,14 @@ pub struct Limits {
     /// client that connects and stays silent is held by the kernel instead (its handshake is completed
     /// about a second later) and meets `head_timeout` only from then on.
     pub defer_accept: bool,
+    /// Every connection starts with a PROXY protocol header (v1 or v2, from an L4 balancer): its source
+    /// address is the client's; a connection without a valid one is closed unanswered (see
+    /// `crate::proxy_protocol`).
+    pub proxy_protocol: bool,
+    /// With `proxy_protocol`: the peers a header is accepted from (`[forwarded] trusted_proxies`; empty:
+    /// any). Not a TOML key.
+    #[serde(skip)]
+    pub proxy_protocol_from: Vec<crate::cidr::Cidr>,
 }
 
 impl Default for Limits {
@@ -341,6 +367,8 @@ impl Default for Limits {
             max_connections: 10_000,
             max_requests_per_connection: None,
             defer_accept: false,
+            proxy_protocol: false,
+            proxy_protocol_from: Vec::new(),
         }
     }
 }

@@ -15,6 +15,13 @@ impl Transport for TlsStream<TcpStream> {
         self.get_ref().0.set_nodelay(true)
     }
 
+    fn tls_info(&self) -> Option<super::TlsInfo> {
+        let sni = self.get_ref().1.server_name();
+        Some(super::TlsInfo {
+            sni: sni.map(|n| std::sync::Arc::from(n.to_ascii_lowercase())),
+        })
+    }
+
     /// rustls may already hold decrypted input, which only a read can tell: at once.
     fn input_ready(&self) -> impl std::future::Future<Output = std::io::Result<()>> + Send {
         std::future::ready(Ok(()))

@@ -432,6 +432,8 @@ pub(crate) struct ConnCtx<H> {
     pub(crate) handler: Arc<H>,
     pub(crate) limits: Arc<Limits>,
     pub(crate) peer: SocketAddr,
+    /// The TLS session's facts, for every request of the connection.
+    pub(crate) tls: Option<crate::http::TlsInfo>,
     /// `max_streams_in_progress` permits.
     pub(crate) slots: Arc<Semaphore>,
     /// Response header fields parsed once per connection.
@@ -550,6 +552,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
     let mut stop_rx = shutdown.clone();
     let mut stop = std::pin::pin!(shutdown_signalled(&mut stop_rx));
     let _ = io.nodelay(); // batched writes: Nagle would only hold back the end of a batch
+    let tls = io.tls_info();
     let batch = Arc::new(Batch::default());
     let io = Linger::new(io, pre, batch.clone());
     let handshake = tokio::time::timeout(limits.head_timeout, cfg.builder().handshake(io));
@@ -572,6 +575,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
         handler,
         limits: limits.clone(),
         peer,
+        tls,
         slots: Arc::new(Semaphore::new(cfg.max_streams_in_progress)),
         heads: std::sync::Mutex::default(),
         buffered: Arc::new(Buffered::new(cfg.max_buffered_bytes)),

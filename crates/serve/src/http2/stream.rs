@@ -408,6 +408,9 @@ fn request_of<H>(
         body: Bytes::new(),
         peer: ctx.peer,
         keep_alive: true,
+        tls: ctx.tls.clone(),
+        trusted_peer: false,
+        request_id: None,
     })
 }
 

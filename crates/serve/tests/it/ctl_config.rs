@@ -103,7 +103,7 @@ fn rule_and_route_errors() {
     );
     assert_eq!(
         e,
-        "bad.toml:1: routes[0]: a route needs exactly one backend table: `static`, `proxy` or `synthetic`"
+        "bad.toml:1: routes[0]: a route needs exactly one backend table: `static`, `proxy`, `synthetic` or `redirect`"
     );
     let e = err("[[routes]]\nprefix = \"a\"\nsynthetic = {}\n");
     assert_eq!(

@@ -1138,3 +1138,32 @@ async fn access_log_metrics_and_headers_see_h2_requests() {
     assert_eq!(line["class"], "b");
     assert!(text.contains("HTTP/2.0"), "{text}");
 }
+
+/// Issue 20: over HTTP/2 the virtual host is the `:authority`'s.
+#[tokio::test]
+async fn virtual_hosts_follow_the_authority() {
+    let h = crate::http_forwarded::ordo(
+        "[forwarded]\nrequest_id = true\n\
+         [[routes]]\nhost = \"a.test\"\nredirect = { to = \"/from-a{uri}\" }\n\
+         [[routes]]\nhost = \"*.b.test\"\nredirect = { to = \"/from-b{uri}\" }\n",
+    )
+    .await;
+    let mut c = h2c(h.local_addr()).await;
+    for (uri, want) in [
+        ("http://A.test:8080/x?q", Some("/from-a/x?q")),
+        ("http://www.b.test/y", Some("/from-b/y")),
+        ("http://c.test/", None),
+    ] {
+        let req = http::Request::builder().uri(uri).body(()).unwrap();
+        let r = c.fetch(req).await;
+        match want {
+            Some(loc) => {
+                assert_eq!(r.status, 301, "{uri}");
+                assert_eq!(r.header("location"), Some(loc), "{uri}");
+            }
+            None => assert_eq!(r.status, 404, "{uri}"),
+        }
+        assert!(r.header("x-request-id").is_some(), "{uri}");
+    }
+    h.shutdown().await.unwrap();
+}

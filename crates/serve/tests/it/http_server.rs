@@ -52,6 +52,7 @@ fn limits() -> Limits {
         max_connections: 100,
         max_requests_per_connection: None,
         defer_accept: false,
+        ..Limits::default()
     }
 }
 

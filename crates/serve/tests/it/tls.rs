@@ -75,7 +75,12 @@ fn presented(s: &TlsStream<TcpStream>) -> CertificateDer<'static> {
 
 /// One keep-alive GET on an open connection; returns (status, body).
 async fn get_on(s: &mut TlsStream<TcpStream>, path: &str) -> (u16, String) {
-    let req = format!("GET {path} HTTP/1.1\r\nHost: t\r\n\r\n");
+    get_host_on(s, "t", path).await
+}
+
+/// [`get_on`] with the Host header `host`.
+async fn get_host_on(s: &mut TlsStream<TcpStream>, host: &str, path: &str) -> (u16, String) {
+    let req = format!("GET {path} HTTP/1.1\r\nHost: {host}\r\n\r\n");
     s.write_all(req.as_bytes()).await.unwrap();
     s.flush().await.unwrap();
     let mut buf = Vec::new();
@@ -519,5 +524,100 @@ async fn tls_listen_on_two_threads() {
     for s in &mut conns {
         assert_eq!(get_on(s, "/").await.0, 200);
     }
+    h.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn a_proxied_request_over_tls_says_https() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = cert(&["app.test"]);
+    write_pair(dir.path(), "a", &a);
+    let up = crate::http_forwarded::echo_upstream().await;
+    let path = config_file(
+        dir.path(),
+        &format!(
+            "[[tls.certificates]]\ncert = \"a.crt\"\nkey = \"a.key\"\n\
+             [[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
+        ),
+    );
+    let h = start_cfg(ServeConfig::from_file(&path).unwrap()).await;
+    let c = client(&[&a.2], &[b"http/1.1"], BOTH);
+    let mut s = connect(&c, h.local_addr(), "app.test").await.unwrap();
+    let (status, head) = get_host_on(&mut s, "app.test", "/x").await;
+    assert_eq!(status, 200);
+    use crate::http_forwarded::echoed;
+    assert_eq!(echoed(&head, "x-forwarded-proto"), ["https"], "{head}");
+    assert_eq!(echoed(&head, "x-forwarded-host"), ["app.test"], "{head}");
+    assert_eq!(
+        echoed(&head, "forwarded"),
+        ["for=127.0.0.1;proto=https;host=app.test"],
+        "{head}"
+    );
+    h.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn virtual_hosts_follow_sni_and_a_host_of_another_one_is_misdirected() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = cert(&["a.test"]);
+    let b = cert(&["b.test"]);
+    write_pair(dir.path(), "a", &a);
+    write_pair(dir.path(), "b", &b);
+    let path = config_file(
+        dir.path(),
+        "[[tls.certificates]]\ncert = \"a.crt\"\nkey = \"a.key\"\n\
+         [[tls.certificates]]\ncert = \"b.crt\"\nkey = \"b.key\"\n\
+         [[routes]]\nhost = \"a.test\"\nredirect = { to = \"/from-a\" }\n\
+         [[routes]]\nhost = \"b.test\"\nredirect = { to = \"/from-b\" }\n",
+    );
+    let h = start_cfg(ServeConfig::from_file(&path).unwrap()).await;
+    let c = client(&[&a.2, &b.2], &[b"http/1.1"], BOTH);
+    let mut s = connect(&c, h.local_addr(), "a.test").await.unwrap();
+    assert_eq!(presented(&s), a.2);
+    let (status, body) = get_host_on(&mut s, "a.test:443", "/").await;
+    assert_eq!((status, body.trim()), (301, "redirecting to /from-a"));
+    // a Host of the other virtual host on a.test's connection: 421, as nginx and Go answer
+    let (status, _) = get_host_on(&mut s, "b.test", "/").await;
+    assert_eq!(status, 421);
+    let mut s = connect(&c, h.local_addr(), "b.test").await.unwrap();
+    assert_eq!(presented(&s), b.2);
+    let (status, body) = get_host_on(&mut s, "B.test", "/").await;
+    assert_eq!((status, body.trim()), (301, "redirecting to /from-b"));
+    h.shutdown().await.unwrap();
+}
+
+/// Issue 20: the PROXY header comes before the TLS handshake.
+#[tokio::test]
+async fn the_proxy_protocol_header_precedes_the_tls_handshake() {
+    let dir = tempfile::tempdir().unwrap();
+    let a = cert(&["app.test"]);
+    write_pair(dir.path(), "a", &a);
+    let up = crate::http_forwarded::echo_upstream().await;
+    let path = config_file(
+        dir.path(),
+        &format!(
+            "[limits]\nproxy_protocol = true\n\
+             [[tls.certificates]]\ncert = \"a.crt\"\nkey = \"a.key\"\n\
+             [[routes]]\nprefix = \"/\"\n[routes.proxy]\nupstreams = [\"{up}\"]\n"
+        ),
+    );
+    let h = start_cfg(ServeConfig::from_file(&path).unwrap()).await;
+    let mut tcp = TcpStream::connect(h.local_addr()).await.unwrap();
+    tcp.write_all(b"PROXY TCP4 198.51.100.4 10.0.0.1 40000 443\r\n")
+        .await
+        .unwrap();
+    let c = client(&[&a.2], &[b"http/1.1"], BOTH);
+    let name = ServerName::try_from("app.test".to_string()).unwrap();
+    let mut s = tokio::time::timeout(Duration::from_secs(10), c.connect(name, tcp))
+        .await
+        .expect("handshake within 10 s")
+        .unwrap();
+    let (status, head) = get_host_on(&mut s, "app.test", "/").await;
+    assert_eq!(status, 200);
+    use crate::http_forwarded::echoed;
+    assert_eq!(echoed(&head, "x-forwarded-for"), ["198.51.100.4"], "{head}");
+    assert_eq!(echoed(&head, "x-forwarded-proto"), ["https"], "{head}");
+    // a TLS ClientHello without the header first: closed, no handshake
+    assert!(connect(&c, h.local_addr(), "app.test").await.is_err());
     h.shutdown().await.unwrap();
 }
