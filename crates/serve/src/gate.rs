@@ -11,7 +11,7 @@
 //!
 //! **The fast path.** Below saturation nothing waits, and the policy has nothing to decide: a request that
 //! finds a free worker and an empty queue takes it with one compare-and-swap on its lane's permit counter
-//! ([`LaneCore`]), and gives it back with one decrement, without the lock that guards the schedulers. The
+//! (`LaneCore`), and gives it back with one decrement, without the lock that guards the schedulers. The
 //! lock is taken only when a request must wait, when a release finds requests waiting, by lanes whose
 //! limit is adaptive or that reserve workers for classes (their bookkeeping needs it), and — without ever
 //! waiting for it — by a release in an edf lane, to teach edf the service time. Whether a waiter or a

@@ -59,7 +59,7 @@ pub(crate) fn rule_met(scores: &[Vec<(usize, f64)>], block: usize, rule: &Repeat
 }
 
 /// The next step at the start of `block`, given every configuration's measured (block, score) runs and
-/// the confirmatory phase if it has started: warm-up blocks, then pilot blocks until [`rule_met`] (or
+/// the confirmatory phase if it has started: warm-up blocks, then pilot blocks until `rule_met` (or
 /// `max` pilot blocks), then as many confirmatory blocks as the pilot took (at least `min`, at least 2 so
 /// each configuration has a variance), then done. The confirmatory phase's size depends on the pilot's runs
 /// only, never on its own, so a test on its runs keeps its error rate.

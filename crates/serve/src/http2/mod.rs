@@ -18,7 +18,7 @@
 //! - at most `max_streams_in_progress` of a connection's streams are in ordo's hands at once (receiving their
 //!   body, queued for a worker, being served); later ones wait, unread, in arrival order;
 //! - slow readers: h2 is handed only what the client's windows take; what a stream holds beyond them (the
-//!   rest of a body in memory, a backend stream's chunk) is counted per connection ([`Buffered`]), and while
+//!   rest of a body in memory, a backend stream's chunk) is counted per connection (`Buffered`), and while
 //!   it is `max_buffered_bytes` no further stream starts its handler — a zero-window client pins at most
 //!   that plus one response, and a backend stream's channel fills and stops its reader (back-pressure);
 //! - the rapid-reset defence (CVE-2023-44487): `h2` cuts a client that resets streams before they are

@@ -1,5 +1,5 @@
-//! The proxy backend: forwards requests to HTTP/1.1 upstreams (round-robin over the list) over a keep-alive
-//! connection pool, and maps upstream failures to gateway statuses:
+//! The proxy backend: forwards requests to a group of HTTP/1.1 upstreams (chosen by `balance`, skipping those
+//! ejected or down, failing over to the next) over a keep-alive connection pool, and maps upstream failures to gateway statuses:
 //! - connect refused or unreachable → 502; connect not done within `connect_timeout` → 504;
 //! - a read or write stalled for `read_timeout`, or the whole response head (1xx included) not received
 //!   within `response_head_timeout` of sending the request → 504;
@@ -27,10 +27,12 @@
 //! Responses with a Content-Length up to `buffer_max_bytes` are read whole; longer, chunked or
 //! close-delimited ones are streamed to the client as they arrive.
 //!
-//! The rooms: `mod.rs` the configuration and the call loop; [`pool`] each upstream's per-thread idle
-//! connections; [`connect`] upstream addresses, connecting and TLS; [`forward`] the request head as
-//! forwarded and the Via pseudonym; [`exchange`] one request and response over one connection and the
-//! gateway status of each failure; [`retry`] when a failed exchange is sent again (one pure rule).
+//! The rooms: `mod.rs` the configuration and the call loop; `pool` each upstream's per-thread idle
+//! connections; `connect` upstream addresses, connecting and TLS; `forward` the request head as
+//! forwarded and the Via pseudonym; `exchange` one request and response over one connection and the
+//! gateway status of each failure; `retry` when a failed exchange is sent again (pure rules with their
+//! tables); `balance` which upstream a request goes to; `health` passive ejection and active checks;
+//! `tunnel` WebSocket and other HTTP/1.1 upgrades.
 
 mod balance;
 mod connect;
