@@ -302,6 +302,20 @@ mod tests {
             .collect()
     }
 
+    fn picker<'a>(
+        upstreams: &'a [Arc<Upstream>],
+        passive: &'a Passive,
+        tried: &'a [usize],
+        now: &'a mut Option<u64>,
+    ) -> Pick<'a> {
+        Pick {
+            upstreams,
+            passive,
+            tried,
+            now,
+        }
+    }
+
     fn passive() -> Passive {
         Passive {
             max_fails: 1,
@@ -329,12 +343,7 @@ mod tests {
         let mut counts = [0; 3];
         for _ in 0..400 {
             let mut now = None;
-            let mut pick = Pick {
-                upstreams: &ups,
-                passive: &p,
-                tried: &[],
-                now: &mut now,
-            };
+            let mut pick = picker(&ups, &p, &[], &mut now);
             counts[pick.round_robin(&seq, &mut pos).unwrap()] += 1;
         }
         assert_eq!(counts, [200, 100, 100]);
@@ -342,23 +351,13 @@ mod tests {
         let mut counts = [0; 3];
         for _ in 0..400 {
             let mut now = None;
-            let mut pick = Pick {
-                upstreams: &ups,
-                passive: &p,
-                tried: &[],
-                now: &mut now,
-            };
+            let mut pick = picker(&ups, &p, &[], &mut now);
             counts[pick.round_robin(&seq, &mut pos).unwrap()] += 1;
         }
         assert_eq!(counts, [0, 200, 200]);
         // what a failed request tried is skipped; nothing left → None
         let mut now = None;
-        let mut pick = Pick {
-            upstreams: &ups,
-            passive: &p,
-            tried: &[1, 2],
-            now: &mut now,
-        };
+        let mut pick = picker(&ups, &p, &[1, 2], &mut now);
         assert_eq!(pick.round_robin(&seq, &mut pos), None);
     }
 
@@ -371,23 +370,13 @@ mod tests {
         ups[2].load.outstanding.store(3, Ordering::Relaxed); // (3+1)/2 = 2 = (1+1)/1: a tie
         for _ in 0..50 {
             let mut now = None;
-            let mut pick = Pick {
-                upstreams: &ups,
-                passive: &p,
-                tried: &[],
-                now: &mut now,
-            };
+            let mut pick = picker(&ups, &p, &[], &mut now);
             let i = pick.least_requests().unwrap();
             assert!(i == 1 || i == 2, "{i}");
         }
         ups[1].load.outstanding.store(5, Ordering::Relaxed);
         let mut now = None;
-        let mut pick = Pick {
-            upstreams: &ups,
-            passive: &p,
-            tried: &[],
-            now: &mut now,
-        };
+        let mut pick = picker(&ups, &p, &[], &mut now);
         assert_eq!(pick.least_requests(), Some(2));
     }
 
@@ -401,12 +390,7 @@ mod tests {
         let mut counts = [0; 2];
         for _ in 0..200 {
             let mut n = None;
-            let mut pick = Pick {
-                upstreams: &ups,
-                passive: &p,
-                tried: &[],
-                now: &mut n,
-            };
+            let mut pick = picker(&ups, &p, &[], &mut n);
             counts[pick.p2c().unwrap()] += 1;
         }
         assert_eq!(
@@ -430,12 +414,7 @@ mod tests {
         let pick_for = |user: &str, tried: &[usize]| {
             let req = Request::get("/").with_header("X-User", user);
             let mut now = None;
-            let mut pick = Pick {
-                upstreams: &ups,
-                passive: &p,
-                tried,
-                now: &mut now,
-            };
+            let mut pick = picker(&ups, &p, tried, &mut now);
             pick.hash(&key, &req).unwrap().unwrap()
         };
         let before: Vec<usize> = (0..400).map(|u| pick_for(&u.to_string(), &[])).collect();
@@ -461,12 +440,7 @@ mod tests {
         // no key: no choice by hash
         let req = Request::get("/");
         let mut now = None;
-        let mut pick = Pick {
-            upstreams: &ups,
-            passive: &p,
-            tried: &[],
-            now: &mut now,
-        };
+        let mut pick = picker(&ups, &p, &[], &mut now);
         assert_eq!(pick.hash(&key, &req), None);
     }
 

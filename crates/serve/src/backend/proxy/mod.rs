@@ -1,5 +1,6 @@
 //! The proxy backend: forwards requests to a group of HTTP/1.1 upstreams (chosen by `balance`, skipping those
-//! ejected or down, failing over to the next) over a keep-alive connection pool, and maps upstream failures to gateway statuses:
+//! ejected or down, failing over to the next) over a keep-alive connection pool, and maps upstream failures
+//! to gateway statuses:
 //! - connect refused or unreachable → 502; connect not done within `connect_timeout` → 504;
 //! - a read or write stalled for `read_timeout`, or the whole response head (1xx included) not received
 //!   within `response_head_timeout` of sending the request → 504;

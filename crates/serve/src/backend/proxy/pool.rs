@@ -152,6 +152,19 @@ mod tests {
     use super::*;
     use tokio::net::TcpStream;
 
+    /// A connection to `l` as the pool holds one, and the listener's side of it (kept open by the caller).
+    async fn connected(l: &tokio::net::TcpListener) -> (UpConn, TcpStream) {
+        let s = TcpStream::connect(l.local_addr().unwrap()).await.unwrap();
+        let peer = l.accept().await.unwrap().0;
+        let conn = UpConn {
+            stream: UpstreamStream::Plain(s),
+            buf: BytesMut::new(),
+            wbuf: BytesMut::new(),
+            timer: Box::pin(tokio::time::sleep(Duration::from_secs(60))),
+        };
+        (conn, peer)
+    }
+
     /// An idle connection is reused only by the serving thread that pooled it (the runtime it is
     /// registered with), and each thread keeps up to `max_idle` of its own.
     #[tokio::test]
@@ -162,14 +175,9 @@ mod tests {
         let mut peers = Vec::new();
         let mut conns = Vec::new();
         for _ in 0..3 {
-            let s = TcpStream::connect(addr).await.unwrap();
-            peers.push(l.accept().await.unwrap().0);
-            conns.push(UpConn {
-                stream: UpstreamStream::Plain(s),
-                buf: BytesMut::new(),
-                wbuf: BytesMut::new(),
-                timer: Box::pin(tokio::time::sleep(Duration::from_secs(60))),
-            });
+            let (c, peer) = connected(&l).await;
+            peers.push(peer);
+            conns.push(c);
         }
         let (c0, c1b, c1) = (
             conns.pop().unwrap(),
@@ -206,14 +214,9 @@ mod tests {
         let mut peers = Vec::new();
         let mut conns = Vec::new();
         for _ in 0..4 {
-            let s = TcpStream::connect(addr).await.unwrap();
-            peers.push(l.accept().await.unwrap().0);
-            conns.push(UpConn {
-                stream: UpstreamStream::Plain(s),
-                buf: BytesMut::new(),
-                wbuf: BytesMut::new(),
-                timer: Box::pin(tokio::time::sleep(Duration::from_secs(60))),
-            });
+            let (c, peer) = connected(&l).await;
+            peers.push(peer);
+            conns.push(c);
         }
         let local = |c: &UpConn| c.stream.tcp().local_addr().unwrap();
         let now = Instant::now();
@@ -243,17 +246,14 @@ mod tests {
         assert_eq!(local(&up.checkout_idle().unwrap()), a_fresh);
         assert!(up.checkout_idle().is_none());
         // a newest connection past the timeout: every one before it is older still
-        let s = TcpStream::connect(addr).await.unwrap();
-        peers.push(l.accept().await.unwrap().0);
-        up.idle.get().unwrap().lock().unwrap().push_back((
-            UpConn {
-                stream: UpstreamStream::Plain(s),
-                buf: BytesMut::new(),
-                wbuf: BytesMut::new(),
-                timer: Box::pin(tokio::time::sleep(Duration::from_secs(60))),
-            },
-            long_ago,
-        ));
+        let (c, peer) = connected(&l).await;
+        peers.push(peer);
+        up.idle
+            .get()
+            .unwrap()
+            .lock()
+            .unwrap()
+            .push_back((c, long_ago));
         assert!(up.checkout_idle().is_none());
         assert_eq!(count(&up), 0);
         crate::serving_thread::set_serving_thread(0);
