@@ -11,8 +11,10 @@
 #   - "before" (unless BEFORE=0): nothing reserved and, for `cpu`, the CPU burned on the I/O thread
 #     (`inline_cpu = true`) — how ordo behaved before, for comparison.
 # The top class is TOP_CLIENTS closed-loop clients, with as many reserved workers (at most workers − 1).
-# `ordo serve` runs with threads = 1; `sleep` uses SLEEP_WORKERS workers, `cpu` CPU_WORKERS (cores + 1: CPU
-# work has its knee near the core count). Each case is measured ROUNDS times, alone then flooded, and the
+# `ordo serve` runs with THREADS serving threads (default 1); `sleep` uses SLEEP_WORKERS workers, `cpu`
+# CPU_WORKERS (cores + 1: CPU work has its knee near the core count). SERVER_CPUS / CLIENT_CPUS (e.g. 0-7 and
+# 8-15 on 16 cores) pin the server and the load generators to disjoint CPUs; CPU_WORKERS then counts the
+# server's CPUs. Each case is measured ROUNDS times, alone then flooded, and the
 # medians used.
 #
 #   bench/class-isolation.sh                       # ~5 min
@@ -20,6 +22,7 @@
 #   ORDO_BENCH_NO_BUILD=1 ...                        # use the release binary already built
 #   PORT=18291 PRIO=0 ...                            # another port; no raised priority
 #   KERNEL=0 BEFORE=0 ...                            # only the "reserved" mode
+#   THREADS=8 SERVER_CPUS=0-7 CLIENT_CPUS=8-15 ...   # many cores (issue 22: the 16-core device machine)
 #
 # Needs curl and jq. Everything it starts is killed on every exit path.
 set -euo pipefail
@@ -31,7 +34,12 @@ WORKLOADS=${WORKLOADS:-"sleep cpu"}
 SLEEP_MS=${SLEEP_MS:-10}
 CPU_US=${CPU_US:-2000}
 SLEEP_WORKERS=${SLEEP_WORKERS:-16}
-CPU_WORKERS=${CPU_WORKERS:-$(($(nproc) + 1))}
+THREADS=${THREADS:-1}
+SERVER_CPUS=${SERVER_CPUS:-}
+CLIENT_CPUS=${CLIENT_CPUS:-}
+server_cores=$(nproc)
+if [ -n "$SERVER_CPUS" ]; then server_cores=$((${SERVER_CPUS#*-} - ${SERVER_CPUS%-*} + 1)); fi
+CPU_WORKERS=${CPU_WORKERS:-$((server_cores + 1))}
 TOP_CLIENTS=${TOP_CLIENTS:-2}
 FLOOD_CLIENTS=${FLOOD_CLIENTS:-200}
 BEFORE=${BEFORE:-1}
@@ -68,7 +76,7 @@ write_config() {
   esac
   cat > "$1" <<EOF
 listen = "127.0.0.1:$PORT"
-threads = 1
+threads = $THREADS
 workers = $workers
 policy = "$2"
 queue_cap = 100000
@@ -98,8 +106,13 @@ EOF
 
 work_path() { if [ "$1" = cpu ]; then echo "cpu?us=$CPU_US"; else echo "sleep?ms=$SLEEP_MS"; fi; }
 
+# taskset prefixes for the server and the clients (empty when not pinned)
+server_pin=(); client_pin=()
+[ -n "$SERVER_CPUS" ] && server_pin=(taskset -c "$SERVER_CPUS")
+[ -n "$CLIENT_CPUS" ] && client_pin=(taskset -c "$CLIENT_CPUS")
+
 start_server() { # $1 = config; sets server
-  nice -n "$PRIO" "$ordo" serve --config "$1" 2>>"$tmp/serve.log" &
+  nice -n "$PRIO" ${server_pin[@]+"${server_pin[@]}"} "$ordo" serve --config "$1" 2>>"$tmp/serve.log" &
   server=$!
   pids+=("$server")
   for _ in $(seq 1 100); do
@@ -112,7 +125,7 @@ start_server() { # $1 = config; sets server
 
 # $1 = workload, $2 = out JSON: the top class's closed loop for DURATION seconds
 run_top() {
-  nice -n "$PRIO" "$ordo" bench -c "$TOP_CLIENTS" -d "${DURATION}s" --warmup 1s --no-progress --save "$2" \
+  nice -n "$PRIO" ${client_pin[@]+"${client_pin[@]}"} "$ordo" bench -c "$TOP_CLIENTS" -d "${DURATION}s" --warmup 1s --no-progress --save "$2" \
     "http://127.0.0.1:$PORT/top/$(work_path "$1")" > /dev/null
 }
 
@@ -138,7 +151,7 @@ for round in $(seq 1 "$ROUNDS"); do
         run_top "$w" "$tmp/alone.json"
         alone[$key]="${alone[$key]:-} $(p99 "$tmp/alone.json")"
         # The flood: far more clients than workers, all queued in ordo; the top class measured meanwhile.
-        nice -n "$PRIO" "$ordo" bench -c "$FLOOD_CLIENTS" -d "$((DURATION + 3))s" --timeout 120s --no-progress --save "$tmp/flood.json" \
+        nice -n "$PRIO" ${client_pin[@]+"${client_pin[@]}"} "$ordo" bench -c "$FLOOD_CLIENTS" -d "$((DURATION + 3))s" --timeout 120s --no-progress --save "$tmp/flood.json" \
           "http://127.0.0.1:$PORT/low/$(work_path "$w")" > /dev/null &
         flooder=$!
         pids+=("$flooder")
@@ -158,7 +171,7 @@ echo "load after: $load_after" >&2
 echo "(other processes on the machine, e.g. builds, compete for the same cores: quote the load average)" >&2
 
 echo
-echo "top class: $TOP_CLIENTS closed-loop clients; flood: $FLOOD_CLIENTS clients on the low class; sleep = ${SLEEP_MS} ms with $SLEEP_WORKERS workers, cpu = ${CPU_US} us with $CPU_WORKERS workers; threads = 1"
+echo "top class: $TOP_CLIENTS closed-loop clients; flood: $FLOOD_CLIENTS clients on the low class; sleep = ${SLEEP_MS} ms with $SLEEP_WORKERS workers, cpu = ${CPU_US} us with $CPU_WORKERS workers; threads = $THREADS${SERVER_CPUS:+ on CPUs $SERVER_CPUS}${CLIENT_CPUS:+, clients on CPUs $CLIENT_CPUS}"
 echo "$(date -u '+%F %H:%M') UTC; load average (1/5/15 min) $load_before before, $load_after after, on $(nproc) CPUs; $ROUNDS round(s) of ${DURATION}s, medians"
 printf '%-7s %-9s %-9s %14s %16s %10s %14s\n' "work" "policy" "mode" "top p99 alone" "top p99 flooded" "ratio" "flood req/s"
 for w in $WORKLOADS; do

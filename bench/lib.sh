@@ -59,8 +59,9 @@ bench_build() {
     echo "building (release): cargo build --release $*" >&2
     (cd "$here" && cargo build --release -q "$@")
   fi
+  # (no cargo, as on the device machine, or no answer: the default target directory)
   target_dir=$(cd "$here" && cargo metadata --format-version 1 --no-deps 2>/dev/null |
-    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p')
+    sed -n 's/.*"target_directory":"\([^"]*\)".*/\1/p') || target_dir=""
   target_dir=${target_dir:-$here/target}
   ordo=${ORDO_BIN:-$target_dir/release/ordo}
 }
@@ -215,15 +216,19 @@ bench_tls_cert() {
 # Writes DIR/nginx.conf: one worker (NGINX_WORKERS when set) in the foreground, its pid, logs and temp files under DIR, no access log,
 # sendfile with tcp_nopush/tcp_nodelay, unlimited keep-alive requests, an open-file cache, text/plain by
 # default; SERVERS (the server blocks, with whatever a script sets differently per server) inside `http`.
-# CONNECTIONS (default 8192) sets worker_connections, and worker_rlimit_nofile when given.
+# CONNECTIONS (default 8192) sets worker_connections, and worker_rlimit_nofile when given. NGINX_USER (when
+# set) is the user nginx's workers run as when started by root (default: nginx's own, `nobody`).
 #   bench_nginx_conf DIR SERVERS [CONNECTIONS]
 bench_nginx_conf() {
   local dir=$1 servers=$2 conns=${3:-8192} rlimit=""
   [ -n "${3:-}" ] && rlimit="worker_rlimit_nofile $3;
 "
   mkdir -p "$dir/tmp" "$dir/logs"
+  local user=""
+  [ -n "${NGINX_USER:-}" ] && user="user $NGINX_USER;
+"
   cat > "$dir/nginx.conf" <<EOF
-worker_processes ${NGINX_WORKERS:-1};
+${user}worker_processes ${NGINX_WORKERS:-1};
 ${rlimit}daemon off;
 pid $dir/nginx.pid;
 error_log $dir/error.log;

@@ -6,6 +6,9 @@
 #   proxy   ordo serve as a reverse proxy vs nginx proxy_pass (upstream keepalive, as nginx's docs advise)
 #           vs HAProxy (nbthread N), all in front of the same upstream nginx;
 #   h2      HTTP/2 over TLS 1.3: ordo serve vs nginx (http2 ssl), loaded by h2load (only if installed).
+# With the proxy case, a diagnostic one beside it: ordo_proxy_wide, the same proxy with `workers = 100000`
+# (not the default): with 64 connections per thread, more requests are in flight than the default 64 workers
+# once N > 1, so they wait in the gate; the difference between the two is what that waiting costs.
 # ordo's configuration sets only what every deployment must (listen address, route, certificate, an admin
 # port that does not collide): no worker, pool or queue setting. Prints per N req/s and server CPU µs per
 # request, and paired ratios (95% CI) against each peer. N whose client would get no core is skipped.
@@ -14,6 +17,10 @@
 #   THREAD_COUNTS="1 2" ROUNDS=3 DURATION=5s bench/many-cores.sh
 #   CASES="static proxy" bench/many-cores.sh         # leave out h2
 #   ORDO_BENCH_NO_BUILD=1 ...                         # use the release binary already built
+#   SERIES_OUT=scaling.json ...                       # where the scaling charts go (a `series` result)
+#
+# The scaling curves (req/s and CPU per request by thread count, one line per server) are also written as a
+# `series` result to SERIES_OUT (default ordo-results/many-cores.json): `ordo report FILE -o scaling.html`.
 #
 # On a 2-core machine only N = 1 fits (server on CPU 0; client and upstream share CPU 1). The 16-core
 # layout for N = 8: servers 0-7, upstream 8-10, client 11-15.
@@ -25,6 +32,7 @@ THREAD_COUNTS=${THREAD_COUNTS:-1 4 8 16}
 CASES=${CASES:-static proxy h2}
 CONNS_PER_THREAD=${CONNS_PER_THREAD:-64}
 BASE_PORT=${BASE_PORT:-18280}
+SERIES_OUT=${SERIES_OUT:-}
 UP_PORT=$BASE_PORT
 NGINX_PORT=$((BASE_PORT + 1))
 ORDO_PORT=$((BASE_PORT + 2))
@@ -33,15 +41,17 @@ HAPROXY_PORT=$((BASE_PORT + 4))
 ORDO_PROXY_PORT=$((BASE_PORT + 5))
 NGINX_H2_PORT=$((BASE_PORT + 6))
 ORDO_H2_PORT=$((BASE_PORT + 7))
-ADMIN_PORT=$((BASE_PORT + 10)) # and the next two: one per ordo instance
+ORDO_WIDE_PORT=$((BASE_PORT + 8))
+ADMIN_PORT=$((BASE_PORT + 10)) # and the next three: one per ordo instance
 
 . "$(dirname "$0")/lib.sh"
 bench_init many-cores nginx haproxy wrk taskset curl openssl
 nginx_bin=$(command -v nginx)
 haproxy_bin=$(command -v haproxy)
 bench_build --bin ordo
+SERIES_OUT=${SERIES_OUT:-$here/ordo-results/many-cores.json}
 bench_ports_free "$UP_PORT" "$NGINX_PORT" "$ORDO_PORT" "$NGINX_PROXY_PORT" "$HAPROXY_PORT" "$ORDO_PROXY_PORT" \
-  "$NGINX_H2_PORT" "$ORDO_H2_PORT" "$ADMIN_PORT" $((ADMIN_PORT + 1)) $((ADMIN_PORT + 2))
+  "$NGINX_H2_PORT" "$ORDO_H2_PORT" "$ORDO_WIDE_PORT" "$ADMIN_PORT" $((ADMIN_PORT + 1)) $((ADMIN_PORT + 2)) $((ADMIN_PORT + 3))
 have_h2load=0
 command -v h2load >/dev/null 2>&1 && have_h2load=1
 [[ " $CASES " == *" h2 "* ]] && [ "$have_h2load" = 0 ] && echo "many-cores: h2load not found: the h2 case is left out" >&2
@@ -152,6 +162,10 @@ start_n() { # N: start every server for thread count N (pinned), setting *_pids
   sed -i "s/nbthread 1/nbthread $n/" "$tmp/haproxy$n/haproxy.cfg"
   ordo_conf "$tmp/static$n.toml" "$ORDO_PORT" "$ADMIN_PORT" "static = { root = \"$tmp/www\" }"
   ordo_conf "$tmp/proxy$n.toml" "$ORDO_PROXY_PORT" $((ADMIN_PORT + 1)) "proxy = { upstreams = [\"127.0.0.1:$UP_PORT\"] }"
+  # the diagnostic case (not at the defaults): the same proxy with a worker pool no client count fills, so
+  # no request ever waits in the gate — the difference to ordo_proxy is what waiting costs on N threads
+  ordo_conf "$tmp/wide$n.toml" "$ORDO_WIDE_PORT" $((ADMIN_PORT + 3)) "proxy = { upstreams = [\"127.0.0.1:$UP_PORT\"] }"
+  sed -i '1a workers = 100000' "$tmp/wide$n.toml"
   ordo_conf "$tmp/h2$n.toml" "$ORDO_H2_PORT" $((ADMIN_PORT + 2)) "static = { root = \"$tmp/www\" }" "[tls]
 min_version = \"1.3\"
 certificates = [{ cert = \"$tmp/cert.pem\", key = \"$tmp/key.pem\" }]"
@@ -168,6 +182,10 @@ certificates = [{ cert = \"$tmp/cert.pem\", key = \"$tmp/key.pem\" }]"
   ordo_proxy_pid=$started_pid
   bench_start_ordo "$tmp/h2$n.toml" "https://127.0.0.1:$ORDO_H2_PORT/file.txt" "$SERVER_CPUS"; started+=("$started_pid")
   ordo_h2_pid=$started_pid
+  if [[ " $CASES " == *" proxy "* ]]; then
+    bench_start_ordo "$tmp/wide$n.toml" "http://127.0.0.1:$ORDO_WIDE_PORT/file.txt" "$SERVER_CPUS"; started+=("$started_pid")
+    ordo_wide_pid=$started_pid
+  fi
   # the serving threads ordo started (threads = 0: one per CPU of its affinity mask)
   ordo_threads=$(($(cat /proc/"$ordo_pid"/task/*/comm | grep -c '^ordo-serve-' || true) + 1))
 }
@@ -182,6 +200,7 @@ run_case() {
     haproxy) pid=$haproxy_pid; url="http://127.0.0.1:$HAPROXY_PORT/file.txt" ;;
     ordo_proxy) pid=$ordo_proxy_pid; url="http://127.0.0.1:$ORDO_PROXY_PORT/file.txt" ;;
     nginx_h2) pid=$nginx_pids; kind=h2load; url="https://127.0.0.1:$NGINX_H2_PORT/file.txt" ;;
+    ordo_proxy_wide) pid=$ordo_wide_pid; url="http://127.0.0.1:$ORDO_WIDE_PORT/file.txt" ;;
     ordo_h2) pid=$ordo_h2_pid; kind=h2load; url="https://127.0.0.1:$ORDO_H2_PORT/file.txt" ;;
   esac
   local conns=$CONNS
@@ -201,7 +220,7 @@ for n in $THREAD_COUNTS; do
   start_n "$n"
   cases=()
   [[ " $CASES " == *" static "* ]] && cases+=(nginx_static ordo_static)
-  [[ " $CASES " == *" proxy "* ]] && cases+=(haproxy ordo_proxy nginx_proxy)
+  [[ " $CASES " == *" proxy "* ]] && cases+=(haproxy ordo_proxy nginx_proxy ordo_proxy_wide)
   [[ " $CASES " == *" h2 "* ]] && [ "$have_h2load" = 1 ] && cases+=(nginx_h2 ordo_h2)
   for k in "${cases[@]}"; do unset "rps[$k]" "cpu[$k]" "sbusy[$k]" "cbusy[$k]"; done
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
@@ -211,9 +230,9 @@ for n in $THREAD_COUNTS; do
 
   echo
   echo "N = $n ($ordo_threads ordo threads; servers on CPUs $SERVER_CPUS; client $CLIENT_THREADS threads on $CLIENT_CPUS, $CONNS connections; $ROUNDS rounds x $DURATION)"
-  printf '%-13s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server cores" "client cores" "all rounds (req/s)"
+  printf '%-15s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server cores" "client cores" "all rounds (req/s)"
   for k in "${cases[@]}"; do
-    printf '%-13s %12s %11s %11s%% %11s%%   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" \
+    printf '%-15s %12s %11s %11s%% %11s%%   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" \
       "$(med "${sbusy[$k]}")" "$(med "${cbusy[$k]}")" "${rps[$k]# }"
     summary+=("$n $k $(med "${rps[$k]}") $(med "${cpu[$k]}")")
   done
@@ -225,17 +244,49 @@ for n in $THREAD_COUNTS; do
   pair ordo_static nginx_static
   pair ordo_proxy nginx_proxy
   pair ordo_proxy haproxy
+  pair ordo_proxy_wide nginx_proxy
   pair ordo_h2 nginx_h2
 done
 
 echo
 echo "scaling (req/s and server CPU us/req by thread count):"
-printf '%4s %-13s %12s %11s\n' N case "req/s" "CPU us/req"
+printf '%4s %-15s %12s %11s\n' N case "req/s" "CPU us/req"
 for line in "${summary[@]:-}"; do
   [ -n "$line" ] || continue
   # shellcheck disable=SC2086
-  printf '%4s %-13s %12s %11s\n' $line
+  printf '%4s %-15s %12s %11s\n' $line
 done
 echo "(ordo at its defaults; peers as their docs advise for the role: nginx worker_processes N and upstream"
 echo " keepalive, HAProxy nbthread N with http-reuse always; goal per issue 22: ordo >= 1.0x nginx req/s at <= 1.0x"
 echo " its CPU per request, and >= 1.0x HAProxy on the proxy, at every N)"
+
+# The scaling curves as a `series` result (crates/results/src/series.rs) for `ordo report`.
+series_line() { # case column(3 = req/s, 4 = CPU us/req) -> one series, or nothing when the case never ran
+  local pts
+  pts=$(printf '%s\n' "${summary[@]:-}" | awk -v k="$1" -v c="$2" '$2 == k && $c != "" { printf "%s[%s, %s]", (n++ ? ", " : ""), $1, $c }')
+  [ -n "$pts" ] && printf '{"name": "%s", "points": [%s]}' "$1" "$pts"
+}
+series_chart() { # caption y_label column
+  local sep="" k line
+  printf '{"caption": "%s", "x_label": "serving threads (N)", "y_label": "%s", "series": [' "$1" "$2"
+  for k in ordo_static nginx_static ordo_proxy nginx_proxy haproxy ordo_proxy_wide ordo_h2 nginx_h2; do
+    line=$(series_line "$k" "$3") || true
+    [ -n "$line" ] && { printf '%s%s' "$sep" "$line"; sep=", "; }
+  done
+  printf ']}'
+}
+if [ "${#summary[@]}" -gt 0 ]; then
+  mkdir -p "$(dirname "$SERIES_OUT")"
+  {
+    printf '{"kind": "series", "version": 1, "title": "ordo serve on many cores, at its defaults",\n'
+    printf '"subtitle": "bench/many-cores.sh on %s CPUs, %s, %s rounds x %s per case (medians)",\n' "$cpus" "$(date -u '+%F %H:%M UTC')" "$ROUNDS" "$DURATION"
+    printf '"charts": [\n'
+    series_chart "Requests per second by thread count: servers on CPUs 0..N-1, the client on the others" "requests per second" 3
+    printf ',\n'
+    series_chart "Server CPU time per request by thread count (lower is cheaper)" "CPU us per request" 4
+    printf '],\n"tables": [{"title": "Medians by thread count", "headers": ["N", "case", "req/s", "CPU us/req"], "rows": ['
+    printf '%s\n' "${summary[@]}" | awk '{ printf "%s[\"%s\", \"%s\", \"%s\", \"%s\"]", (n++ ? ", " : ""), $1, $2, $3, $4 }'
+    printf ']}],\n"notes": ["ordo at its defaults; nginx worker_processes N (upstream keepalive for proxy_pass), HAProxy nbthread N with http-reuse always"]}\n'
+  } > "$SERIES_OUT"
+  echo "scaling charts: $SERIES_OUT (ordo report $SERIES_OUT -o scaling.html)"
+fi
