@@ -169,9 +169,14 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             count(cfg.class_names().len(), "class", "classes"),
             count(cfg.rules.len(), "rule", "rules"),
             count(cfg.effective_routes().len(), "route", "routes"),
-            match cfg.workers {
-                Workers::Fixed(n) => count(n, "worker", "workers"),
-                Workers::Auto => "workers auto".to_string(),
+            match (cfg.workers, cfg.workers_limit()) {
+                (Workers::PerThread(per), Some(n)) => format!(
+                    "{} ({per} per serving thread × {})",
+                    count(n, "worker", "workers"),
+                    count(cfg.serving_threads(), "thread", "threads")
+                ),
+                (_, Some(n)) => count(n, "worker", "workers"),
+                (_, None) => "workers auto".to_string(),
             },
         );
         return Ok(ExitCode::SUCCESS);
@@ -181,10 +186,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     // nginx-style: `threads` serving threads (0: one per CPU), each a current-thread runtime with its own
     // SO_REUSEPORT listener, so accepting, serving and timers of a connection stay on one thread with no
     // hand-offs. This thread is the first; the server starts the others.
-    let threads = match cfg.threads {
-        0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
-        n => n,
-    };
+    let threads = cfg.serving_threads();
     let mut builder = tokio::runtime::Builder::new_current_thread();
     builder.enable_all().thread_name("ordo-serve");
     let rt = ordo_serve::coalesce_wakeups(&mut builder, cfg.coalesce)

@@ -165,6 +165,7 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
         "workers_setting": match cfg.workers {
             crate::overload::Workers::Fixed(n) => json!(n),
             crate::overload::Workers::Auto => json!("auto"),
+            w @ crate::overload::Workers::PerThread(_) => json!(w.to_string()),
         },
         "lanes": lanes(&snap),
         "upstreams": upstreams(shared),

@@ -103,6 +103,10 @@ pub struct ServeConfig {
     /// Command-line overrides, re-applied when the file is re-read on reload; not a TOML key.
     #[serde(skip)]
     pub overrides: Overrides,
+    /// The serving threads the running server started with (set by `Server::start_threads`, kept on
+    /// reload): what the default `workers` (per serving thread) multiplies. Not a TOML key.
+    #[serde(skip)]
+    pub started_threads: Option<usize>,
 }
 
 impl Default for ServeConfig {
@@ -137,6 +141,7 @@ impl Default for ServeConfig {
             rate_limit: None,
             origin: None,
             overrides: Overrides::default(),
+            started_threads: None,
         }
     }
 }
@@ -1027,6 +1032,22 @@ impl ServeConfig {
         self.check_proxy_loops()
     }
 
+    /// Serving threads: those the server started with, else `threads` (0: one per CPU this process may
+    /// run on, as `ordo serve` starts them).
+    pub fn serving_threads(&self) -> usize {
+        match (self.started_threads, self.threads) {
+            (Some(n), _) => n.max(1),
+            (None, 0) => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            (None, n) => n,
+        }
+    }
+
+    /// The pool's size in force: `workers`, or the default's per-thread share times
+    /// [`serving_threads`](Self::serving_threads); None with `workers = "auto"`.
+    pub fn workers_limit(&self) -> Option<usize> {
+        self.workers.fixed(self.serving_threads())
+    }
+
     /// Class names in order ("default" when none is configured).
     pub fn class_names(&self) -> Vec<String> {
         if self.classes.is_empty() {
@@ -1113,6 +1134,35 @@ mod tests {
             parse_policy("custom").unwrap_err(),
             "unknown policy `custom` (expected fcfs, priority, lottery, stride, wfq, srpt, edf or lua)"
         );
+    }
+
+    #[test]
+    fn default_workers_are_64_per_serving_thread() {
+        use crate::overload::Workers;
+        let cfg = |t: &str| ServeConfig::from_toml_str(t, "c.toml").unwrap();
+        let mut c = cfg("threads = 3\n");
+        assert_eq!(c.workers, Workers::PerThread(64));
+        assert_eq!(c.workers_limit(), Some(192));
+        // what the server started with counts, not the file (reload keeps it)
+        c.started_threads = Some(4);
+        assert_eq!(c.workers_limit(), Some(256));
+        assert_eq!(c.workers.to_string(), "64 per serving thread");
+        // a number written in the file is the pool, whatever the threads
+        let mut c = cfg("threads = 8\nworkers = 10\n");
+        c.started_threads = Some(8);
+        assert_eq!(c.workers_limit(), Some(10));
+        assert_eq!(cfg("workers = \"auto\"\n").workers_limit(), None);
+        // threads = 0: one per CPU this process may run on
+        let cpus = std::thread::available_parallelism().map_or(1, |n| n.get());
+        assert_eq!(cfg("").workers_limit(), Some(64 * cpus));
+        // reserved workers are checked against the pool in force
+        let err = ServeConfig::from_toml_str(
+            "threads = 1\n[[classes]]\nname = \"a\"\nreserved_workers = 64\n[[classes]]\nname = \"b\"\n",
+            "c.toml",
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("which leaves none of the 64 workers"), "{err}");
     }
 
     #[test]

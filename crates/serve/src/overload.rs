@@ -11,18 +11,27 @@ use ordo_sched::limit::{Algorithm, LimiterConfig};
 use serde::Deserialize;
 
 /// `workers = 64` (one pool of that many shared by every route) or `workers = "auto"` (each route, or
-/// group of routes, gets its own concurrency limit that follows its backend's latency).
+/// group of routes, gets its own concurrency limit that follows its backend's latency); left out, one pool
+/// of [`DEFAULT_WORKERS_PER_THREAD`] per serving thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workers {
     Fixed(usize),
     Auto,
+    /// The default (no file or flag writes it): one pool of this many per serving thread, so the pool
+    /// grows with the threads that fill it. A fixed 64 on 4 threads with 64 connections each kept three
+    /// requests in four waiting in the gate and woke another thread for each (docs/serve.md, "Many cores").
+    PerThread(usize),
 }
 
+/// The default `workers`, per serving thread (the seed's MaxClients-sized pool on one thread).
+pub const DEFAULT_WORKERS_PER_THREAD: usize = 64;
+
 impl Workers {
-    /// The fixed number, if any.
-    pub fn fixed(self) -> Option<usize> {
+    /// The pool's size on `threads` serving threads (None: `auto`, limits per route).
+    pub fn fixed(self, threads: usize) -> Option<usize> {
         match self {
             Workers::Fixed(n) => Some(n),
+            Workers::PerThread(n) => Some(n.saturating_mul(threads.max(1))),
             Workers::Auto => None,
         }
     }
@@ -30,7 +39,7 @@ impl Workers {
 
 impl Default for Workers {
     fn default() -> Self {
-        Workers::Fixed(64)
+        Workers::PerThread(DEFAULT_WORKERS_PER_THREAD)
     }
 }
 
@@ -51,6 +60,7 @@ impl fmt::Display for Workers {
         match self {
             Workers::Fixed(n) => write!(f, "{n}"),
             Workers::Auto => f.write_str("auto"),
+            Workers::PerThread(n) => write!(f, "{n} per serving thread"),
         }
     }
 }

@@ -131,6 +131,8 @@ impl Server {
         threads: usize,
     ) -> Result<ServerHandle, StartError> {
         let threads = threads.max(1);
+        let mut cfg = cfg;
+        cfg.started_threads = Some(threads);
         let metrics = Arc::new(Metrics::new());
         let compiled = Compiled::build(&cfg, Some(&metrics))?;
         let gate = Gate::with_plan(compiled.sched, compiled.pickers, compiled.plan)

@@ -57,6 +57,8 @@ impl Shared {
         let mut cur = self.config.lock().unwrap_or_else(|p| p.into_inner());
         let result = (|| {
             let mut restart = Vec::new();
+            // the default `workers` (per serving thread) counts the threads the server runs
+            new.started_threads = cur.started_threads;
             // before compiling: the TLS configuration's ALPN list follows `http2.enabled`
             if new.http2 != cur.http2 {
                 restart.push("http2");

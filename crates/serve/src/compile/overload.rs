@@ -74,8 +74,8 @@ pub(crate) fn plan(cfg: &ServeConfig) -> Result<PoolPlan, Invalid> {
             ),
         )
     };
-    match cfg.workers {
-        Workers::Fixed(n) => {
+    match cfg.workers_limit() {
+        Some(n) => {
             if let Some(i) = cfg.routes.iter().position(|r| r.limiter.is_some()) {
                 return Err(Invalid::new(
                     keypath!["routes", i, "limiter"],
@@ -102,7 +102,7 @@ pub(crate) fn plan(cfg: &ServeConfig) -> Result<PoolPlan, Invalid> {
                 reserved,
             })
         }
-        Workers::Auto => {
+        None => {
             let global = cfg.limiter.clone().unwrap_or_default();
             if global.group.is_some() {
                 return Err(Invalid::new(

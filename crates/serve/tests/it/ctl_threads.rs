@@ -1,7 +1,7 @@
 //! Several serving threads (`Server::start_threads`, what `threads = N` starts): each thread's own
 //! SO_REUSEPORT listener takes connections, keep-alive and pipelining work on every thread, the proxy's
 //! pool serves each thread from its own connections, shutdown lets every thread's in-flight requests finish,
-//! and a reload reaches every thread.
+//! a reload reaches every thread, and the default pool counts the threads.
 
 use std::net::SocketAddr;
 use std::sync::Arc;
@@ -369,5 +369,30 @@ async fn max_connections_is_shared_by_the_threads() {
     assert!(waited.is_err(), "served beyond max_connections = 1");
     drop(held);
     assert_eq!(read_response(&mut next, &mut Vec::new()).await.0, 200);
+    h.shutdown().await.unwrap();
+}
+
+#[tokio::test]
+async fn the_default_pool_is_64_workers_per_serving_thread_also_after_a_reload() {
+    // `threads` in the file says 1: what the server started with (3) is what counts
+    let h = start_threads("threads = 1\n", 3).await;
+    let st = h.status();
+    assert_eq!(st["workers"], 192, "{st}");
+    assert_eq!(st["workers_setting"], "64 per serving thread");
+    // a reload re-reads the file (no thread count in it): the pool stays 64 per running thread
+    let fresh =
+        ordo_serve::ServeConfig::from_toml_str("threads = 1\nworkers = 64\n", "test.toml").unwrap();
+    let mut cfg = h.config();
+    cfg.workers = fresh.workers;
+    cfg.started_threads = None;
+    h.reload(cfg).unwrap();
+    assert_eq!(h.status()["workers"], 64, "a number written is the pool");
+    let mut cfg = h.config();
+    cfg.workers = ordo_serve::Workers::default();
+    cfg.started_threads = None;
+    h.reload(cfg).unwrap();
+    let st = h.status();
+    assert_eq!(st["workers"], 192, "{st}");
+    assert_eq!(st["workers_setting"], "64 per serving thread");
     h.shutdown().await.unwrap();
 }
