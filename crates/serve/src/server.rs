@@ -224,7 +224,6 @@ impl Server {
         let release = crate::listen::AbortOnDrop(tokio::spawn(
             crate::listen::release_after_closes(slots.clone()),
         ));
-        let app = Arc::new(App(shared.clone()));
         let (main_tls, extra_tls) = match &tls_listeners {
             Some(_) => (None, tls.clone()),
             None => (tls, None),
@@ -233,6 +232,7 @@ impl Server {
         let mut main = Vec::with_capacity(threads);
         let mut https = Vec::new();
         for ((listener, rt), accepted) in listeners.into_iter().zip(&handles).zip(&accepted) {
+            let app = Arc::new(App::for_thread(&shared));
             main.push(rt.spawn(crate::listen::run_listener_shared(
                 listener,
                 app.clone(),

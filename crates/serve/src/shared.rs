@@ -306,8 +306,18 @@ fn strip(req: &mut Request, prefix: &str) {
     }
 }
 
-/// The main listener's handler.
-pub(crate) struct App(pub(crate) Arc<Shared>);
+/// The main listener's handler, one per serving thread. The server state is reached through an `Arc` of the
+/// thread's own (an `Arc` of the shared `Arc`): each request's future holds a clone, and cloning the
+/// shared `Arc` itself would write a reference count every thread's requests share — a cache line that
+/// would move between cores on every request.
+pub(crate) struct App(Arc<Arc<Shared>>);
+
+impl App {
+    /// The handler of one serving thread.
+    pub(crate) fn for_thread(shared: &Arc<Shared>) -> Self {
+        App(Arc::new(Arc::clone(shared)))
+    }
+}
 
 impl Handler for App {
     fn handle(
