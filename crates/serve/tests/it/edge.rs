@@ -1,6 +1,6 @@
 //! Edge duties through a whole server: compression of static and proxied responses (decoded with the
-//! crates and with `curl --compressed`), precompressed siblings, and what is never compressed (Range, HEAD,
-//! already-encoded bodies).
+//! crates, with `curl --compressed` and by headless Chromium), precompressed siblings, and what is never
+//! compressed (Range, HEAD, already-encoded bodies).
 
 use std::io::Read;
 use std::net::SocketAddr;
@@ -635,5 +635,130 @@ async fn compression_over_http2() {
     }
     drop(send);
     conn.abort();
+    h.shutdown().await.unwrap();
+}
+
+/// A browser decodes every coding ordo makes: headless Chromium loads one page per coding over HTTPS
+/// (Chromium offers `br` and `zstd` only to secure origins) from routes that each allow one coding, and
+/// its DOM must hold the page's first and last lines; the access log shows each of Chromium's responses
+/// was sent compressed (its length well under the page's). Skipped, saying so, without Chromium.
+#[tokio::test]
+async fn chromium_decodes_every_coding() {
+    const CHROMIUM: &str = "/usr/bin/chromium";
+    if !Path::new(CHROMIUM).exists() {
+        println!("skipped: {CHROMIUM} is not installed (./scripts/setup.sh installs it)");
+        return;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let ck = rcgen::generate_simple_self_signed(vec!["localhost".to_string()]).unwrap();
+    std::fs::write(dir.path().join("c.crt"), ck.cert.pem()).unwrap();
+    std::fs::write(dir.path().join("c.key"), ck.key_pair.serialize_pem()).unwrap();
+    let page = |coding: &str| {
+        let mut p = format!("<!doctype html><html><body><p id=first>first line {coding}</p>\n");
+        for i in 0..600 {
+            p += &format!("<p>row {i} of a page that compresses well, served as {coding}</p>\n");
+        }
+        p + &format!("<p id=last>last line {coding}</p></body></html>\n")
+    };
+    let mut routes = String::new();
+    for coding in ["gzip", "br", "zstd"] {
+        let root = dir.path().join(coding);
+        std::fs::create_dir_all(&root).unwrap();
+        std::fs::write(root.join("page.html"), page(coding)).unwrap();
+        routes += &format!(
+            "[[routes]]\nprefix = \"/{coding}\"\nstrip_prefix = true\nstatic = {{ root = {root:?} }}\n\
+             [routes.compression]\nalgorithms = [\"{coding}\"]\n"
+        );
+    }
+    let log = dir.path().join("access.log");
+    let toml = format!(
+        "[compression]\nenabled = true\n\
+         [access_log]\npath = {log:?}\nformat = \"json\"\nflush_interval = \"10ms\"\n\
+         [[tls.certificates]]\ncert = \"c.crt\"\nkey = \"c.key\"\n{routes}"
+    );
+    let cfg_path = dir.path().join("ordo.toml");
+    std::fs::write(&cfg_path, toml).unwrap();
+    let h =
+        crate::ctl_util::start_cfg(ordo_serve::ServeConfig::from_file(&cfg_path).unwrap()).await;
+    let port = h.local_addr().port();
+    let raw_len = page("gzip").len();
+    for coding in ["gzip", "br", "zstd"] {
+        let url = format!("https://localhost:{port}/{coding}/page.html");
+        let profile = tempfile::tempdir().unwrap();
+        let out = tokio::task::spawn_blocking({
+            let profile = profile.path().to_path_buf();
+            move || {
+                std::process::Command::new("timeout")
+                    .arg("60")
+                    .arg(CHROMIUM)
+                    .args([
+                        "--headless",
+                        "--no-sandbox",
+                        "--disable-gpu",
+                        "--no-first-run",
+                        "--disable-background-networking",
+                        "--disable-component-update",
+                        "--disable-sync",
+                        "--ignore-certificate-errors",
+                        // nothing but this server: every other name fails at once
+                        "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
+                        "--dump-dom",
+                    ])
+                    .arg(format!("--user-data-dir={}", profile.display()))
+                    .arg(&url)
+                    .output()
+                    .expect("start chromium")
+            }
+        })
+        .await
+        .unwrap();
+        let dom = String::from_utf8_lossy(&out.stdout);
+        assert!(
+            dom.contains(&format!("first line {coding}"))
+                && dom.contains(&format!("last line {coding}")),
+            "{coding}: Chromium's DOM lacks the page ({} bytes of DOM); stderr: {}",
+            dom.len(),
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    // every page Chromium fetched was sent compressed (a page of one coding's route can only be that coding)
+    let mut seen = Vec::new();
+    for _ in 0..200 {
+        let text = std::fs::read_to_string(&log).unwrap_or_default();
+        seen = text
+            .lines()
+            .filter_map(|l| serde_json::from_str::<serde_json::Value>(l).ok())
+            .filter(|v| {
+                v["user_agent"]
+                    .as_str()
+                    .is_some_and(|u| u.contains("Chrome"))
+                    && v["target"]
+                        .as_str()
+                        .is_some_and(|t| t.ends_with("/page.html"))
+            })
+            .map(|v| {
+                (
+                    v["target"].as_str().unwrap().to_string(),
+                    v["bytes"].as_u64(),
+                )
+            })
+            .collect();
+        if seen.len() >= 3 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+    }
+    assert_eq!(
+        seen.len(),
+        3,
+        "Chromium's page requests in the access log: {seen:?}"
+    );
+    for (target, bytes) in &seen {
+        let bytes = bytes.unwrap_or(u64::MAX);
+        assert!(
+            bytes * 4 < raw_len as u64,
+            "{target}: {bytes} bytes sent for a {raw_len}-byte page: not compressed"
+        );
+    }
     h.shutdown().await.unwrap();
 }
