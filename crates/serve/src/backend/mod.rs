@@ -9,7 +9,7 @@ pub mod synthetic;
 
 use ordo_sys::thread::WorkPriority;
 
-use crate::http::{Request, Response};
+use crate::http::{Request, Response, Version};
 
 /// Why a backend could not be built from its config.
 #[derive(Debug, thiserror::Error)]
@@ -54,12 +54,21 @@ impl Backend {
     }
 
     /// An answer the backend gives without being called, before the request is scheduled: today a proxy
-    /// loop (the request already carries this proxy's Via pseudonym → 508), a redirect. `None`: schedule it.
+    /// loop (the request already carries this proxy's Via pseudonym → 508), a redirect, and an HTTP/2
+    /// client's WebSocket on a route that cannot open one (501: only a proxy route tunnels, and any `2xx`
+    /// would tell the client its tunnel is open). `None`: schedule it.
     pub fn answer_before_scheduling(&self, req: &Request) -> Option<Response> {
         match self {
             Backend::Proxy(b) => b.loop_response(req),
             Backend::Redirect(b) => Some(b.answer(req)),
-            Backend::Static(_) | Backend::Synthetic(_) => None,
+            Backend::Static(_) | Backend::Synthetic(_) => (req.version == Version::Http2
+                && proxy::upgrade_of(req).is_some())
+            .then(|| {
+                Response::text(
+                    501,
+                    "not implemented: this route does not tunnel WebSocket (only proxy routes do)",
+                )
+            }),
         }
     }
 

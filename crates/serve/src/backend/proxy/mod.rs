@@ -50,6 +50,7 @@ pub use health::{HealthCheckConfig, HealthState};
 #[allow(unused_imports)] // each room sees the others through `use super::*`
 use self::{connect::*, exchange::*, forward::*, pool::*};
 pub(crate) use connect::{parse_upstream_url, points_at_listener};
+pub(crate) use tunnel::upgrade_of;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
