@@ -23,6 +23,9 @@ enum Mode {
     Status(u16),
     /// `/health` never answers; other paths 200.
     HangHealth,
+    /// 200 after `ms` of work, at most `capacity` at once: requests beyond it wait inside the upstream, in
+    /// arrival order (a thread pool with a queue, where no class policy acts).
+    Busy { capacity: usize, ms: u64 },
 }
 
 /// An upstream server on a fixed port that can be killed and started again.
@@ -32,6 +35,11 @@ struct Up {
     hits: Arc<AtomicUsize>,
     mode: Mode,
     task: Option<tokio::task::JoinHandle<()>>,
+    /// Requests inside now (served or waiting for `Busy` capacity), and the most there were at once.
+    inside: Arc<AtomicUsize>,
+    peak: Arc<AtomicUsize>,
+    /// `Busy` capacity.
+    slots: Arc<tokio::sync::Semaphore>,
 }
 
 impl Up {
@@ -43,6 +51,12 @@ impl Up {
             hits: Arc::new(AtomicUsize::new(0)),
             mode,
             task: None,
+            inside: Arc::new(AtomicUsize::new(0)),
+            peak: Arc::new(AtomicUsize::new(0)),
+            slots: Arc::new(tokio::sync::Semaphore::new(match mode {
+                Mode::Busy { capacity, .. } => capacity,
+                _ => 0,
+            })),
         };
         u.run(l);
         u
@@ -50,6 +64,7 @@ impl Up {
 
     fn run(&mut self, l: TcpListener) {
         let (name, hits, mode) = (self.name.clone(), self.hits.clone(), self.mode);
+        let (inside, peak, slots) = (self.inside.clone(), self.peak.clone(), self.slots.clone());
         self.task = Some(tokio::spawn(async move {
             // the connections die with the server task (the set is dropped with it)
             let mut conns = JoinSet::new();
@@ -58,6 +73,7 @@ impl Up {
                     return;
                 };
                 let (name, hits) = (name.clone(), hits.clone());
+                let (inside, peak, slots) = (inside.clone(), peak.clone(), slots.clone());
                 conns.spawn(async move {
                     let mut buf = Vec::new();
                     let mut chunk = [0u8; 4096];
@@ -92,6 +108,16 @@ impl Up {
                             }
                             Mode::HangHealth => 200,
                             Mode::Status(st) => st,
+                            Mode::Busy { ms, .. } => {
+                                let now = inside.fetch_add(1, Ordering::SeqCst) + 1;
+                                peak.fetch_max(now, Ordering::SeqCst);
+                                let Ok(_slot) = slots.acquire().await else {
+                                    return;
+                                };
+                                tokio::time::sleep(Duration::from_millis(ms)).await;
+                                inside.fetch_sub(1, Ordering::SeqCst);
+                                200
+                            }
                         };
                         if !head.starts_with("GET /health") {
                             hits.fetch_add(1, Ordering::SeqCst);
@@ -125,6 +151,12 @@ impl Up {
 
     fn hits(&self) -> usize {
         self.hits.load(Ordering::SeqCst)
+    }
+
+    /// The most requests inside at once since the last call.
+    fn take_peak(&self) -> usize {
+        self.peak
+            .swap(self.inside.load(Ordering::SeqCst), Ordering::SeqCst)
     }
 }
 
@@ -194,6 +226,136 @@ async fn one_of_three_killed_and_restored_costs_clients_nothing() {
     }
     assert!(n > 0);
     assert_eq!(upstream_state(&h.status(), 0), "up");
+    h.shutdown().await.unwrap();
+}
+
+/// One class's results under a flood: answers by status, and the slowest.
+#[derive(Debug, Default)]
+struct Tally {
+    ok: usize,
+    shed: usize,
+    other: usize,
+    slowest: Duration,
+}
+
+/// `clients` clients of `class` sending requests back to back until `until`.
+fn flood(
+    addr: SocketAddr,
+    class: &'static str,
+    clients: usize,
+    until: Instant,
+) -> Vec<tokio::task::JoinHandle<Tally>> {
+    (0..clients)
+        .map(|_| {
+            tokio::spawn(async move {
+                let mut t = Tally::default();
+                while Instant::now() < until {
+                    let t0 = Instant::now();
+                    let r = request(addr, "GET", "/", &[("X-Class", class)]).await;
+                    t.slowest = t.slowest.max(t0.elapsed());
+                    match r.status {
+                        200 => t.ok += 1,
+                        503 => t.shed += 1,
+                        _ => t.other += 1,
+                    }
+                }
+                t
+            })
+        })
+        .collect()
+}
+
+async fn sum(tasks: Vec<tokio::task::JoinHandle<Tally>>) -> Tally {
+    let mut all = Tally::default();
+    for t in tasks {
+        let t = t.await.unwrap();
+        all.ok += t.ok;
+        all.shed += t.shed;
+        all.other += t.other;
+        all.slowest = all.slowest.max(t.slowest);
+    }
+    all
+}
+
+fn lane_limit(h: &ordo_serve::ServerHandle) -> (u64, f64) {
+    let s = h.status();
+    (
+        s["lanes"][0]["limit"].as_u64().unwrap_or(0),
+        s["lanes"][0]["share"].as_f64().unwrap_or(-1.0),
+    )
+}
+
+/// Issue 20 item 3, "the shedding follows the classes": three upstreams that serve 2 requests at once
+/// each (6 workers in front of them), two killed while a top and a low class flood the route. The lane is
+/// scaled to the third of its workers the survivor can take (2), so nothing queues inside the survivor:
+/// the requests over its capacity wait in ordo, where the priority policy serves the top class first and
+/// the queue timeout sheds the low class (503). When the two come back, the lane has its 6 workers again
+/// and the low class is served.
+#[tokio::test]
+async fn when_capacity_drops_the_lowest_class_is_shed_and_the_top_class_keeps_its_share() {
+    let busy = Mode::Busy {
+        capacity: 2,
+        ms: 40,
+    };
+    let a = Up::new("a", busy).await;
+    let mut b = Up::new("b", busy).await;
+    let mut c = Up::new("c", busy).await;
+    let h = start(&format!(
+        "workers = 6\npolicy = \"priority\"\nqueue_timeout = \"250ms\"\ndefault_class = \"low\"\n\
+         [[classes]]\nname = \"top\"\npriority = 10\n[[classes]]\nname = \"low\"\n\
+         [[rules]]\nclass = \"top\"\nheader = {{ name = \"X-Class\", value = \"top\" }}\n{}",
+        config(
+            &[&a, &b, &c],
+            "max_fails = 1\neject_for = \"1500ms\"\nslow_start = \"0s\"",
+        )
+    ))
+    .await;
+    let addr = h.local_addr();
+    assert_eq!(lane_limit(&h), (6, 1.0));
+    b.kill().await;
+    c.kill().await;
+    // the requests that meet b and c fail over to a and eject them (max_fails = 1)
+    for _ in 0..6 {
+        assert_eq!(get(addr, "/").await.status, 200);
+    }
+    wait_until(Duration::from_secs(5), || {
+        let s = h.status();
+        upstream_state(&s, 1) == "ejected" && upstream_state(&s, 2) == "ejected"
+    })
+    .await;
+    let ejected = Instant::now();
+    wait_until(Duration::from_secs(2), || lane_limit(&h) == (2, 0.333)).await;
+    a.take_peak();
+    // 2 top clients and 12 low ones, back to back, for 800 ms (well within the ejection)
+    let until = Instant::now() + Duration::from_millis(800);
+    let top = flood(addr, "top", 2, until);
+    let low = flood(addr, "low", 12, until);
+    let (top, low) = (sum(top).await, sum(low).await);
+    assert!(
+        ejected.elapsed() < Duration::from_millis(1500),
+        "the ejection outlasted the flood ({:?}): the test machine is too slow",
+        ejected.elapsed()
+    );
+    // the survivor never had more than its capacity: nothing queued where no policy acts
+    let peak = a.take_peak();
+    println!("2 of 3 out: top {top:?}, low {low:?}, at most {peak} inside the survivor");
+    assert!(peak <= 2, "{peak} requests inside the survivor at once");
+    // the top class lost nothing; the low class was shed
+    assert_eq!((top.shed, top.other), (0, 0), "top {top:?}, low {low:?}");
+    assert!(top.ok >= 4, "top {top:?}");
+    assert!(low.shed > 0 && low.other == 0, "low {low:?}");
+    assert!(
+        top.slowest < Duration::from_millis(250),
+        "a top request waited {:?} (the queue timeout is 250 ms)",
+        top.slowest
+    );
+    // recovery: back after the ejection, the lane has its 6 workers again and the low class is served
+    b.restart().await;
+    c.restart().await;
+    wait_until(Duration::from_secs(5), || lane_limit(&h) == (6, 1.0)).await;
+    let until = Instant::now() + Duration::from_millis(300);
+    let low = sum(flood(addr, "low", 4, until)).await;
+    assert!(low.ok > 0 && low.shed == 0 && low.other == 0, "low {low:?}");
     h.shutdown().await.unwrap();
 }
 
@@ -302,6 +464,47 @@ async fn the_retry_budget_caps_extra_requests() {
     let before = a.hits() + b.hits() + c.hits();
     assert_eq!(request(h.local_addr(), "POST", "/", &[]).await.status, 503);
     assert_eq!(a.hits() + b.hits() + c.hits(), before + 1);
+    h.shutdown().await.unwrap();
+}
+
+/// The retry budget follows the classes: a low class flooding a failing group spends the budget only down
+/// to half its reserve, so the top class's requests still get their retry.
+#[tokio::test]
+async fn the_retry_budget_keeps_retries_for_the_top_class() {
+    let (a, b) = (
+        Up::new("a", Mode::Status(503)).await,
+        Up::new("b", Mode::Status(503)).await,
+    );
+    let h = start(&format!(
+        "policy = \"priority\"\ndefault_class = \"low\"\n\
+         [[classes]]\nname = \"top\"\npriority = 10\n[[classes]]\nname = \"low\"\n\
+         [[rules]]\nclass = \"top\"\nheader = {{ name = \"X-Class\", value = \"top\" }}\n{}",
+        config(&[&a, &b], "retry_on = [\"503\"]\ntries = 2\nmax_fails = 0")
+    ))
+    .await;
+    let addr = h.local_addr();
+    let hits = || a.hits() + b.hits();
+    let n = 150;
+    for _ in 0..n {
+        let r = request(addr, "GET", "/", &[("X-Class", "low")]).await;
+        assert_eq!(r.status, 503);
+    }
+    let low_retries = hits() - n;
+    // each serving thread's reserve (10) spent only down to half, then 20% of the requests
+    let threads = h.status()["accepted_per_thread"]
+        .as_array()
+        .map_or(1, Vec::len);
+    assert!(
+        low_retries > 5 && low_retries <= n / 5 + 5 * threads,
+        "{low_retries} retries for {n} low requests on {threads} serving threads"
+    );
+    // every top request still gets its retry (each serving thread's budget holds at least 5 for it)
+    let before = hits();
+    for _ in 0..5 {
+        let r = request(addr, "GET", "/", &[("X-Class", "top")]).await;
+        assert_eq!(r.status, 503);
+    }
+    assert_eq!(hits() - before, 10, "5 top requests, each tried twice");
     h.shutdown().await.unwrap();
 }
 
