@@ -1358,6 +1358,51 @@ mod tests {
         assert_eq!((s.workers, s.busy, s.queued), (6, 3, 0));
     }
 
+    /// With a share policy the classes keep their shares of the smaller limit: stride 3:1 over a lane
+    /// scaled from 6 workers to 2.
+    #[tokio::test]
+    async fn a_scaled_lane_keeps_the_stride_shares() {
+        let mut cs = vec![ClassSpec::new("a"), ClassSpec::new("b")];
+        cs[0].weight = 3;
+        let g = Gate::new(SchedConfig::new(cs, PolicyKind::Stride), None, 6).unwrap();
+        let names: [Arc<str>; 2] = [Arc::from("a"), Arc::from("b")];
+        let mut held = Vec::new();
+        for _ in 0..6 {
+            held.push(g.acquire(meta(&g, 1), &names[1]).await.unwrap());
+        }
+        assert!(g.set_share(SHARED_LANE, 333));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let peak = Arc::new(AtomicUsize::new(0));
+        for i in 0..32 {
+            let (g, tx, peak) = (g.clone(), tx.clone(), peak.clone());
+            let class = i % 2;
+            let name = names[class].clone();
+            tokio::spawn(async move {
+                let p = g.acquire(meta(&g, class), &name).await.unwrap();
+                peak.fetch_max(g.snapshot().busy, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                let _ = tx.send(class);
+                drop(p);
+            });
+        }
+        until(|| g.snapshot().queued == 32).await;
+        held.clear();
+        let mut order = Vec::new();
+        while order.len() < 16 {
+            order.push(rx.recv().await.unwrap());
+        }
+        let a = order.iter().filter(|&&c| c == 0).count();
+        assert!(
+            (11..=13).contains(&a),
+            "{a} of 16 to the 3:1 class: {order:?}"
+        );
+        assert_eq!(
+            peak.load(Ordering::SeqCst),
+            2,
+            "never more than the scaled limit"
+        );
+    }
+
     #[tokio::test]
     async fn a_waiter_that_went_away_leaves_the_queue_at_once() {
         let g = gate(1, PolicyKind::Fcfs);
