@@ -890,6 +890,56 @@ async fn websocket_over_http2_is_tunnelled_to_an_http1_upstream() {
     h.shutdown().await.unwrap();
 }
 
+/// RFC 8441 with another implementation on the client side than the server's: Python's `h2` (hyper-h2) for
+/// HTTP/2 and `websockets`' Sans-I/O protocol for the frames (tests/data/ws_echo.py `h2client`), through
+/// ordo to the `websockets` echo server: 40 text and binary messages up to 70 KB (the client waits for
+/// window as h2 tells it) and the close handshake, after which ordo ends the stream.
+#[tokio::test]
+async fn websocket_over_http2_with_python_h2_and_websockets() {
+    match std::process::Command::new("python3")
+        .args(["-c", "import h2"])
+        .output()
+    {
+        Ok(o) if o.status.success() => {}
+        _ => {
+            println!("skipped: python3 has no h2 module (./scripts/setup.sh installs it)");
+            return;
+        }
+    }
+    let Some((_server, port)) = ws_echo_server().await else {
+        return;
+    };
+    let h = start(&format!(
+        "[[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"127.0.0.1:{port}\"] }}\n"
+    ))
+    .await;
+    let addr = h.local_addr();
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("python3")
+            .args([
+                WS_ECHO,
+                "h2client",
+                &addr.ip().to_string(),
+                &addr.port().to_string(),
+                "/echo",
+                "20",
+            ])
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success() && stdout.trim() == "ok 40 closed",
+        "client: {stdout} {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+    h.shutdown().await.unwrap();
+}
+
 /// What cannot be tunnelled over HTTP/2 is refused with its status: a plain CONNECT (ordo is no forward
 /// proxy) 405, another `:protocol` 501, a WebSocket on a route that is not a proxy 501, an upstream that
 /// answers the handshake 200 instead of 101 → 502 (a 2xx would open the tunnel), and its 403 is passed on.
