@@ -455,7 +455,7 @@ impl ProxyBackend {
     }
 
     /// Forwards `req`, a request of a class of rank `rank` (thousandths; `crate::backend::ClassInfo`):
-    /// its retries are taken from the budget by that rank ([`retry::budget_allows`]).
+    /// its retries are taken from the budget by that rank (`retry::budget_allows`).
     pub async fn call_ranked(&self, req: &Request, rank: u32) -> Response {
         if let Some(resp) = self.loop_response(req) {
             return resp;
