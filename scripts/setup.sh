@@ -36,10 +36,12 @@ if [ ${#need[@]} -gt 0 ]; then
   apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
 fi
 # Python modules the serve tests drive real peers with: websockets (a WebSocket client and server through
-# the proxy) and PyYAML (the Kubernetes example's manifest).
+# the proxy), h2 (hyper-h2: the WebSocket client over HTTP/2, RFC 8441) and PyYAML (the Kubernetes
+# example's manifest).
 if command -v python3 >/dev/null 2>&1; then
   py_need=()
   python3 -c 'import websockets' >/dev/null 2>&1 || py_need+=(websockets)
+  python3 -c 'import h2' >/dev/null 2>&1 || py_need+=(h2)
   python3 -c 'import yaml' >/dev/null 2>&1 || py_need+=(pyyaml)
   if [ ${#py_need[@]} -gt 0 ]; then
     echo "setup: pip installing ${py_need[*]}" >&2

@@ -229,6 +229,7 @@ fn lanes(snap: &crate::gate::GateSnapshot) -> Vec<serde_json::Value> {
                 "last_rtt_ms": lim.and_then(|s| s.last_rtt).map(ms),
                 "probing": lim.is_some_and(|s| s.probing),
                 "retired": l.retired,
+                "share": f64::from(l.share) / 1000.0,
             })
         })
         .collect()

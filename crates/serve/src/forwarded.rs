@@ -94,14 +94,19 @@ fn seed() -> u64 {
     h.finish()
 }
 
-/// A fresh request id: 128 bits in 32 lower-case hex digits (per-thread generator: no shared state).
-pub fn new_request_id() -> String {
-    const HEX: &[u8; 16] = b"0123456789abcdef";
+/// 128 fresh random bits (per-thread generator: no shared state; not for secrets).
+pub(crate) fn random_bits() -> u128 {
     let (a, b) = RNG.with(|r| {
         let mut r = r.borrow_mut();
         (r.next_u64(), r.next_u64())
     });
-    let bits = (u128::from(a) << 64) | u128::from(b);
+    (u128::from(a) << 64) | u128::from(b)
+}
+
+/// A fresh request id: 128 bits in 32 lower-case hex digits (per-thread generator: no shared state).
+pub fn new_request_id() -> String {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bits = random_bits();
     let mut out = [0u8; 32];
     for (i, d) in out.iter_mut().enumerate() {
         *d = HEX[((bits >> (124 - 4 * i)) & 0xf) as usize];

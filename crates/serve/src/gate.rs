@@ -7,7 +7,9 @@
 //! `workers = "auto"` each route (or group of routes) has its own lane, whose limit an
 //! `ordo_sched::limit::Limiter` moves from the round trips of the requests it served. Each lane has its own
 //! scheduler (the class policy orders what waits for that lane), and a class may have workers reserved in
-//! every lane that no other class can take (docs/overload.md).
+//! every lane that no other class can take (docs/overload.md). While a lane's backends have lost part of
+//! their capacity (a proxy group's upstreams ejected or down), the lane admits only that share of its limit
+//! (`Gate::set_share`): the rest wait in its queue, ordered by the class policy.
 //!
 //! **The fast path.** Below saturation nothing waits, and the policy has nothing to decide: a request that
 //! finds a free worker and an empty queue takes it with one compare-and-swap on its lane's permit counter
@@ -18,7 +20,7 @@
 //! release comes second, one of them sees the other (both use sequentially consistent order on `busy`
 //! and `queued`), so no request waits while a worker is free.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
 use std::time::Duration;
 
@@ -75,6 +77,21 @@ impl PoolPlan {
             reserved: Vec::new(),
         }
     }
+}
+
+/// A whole lane's limit in force, in thousandths.
+pub const FULL_SHARE: u32 = 1000;
+
+/// A lane's limit in force when its backends can take only `share` thousandths of their capacity: the
+/// limit scaled to the nearest worker, at least one, and at least one more than the workers reserved to
+/// classes (so every reservation still holds and one worker is shared).
+pub fn scaled_limit(limit: usize, share: u32, reserved: usize) -> usize {
+    if share >= FULL_SHARE {
+        return limit;
+    }
+    let full = FULL_SHARE as usize;
+    let scaled = (limit * share as usize + full / 2) / full;
+    scaled.max(1).max(reserved + 1).min(limit)
 }
 
 /// What a queued request is sent when the policy picks it (it becomes the caller's [`Permit`]).
@@ -136,6 +153,9 @@ struct LaneCore {
     retired: AtomicBool,
     /// Bumped when the lane's classes change, so a permit can tell its class index is stale.
     generation: AtomicU64,
+    /// The share of the limit in force, in thousandths (1000: all): what its backends can still take
+    /// (`Gate::set_share`). A copy of the lane's, read without the lock to skip unchanged updates.
+    share: AtomicU32,
     /// The gate, for a release that must dispatch (weak: the gate owns its lanes).
     shared: Weak<Shared>,
     key: Arc<str>,
@@ -184,6 +204,8 @@ struct Lane {
     /// In flight on reserved workers.
     reserved_busy: usize,
     limit: LimitState,
+    /// The share of `limit` in force, in thousandths (see [`Gate::set_share`]).
+    share: u32,
 }
 
 impl Lane {
@@ -205,6 +227,7 @@ impl Lane {
                 learns: AtomicBool::new(false),
                 retired: AtomicBool::new(false),
                 generation: AtomicU64::new(0),
+                share: AtomicU32::new(FULL_SHARE),
                 shared,
             }),
             sched,
@@ -214,6 +237,7 @@ impl Lane {
             class_busy: Vec::new(),
             reserved_busy: 0,
             limit,
+            share: FULL_SHARE,
         };
         lane.set_classes(names, reserved);
         lane.settle();
@@ -224,8 +248,10 @@ impl Lane {
         &self.core.key
     }
 
+    /// The limit in force: the configured or learned one, times the lane's share (see
+    /// [`scaled_limit`]).
     fn limit(&self) -> usize {
-        self.limit.limit()
+        scaled_limit(self.limit.limit(), self.share, self.reserved_total)
     }
 
     fn busy(&self) -> usize {
@@ -246,7 +272,7 @@ impl Lane {
         let limit = self.limit();
         self.sched.set_capacity(limit);
         let fast = match self.limit {
-            LimitState::Fixed(n) if self.reserved_total == 0 && !self.retired() => n,
+            LimitState::Fixed(_) if self.reserved_total == 0 && !self.retired() => limit,
             _ => 0,
         };
         self.core.fast_limit.store(fast, Ordering::SeqCst);
@@ -739,6 +765,8 @@ pub struct LaneSnapshot {
     /// The adaptive limiter's state (None for a fixed limit).
     pub limiter: Option<LimiterSnapshot>,
     pub retired: bool,
+    /// The share of the limit in force, in thousandths ([`Gate::set_share`]; 1000: all).
+    pub share: u32,
 }
 
 /// Numbers for metrics and status.
@@ -1071,6 +1099,39 @@ impl Gate {
         Ok(())
     }
 
+    /// Let lane `key` admit only `share` thousandths of its limit (at most [`FULL_SHARE`]; see
+    /// [`scaled_limit`]): its backends lost that much of their capacity (upstreams ejected or down). The
+    /// requests over the new limit wait in the lane's queue, where the class policy orders them and the
+    /// queue caps and timeouts shed them; none in flight is stopped. A raised share dispatches what waits
+    /// at once. Returns whether anything changed (an unchanged share takes no lock).
+    pub fn set_share(&self, key: &str, share: u32) -> bool {
+        let share = share.min(FULL_SHARE);
+        let unchanged = self
+            .shared
+            .table
+            .load()
+            .iter()
+            .find(|c| &*c.key == key)
+            .is_none_or(|c| c.share.load(Ordering::Relaxed) == share);
+        if unchanged {
+            return false;
+        }
+        let mut st = self.shared.lock();
+        let Some(li) = st
+            .lanes
+            .iter()
+            .position(|l| &**l.key() == key && !l.retired())
+        else {
+            return false;
+        };
+        let lane = &mut st.lanes[li];
+        lane.share = share;
+        lane.core.share.store(share, Ordering::Relaxed);
+        lane.settle();
+        self.shared.pump(&mut st, li);
+        true
+    }
+
     /// Stop: every queued request is answered `Shutdown` at once; later acquires are refused. In-flight
     /// permits finish normally.
     pub fn close(&self) {
@@ -1134,6 +1195,7 @@ impl Gate {
                         LimitState::Fixed(_) => None,
                     },
                     retired: l.retired(),
+                    share: l.share,
                 })
                 .collect(),
         }
@@ -1231,6 +1293,114 @@ mod tests {
         let waited = waiter.await.unwrap().unwrap();
         assert!(waited > Duration::ZERO);
         until(|| g.snapshot().busy == 0).await;
+    }
+
+    #[test]
+    fn a_scaled_limit_rounds_up_and_keeps_the_reservations() {
+        // (limit, share, reserved) → limit in force
+        for (limit, share, reserved, want) in [
+            (6, 1000, 0, 6),
+            (6, 334, 0, 2),
+            (6, 333, 0, 2),
+            (6, 667, 0, 4),
+            (8, 334, 0, 3),
+            (8, 1, 0, 1),
+            (8, 0, 0, 1),
+            (8, 100, 2, 3),
+            (3, 100, 2, 3),
+            (100, 500, 10, 50),
+        ] {
+            assert_eq!(
+                scaled_limit(limit, share, reserved),
+                want,
+                "{limit} × {share}‰ with {reserved} reserved"
+            );
+        }
+    }
+
+    /// Capacity lost (a share below the whole): the requests over the lane's new limit wait, the class
+    /// policy picks who goes first (priority: the top class), and a restored share dispatches the rest.
+    #[tokio::test]
+    async fn a_lane_admits_its_share_and_the_policy_orders_the_rest() {
+        let mut cs = vec![ClassSpec::new("top"), ClassSpec::new("low")];
+        cs[0].priority = 10;
+        let g = Gate::new(SchedConfig::new(cs, PolicyKind::Priority), None, 6).unwrap();
+        let (top, low): (Arc<str>, Arc<str>) = (Arc::from("top"), Arc::from("low"));
+        let mut held = Vec::new();
+        for _ in 0..6 {
+            held.push(g.acquire(meta(&g, 1), &low).await.unwrap());
+        }
+        assert!(g.set_share(SHARED_LANE, 333));
+        assert!(!g.set_share(SHARED_LANE, 333), "unchanged");
+        let s = g.snapshot();
+        assert_eq!((s.workers, s.busy, s.lanes[0].share), (2, 6, 333));
+        let spawn = |class: Arc<str>, i: usize| {
+            let g = g.clone();
+            tokio::spawn(async move { g.acquire(meta(&g, i), &class).await })
+        };
+        let l = spawn(low.clone(), 1);
+        until(|| g.snapshot().queued == 1).await;
+        let t = spawn(top.clone(), 0);
+        until(|| g.snapshot().queued == 2).await;
+        // four finish: 2 in flight, the limit in force; nothing is dispatched
+        held.truncate(2);
+        tokio::task::yield_now().await;
+        assert_eq!(g.snapshot().queued, 2);
+        // one more: the top class goes first (and takes the second worker)
+        held.pop();
+        let _top = t.await.unwrap().unwrap();
+        assert_eq!(g.snapshot().queued, 1);
+        assert!(!l.is_finished());
+        // the capacity is back: the low class's request is dispatched at once
+        assert!(g.set_share(SHARED_LANE, FULL_SHARE));
+        let _low = l.await.unwrap().unwrap();
+        let s = g.snapshot();
+        assert_eq!((s.workers, s.busy, s.queued), (6, 3, 0));
+    }
+
+    /// With a share policy the classes keep their shares of the smaller limit: stride 3:1 over a lane
+    /// scaled from 6 workers to 2.
+    #[tokio::test]
+    async fn a_scaled_lane_keeps_the_stride_shares() {
+        let mut cs = vec![ClassSpec::new("a"), ClassSpec::new("b")];
+        cs[0].weight = 3;
+        let g = Gate::new(SchedConfig::new(cs, PolicyKind::Stride), None, 6).unwrap();
+        let names: [Arc<str>; 2] = [Arc::from("a"), Arc::from("b")];
+        let mut held = Vec::new();
+        for _ in 0..6 {
+            held.push(g.acquire(meta(&g, 1), &names[1]).await.unwrap());
+        }
+        assert!(g.set_share(SHARED_LANE, 333));
+        let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel();
+        let peak = Arc::new(AtomicUsize::new(0));
+        for i in 0..32 {
+            let (g, tx, peak) = (g.clone(), tx.clone(), peak.clone());
+            let class = i % 2;
+            let name = names[class].clone();
+            tokio::spawn(async move {
+                let p = g.acquire(meta(&g, class), &name).await.unwrap();
+                peak.fetch_max(g.snapshot().busy, Ordering::SeqCst);
+                tokio::task::yield_now().await;
+                let _ = tx.send(class);
+                drop(p);
+            });
+        }
+        until(|| g.snapshot().queued == 32).await;
+        held.clear();
+        let mut order = Vec::new();
+        while order.len() < 16 {
+            order.push(rx.recv().await.unwrap());
+        }
+        let a = order.iter().filter(|&&c| c == 0).count();
+        assert!(
+            (11..=13).contains(&a),
+            "{a} of 16 to the 3:1 class: {order:?}"
+        );
+        assert_eq!(
+            peak.load(Ordering::SeqCst),
+            2,
+            "never more than the scaled limit"
+        );
     }
 
     #[tokio::test]

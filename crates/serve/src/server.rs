@@ -220,6 +220,17 @@ impl Server {
         }
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timer = tokio::spawn(gate.clone().run_timer());
+        // the lanes follow their upstreams' health (a weak reference: it ends with the server)
+        let weak = Arc::downgrade(&shared);
+        let capacity = crate::listen::AbortOnDrop(tokio::spawn(async move {
+            let mut every = tokio::time::interval(crate::shared::CAPACITY_EVERY);
+            every.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+            loop {
+                every.tick().await;
+                let Some(shared) = weak.upgrade() else { return };
+                shared.follow_capacity();
+            }
+        }));
         let slots = crate::listen::Slots::new(limits.max_connections);
         let release = crate::listen::AbortOnDrop(tokio::spawn(
             crate::listen::release_after_closes(slots.clone()),
@@ -273,6 +284,7 @@ impl Server {
             timer,
             workers,
             _release: release,
+            _capacity: capacity,
         })
     }
 }
@@ -290,6 +302,8 @@ pub struct ServerHandle {
     /// The serving threads beyond the caller's.
     workers: Vec<Worker>,
     _release: crate::listen::AbortOnDrop,
+    /// The task that scales the lanes to their upstreams' health (`Shared::follow_capacity`).
+    _capacity: crate::listen::AbortOnDrop,
 }
 
 impl ServerHandle {

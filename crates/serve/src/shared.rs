@@ -12,7 +12,7 @@ use crate::access_log::{RequestLine, Served};
 use crate::classify::{Found, size_hint};
 use crate::compile::{Active, Compiled, nanos};
 use crate::config::{ConfigError, Invalid, ServeConfig};
-use crate::gate::{Gate, Overloaded};
+use crate::gate::{FULL_SHARE, Gate, Overloaded};
 use crate::http::{Handler, Request, Response};
 use crate::keypath;
 use crate::metrics::{ClassMetrics, Metrics};
@@ -152,6 +152,36 @@ impl Shared {
         self.reload(new)
     }
 
+    /// Scales each lane of workers to what its proxy routes' upstreams can still take
+    /// (`capacity_follows_health`): the healthy share of their weight (a lane shared by several routes
+    /// sums them; a lane without such a route, or whose upstreams are all out — answered 503 at once
+    /// anyway — keeps its whole limit). Called every [`CAPACITY_EVERY`] by the server.
+    pub(crate) fn follow_capacity(&self) {
+        let active = self.active();
+        let mut per_lane: Vec<(&Arc<str>, f64, f64)> = Vec::new();
+        for route in active.router.routes() {
+            let (Some((up, all)), Some(lane)) =
+                (route.backend.capacity(), active.lane_of(&route.key))
+            else {
+                continue;
+            };
+            match per_lane.iter_mut().find(|(k, ..)| ***k == **lane) {
+                Some(e) => {
+                    e.1 += up;
+                    e.2 += all;
+                }
+                None => per_lane.push((lane, up, all)),
+            }
+        }
+        for (_, lane) in &active.lanes {
+            let share = per_lane
+                .iter()
+                .find(|(k, ..)| ***k == **lane)
+                .map_or(FULL_SHARE, |(_, up, all)| lane_share(*up, *all));
+            self.gate.set_share(lane, share);
+        }
+    }
+
     /// The request path. `served` (when the access log is on) learns the class, queue wait and service time.
     async fn serve(
         &self,
@@ -256,10 +286,10 @@ impl Shared {
             }
         };
         dm.dispatch(permit.waited());
-        let priority = active.priority_of(class);
+        let info = active.class_info(class);
         let mut resp = match edge {
-            Some(e) => e.call(&route.backend, &req, priority).await,
-            None => route.backend.call_at(&req, priority).await,
+            Some(e) => e.call(&route.backend, &req, info).await,
+            None => route.backend.call_at(&req, info).await,
         };
         // from dispatch to the backend's answer, on the gate's clock: the figure the scheduler learns too
         let service = permit.finish(matches!(resp.status, 502..=504));
@@ -288,6 +318,19 @@ impl Shared {
         count(resp.status);
         resp
     }
+}
+
+/// How often the lanes follow their upstreams' health ([`Shared::follow_capacity`]).
+pub(crate) const CAPACITY_EVERY: std::time::Duration = std::time::Duration::from_millis(100);
+
+/// A lane's share of its limit, in thousandths, when its upstreams' weight `up` of `all` takes requests:
+/// the whole when all of it or none of it does (with none, every request is answered 503 at once: there
+/// is nothing to hold back).
+pub(crate) fn lane_share(up: f64, all: f64) -> u32 {
+    if !(up > 0.0 && up < all) {
+        return FULL_SHARE;
+    }
+    ((up / all * f64::from(FULL_SHARE)).round() as u32).clamp(1, FULL_SHARE)
 }
 
 /// Remove a route prefix from the (normalised) path, the one routing matched, and rebuild the target from
@@ -342,6 +385,27 @@ impl Handler for App {
             let resp = shared.serve(active, req, Some(&mut served)).await;
             log.log(&line, &resp, &served, start.elapsed());
             with_id(resp)
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_lane_takes_the_healthy_share_of_its_upstreams_weight() {
+        // (healthy weight, whole weight) → share in thousandths
+        for (up, all, want) in [
+            (3.0, 3.0, FULL_SHARE),
+            (1.0, 3.0, 333),
+            (2.0, 3.0, 667),
+            (0.1, 3.0, 33), // one upstream back from an ejection, at the start of its slow start
+            (0.0, 3.0, FULL_SHARE), // all out: answered 503 at once, nothing to hold back
+            (0.0001, 1000.0, 1),
+            (0.0, 0.0, FULL_SHARE),
+        ] {
+            assert_eq!(lane_share(up, all), want, "{up} of {all}");
         }
     }
 }

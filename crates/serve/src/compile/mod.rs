@@ -12,7 +12,7 @@ use ordo_sys::Policy;
 use ordo_sys::thread::WorkPriority;
 
 use crate::admin_guard::AdminGuard;
-use crate::backend::Backend;
+use crate::backend::{Backend, ClassInfo, TOP_RANK};
 use crate::classify::{Classifier, Route, Router};
 use crate::config::{ConfigError, HeadersConfig, Invalid, ServeConfig};
 use crate::keypath;
@@ -52,6 +52,8 @@ pub(crate) struct Active {
     /// The kernel priority of each class that has one (`nice`, `thread_policy`); the others run at the
     /// thread's own.
     pub(crate) priorities: Vec<(Arc<str>, WorkPriority)>,
+    /// Each class's rank (`class_ranks`), for the backends.
+    pub(crate) ranks: Vec<(Arc<str>, u32)>,
     /// Each class's counters, by the classifier's class index (empty when compiled without metrics).
     pub(crate) class_metrics: Vec<Arc<crate::metrics::ClassMetrics>>,
     /// Each route's edge duties (rate limit, access control, compression).
@@ -69,6 +71,19 @@ impl Active {
             .find(|(n, _)| &**n == class)
             .map(|(_, p)| *p)
             .unwrap_or_default()
+    }
+
+    /// What a backend is told of a class: its kernel priority and its rank (a class no longer configured
+    /// ranks top: it is served as before).
+    pub(crate) fn class_info(&self, class: &str) -> ClassInfo {
+        ClassInfo {
+            priority: self.priority_of(class),
+            rank: self
+                .ranks
+                .iter()
+                .find(|(n, _)| &**n == class)
+                .map_or(TOP_RANK, |(_, r)| *r),
+        }
     }
 
     /// The response counters of the route with `prefix` (or [`crate::metrics::NO_ROUTE`]).
@@ -252,6 +267,7 @@ impl Compiled {
                 admin,
                 forwarding,
                 priorities,
+                ranks: class_ranks(cfg),
                 class_metrics: metrics.map_or_else(Vec::new, |m| {
                     cfg.effective_classes()
                         .iter()
@@ -274,6 +290,32 @@ impl Compiled {
             tls,
         })
     }
+}
+
+/// Each class's rank among the classes, in thousandths ([`TOP_RANK`] the top, 0 the lowest): classes are
+/// ordered by `priority`, then by `weight` (a priority policy orders them by the first, a share policy
+/// by the second), and the distinct places spread evenly from 0 to the top; classes that tie share a
+/// rank, and a class alone (or all tied) is the top.
+pub(crate) fn class_ranks(cfg: &ServeConfig) -> Vec<(Arc<str>, u32)> {
+    let classes = cfg.effective_classes();
+    let mut keys: Vec<(i32, u32)> = classes.iter().map(|c| (c.priority, c.weight)).collect();
+    keys.sort_unstable();
+    keys.dedup();
+    let places = keys.len().saturating_sub(1) as u64;
+    classes
+        .iter()
+        .map(|c| {
+            let place = keys
+                .iter()
+                .position(|k| *k == (c.priority, c.weight))
+                .unwrap_or(0) as u64;
+            // (all tied: no places to spread over, everyone is the top)
+            let rank = (place * u64::from(TOP_RANK))
+                .checked_div(places)
+                .map_or(TOP_RANK, |r| r as u32);
+            (Arc::from(c.name.as_str()), rank)
+        })
+        .collect()
 }
 
 /// What the kernel lets this process do with its threads' priorities.
@@ -401,6 +443,37 @@ mod tests {
     }
 
     const CLASSES: &str = "[[classes]]\nname = \"top\"\n[[classes]]\nname = \"low\"\n";
+
+    #[test]
+    fn classes_rank_by_priority_then_weight() {
+        let ranks = |text: &str| {
+            let cfg = ServeConfig::from_toml_str(text, "t.toml").unwrap();
+            class_ranks(&cfg)
+                .into_iter()
+                .map(|(n, r)| (n.to_string(), r))
+                .collect::<Vec<_>>()
+        };
+        let named = |v: &[(&str, u32)]| {
+            v.iter()
+                .map(|(n, r)| (n.to_string(), *r))
+                .collect::<Vec<_>>()
+        };
+        // priority
+        let three = "policy = \"priority\"\n[[classes]]\nname = \"top\"\npriority = 10\n[[classes]]\nname = \"mid\"\npriority = 5\n[[classes]]\nname = \"low\"\n";
+        assert_eq!(
+            ranks(three),
+            named(&[("top", TOP_RANK), ("mid", 500), ("low", 0)])
+        );
+        // shares: the larger weight ranks higher; a tie shares its rank
+        let stride = "policy = \"stride\"\n[[classes]]\nname = \"a\"\nweight = 3\n[[classes]]\nname = \"b\"\n[[classes]]\nname = \"c\"\n";
+        assert_eq!(ranks(stride), named(&[("a", TOP_RANK), ("b", 0), ("c", 0)]));
+        // classes that all tie (and the one default class) are the top
+        assert_eq!(
+            ranks(CLASSES),
+            named(&[("top", TOP_RANK), ("low", TOP_RANK)])
+        );
+        assert!(ranks("").iter().all(|(_, r)| *r == TOP_RANK));
+    }
 
     #[test]
     fn class_priorities_are_read_and_checked() {

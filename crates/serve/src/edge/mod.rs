@@ -97,14 +97,14 @@ impl EdgeRoute {
         &self,
         backend: &Backend,
         req: &Request,
-        priority: ordo_sys::thread::WorkPriority,
+        class: crate::backend::ClassInfo,
     ) -> Response {
         if let (Some(c), Backend::Static(s)) = (&self.compression, backend) {
             if let Some(resp) = c.precompressed(s, req).await {
                 return resp;
             }
         }
-        backend.call_at(req, priority).await
+        backend.call_at(req, class).await
     }
 
     /// The response as it leaves: `extra` headers added, compressed when the route and the request allow.

@@ -25,13 +25,17 @@
 //!   accepted; ordo counts the streams a client resets after that (queued, being served or being answered)
 //!   and sends GOAWAY(ENHANCE_YOUR_CALM) and closes once `max_premature_resets` is spent (each answered stream
 //!   earns one back). CONTINUATION, SETTINGS and PING floods are bounded by `h2` (see the tests);
-//! - on shutdown: GOAWAY, the streams in flight finish (within the server's shutdown grace), then close.
+//! - on shutdown: GOAWAY, the streams in flight finish (within the server's shutdown grace), then close;
+//! - WebSocket (RFC 8441): SETTINGS_ENABLE_CONNECT_PROTOCOL is announced; an extended CONNECT with
+//!   `:protocol websocket` is the HTTP/1.1 handshake to the handler, and its stream carries the tunnel a proxy
+//!   route opens (`tunnel`). A plain CONNECT is 405, another `:protocol` 501.
 //!
 //! For speed (docs/serve.md, "HTTP/2 against nginx"): a stream answered at once is served by the
 //! connection task without a task of its own (`stream::start`), and the frames of one poll of the connection
 //! leave in one write (`Batch`).
 
 mod stream;
+mod tunnel;
 
 use crate::log_limit::LogLimit;
 use std::future::Future;
@@ -89,6 +93,10 @@ pub struct Http2Config {
     /// connection starts its handler, so a client that opens its streams with a zero window and never
     /// reads pins at most this (plus one response) instead of every response of every stream.
     pub max_buffered_bytes: u64,
+    /// Announce SETTINGS_ENABLE_CONNECT_PROTOCOL and take WebSockets over HTTP/2 (RFC 8441 extended
+    /// CONNECT), which proxy routes open upstream as HTTP/1.1 WebSockets. Off: browsers use HTTP/1.1 for
+    /// their WebSockets.
+    pub extended_connect: bool,
 }
 
 impl Default for Http2Config {
@@ -104,6 +112,7 @@ impl Default for Http2Config {
             max_frame_size: 16 * 1024,
             max_premature_resets: 100,
             max_buffered_bytes: 1024 * 1024,
+            extended_connect: true,
         }
     }
 }
@@ -201,6 +210,9 @@ impl Http2Config {
             .initial_window_size(self.initial_window_size)
             .initial_connection_window_size(self.connection_window_size)
             .max_frame_size(self.max_frame_size);
+        if self.extended_connect {
+            b.enable_connect_protocol();
+        }
         b
     }
 }

@@ -32,14 +32,14 @@ use crate::http::{Body, Handler, Headers, Request, Response, Version, date};
 const FILE_CHUNK: usize = 64 * 1024;
 
 /// Why a stream stopped before its response was complete.
-enum Stop {
+pub(super) enum Stop {
     /// The client reset the stream.
     Reset,
     /// Anything else: the connection failed, the client stopped reading, a backend body broke off.
     Failed,
 }
 
-fn stop_of(e: &h2::Error) -> Stop {
+pub(super) fn stop_of(e: &h2::Error) -> Stop {
     if e.is_reset() && e.is_remote() {
         Stop::Reset
     } else {
@@ -88,7 +88,8 @@ pub(super) fn start<H: Handler>(
     mut respond: SendResponse<Bytes>,
     ctx: &Arc<ConnCtx<H>>,
 ) -> Started<H> {
-    if !req.body().is_end_stream() {
+    // (an extended CONNECT's stream stays open for its tunnel, whatever its HEADERS said)
+    if !req.body().is_end_stream() || req.method() == http::Method::CONNECT {
         return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
     }
     // later streams keep their arrival order behind those waiting for a turn (or for the connection's
@@ -243,7 +244,9 @@ async fn serve<H: Handler>(
             r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
         }
     }
-    if !body.is_end_stream() {
+    // admitted, a CONNECT is an extended CONNECT for a WebSocket (RFC 8441): its stream is the tunnel's
+    let tunnel = parts.method == http::Method::CONNECT;
+    if !tunnel && !body.is_end_stream() {
         match read_body(&mut body, limits.max_body_bytes, limits.head_timeout).await {
             Ok(b) => request.body = b,
             Err(BodyError::TooLarge) => {
@@ -256,7 +259,7 @@ async fn serve<H: Handler>(
             Err(BodyError::Stream(s)) => return s.into(),
         }
     }
-    drop(body);
+    let recv = if tunnel { Some(body) } else { None };
     // The handler (classify, queue, serve), watched for a reset: dropping its future leaves the queue or
     // frees the worker at once.
     let fut = ctx.handler.handle(request);
@@ -266,6 +269,9 @@ async fn serve<H: Handler>(
         r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
     };
     drop(slot);
+    if let Some(recv) = recv {
+        return super::tunnel::answer(respond, resp, recv, &ctx).await;
+    }
     match send(&mut respond, resp, head_request, &ctx).await {
         Ok(()) => Outcome::Answered,
         Err(s) => s.into(),
@@ -327,10 +333,32 @@ fn request_of<H>(
     parts: &http::request::Parts,
     ctx: &ConnCtx<H>,
 ) -> Result<Request, (u16, &'static str)> {
-    let method = parts.method.as_str();
-    if parts.method == http::Method::CONNECT {
-        return Err((405, "CONNECT is not supported"));
+    // RFC 8441: an extended CONNECT for a WebSocket is, to the rest of ordo, the HTTP/1.1 handshake — a GET
+    // with `Connection: upgrade` and `Upgrade: websocket` (classified, routed and logged as one); a plain
+    // CONNECT asks for a forward proxy, which ordo is not
+    let websocket = parts.method == http::Method::CONNECT;
+    if websocket {
+        match parts.extensions.get::<h2::ext::Protocol>() {
+            None => {
+                return Err((
+                    405,
+                    "CONNECT is not supported (ordo is not a forward proxy)",
+                ));
+            }
+            Some(p) if p.as_str().eq_ignore_ascii_case("websocket") => {}
+            Some(_) => {
+                return Err((
+                    501,
+                    "extended CONNECT: only the websocket protocol is supported",
+                ));
+            }
+        }
     }
+    let method = if websocket {
+        "GET"
+    } else {
+        parts.method.as_str()
+    };
     let target = parts.uri.path_and_query().map_or("", |p| p.as_str());
     if target.len() > ctx.limits.max_uri_bytes {
         return Err((414, "request target too long"));
@@ -388,6 +416,11 @@ fn request_of<H>(
     }
     if !host {
         return Err((400, "missing :authority"));
+    }
+    if websocket {
+        // (h2 refuses a stream that sends either field itself: these can only be ordo's)
+        headers.push("connection", "upgrade");
+        headers.push("upgrade", "websocket");
     }
     if let Some((i, more)) = cookie.filter(|(_, more)| !more.is_empty()) {
         let mut joined: Vec<u8> = headers
@@ -465,7 +498,7 @@ fn add(map: &mut HeaderMap, name: &[u8], value: &[u8]) {
 
 /// A response header field as HTTP/2 sends it: names lower-cased by `from_bytes`; invalid names and values,
 /// and the fields of [`dropped`], are left out (as HTTP/1 does).
-fn field(name: &[u8], value: &[u8]) -> Option<(HeaderName, HeaderValue)> {
+pub(super) fn field(name: &[u8], value: &[u8]) -> Option<(HeaderName, HeaderValue)> {
     if dropped(name) {
         return None;
     }
@@ -668,7 +701,7 @@ async fn send_rest(rest: Rest, limit: Duration) -> Result<(), Stop> {
 
 /// Sends `resp` on the stream: HEADERS, then the body in DATA frames as the client's windows allow. Each
 /// wait for window is bounded by `idle_timeout` (then the stream is reset).
-async fn send<H>(
+pub(super) async fn send<H>(
     respond: &mut SendResponse<Bytes>,
     resp: Response,
     head_request: bool,

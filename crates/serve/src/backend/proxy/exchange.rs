@@ -241,7 +241,8 @@ impl ProxyBackend {
     ) -> Result<Response, ExchangeError> {
         let t = self.cfg.read_timeout;
         let mut head = std::mem::take(&mut conn.wbuf);
-        self.render_request(req, up, &mut head);
+        let ws_key = tunnel::websocket_key(req);
+        self.render_request(req, up, ws_key.as_deref(), &mut head);
         // what the socket accepted of the request: none of it means the upstream cannot have acted on it
         let mut sent: usize = 0;
         // A plain TCP socket usually takes the whole request at once: tried first without a future or a
@@ -375,6 +376,11 @@ impl ProxyBackend {
         };
         conn.buf.advance(parsed.head_len);
         if let (101, Some(proto)) = (parsed.status, upgrade) {
+            if ws_key.as_deref().is_some_and(|k| !tunnel::accepts(&out, k)) {
+                return Err(ExchangeError::Bad(
+                    "upstream's Sec-WebSocket-Accept does not match the key sent".into(),
+                ));
+            }
             let early = conn.buf.split().freeze();
             return Ok(Response {
                 status: 101,

@@ -107,8 +107,16 @@ impl ProxyBackend {
     /// `X-Forwarded-For` (a trusted peer's list with the peer appended), `X-Forwarded-Proto` (a trusted peer's,
     /// else `https` over TLS, `http` otherwise), `X-Forwarded-Host` (a trusted peer's, else the client's
     /// Host), `Forwarded` (a trusted peer's list with `for=…;proto=…;host=…` appended), `X-Request-Id` (when
-    /// request ids are on), `Via`, `Content-Length`.
-    pub(super) fn render_request(&self, req: &Request, up: &Upstream, out: &mut BytesMut) {
+    /// request ids are on), `Via`, `Content-Length`. A protocol switch asked of ordo (`Connection: Upgrade`,
+    /// `Upgrade`) is asked of the upstream; `ws_key`, for an HTTP/2 client's WebSocket, is the
+    /// `Sec-WebSocket-Key` sent in place of any the client sent.
+    pub(super) fn render_request(
+        &self,
+        req: &Request,
+        up: &Upstream,
+        ws_key: Option<&str>,
+        out: &mut BytesMut,
+    ) {
         out.clear();
         out.put_slice(req.method.as_bytes());
         out.put_u8(b' ');
@@ -135,6 +143,7 @@ impl ProxyBackend {
                 Known::Other => {
                     if (!self.cfg.forward_underscore_headers && contains_byte(name, b'_'))
                         || (connection && named(name))
+                        || (ws_key.is_some() && name.eq_ignore_ascii_case(b"sec-websocket-key"))
                     {
                         continue;
                     }
@@ -232,6 +241,9 @@ impl ProxyBackend {
             out.put_slice(b"Connection: Upgrade\r\nUpgrade: ");
             out.put_slice(proto.as_bytes());
             out.put_slice(b"\r\n");
+            if let Some(key) = ws_key {
+                put_header(out, b"Sec-WebSocket-Key", key.as_bytes());
+            }
         }
         if !req.body.is_empty() || matches!(&*req.method, "POST" | "PUT" | "PATCH") {
             out.put_slice(b"Content-Length: ");

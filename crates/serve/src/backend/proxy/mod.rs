@@ -28,6 +28,10 @@
 //! Responses with a Content-Length up to `buffer_max_bytes` are read whole; longer, chunked or
 //! close-delimited ones are streamed to the client as they arrive.
 //!
+//! Classes: the group's weight that still takes requests (`ProxyBackend::capacity`) scales the route's lane
+//! of workers, so the requests its survivors cannot take wait in ordo's queue by class; and a retry is
+//! taken from the budget by the request's class rank (`retry::budget_allows`).
+//!
 //! The rooms: `mod.rs` the configuration and the call loop; `pool` each upstream's per-thread idle
 //! connections; `connect` upstream addresses, connecting and TLS; `forward` the request head as
 //! forwarded and the Via pseudonym; `exchange` one request and response over one connection and the
@@ -50,6 +54,7 @@ pub use health::{HealthCheckConfig, HealthState};
 #[allow(unused_imports)] // each room sees the others through `use super::*`
 use self::{connect::*, exchange::*, forward::*, pool::*};
 pub(crate) use connect::{parse_upstream_url, points_at_listener};
+pub(crate) use tunnel::upgrade_of;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
@@ -133,6 +138,11 @@ pub struct ProxyConfig {
     /// `X-Forwarded_For` or `Content_Length` would reach an application that maps `-` and `_` to the same
     /// variable (CGI, WSGI, Rack, PHP) as the header ordo itself controls.
     pub forward_underscore_headers: bool,
+    /// While upstreams are ejected or down, the route's lane admits only the share of its workers that the
+    /// upstreams still taking requests make up (by weight): the rest wait in ordo's queue, where the class
+    /// policy picks who goes first and the queue limits shed the lowest classes, instead of piling onto the
+    /// upstreams that are left (docs/serve-http.md, "When capacity drops").
+    pub capacity_follows_health: bool,
 }
 
 /// The default cap on each serving thread's idle connections to one upstream: generous, so that a pool
@@ -225,6 +235,7 @@ impl Default for ProxyConfig {
             danger_accept_invalid_certs: false,
             response_head_timeout: Duration::from_secs(30),
             forward_underscore_headers: false,
+            capacity_follows_health: true,
         }
     }
 }
@@ -438,7 +449,14 @@ impl ProxyBackend {
         ))
     }
 
+    /// Forwards `req` as a request of the top class.
     pub async fn call(&self, req: &Request) -> Response {
+        self.call_ranked(req, crate::backend::TOP_RANK).await
+    }
+
+    /// Forwards `req`, a request of a class of rank `rank` (thousandths; `crate::backend::ClassInfo`):
+    /// its retries are taken from the budget by that rank (`retry::budget_allows`).
+    pub async fn call_ranked(&self, req: &Request, rank: u32) -> Response {
         if let Some(resp) = self.loop_response(req) {
             return resp;
         }
@@ -466,7 +484,7 @@ impl ProxyBackend {
                     let again = failed
                         && idempotent
                         && self.retry_on.status(resp.status)
-                        && self.may_try_again(&tried, local);
+                        && self.may_try_again(&tried, local, rank);
                     if !again {
                         return resp;
                     }
@@ -484,7 +502,7 @@ impl ProxyBackend {
             // reset, a 5xx) is sent again only within the retry budget.
             let next = retry::next_upstream(kind, idempotent, &self.retry_on)
                 && if retry::reached_upstream(kind) {
-                    self.may_try_again(&tried, local)
+                    self.may_try_again(&tried, local, rank)
                 } else {
                     tried.len() + 1 < self.cfg.tries as usize
                 };
@@ -494,6 +512,26 @@ impl ProxyBackend {
             last = Some(gateway_response(up, failure, false));
             tried.push(i);
         }
+    }
+
+    /// The group's weight that takes requests now, beside its whole weight: each upstream that is not
+    /// ejected or down counts its weight times its slow-start ramp. None when `capacity_follows_health` is
+    /// off (the route's lane is then never scaled).
+    pub fn capacity(&self) -> Option<(f64, f64)> {
+        if !self.cfg.capacity_follows_health {
+            return None;
+        }
+        let mut now = None;
+        let mut up = 0.0;
+        let mut all = 0.0;
+        for u in &self.upstreams {
+            let w = f64::from(u.weight);
+            all += w;
+            if u.health.available(&mut now) {
+                up += w * u.health.ramp(&self.passive, &mut now);
+            }
+        }
+        Some((up, all))
     }
 
     /// The upstream for a request (None: none is eligible).
@@ -528,9 +566,10 @@ impl ProxyBackend {
         }
     }
 
-    /// Whether a failed request may go to another upstream: tries left, and the thread's retry budget.
-    fn may_try_again(&self, tried: &[usize], local: Option<&Local>) -> bool {
-        tried.len() + 1 < self.cfg.tries as usize && local.is_some_and(Local::withdraw)
+    /// Whether a failed request of class rank `rank` may go to another upstream: tries left, and the
+    /// thread's retry budget as that rank may spend it.
+    fn may_try_again(&self, tried: &[usize], local: Option<&Local>, rank: u32) -> bool {
+        tried.len() + 1 < self.cfg.tries as usize && local.is_some_and(|l| l.withdraw(rank))
     }
 
     /// A failure counts toward the upstream's ejection.
@@ -636,10 +675,11 @@ impl Local {
         }
     }
 
-    fn withdraw(&self) -> bool {
+    /// Takes a retry for a request of class rank `rank`, when the budget allows it that rank.
+    fn withdraw(&self, rank: u32) -> bool {
         let b = self.budget.load(Ordering::Relaxed);
-        if b >= 100 {
-            self.budget.store(b - 100, Ordering::Relaxed);
+        if retry::budget_allows(b, BUDGET_RESERVE, rank) {
+            self.budget.store(b - retry::RETRY_COST, Ordering::Relaxed);
             true
         } else {
             false

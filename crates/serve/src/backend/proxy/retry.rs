@@ -2,6 +2,8 @@
 //! with its table of cases. The exchange reports what happened ([`Failure`]); the call loop asks [`resend`]
 //! and does what it says, so no flag set deep in the exchange decides on its own.
 
+use crate::backend::TOP_RANK;
+
 /// How an exchange with an upstream failed, as far as sending it again is concerned.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Failure {
@@ -101,6 +103,20 @@ pub(super) fn resend(failure: Failure, attempt: Attempt) -> bool {
     }
 }
 
+/// A retry's price in the budget (which is kept in hundredths of a retry).
+pub(super) const RETRY_COST: u64 = 100;
+
+/// Whether a request of class rank `rank` (thousandths, [`TOP_RANK`] the top class) may take a retry from a
+/// budget holding `budget` hundredths of a retry (at most `reserve`): the top class may spend it to the
+/// last retry; a lower class must leave a floor that rises as its rank falls, to half the reserve for the
+/// lowest — so when retries run short, the lowest classes are the first refused and the top class keeps
+/// what is left.
+pub(super) fn budget_allows(budget: u64, reserve: u64, rank: u32) -> bool {
+    let below_top = u64::from(TOP_RANK - rank.min(TOP_RANK));
+    let floor = reserve / 2 * below_top / u64::from(TOP_RANK);
+    budget >= RETRY_COST + floor
+}
+
 /// Methods whose effect does not change when a request is repeated (RFC 9110 §9.2.2): a proxy may resend
 /// them after a connection failed before the response; others it must not (RFC 9112 §9.3.1).
 pub(super) fn idempotent(method: &str) -> bool {
@@ -172,6 +188,43 @@ mod tests {
         assert!(reached_upstream(Failure::Timeout));
         assert!(reached_upstream(Failure::Bad));
         assert!(RetryOn::parse(&["5xx".to_string()]).is_err());
+    }
+
+    #[test]
+    fn the_budget_serves_the_top_class_last() {
+        // (budget in hundredths, rank) -> allowed, with the reserve of 10 retries (1000)
+        let cases = [
+            (1000, 0, true), // a full budget: every class
+            (600, 0, true),  // the lowest class leaves half the reserve (500) after its retry
+            (599, 0, false),
+            (599, 500, true), // a middle class leaves a quarter (250)
+            (349, 500, false),
+            (350, 500, true),
+            (100, TOP_RANK, true), // the top class takes the last retry
+            (99, TOP_RANK, false),
+            (0, TOP_RANK, false),
+            (100, 2000, true), // (a rank over the top is the top)
+        ];
+        for (budget, rank, want) in cases {
+            assert_eq!(
+                budget_allows(budget, 1000, rank),
+                want,
+                "budget {budget}, rank {rank}"
+            );
+        }
+        // two classes asking in turn from a budget that is not refilled: the lowest class stops where its
+        // retry would leave less than half the reserve (after 3), the top class takes the rest
+        let mut budget = 1000;
+        let (mut low, mut top) = (0, 0);
+        for _ in 0..20 {
+            for (rank, n) in [(0, &mut low), (TOP_RANK, &mut top)] {
+                if budget_allows(budget, 1000, rank) {
+                    budget -= RETRY_COST;
+                    *n += 1;
+                }
+            }
+        }
+        assert_eq!((low, top, budget), (3, 7, 0));
     }
 
     #[test]
