@@ -168,6 +168,7 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
         },
         "lanes": lanes(&snap),
         "upstreams": upstreams(shared),
+        "fleet": shared.fleet.as_ref().map(|f| f.status()),
     })
 }
 

@@ -194,6 +194,18 @@ impl Server {
         let accepted: Vec<Arc<AtomicU64>> =
             (0..threads).map(|_| Arc::new(AtomicU64::new(0))).collect();
         let coalesce = cfg.coalesce;
+        let fleet = match &cfg.fleet {
+            Some(f) => {
+                let fleet = crate::fleet::Fleet::new(f, local_addr, metrics.fleet.clone())
+                    .map_err(|m| cfg.locate(Invalid::new(keypath!["fleet", "redis"], m)))?;
+                if fleet.leases() {
+                    // the demand it publishes, and the bookkeeping of the lease to come
+                    gate.count_classes();
+                }
+                Some(Arc::new(fleet))
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared {
             gate: gate.clone(),
             active: arc_swap::ArcSwap::from_pointee(compiled.active),
@@ -206,6 +218,7 @@ impl Server {
             tls_addr,
             access_log,
             accepted: accepted.clone(),
+            fleet: fleet.clone(),
         });
         // the serving threads beyond this one (all started before anything is spawned, so a failure leaves
         // nothing running: dropping a Worker stops its thread)
@@ -218,6 +231,20 @@ impl Server {
         }
         let (shutdown_tx, shutdown_rx) = watch::channel(false);
         let timer = tokio::spawn(gate.clone().run_timer());
+        let fleet_sync = fleet.map(|f| {
+            // the running configuration's classes, while the server lives
+            let running = Arc::downgrade(&shared);
+            let classes = move || {
+                running.upgrade().map(|s| {
+                    s.config()
+                        .effective_classes()
+                        .iter()
+                        .map(|c| (Arc::from(c.name.as_str()), c.weight))
+                        .collect()
+                })
+            };
+            crate::listen::AbortOnDrop(tokio::spawn(f.run(gate.clone(), classes)))
+        });
         let slots = crate::listen::Slots::new(limits.max_connections);
         let release = crate::listen::AbortOnDrop(tokio::spawn(
             crate::listen::release_after_closes(slots.clone()),
@@ -271,6 +298,7 @@ impl Server {
             timer,
             workers,
             _release: release,
+            _fleet_sync: fleet_sync,
         })
     }
 }
@@ -288,6 +316,8 @@ pub struct ServerHandle {
     /// The serving threads beyond the caller's.
     workers: Vec<Worker>,
     _release: crate::listen::AbortOnDrop,
+    /// Fleet mode's sync task (publish demand, read leases), ended with the handle.
+    _fleet_sync: Option<crate::listen::AbortOnDrop>,
 }
 
 impl ServerHandle {
