@@ -65,6 +65,7 @@ impl EdgeRoute {
     /// Before the request is queued: the rate limit (429), then the address rules (403), then basic auth
     /// (401) — nginx's order (limit_req before access), so a flood of guessed passwords is limited before
     /// each costs a bcrypt check. `Ok` carries headers for the answer.
+    ///
     /// With fleet mode (`fleet`), the rate limit's decision is the fleet's, taken in Redis; when Redis
     /// does not answer in time, this server's own.
     pub(crate) async fn admit(
