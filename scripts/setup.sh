@@ -9,6 +9,8 @@ command -v cc >/dev/null 2>&1 || need+=(gcc)
 command -v make >/dev/null 2>&1 || need+=(make)
 # Headless Chromium for the report's browser test.
 command -v chromium >/dev/null 2>&1 || need+=(chromium)
+# Redis for `ordo serve`'s fleet-mode tests (crates/serve/tests/it/fleet.rs start their own redis-server).
+command -v redis-server >/dev/null 2>&1 || need+=(redis-server)
 if [ "${ORDO_SETUP_PEERS:-0}" = 1 ]; then
   command -v nginx >/dev/null 2>&1 || need+=(nginx)
   command -v apache2 >/dev/null 2>&1 || need+=(apache2)

@@ -169,6 +169,7 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
         },
         "lanes": lanes(&snap),
         "upstreams": upstreams(shared),
+        "fleet": shared.fleet.as_ref().map(|f| f.status()),
     })
 }
 

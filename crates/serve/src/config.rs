@@ -97,6 +97,9 @@ pub struct ServeConfig {
     pub compression: Option<CompressionTable>,
     /// `[rate_limit]`: one per-client limit shared by every route without its own.
     pub rate_limit: Option<RateLimitTable>,
+    /// `[fleet]`: rate limits and class shares shared with other instances through Redis (see
+    /// `crate::fleet`).
+    pub fleet: Option<crate::fleet::FleetConfig>,
     /// Where the config came from (file name, text, directory for relative paths); not a TOML key.
     #[serde(skip)]
     pub origin: Option<Arc<Origin>>,
@@ -139,6 +142,7 @@ impl Default for ServeConfig {
             http2: crate::http2::Http2Config::default(),
             compression: None,
             rate_limit: None,
+            fleet: None,
             origin: None,
             overrides: Overrides::default(),
             started_threads: None,
@@ -919,6 +923,10 @@ impl ServeConfig {
             return Err(Invalid::new(keypath!["queue_cap"], "must be ≥ 1, got 0"));
         }
         self.check_limits()?;
+        if let Some(f) = &self.fleet {
+            f.check(self.workers)
+                .map_err(|(k, m)| Invalid::new(keypath!["fleet", k], m))?;
+        }
         self.http2.check()?;
         self.lua.check()?;
         self.check_policy_script()?;

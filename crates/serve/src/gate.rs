@@ -19,6 +19,11 @@
 //! waiting for it — by a release in an edf lane, to teach edf the service time. Whether a waiter or a
 //! release comes second, one of them sees the other (both use sequentially consistent order on `busy`
 //! and `queued`), so no request waits while a worker is free.
+//!
+//! **Leases.** In fleet mode (`crate::fleet`) the gate counts what each class has in flight, and a *lease*
+//! — workers per class, set at run time from the fleet's shared demand — replaces the lanes' limits: each
+//! class may have at most its lease in flight, as if every leased worker were reserved to its class. Without
+//! a lease (Redis unreachable, or never reached) the configured limits apply again.
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard, TryLockError, Weak};
@@ -93,6 +98,9 @@ pub fn scaled_limit(limit: usize, share: u32, reserved: usize) -> usize {
     let scaled = (limit * share as usize + full / 2) / full;
     scaled.max(1).max(reserved + 1).min(limit)
 }
+
+/// Fleet mode's workers per class name (`Gate::set_lease`).
+type Lease = Arc<[(Arc<str>, usize)]>;
 
 /// What a queued request is sent when the policy picks it (it becomes the caller's [`Permit`]).
 type Grant = Result<Permit, RejectReason>;
@@ -206,6 +214,14 @@ struct Lane {
     limit: LimitState,
     /// The share of `limit` in force, in thousandths (see [`Gate::set_share`]).
     share: u32,
+    /// Reserved workers per class as configured (the plan's, by class index).
+    plan_reserved: Vec<usize>,
+    /// Count in flight per class even with nothing reserved (fleet mode: the demand it publishes, and
+    /// the bookkeeping a lease needs from its first moment).
+    counted: bool,
+    /// Fleet mode's workers per class name: while set, they are the lane's only workers, each reserved to
+    /// its class (a class it leaves out gets none).
+    lease: Option<Lease>,
 }
 
 impl Lane {
@@ -238,6 +254,9 @@ impl Lane {
             reserved_busy: 0,
             limit,
             share: FULL_SHARE,
+            plan_reserved: Vec::new(),
+            counted: false,
+            lease: None,
         };
         lane.set_classes(names, reserved);
         lane.settle();
@@ -248,14 +267,22 @@ impl Lane {
         &self.core.key
     }
 
-    /// The limit in force: the configured or learned one, times the lane's share (see
-    /// [`scaled_limit`]).
+    /// Workers now: the lease's total while a lease holds, else the configured or learned limit times the
+    /// lane's share (see [`scaled_limit`]).
     fn limit(&self) -> usize {
-        scaled_limit(self.limit.limit(), self.share, self.reserved_total)
+        match &self.lease {
+            Some(_) => self.reserved_total,
+            None => scaled_limit(self.limit.limit(), self.share, self.reserved_total),
+        }
     }
 
     fn busy(&self) -> usize {
         self.core.busy()
+    }
+
+    /// Whether requests are counted per class (reserved workers, or fleet mode).
+    fn counts(&self) -> bool {
+        self.reserved_total > 0 || self.counted
     }
 
     fn retired(&self) -> bool {
@@ -267,12 +294,13 @@ impl Lane {
     }
 
     /// After the lane's settings changed (under the lock): the scheduler learns the limit, and the fast
-    /// path opens only for a fixed limit with nothing reserved, on a lane still configured.
+    /// path opens only for a fixed limit with nothing reserved, on a lane still configured, outside fleet
+    /// mode.
     fn settle(&mut self) {
         let limit = self.limit();
-        self.sched.set_capacity(limit);
+        self.sched.set_capacity(limit.max(1));
         let fast = match self.limit {
-            LimitState::Fixed(_) if self.reserved_total == 0 && !self.retired() => limit,
+            LimitState::Fixed(_) if !self.counts() && !self.retired() => limit,
             _ => 0,
         };
         self.core.fast_limit.store(fast, Ordering::SeqCst);
@@ -295,18 +323,40 @@ impl Lane {
                 class_busy[i] += b;
             }
         }
-        self.reserved = (0..names.len())
+        self.plan_reserved = (0..names.len())
             .map(|i| reserved.get(i).copied().unwrap_or(0))
             .collect();
+        self.class_busy = class_busy;
+        self.names = names;
+        self.apply_reserved();
+        self.core.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// The workers reserved per class: the lease's while one holds, else the plan's.
+    fn apply_reserved(&mut self) {
+        self.reserved = match &self.lease {
+            Some(lease) => self
+                .names
+                .iter()
+                .map(|n| lease.iter().find(|(m, _)| m == n).map_or(0, |(_, w)| *w))
+                .collect(),
+            None => self.plan_reserved.clone(),
+        };
         self.reserved_total = self.reserved.iter().sum();
-        self.reserved_busy = class_busy
+        self.reserved_busy = self
+            .class_busy
             .iter()
             .zip(&self.reserved)
             .map(|(b, r)| (*b).min(*r))
             .sum();
-        self.class_busy = class_busy;
-        self.names = names;
-        self.core.generation.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Fleet mode: set (or, with None, lift) the lease, under the lock.
+    fn set_lease(&mut self, counted: bool, lease: Option<Lease>) {
+        self.counted = counted;
+        self.lease = lease;
+        self.apply_reserved();
+        self.settle();
     }
 
     /// A free worker reserved to `class`.
@@ -357,9 +407,9 @@ impl Lane {
         self.core.busy.fetch_add(1, Ordering::SeqCst) + 1
     }
 
-    /// Per-class bookkeeping of a start (only while the lane reserves workers).
+    /// Per-class bookkeeping of a start (while the lane counts per class: reserved workers, fleet mode).
     fn count_class(&mut self, class: ClassId) {
-        if self.reserved_total > 0 && class < self.class_busy.len() {
+        if self.counts() && class < self.class_busy.len() {
             self.class_busy[class] += 1;
         }
     }
@@ -370,11 +420,12 @@ impl Lane {
             .core
             .busy
             .fetch_update(Ordering::SeqCst, Ordering::SeqCst, |b| b.checked_sub(1));
-        let Some(c) = class.filter(|&c| self.reserved_total > 0 && c < self.class_busy.len())
-        else {
+        let Some(c) = class.filter(|&c| self.counts() && c < self.class_busy.len()) else {
             return;
         };
-        if self.class_busy[c] > 0 && self.class_busy[c] <= self.reserved[c] {
+        if self.class_busy[c] > 0
+            && self.class_busy[c] <= self.reserved.get(c).copied().unwrap_or(0)
+        {
             self.reserved_busy = self.reserved_busy.saturating_sub(1);
         }
         self.class_busy[c] = self.class_busy[c].saturating_sub(1);
@@ -406,6 +457,10 @@ struct State {
     timer_at: Option<Nanos>,
     /// Scratch space for requests the class overload control drops during a dispatch.
     dropped: Vec<Rejected<Waiter>>,
+    /// Fleet mode: lanes count in flight per class ([`Gate::count_classes`]).
+    counted: bool,
+    /// Fleet mode's lease, applied to every current lane ([`Gate::set_lease`]).
+    lease: Option<Lease>,
 }
 
 impl State {
@@ -784,8 +839,12 @@ pub struct GateSnapshot {
     pub lanes: Vec<LaneSnapshot>,
     /// Per class: its queue is standing (CoDel) in some lane.
     pub class_standing: Vec<bool>,
-    /// Per class: workers reserved to it in each lane.
+    /// Per class: workers reserved to it in each lane (the lease's, while one holds).
     pub class_reserved: Vec<usize>,
+    /// Per class: requests in flight (counted only in fleet mode or where workers are reserved; else 0).
+    pub class_busy: Vec<usize>,
+    /// Fleet mode: a lease sets the workers now.
+    pub leased: bool,
 }
 
 /// The gate: clone it freely (all clones share the lanes).
@@ -881,6 +940,8 @@ impl Gate {
                     closed: false,
                     timer_at: None,
                     dropped: Vec::new(),
+                    counted: false,
+                    lease: None,
                 }),
                 table: ArcSwap::from_pointee(table),
                 epoch,
@@ -1085,6 +1146,9 @@ impl Gate {
         }
         lanes.append(&mut old);
         for l in &mut lanes {
+            l.counted = st.counted;
+            l.lease = st.lease.clone();
+            l.apply_reserved();
             l.settle();
         }
         st.lanes = lanes;
@@ -1132,6 +1196,36 @@ impl Gate {
         true
     }
 
+    /// Fleet mode: count what each class has in flight (its demand, and a lease's bookkeeping) in every
+    /// lane, from now on; the lock-free fast path closes. Call before the first request.
+    pub fn count_classes(&self) {
+        let mut st = self.shared.lock();
+        st.counted = true;
+        let lease = st.lease.clone();
+        for l in st.lanes.iter_mut().filter(|l| !l.retired()) {
+            l.set_lease(true, lease.clone());
+        }
+        self.shared.publish(&st);
+    }
+
+    /// Fleet mode: `lease` (workers per class name) replaces the lanes' limits — each class may have at
+    /// most its lease in flight in each lane, and a class it leaves out none; `None` lifts it and the
+    /// configured limits and reserved workers apply again. Waiters are dispatched at once if it grew.
+    pub fn set_lease(&self, lease: Option<Vec<(Arc<str>, usize)>>) {
+        let lease: Option<Lease> = lease.map(Arc::from);
+        let mut st = self.shared.lock();
+        if st.lease == lease {
+            return;
+        }
+        st.lease = lease.clone();
+        let counted = st.counted;
+        for l in st.lanes.iter_mut().filter(|l| !l.retired()) {
+            l.set_lease(counted, lease.clone());
+        }
+        self.shared.publish(&st);
+        self.shared.pump_all(&mut st);
+    }
+
     /// Stop: every queued request is answered `Shutdown` at once; later acquires are refused. In-flight
     /// permits finish normally.
     pub fn close(&self) {
@@ -1158,10 +1252,12 @@ impl Gate {
         let names: Vec<Arc<str>> = current.map(|l| l.names.clone()).unwrap_or_default();
         let mut class_queued = vec![0; names.len()];
         let mut class_standing = vec![false; names.len()];
+        let mut class_busy = vec![0; names.len()];
         for lane in &st.lanes {
             for (c, n) in lane.names.iter().enumerate() {
                 if let Some(i) = names.iter().position(|m| m == n) {
                     class_queued[i] += lane.sched.class_len(c);
+                    class_busy[i] += lane.class_busy.get(c).copied().unwrap_or(0);
                     class_standing[i] |= lane.sched.class_standing(c);
                 }
             }
@@ -1177,6 +1273,8 @@ impl Gate {
             queued: st.lanes.iter().map(|l| l.sched.len()).sum(),
             class_queued,
             class_standing,
+            class_busy,
+            leased: st.lease.is_some(),
             class_reserved: current.map(|l| l.reserved.clone()).unwrap_or_default(),
             class_names: names,
             policy: current.map_or(PolicyKind::Fcfs, |l| l.sched.config().policy),
@@ -1515,6 +1613,44 @@ mod tests {
         assert_eq!(p.class_name().map(|n| &**n), Some("b"));
         let s = g.snapshot();
         assert_eq!((s.workers, s.policy), (1, PolicyKind::Stride));
+    }
+
+    #[tokio::test]
+    async fn a_lease_caps_each_class_and_lifting_it_restores_the_limit() {
+        let g = gate(10, PolicyKind::Fcfs);
+        g.count_classes();
+        let (a, b): (Arc<str>, Arc<str>) = (Arc::from("a"), Arc::from("b"));
+        g.set_lease(Some(vec![(a.clone(), 2), (b.clone(), 1)]));
+        let s = g.snapshot();
+        assert_eq!(
+            (s.workers, s.leased, s.class_reserved.clone()),
+            (3, true, vec![2, 1])
+        );
+        let pa1 = g.acquire(meta(&g, 0), &a).await.unwrap();
+        let pa2 = g.acquire(meta(&g, 0), &a).await.unwrap();
+        // a's lease is spent: its third waits, while b still has its own
+        let mut a3 = Box::pin(g.acquire(meta(&g, 0), &a));
+        poll_once(a3.as_mut());
+        let pb1 = g.acquire(meta(&g, 1), &b).await.unwrap();
+        let mut b2 = Box::pin(g.acquire(meta(&g, 1), &b));
+        poll_once(b2.as_mut());
+        let s = g.snapshot();
+        assert_eq!((s.class_busy.clone(), s.queued), (vec![2, 1], 2));
+        // a lease that grows a's share dispatches its waiter at once; b's stays waiting
+        g.set_lease(Some(vec![(a.clone(), 3), (b.clone(), 1)]));
+        let pa3 = a3.await.unwrap();
+        assert_eq!(g.snapshot().queued, 1);
+        // a class the lease leaves out gets nothing, even with workers free elsewhere
+        g.set_lease(Some(vec![(a.clone(), 5)]));
+        poll_once(b2.as_mut());
+        // lifted: the configured 10 workers again
+        g.set_lease(None);
+        let pb2 = b2.await.unwrap();
+        let s = g.snapshot();
+        assert_eq!((s.workers, s.leased, s.busy), (10, false, 5));
+        drop((pa1, pa2, pa3, pb1, pb2));
+        let s = g.snapshot();
+        assert_eq!((s.busy, s.class_busy), (0, vec![0, 0]));
     }
 
     #[tokio::test]

@@ -10,6 +10,7 @@ pub mod classify;
 mod compile;
 pub mod config;
 pub mod edge;
+pub mod fleet;
 pub mod forwarded;
 pub mod gate;
 pub mod http;

@@ -196,6 +196,18 @@ impl Server {
         let accepted: Vec<Arc<AtomicU64>> =
             (0..threads).map(|_| Arc::new(AtomicU64::new(0))).collect();
         let coalesce = cfg.coalesce;
+        let fleet = match &cfg.fleet {
+            Some(f) => {
+                let fleet = crate::fleet::Fleet::new(f, local_addr, metrics.fleet.clone())
+                    .map_err(|m| cfg.locate(Invalid::new(keypath!["fleet", "redis"], m)))?;
+                if fleet.leases() {
+                    // the demand it publishes, and the bookkeeping of the lease to come
+                    gate.count_classes();
+                }
+                Some(Arc::new(fleet))
+            }
+            None => None,
+        };
         let shared = Arc::new(Shared {
             gate: gate.clone(),
             active: arc_swap::ArcSwap::from_pointee(compiled.active),
@@ -208,6 +220,7 @@ impl Server {
             tls_addr,
             access_log,
             accepted: accepted.clone(),
+            fleet: fleet.clone(),
         });
         // the serving threads beyond this one (all started before anything is spawned, so a failure leaves
         // nothing running: dropping a Worker stops its thread)
@@ -231,6 +244,20 @@ impl Server {
                 shared.follow_capacity();
             }
         }));
+        let fleet_sync = fleet.map(|f| {
+            // the running configuration's classes, while the server lives
+            let running = Arc::downgrade(&shared);
+            let classes = move || {
+                running.upgrade().map(|s| {
+                    s.config()
+                        .effective_classes()
+                        .iter()
+                        .map(|c| (Arc::from(c.name.as_str()), c.weight))
+                        .collect()
+                })
+            };
+            crate::listen::AbortOnDrop(tokio::spawn(f.run(gate.clone(), classes)))
+        });
         let slots = crate::listen::Slots::new(limits.max_connections);
         let release = crate::listen::AbortOnDrop(tokio::spawn(
             crate::listen::release_after_closes(slots.clone()),
@@ -285,6 +312,7 @@ impl Server {
             workers,
             _release: release,
             _capacity: capacity,
+            _fleet_sync: fleet_sync,
         })
     }
 }
@@ -304,6 +332,8 @@ pub struct ServerHandle {
     _release: crate::listen::AbortOnDrop,
     /// The task that scales the lanes to their upstreams' health (`Shared::follow_capacity`).
     _capacity: crate::listen::AbortOnDrop,
+    /// Fleet mode's sync task (publish demand, read leases), ended with the handle.
+    _fleet_sync: Option<crate::listen::AbortOnDrop>,
 }
 
 impl ServerHandle {

@@ -34,6 +34,8 @@ pub(crate) struct Shared {
     pub(crate) access_log: Option<crate::access_log::AccessLog>,
     /// Connections accepted by each serving thread's listeners (`/status`'s `accepted_per_thread`).
     pub(crate) accepted: Vec<Arc<std::sync::atomic::AtomicU64>>,
+    /// Fleet mode (`[fleet]`): the Redis link, shared rate limits and this instance's lease.
+    pub(crate) fleet: Option<Arc<crate::fleet::Fleet>>,
 }
 
 impl Shared {
@@ -95,6 +97,10 @@ impl Shared {
             if new.access_log != cur.access_log {
                 restart.push("access_log");
                 new.access_log = cur.access_log.clone();
+            }
+            if new.fleet != cur.fleet {
+                restart.push("fleet");
+                new.fleet = cur.fleet.clone();
             }
             if !restart.is_empty() {
                 tracing::warn!(
@@ -239,7 +245,15 @@ impl Shared {
         // rate limit and access control (crate::edge), before the request takes a place in the queue
         let edge = active.edge.route(&route.prefix);
         let extra = match edge {
-            Some(e) => match e.admit(&req, c.class_name, &self.metrics.edge).await {
+            Some(e) => match e
+                .admit(
+                    &req,
+                    c.class_name,
+                    &self.metrics.edge,
+                    self.fleet.as_deref(),
+                )
+                .await
+            {
                 Ok(extra) => extra,
                 Err(resp) => return resp,
             },

@@ -65,15 +65,39 @@ impl EdgeRoute {
     /// Before the request is queued: the rate limit (429), then the address rules (403), then basic auth
     /// (401) — nginx's order (limit_req before access), so a flood of guessed passwords is limited before
     /// each costs a bcrypt check. `Ok` carries headers for the answer.
+    ///
+    /// With fleet mode (`fleet`), the rate limit's decision is the fleet's, taken in Redis; when Redis
+    /// does not answer in time, this server's own.
     pub(crate) async fn admit(
         &self,
         req: &Request,
         class: &str,
         metrics: &EdgeMetrics,
+        fleet: Option<&crate::fleet::Fleet>,
     ) -> Result<Extra, Response> {
         let mut extra = Vec::new();
         if let Some(l) = &self.rate_limit {
-            match l.check(req, class) {
+            let decided = match fleet {
+                Some(f) => {
+                    let key = l.key(req, class);
+                    let d = match f.rate_check(l.fleet_id(), l.rule().nanos(), &key).await {
+                        Some(crate::fleet::Verdict::Allow {
+                            remaining,
+                            reset_ns,
+                        }) => ratelimit::Decision::Allow {
+                            remaining,
+                            reset_ns,
+                        },
+                        Some(crate::fleet::Verdict::Deny { retry_ns }) => {
+                            ratelimit::Decision::Deny { retry_ns }
+                        }
+                        None => l.decide_local(&key),
+                    };
+                    l.answer(d)
+                }
+                None => l.check(req, class),
+            };
+            match decided {
                 Ok(h) => extra = h,
                 Err(limited) => {
                     metrics.rate_limited(&self.prefix);

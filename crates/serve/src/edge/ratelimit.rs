@@ -62,6 +62,11 @@ impl Gcra {
         }
     }
 
+    /// The emission interval and the tolerance, in nanoseconds.
+    pub fn nanos(&self) -> (u64, u64) {
+        (self.interval, self.tolerance)
+    }
+
     /// Decides a request at `now` for a key whose theoretical arrival time is `tat` (None: unknown key);
     /// returns the decision and the key's new time (unchanged when denied).
     pub fn check(&self, tat: Option<u64>, now: u64) -> (Decision, u64) {
@@ -166,6 +171,8 @@ pub(crate) struct Limiter {
     quota: u64,
     window: u64,
     name: String,
+    /// See [`Limiter::fleet_id`].
+    fleet_id: String,
     key: KeyBy,
     trusted: Vec<Cidr>,
     table: Table,
@@ -257,6 +264,7 @@ impl Limiter {
             rule: Gcra::new(Duration::from_nanos(secs * 1_000_000_000 / n), burst),
             quota: n,
             window: secs,
+            fleet_id: format!("{name}:{n}/{secs}"),
             name,
             key,
             trusted,
@@ -268,6 +276,30 @@ impl Limiter {
     /// The client's address (see [`super::client_ip`]).
     pub(crate) fn client_ip(&self, req: &Request) -> IpAddr {
         super::client_ip(req, &self.trusted)
+    }
+
+    /// The rule.
+    pub(crate) fn rule(&self) -> Gcra {
+        self.rule
+    }
+
+    /// The limit's name among the fleet's Redis keys: its name and rate (`api:10/1`), so limits that share
+    /// both share counters.
+    pub(crate) fn fleet_id(&self) -> &str {
+        &self.fleet_id
+    }
+
+    /// The key of `req` of class `class`, as bytes.
+    pub(crate) fn key(&self, req: &Request, class: &str) -> Vec<u8> {
+        let mut key = Vec::with_capacity(32);
+        self.key_of(req, class, &mut key);
+        key
+    }
+
+    /// This server's own decision for `key` (the table; fleet mode's fallback).
+    pub(crate) fn decide_local(&self, key: &[u8]) -> Decision {
+        let now = self.epoch.elapsed().as_nanos() as u64;
+        self.table.check(&self.rule, key, now)
     }
 
     /// The key's bytes for `req` of class `class`.
@@ -322,10 +354,14 @@ impl Limiter {
         class: &str,
         now: u64,
     ) -> Result<Vec<(String, String)>, Limited> {
-        let mut key = Vec::with_capacity(32);
-        self.key_of(req, class, &mut key);
+        let key = self.key(req, class);
+        self.answer(self.table.check(&self.rule, &key, now))
+    }
+
+    /// The headers of a decision: `Ok` for an admitted request's answer, `Err` for the 429.
+    pub(crate) fn answer(&self, d: Decision) -> Result<Vec<(String, String)>, Limited> {
         let secs = |ns: u64| ns.div_ceil(1_000_000_000).max(1);
-        match self.table.check(&self.rule, &key, now) {
+        match d {
             Decision::Allow {
                 remaining,
                 reset_ns,

@@ -120,6 +120,8 @@ pub struct Metrics {
     upstreams: upstream::UpstreamMetrics,
     /// Rate limiting, access control and access-log families (`crate::edge`).
     pub(crate) edge: crate::edge::EdgeMetrics,
+    /// Fleet mode's families (`crate::fleet`).
+    pub(crate) fleet: crate::fleet::FleetMetrics,
 }
 
 /// The lanes' limits (adaptive or fixed) and what they serve, refreshed from the gate at each scrape.
@@ -301,6 +303,7 @@ impl Metrics {
         let concurrency = ConcurrencyMetrics::register(&mut registry);
         let upstreams = upstream::UpstreamMetrics::register(&mut registry);
         let edge = crate::edge::EdgeMetrics::register(&mut registry);
+        let fleet = crate::fleet::FleetMetrics::register(&mut registry);
         let m = Metrics {
             registry,
             process,
@@ -322,6 +325,7 @@ impl Metrics {
             lua_skipped,
             lua_disabled,
             edge,
+            fleet,
             lua_clients_benched,
         };
         // every series exists from the start (a scrape shows 0, not nothing)
