@@ -28,6 +28,62 @@ fn check_accepts_every_example() {
     assert!(n >= 8, "found {n} example configs");
 }
 
+/// The container image cannot be built here (no registry), so its steps are checked against the tree:
+/// the build step is the release build of the `ordo` binary from the locked dependencies, every file it
+/// copies exists, and its entry point — `ENTRYPOINT` + `CMD`, with the paths the image copies to mapped back
+/// to the tree — is a command the real binary accepts (`serve -t` on the image's own configuration).
+#[test]
+fn the_dockerfile_entry_command_runs_against_the_real_binary() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let dockerfile = std::fs::read_to_string(root.join("Dockerfile")).unwrap();
+    assert!(
+        dockerfile.contains("cargo build --release --locked --bin ordo"),
+        "the image builds the locked release binary"
+    );
+    // COPY SRC DEST from the tree: DEST inside the image -> SRC in the tree
+    let mut copied: Vec<(String, String)> = Vec::new();
+    for line in dockerfile
+        .lines()
+        .filter(|l| l.starts_with("COPY ") && !l.contains("--from"))
+    {
+        let parts: Vec<&str> = line.split_whitespace().collect();
+        assert_eq!(parts.len(), 3, "one source and one destination: {line}");
+        assert!(
+            root.join(parts[1]).exists(),
+            "the Dockerfile copies {}, which is missing",
+            parts[1]
+        );
+        copied.push((parts[2].to_string(), parts[1].to_string()));
+    }
+    let json_array = |key: &str| -> Vec<String> {
+        let line = dockerfile
+            .lines()
+            .find(|l| l.starts_with(key))
+            .unwrap_or_else(|| panic!("no {key} line"));
+        serde_json::from_str(line[key.len()..].trim()).unwrap_or_else(|e| panic!("{key}: {e}"))
+    };
+    let entry = json_array("ENTRYPOINT");
+    assert_eq!(
+        entry,
+        ["/usr/local/bin/ordo"],
+        "the entry point is the binary itself (PID 1)"
+    );
+    let mut args: Vec<String> = json_array("CMD")
+        .into_iter()
+        .map(|a| match copied.iter().find(|(dest, _)| *dest == a) {
+            Some((_, src)) => root.join(src).display().to_string(),
+            None => a,
+        })
+        .collect();
+    assert_eq!(args.first().map(String::as_str), Some("serve"), "{args:?}");
+    args.push("-t".to_string());
+    let mut cmd = ordo();
+    cmd.args(&args);
+    let out = run_with_timeout(cmd, Duration::from_secs(30));
+    assert_eq!(out.code(), Some(0), "ordo {args:?}: {}", out.stderr);
+    assert!(out.stderr.contains(": ok (policy "), "{}", out.stderr);
+}
+
 #[test]
 fn check_refuses_a_bad_file_with_file_line_and_key() {
     let dir = tempfile::tempdir().unwrap();
