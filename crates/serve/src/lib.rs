@@ -11,6 +11,8 @@ mod compile;
 pub mod config;
 pub mod edge;
 pub mod forwarded;
+#[cfg(test)]
+mod fuzz;
 pub mod gate;
 pub mod http;
 pub mod http2;
