@@ -1,4 +1,4 @@
-//! Fuzz targets of the load generator's parsers (docs/testing.md, "Fuzzing"): the HTTP/2 client's HPACK
+//! Fuzz targets of the load generator's parsers (docs/design.md, "Fuzzing"): the HTTP/2 client's HPACK
 //! decoder (any input; a round trip through the request encoder; and, differentially, every block the `h2`
 //! crate's encoder writes for a random response decodes to that response), its frame reader (any frames
 //! in any reads), and what a user types: mix files, URLs, `--header` and `--fail-if` expressions.

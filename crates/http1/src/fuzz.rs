@@ -1,4 +1,4 @@
-//! Fuzz targets of the codec (docs/testing.md, "Fuzzing"): every parser here takes bytes a peer chose, so
+//! Fuzz targets of the codec (docs/design.md, "Fuzzing"): every parser here takes bytes a peer chose, so
 //! each gets inputs from its grammar, random bytes and near-valid mutations, run under proptest on the stable
 //! toolchain — a short deterministic run in `cargo test`, a long one from `scripts/fuzz.sh`. Properties: no
 //! panic, output bounded by input, the same answer however the input is split into reads, round trips

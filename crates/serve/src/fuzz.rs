@@ -1,4 +1,4 @@
-//! Fuzz targets of the front end's own parsers (docs/testing.md, "Fuzzing"): request heads (against
+//! Fuzz targets of the front end's own parsers (docs/design.md, "Fuzzing"): request heads (against
 //! httparse, with the intended differences listed in [`REQUEST_DIVERGENCES`]), request-target
 //! normalisation, the PROXY protocol header and the TOML configuration. HTTP/2 framing and HPACK on the
 //! server side are the `h2` crate's (fuzzed upstream); what ordo adds on top of them, the `:path` rules, is

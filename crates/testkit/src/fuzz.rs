@@ -1,4 +1,4 @@
-//! The one configuration every crate's fuzz targets run under (docs/testing.md, "Fuzzing"), so a short,
+//! The one configuration every crate's fuzz targets run under (docs/design.md, "Fuzzing"), so a short,
 //! deterministic run is part of `cargo test` and `scripts/fuzz.sh` turns the same targets into a long one.
 //!
 //! - `ORDO_FUZZ_CASES`: inputs per target (default [`DEFAULT_CASES`], a few seconds at most per target);
@@ -37,8 +37,11 @@ pub fn cases(scale: f64) -> u32 {
 /// in time so a failure reports within a minute.
 pub fn config(scale: f64) -> Config {
     let seed = env_u64("ORDO_FUZZ_SEED", DEFAULT_SEED);
+    let cases = cases(scale);
+    // shown with a failure (and read by scripts/fuzz.sh, which runs with --nocapture)
+    eprintln!("ordo-fuzz: cases={cases} seed={seed}");
     Config {
-        cases: cases(scale),
+        cases,
         rng_algorithm: RngAlgorithm::ChaCha,
         rng_seed: RngSeed::Fixed(seed),
         failure_persistence: None,

@@ -1,4 +1,4 @@
-//! Fuzz targets of the experiment side's parsers (docs/testing.md, "Fuzzing"): experiment files (the shipped
+//! Fuzz targets of the experiment side's parsers (docs/design.md, "Fuzzing"): experiment files (the shipped
 //! examples mutated, and TOML made of their words), durations, and the output of the external load
 //! generators (ab, wrk, sysbench) a command workload is read from — text ordo does not control.
 

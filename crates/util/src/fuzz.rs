@@ -1,4 +1,4 @@
-//! Fuzz targets of the located-error layer (docs/testing.md, "Fuzzing"): every TOML file ordo reads goes
+//! Fuzz targets of the located-error layer (docs/design.md, "Fuzzing"): every TOML file ordo reads goes
 //! through it, so any text, offset and key path must give a located answer, never a panic, and the two
 //! directions (offset → key path, key path → span) must agree.
 

@@ -878,7 +878,7 @@ end
     proptest::proptest! {
         #![proptest_config(ordo_testkit::fuzz::config(0.5))]
 
-        /// Fuzz target (docs/testing.md, "Fuzzing"): the replaced pattern functions give what Lua 5.4's
+        /// Fuzz target (docs/design.md, "Fuzzing"): the replaced pattern functions give what Lua 5.4's
         /// own give, errors included, for random patterns on random subjects through find, match, gmatch
         /// and gsub. (Subjects are short so Lua's own matcher, which cannot be stopped, stays fast.)
         #[test]
