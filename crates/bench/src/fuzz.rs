@@ -1,7 +1,8 @@
 //! Fuzz targets of the load generator's parsers (docs/design.md, "Fuzzing"): the HTTP/2 client's HPACK
 //! decoder (any input; a round trip through the request encoder; and, differentially, every block the `h2`
-//! crate's encoder writes for a random response decodes to that response), its frame reader (any frames
-//! in any reads), and what a user types: mix files, URLs, `--header` and `--fail-if` expressions.
+//! crate's encoder writes for a random response decodes to that response), its request encoder against
+//! h2's decoder (the one `ordo serve` uses), its frame reader (any frames in any reads), and what a user
+//! types: mix files, URLs, `--header` and `--fail-if` expressions.
 
 use std::collections::HashMap;
 
@@ -10,7 +11,7 @@ use ordo_testkit::fuzz::{bytes, config, mutated, split, tokens};
 use proptest::prelude::*;
 
 use crate::h2conn::{Conn, Event};
-use crate::hpack::{self, Decoder, Encoder, Template};
+use crate::hpack::{self, Decoder, Encoder, Field, Template};
 use crate::mix::Mix;
 use crate::target::{Header, Target};
 use crate::threshold::Threshold;
@@ -148,6 +149,122 @@ fn h2_blocks(responses: &[Response], table_size: Option<u32>) -> Vec<Vec<u8>> {
     })
 }
 
+/// What an `h2` server (announcing `table_size` as its SETTINGS_HEADER_TABLE_SIZE) decodes from the request
+/// header `blocks`, sent one per stream by a raw client after it acknowledged the server's SETTINGS:
+/// per request its method, path and regular fields in header-map order, or the server's error.
+fn h2_decoded(blocks: &[Vec<u8>], table_size: Option<u32>) -> Vec<Result<Fields, String>> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let (client, server) = tokio::io::duplex(1 << 20);
+        let n = blocks.len();
+        let (done, decoded) = tokio::sync::oneshot::channel();
+        let server =
+            tokio::spawn(async move {
+                let mut b = h2::server::Builder::new();
+                if let Some(size) = table_size {
+                    b.header_table_size(size);
+                }
+                let mut conn = b.handshake::<_, Bytes>(server).await.expect("h2 handshake");
+                let mut got = Vec::new();
+                while got.len() < n {
+                    match conn.accept().await {
+                        Some(Ok((req, mut respond))) => {
+                            let mut fields = vec![
+                                (
+                                    b":method".to_vec(),
+                                    req.method().as_str().as_bytes().to_vec(),
+                                ),
+                                (b":path".to_vec(), req.uri().path().as_bytes().to_vec()),
+                            ];
+                            fields.extend(req.headers().iter().map(|(k, v)| {
+                                (k.as_str().as_bytes().to_vec(), v.as_bytes().to_vec())
+                            }));
+                            got.push(Ok(fields));
+                            let _ = respond.send_response(http::Response::new(()), true);
+                        }
+                        Some(Err(e)) => {
+                            got.push(Err(e.to_string()));
+                            break;
+                        }
+                        None => break,
+                    }
+                }
+                let _ = done.send(got);
+                // keep the connection polled (its answers go out) until the client leaves
+                while let Some(Ok(_)) = conn.accept().await {}
+            });
+        let (mut rd, mut wr) = tokio::io::split(client);
+        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        frame(&mut out, 4, 0, 0, &[]);
+        wr.write_all(&out).await.expect("write");
+        // the server's SETTINGS first: a block may only use its table size once acknowledged
+        let mut input = Vec::new();
+        loop {
+            let mut buf = [0u8; 4096];
+            let got = tokio::time::timeout(std::time::Duration::from_secs(10), rd.read(&mut buf))
+                .await
+                .expect("the server's SETTINGS")
+                .expect("read");
+            assert!(got > 0, "the server closed");
+            input.extend_from_slice(&buf[..got]);
+            if input.len() >= 9 && input[3] == 4 {
+                break;
+            }
+        }
+        out.clear();
+        frame(&mut out, 4, 1, 0, &[]);
+        for (i, b) in blocks.iter().enumerate() {
+            frame(&mut out, 1, 0x5, 2 * i as u32 + 1, b);
+        }
+        wr.write_all(&out).await.expect("write");
+        // read (and drop) the answers until the server has seen every request
+        let reader = tokio::spawn(async move {
+            let mut buf = [0u8; 4096];
+            while matches!(rd.read(&mut buf).await, Ok(n) if n > 0) {}
+        });
+        let got = tokio::time::timeout(std::time::Duration::from_secs(10), decoded)
+            .await
+            .expect("the server decodes every block")
+            .expect("the server's answer");
+        drop(wr);
+        reader.abort();
+        server.abort();
+        got
+    })
+}
+
+/// Request templates for `fields`, numbered as the plan numbers them (one id per distinct field), and the
+/// table size their dynamic fields take together.
+fn numbered(fields: &[Fields]) -> (Vec<Template>, usize) {
+    let mut ids: HashMap<(Vec<u8>, Vec<u8>), u32> = HashMap::new();
+    let mut total = 0;
+    let templates = fields
+        .iter()
+        .enumerate()
+        .map(|(i, f)| {
+            let pairs: Vec<(&[u8], &[u8])> = f.iter().map(|(n, v)| (&n[..], &v[..])).collect();
+            let mut t = Template::new(&pairs);
+            t.index = i;
+            for field in &mut t.fields {
+                let next = ids.len() as u32;
+                let key = (field.pair().0.to_vec(), field.pair().1.to_vec());
+                field.id = *ids.entry(key).or_insert_with(|| {
+                    if !field.is_static() {
+                        total += field.size();
+                    }
+                    next
+                });
+            }
+            t
+        })
+        .collect();
+    (templates, total)
+}
+
 fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, id: u32, payload: &[u8]) {
     out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
     out.extend_from_slice(&[kind, flags]);
@@ -211,32 +328,11 @@ proptest! {
             1..4),
         ops in proptest::collection::vec((any::<prop::sample::Index>(), proptest::option::weighted(0.1, 0usize..5000)), 1..12),
     ) {
-        let fields: Vec<Vec<(&[u8], &[u8])>> = templates
+        let fields: Vec<Fields> = templates
             .iter()
-            .map(|t| t.iter().map(|(n, v)| (n.as_bytes(), v.as_bytes())).collect())
+            .map(|t| t.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())).collect())
             .collect();
-        let mut ids: HashMap<(Vec<u8>, Vec<u8>), u32> = HashMap::new();
-        let mut total = 0;
-        let templates: Vec<Template> = fields
-            .iter()
-            .enumerate()
-            .map(|(i, f)| {
-                let mut t = Template::new(f);
-                t.index = i;
-                for field in &mut t.fields {
-                    let n = ids.len() as u32;
-                    let (n_, v_) = field.pair();
-                    let key = (n_.to_vec(), v_.to_vec());
-                    field.id = *ids.entry(key).or_insert_with(|| {
-                        if !field.is_static() {
-                            total += field.size();
-                        }
-                        n
-                    });
-                }
-                t
-            })
-            .collect();
+        let (templates, total) = numbered(&fields);
         let mut e = Encoder::new(templates.len(), total);
         let mut d = Decoder::new(4096);
         for (which, limit) in ops {
@@ -322,6 +418,56 @@ proptest! {
 proptest! {
     // each input runs an h2 connection: a quarter of the cases
     #![proptest_config(config(0.25))]
+
+    /// Differential against the `h2` crate, the other way: the request blocks ordo's encoder writes (its
+    /// dynamic-table model, cached index blocks, the size update after a server's smaller table) are
+    /// decoded by h2's decoder, the one `ordo serve` uses, into the fields of their template.
+    #[test]
+    fn h2_decodes_what_the_request_encoder_writes(
+        templates in proptest::collection::vec(
+            (proptest::sample::select(&["GET", "POST", "HEAD"][..]), "/[a-z0-9._~-]{0,12}",
+             proptest::collection::vec(
+                (proptest::sample::select(NAMES).prop_map(String::from), "[ -~]{0,30}"
+                    .prop_map(|v: String| v.trim_matches(' ').to_string())),
+                0..6)),
+            1..4),
+        order in proptest::collection::vec(any::<prop::sample::Index>(), 1..8),
+        table_size in proptest::option::of(prop_oneof![Just(0u32), 0u32..400, Just(4096)]),
+    ) {
+        let fields: Vec<Vec<(Vec<u8>, Vec<u8>)>> = templates
+            .iter()
+            .map(|(m, p, f)| {
+                let mut v = vec![
+                    (b":method".to_vec(), m.as_bytes().to_vec()),
+                    (b":scheme".to_vec(), b"http".to_vec()),
+                    (b":path".to_vec(), p.as_bytes().to_vec()),
+                    (b":authority".to_vec(), b"h".to_vec()),
+                ];
+                v.extend(f.iter().map(|(n, v)| (n.as_bytes().to_vec(), v.as_bytes().to_vec())));
+                v
+            })
+            .collect();
+        let (templates, total) = numbered(&fields);
+        let mut e = Encoder::new(templates.len(), total);
+        if let Some(n) = table_size {
+            e.limit(n as usize);
+        }
+        let picked: Vec<&Template> = order.iter().map(|i| i.get(&templates)).collect();
+        let blocks: Vec<Vec<u8>> = picked.iter().map(|t| e.encode(t).to_vec()).collect();
+        let got = h2_decoded(&blocks, table_size);
+        prop_assert_eq!(got.len(), picked.len());
+        for (t, got) in picked.iter().zip(got) {
+            let pairs: Vec<(&[u8], &[u8])> = t.fields.iter().map(Field::pair).collect();
+            let mut map = http::HeaderMap::new();
+            for (n, v) in &pairs[4..] {
+                map.append(http::HeaderName::from_bytes(n).expect("name"), http::HeaderValue::from_bytes(v).expect("value"));
+            }
+            let path = pairs[2].1;
+            let mut want = vec![(b":method".to_vec(), pairs[0].1.to_vec()), (b":path".to_vec(), path.to_vec())];
+            want.extend(map.iter().map(|(n, v)| (n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec())));
+            prop_assert_eq!(got, Ok(want));
+        }
+    }
 
     /// Differential against the `h2` crate: every header block its encoder writes (static and dynamic
     /// indices, Huffman strings, never-indexed fields, evictions, the size update after a smaller
