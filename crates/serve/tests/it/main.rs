@@ -22,6 +22,7 @@ mod ctl_seed003;
 mod ctl_shutdown;
 mod ctl_threads;
 mod edge;
+mod fuzz_conn;
 mod http2;
 mod http_backends;
 mod http_forwarded;
