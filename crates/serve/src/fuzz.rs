@@ -9,6 +9,7 @@ use ordo_testkit::fuzz::{bytes, config, mutated, split, tokens};
 use proptest::prelude::*;
 
 use crate::config::ServeConfig;
+use crate::edge::compress::{Coding, negotiate};
 use crate::http::Version;
 use crate::http::parse::{Head, HeadError, origin_form, parse_head, path_and_query};
 use crate::proxy_protocol::{self, Parsed, Source};
@@ -293,6 +294,27 @@ proptest! {
         prop_assert_eq!(proxy_protocol::parse(&wire[..cut % header.len()]), Ok(Parsed::Partial));
         if let Ok(Parsed::Done(_, n)) = proxy_protocol::parse(&noise) {
             prop_assert!(n <= noise.len());
+        }
+    }
+
+    /// `Accept-Encoding`: no panic, the coding chosen is one offered, and a coding refused with `q=0` (with
+    /// no `*` in the header) is never chosen.
+    #[test]
+    fn accept_encoding_picks_an_offered_coding(
+        values in proptest::collection::vec(tokens(&["gzip", "br", "zstd", "*", "identity", ";q=", ";Q=", "0",
+            "1", ".5", "0.000", "1.0001", ",", " ", "\t", ";", "x"], 10), 0..3),
+        offered in proptest::sample::subsequence(Coding::ALL.to_vec(), 0..=3),
+    ) {
+        let values: Vec<String> = values.iter().map(|v| String::from_utf8_lossy(v).into_owned()).collect();
+        let chosen = negotiate(values.iter().map(String::as_str), &offered);
+        if let Some(c) = chosen {
+            prop_assert!(offered.contains(&c));
+            let refused = format!("{};q=0", c.token());
+            let all = values.join(",");
+            prop_assert!(
+                all.contains('*') || !all.split(',').any(|e| e.trim() == refused),
+                "{:?} chose {:?}", all, c
+            );
         }
     }
 
