@@ -3,8 +3,8 @@
 # a fixed seed; this runs each for a time budget, in rounds of many cases with a new seed per round (the
 # first seed is random unless given, and printed), then prints a summary: rounds, cases, seconds and cases
 # per second per target. A failing round stops its target and prints the command that replays it; the
-# script then exits 1. Targets are found, not listed here: every unit test named `fuzz…` or in a `fuzz`
-# module of the crates below.
+# script then exits 1. Targets are found, not listed here: every test named `fuzz…` or in a `fuzz…`
+# module of the test binaries below (the crates' unit tests, and serve's integration tests).
 #
 #   scripts/fuzz.sh                 # 60 s per target, rounds of 20000 cases, random seed
 #   scripts/fuzz.sh -t 600 hpack    # 10 min for each target whose name contains "hpack"
@@ -36,13 +36,14 @@ done
 [ -n "$seed" ] || seed=$(od -An -N4 -tu4 /dev/urandom | tr -d ' ')
 echo "fuzz: first seed $seed, ${secs}s per target, rounds of $cases cases${filter:+, targets matching '$filter'}"
 
-# package, then the cargo flags its tests need
+# package, then the cargo flags that pick its test binary
 packages=(
-    "ordo-http1|"
-    "ordo-serve|"
-    "ordo-bench|"
-    "ordo-tune|"
-    "ordo-util|--features toml"
+    "ordo-http1|--lib"
+    "ordo-serve|--lib"
+    "ordo-serve|--test it"
+    "ordo-bench|--lib"
+    "ordo-tune|--lib"
+    "ordo-util|--lib --features toml"
 )
 now_ms() { date +%s%3N; }
 summary=()
@@ -50,11 +51,11 @@ failed=0
 for entry in "${packages[@]}"; do
     pkg=${entry%%|*}
     read -r -a flags <<<"${entry#*|}"
-    echo "fuzz: building $pkg's tests"
-    bin=$(cargo test -p "$pkg" "${flags[@]}" "${profile[@]}" --lib --no-run --message-format=json 2>/dev/null |
+    echo "fuzz: building $pkg's tests (${flags[*]})"
+    bin=$(cargo test -p "$pkg" "${flags[@]}" "${profile[@]}" --no-run --message-format=json 2>/dev/null |
         grep -o '"executable":"[^"]*"' | tail -1 | cut -d'"' -f4)
     if [ -z "$bin" ]; then
-        echo "fuzz: $pkg's tests do not build; run: cargo test -p $pkg ${flags[*]} --lib --no-run" >&2
+        echo "fuzz: $pkg's tests do not build; run: cargo test -p $pkg ${flags[*]} --no-run" >&2
         exit 1
     fi
     dir="crates/${pkg#ordo-}"
@@ -72,7 +73,7 @@ for entry in "${packages[@]}"; do
                 status=FAILED
                 failed=1
                 echo "$out" | grep -v '^ *[0-9]*: \|^ *at ' | tail -40
-                echo "fuzz: $t FAILED; replay: ORDO_FUZZ_SEED=$s ORDO_FUZZ_CASES=$cases cargo test -p $pkg ${flags[*]} ${profile[*]} --lib $t -- --exact"
+                echo "fuzz: $t FAILED; replay: ORDO_FUZZ_SEED=$s ORDO_FUZZ_CASES=$cases cargo test -p $pkg ${flags[*]} ${profile[*]} $t -- --exact"
                 break
             fi
             ran=$(sed -n 's/.*ordo-fuzz: cases=\([0-9]*\).*/\1/p' <<<"$out" | head -1)
