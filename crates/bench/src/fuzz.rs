@@ -265,6 +265,128 @@ fn numbered(fields: &[Fields]) -> (Vec<Template>, usize) {
     (templates, total)
 }
 
+/// A response for the `h2` server to send to the bench client.
+#[derive(Clone, Debug)]
+struct Answer {
+    /// Informational (103) responses before it.
+    early: u8,
+    status: u16,
+    fields: Vec<(String, Vec<u8>, bool)>,
+    len: usize,
+    content_length: bool,
+    trailers: bool,
+}
+
+/// What the bench client reads (its events per stream, in order) when an `h2` server sends `answers`, one per
+/// request, the client driving the connection as the load generator does (its queued bytes written, what
+/// arrives handed to it, streams opened while it may). `Err`: the client failed the connection.
+fn h2_client_events(answers: &[Answer]) -> Result<Vec<Vec<Event>>, String> {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime");
+    rt.block_on(async {
+        let (client, server) = tokio::io::duplex(64 * 1024);
+        let todo = answers.to_vec();
+        let server = tokio::spawn(async move {
+            let mut conn = h2::server::handshake(server).await.expect("h2 handshake");
+            for a in todo {
+                let Some(Ok((_req, mut respond))) = conn.accept().await else {
+                    return;
+                };
+                for _ in 0..a.early {
+                    let hint = http::Response::builder()
+                        .status(103)
+                        .header("link", "</s.css>; rel=preload");
+                    respond
+                        .send_informational(hint.body(()).expect("a hint"))
+                        .expect("sent");
+                }
+                let (len, trailers) = (a.len, a.trailers);
+                let mut r = http::Response::builder().status(a.status);
+                for (n, v, sensitive) in a.fields {
+                    let mut v = http::HeaderValue::from_bytes(&v).expect("valid value");
+                    v.set_sensitive(sensitive);
+                    r = r.header(n, v);
+                }
+                if a.content_length {
+                    r = r.header("content-length", len);
+                }
+                let ends = len == 0 && !trailers;
+                let mut body = respond
+                    .send_response(r.body(()).expect("a response"), ends)
+                    .expect("sent");
+                if len > 0 {
+                    // buffered by h2 and sent as the client's windows open
+                    let data = Bytes::from(vec![b'x'; len]);
+                    body.send_data(data, !trailers).expect("data");
+                }
+                if trailers {
+                    let mut t = http::HeaderMap::new();
+                    t.insert("x-trailer", http::HeaderValue::from_static("t"));
+                    body.send_trailers(t).expect("trailers");
+                }
+            }
+            while let Some(Ok(_)) = conn.accept().await {}
+        });
+        let (mut rd, mut wr) = tokio::io::split(client);
+        let mut c = Conn::new(65_535, 1 << 20);
+        let get = hpack::encode(&[
+            (b":method", b"GET"),
+            (b":scheme", b"http"),
+            (b":path", b"/"),
+            (b":authority", b"h"),
+        ]);
+        let mut events: Vec<Vec<Event>> = vec![Vec::new(); answers.len()];
+        let mut opened = 0;
+        let mut ev = Vec::new();
+        let done = |events: &Vec<Vec<Event>>| {
+            events.iter().all(|e| {
+                e.iter().any(|e| {
+                    matches!(
+                        e,
+                        Event::End { .. } | Event::Failed { .. } | Event::Head { end: true, .. }
+                    )
+                })
+            })
+        };
+        let run = async {
+            while !done(&events) {
+                while opened < answers.len() && c.can_open() {
+                    c.open(opened, &get, None, false);
+                    opened += 1;
+                }
+                if !c.out.is_empty() {
+                    wr.write_all(&c.out).await.map_err(|e| e.to_string())?;
+                    let n = c.out.len();
+                    c.written(n);
+                }
+                let n = rd.read(c.input()).await.map_err(|e| e.to_string())?;
+                if n == 0 {
+                    return Err("the server closed".to_string());
+                }
+                c.received(n, &mut ev).map_err(|e| e.reason.clone())?;
+                for e in ev.drain(..) {
+                    let client = match &e {
+                        Event::Head { client, .. }
+                        | Event::Data { client, .. }
+                        | Event::End { client }
+                        | Event::Failed { client, .. } => *client,
+                    };
+                    events[client].push(e);
+                }
+            }
+            Ok(())
+        };
+        let r = tokio::time::timeout(std::time::Duration::from_secs(10), run)
+            .await
+            .unwrap_or_else(|_| Err("no answer within 10 s".to_string()));
+        server.abort();
+        r.map(|()| events)
+    })
+}
+
 fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, id: u32, payload: &[u8]) {
     out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
     out.extend_from_slice(&[kind, flags]);
@@ -382,7 +504,7 @@ proptest! {
                 }
             }
         }
-        prop_assert!(c.out_len() < 1 << 20, "{} bytes queued", c.out_len());
+        prop_assert!(c.out.len() < 1 << 20, "{} bytes queued", c.out.len());
         prop_assert!(ev.len() <= 4 * (frames.len() + 1));
     }
 
@@ -466,6 +588,42 @@ proptest! {
             let mut want = vec![(b":method".to_vec(), pairs[0].1.to_vec()), (b":path".to_vec(), path.to_vec())];
             want.extend(map.iter().map(|(n, v)| (n.as_str().as_bytes().to_vec(), v.as_bytes().to_vec())));
             prop_assert_eq!(got, Ok(want));
+        }
+    }
+
+    /// Differential against the `h2` crate's server: responses of any size (flow control: bodies past the
+    /// stream and connection windows), with fields, Content-Length, 103 Early Hints before them and
+    /// trailers after, reach the bench client as its events say: the final status once, every body byte,
+    /// the end of each stream.
+    #[test]
+    fn h2_client_reads_what_h2_sends(
+        answers in proptest::collection::vec(
+            (proptest::sample::select(&[200u16, 201, 206, 301, 404, 500, 503][..]),
+             proptest::collection::vec((proptest::sample::select(NAMES).prop_map(String::from), value(), any::<bool>()), 0..6),
+             prop_oneof![Just(0usize), 1usize..100, 60_000usize..200_000],
+             any::<bool>(),
+             any::<bool>(),
+             prop_oneof![3 => Just(0u8), 1 => 1u8..4])
+                .prop_map(|(status, fields, len, content_length, trailers, early)| Answer {
+                    early, status, fields, len, content_length, trailers,
+                }),
+            1..5),
+    ) {
+        let events = h2_client_events(&answers);
+        let events = match events {
+            Ok(e) => e,
+            Err(e) => return Err(TestCaseError::fail(format!("the client failed: {e}"))),
+        };
+        for (a, ev) in answers.iter().zip(&events) {
+            let (status, len, trailers) = (&a.status, &a.len, &a.trailers);
+            let head: Vec<(u16, bool)> = ev.iter().filter_map(|e| match e {
+                Event::Head { status, end, .. } => Some((*status, *end)),
+                _ => None,
+            }).collect();
+            prop_assert_eq!(head, vec![(*status, *len == 0 && !trailers)], "{:?}", ev);
+            let body: usize = ev.iter().map(|e| match e { Event::Data { len, .. } => *len, _ => 0 }).sum();
+            prop_assert_eq!(body, *len);
+            prop_assert!(!ev.iter().any(|e| matches!(e, Event::Failed { .. })), "{:?}", ev);
         }
     }
 

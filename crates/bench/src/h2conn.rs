@@ -329,12 +329,6 @@ impl Conn {
         self.control.push_back(self.out.len());
     }
 
-    /// Bytes queued to write.
-    #[cfg(test)]
-    pub(crate) fn out_len(&self) -> usize {
-        self.out.len()
-    }
-
     /// The answers queued and not yet written.
     #[cfg(test)]
     pub(crate) fn answers_queued(&self) -> usize {
