@@ -174,7 +174,8 @@ proptest! {
 
     /// A request head: no panic; where ordo accepts it, httparse reads the same method, target, version,
     /// head length and fields; where ordo refuses what httparse accepts, the reason is one of
-    /// [`REQUEST_DIVERGENCES`]; and the head arriving in any two reads gives `Partial` until it is whole.
+    /// [`REQUEST_DIVERGENCES`]; an origin-form target's path and query are the ones HTTP/2 would route on; and
+    /// the head arriving in any two reads gives `Partial` until it is whole.
     #[test]
     fn request_head_agrees_with_httparse(
         input in request_input(),
@@ -205,6 +206,10 @@ proptest! {
                     if !(absolute && t.name.eq_ignore_ascii_case("host")) {
                         prop_assert_eq!(span_bytes(h, &input, f.raw), ordo_http1::trim_ows(t.value));
                     }
+                }
+                // an origin-form target gets the path and query an HTTP/2 `:path` of the same text gets
+                if let Some(t) = req.path.filter(|t| t.starts_with('/')) {
+                    prop_assert_eq!(path_and_query(&h.method, t), Ok((h.path.clone(), h.query.clone())));
                 }
                 // the same head in two reads: nothing is decided before it is whole
                 let k = cut % h.len;
