@@ -7,7 +7,7 @@ use std::path::Path;
 use ordo_testkit::fuzz::{config, mutated, tokens};
 use proptest::prelude::*;
 
-use crate::parsers::{parse_ab, parse_sysbench, parse_wrk};
+use crate::parsers::{parse_ab, parse_regex, parse_sysbench, parse_wrk};
 use crate::spec::{Spec, parse_duration};
 
 /// The shipped example experiment files.
@@ -107,8 +107,14 @@ const OUTPUT: &[&str] = &[
     "-1",
     "1.5",
     "1e308",
+    "1e309",
+    "Total:",
+    "Connect:",
     "inf",
     "NaN",
+    "infinity",
+    "req/s",
+    "events/s",
     "us",
     "ms",
     "s",
@@ -141,13 +147,18 @@ proptest! {
         let _ = parse_duration(&String::from_utf8_lossy(&duration));
     }
 
-    /// A load generator's output: no panic, and every metric read is a number (not NaN).
+    /// A load generator's output: no panic, and every metric read is a finite number (a NaN or an
+    /// infinity would poison the statistics of the whole experiment).
     #[test]
     fn load_generator_output_never_panics(out in tokens(OUTPUT, 60)) {
         let out = String::from_utf8_lossy(&out);
-        for m in [parse_ab(&out), parse_wrk(&out), parse_sysbench(&out)].into_iter().flatten() {
+        let re = regex::Regex::new(r"(?P<throughput>\S+) (?:req|events)/s").expect("a regex");
+        for m in [parse_ab(&out), parse_wrk(&out), parse_sysbench(&out), parse_regex(&re, &out)]
+            .into_iter()
+            .flatten()
+        {
             for (k, v) in &m {
-                prop_assert!(!v.is_nan(), "{} = NaN from {:?}", k, out);
+                prop_assert!(v.is_finite(), "{} = {} from {:?}", k, v, out);
             }
         }
     }
