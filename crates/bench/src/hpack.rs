@@ -465,6 +465,12 @@ impl Decoder {
         }
     }
 
+    /// (octets in the dynamic table, its maximum size as the last update set it).
+    #[cfg(test)]
+    pub(crate) fn table_size(&self) -> (usize, usize) {
+        (self.size, self.max)
+    }
+
     /// (entries, size) of the dynamic table.
     #[cfg(test)]
     fn table_state(&self) -> Vec<(String, String)> {

@@ -30,6 +30,8 @@
 
 mod config;
 mod engine;
+#[cfg(test)]
+mod fuzz;
 mod h2;
 mod h2conn;
 mod hpack;

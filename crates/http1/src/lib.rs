@@ -14,6 +14,8 @@
 
 mod chunked;
 mod framing;
+#[cfg(test)]
+mod fuzz;
 mod response;
 mod token;
 

@@ -12,6 +12,8 @@ pub mod config;
 pub mod edge;
 pub mod fleet;
 pub mod forwarded;
+#[cfg(test)]
+mod fuzz;
 pub mod gate;
 pub mod http;
 pub mod http2;

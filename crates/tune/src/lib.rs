@@ -4,6 +4,8 @@
 pub mod analysis;
 pub mod compare;
 pub mod design;
+#[cfg(test)]
+mod fuzz;
 mod parsers;
 pub mod runner;
 pub mod search;

@@ -32,7 +32,7 @@ fn first_number(s: &str) -> Option<f64> {
     let end = s
         .find(|c: char| !(c.is_ascii_digit() || c == '.' || c == '-' || c == 'e' || c == '+'))
         .unwrap_or(s.len());
-    s[..end].parse().ok()
+    s[..end].parse().ok().filter(|v: &f64| v.is_finite())
 }
 
 fn after<'a>(line: &'a str, prefix: &str) -> Option<&'a str> {
@@ -67,7 +67,7 @@ pub(crate) fn parse_ab(out: &str) -> Result<Metrics, ParseError> {
         } else if let Some(r) = after(line, "Total:") {
             let v: Vec<f64> = r
                 .split_whitespace()
-                .filter_map(|x| x.parse().ok())
+                .filter_map(|x| x.parse().ok().filter(|v: &f64| v.is_finite()))
                 .collect();
             if v.len() >= 5 {
                 m.insert("min_ms".into(), v[0]);
@@ -102,14 +102,15 @@ fn wrk_time_ms(s: &str) -> Option<f64> {
     let split = s.find(|c: char| c.is_ascii_alphabetic())?;
     let (n, unit) = s.split_at(split);
     let n: f64 = n.parse().ok()?;
-    Some(match unit {
+    let ms = match unit {
         "us" => n / 1000.0,
         "ms" => n,
         "s" => n * 1000.0,
         "m" => n * 60_000.0,
         "h" => n * 3_600_000.0,
         _ => return None,
-    })
+    };
+    ms.is_finite().then_some(ms)
 }
 
 /// wrk output (with or without `--latency`).
@@ -137,9 +138,11 @@ pub(crate) fn parse_wrk(out: &str) -> Result<Metrics, ParseError> {
             errors += r
                 .split(',')
                 .filter_map(|x| {
+                    // counts: digits only (an f64 parse takes `NaN` and `inf` too)
                     x.split_whitespace()
                         .last()
-                        .and_then(|n| n.parse::<f64>().ok())
+                        .and_then(|n| n.parse::<u64>().ok())
+                        .map(|n| n as f64)
                 })
                 .sum::<f64>();
         } else if let Some(r) = t.strip_prefix("Non-2xx or 3xx responses:") {
@@ -221,10 +224,16 @@ pub(crate) fn parse_regex(re: &Regex, out: &str) -> Result<Metrics, ParseError> 
     let mut m = Metrics::new();
     for name in re.capture_names().flatten() {
         if let Some(c) = caps.name(name) {
-            let v: f64 = c.as_str().trim().parse().map_err(|_| ParseError {
-                parser: "regex",
-                message: format!("group `{name}` matched `{}`, not a number", c.as_str()),
-            })?;
+            let v: f64 = c
+                .as_str()
+                .trim()
+                .parse()
+                .ok()
+                .filter(|v: &f64| v.is_finite())
+                .ok_or_else(|| ParseError {
+                    parser: "regex",
+                    message: format!("group `{name}` matched `{}`, not a number", c.as_str()),
+                })?;
             m.insert(name.to_string(), v);
         }
     }
@@ -269,6 +278,49 @@ Percentage of the requests served within a certain time (ms)
         assert_eq!(m["time_per_request_all_ms"], 1.234);
         assert_eq!((m["min_ms"], m["max_ms"], m["p95_ms"]), (1.0, 6.0, 3.0));
         assert!(parse_ab("apr_socket_connect(): Connection refused").is_err());
+    }
+
+    /// Found by the fuzz target (issue 23): a `Socket errors:` count of `NaN` (or `inf`) was read as a
+    /// float and made the run's error metric NaN; counts are digits.
+    #[test]
+    fn issue23_wrk_socket_errors_are_counts() {
+        let out = "Socket errors: connect 1, read 2, write 3, timeout 4 NaN\nRequests/sec: 50%";
+        let m = parse_wrk(out).unwrap();
+        assert_eq!(m["errors"], 6.0);
+        assert_eq!(m["throughput"], 50.0);
+        let m = parse_wrk("Socket errors: connect inf, read 2\nRequests/sec: 1").unwrap();
+        assert_eq!(m["errors"], 2.0);
+    }
+
+    /// Found by the fuzz target (issue 23): a number past f64's range (`1e309`, or a time that overflows
+    /// when converted to ms) was read as infinity; it is not read.
+    #[test]
+    fn issue23_numbers_out_of_range_are_not_metrics() {
+        assert!(parse_ab("Requests per second:11e308").is_err());
+        let m =
+            parse_wrk("Requests/sec: 1\n    Latency   1e308h    0.89ms  12.92ms   93.69%").unwrap();
+        assert!(!m.contains_key("mean_ms"), "{m:?}");
+        assert_eq!(first_number("1e309"), None);
+        // ab's connection-times row with a NaN column is not read (it was: min/mean/max became NaN)
+        let m =
+            parse_ab("Requests per second: 5\nTotal:      NaN  NaN   NaN    NaN     NaN").unwrap();
+        assert!(
+            !m.contains_key("min_ms") && !m.contains_key("max_ms"),
+            "{m:?}"
+        );
+        assert_eq!(first_number("2.5e3 x"), Some(2500.0));
+    }
+
+    /// Found by the fuzz target (issue 23): a regex group matching `NaN` or `inf` became a metric that
+    /// is not a number; it is refused like any other non-number.
+    #[test]
+    fn issue23_regex_metrics_are_finite() {
+        let re = Regex::new(r"(?P<throughput>\S+) req/s").unwrap();
+        for v in ["NaN", "inf", "-infinity"] {
+            let e = parse_regex(&re, &format!("{v} req/s")).unwrap_err();
+            assert!(e.message.contains("not a number"), "{v}: {}", e.message);
+        }
+        assert_eq!(parse_regex(&re, "12.5 req/s").unwrap()["throughput"], 12.5);
     }
 
     #[test]

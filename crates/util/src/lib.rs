@@ -2,6 +2,8 @@
 //! dependency; with the `toml` feature, the located-error layer every TOML file ordo reads goes through).
 
 mod calendar;
+#[cfg(all(test, feature = "toml"))]
+mod fuzz;
 #[cfg(feature = "toml")]
 pub mod located;
 mod rng;

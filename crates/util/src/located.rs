@@ -137,7 +137,18 @@ impl<'a> Source<'a> {
     /// key path found there.
     pub fn parse<T: DeserializeOwned>(&self) -> Result<T, Located> {
         toml::from_str(self.text).map_err(|e| {
-            let message = plain_message(e.message().trim());
+            let mut message = plain_message(e.message().trim());
+            if message.is_empty() {
+                // toml says nothing when the text ends where a value was due (`a =` as the last line)
+                let ends_here = e
+                    .span()
+                    .is_none_or(|s| self.text.get(s.start..).is_none_or(|r| r.trim().is_empty()));
+                message = if ends_here {
+                    "expected a value, found the end of the file".to_string()
+                } else {
+                    "invalid TOML syntax here".to_string()
+                };
+            }
             match e.span() {
                 Some(s) => self.at_offset(s.start, message),
                 None => Located::new(self.name, message),
@@ -590,6 +601,20 @@ mod tests {
 
     fn parse_err(text: &str) -> Located {
         Source::new("c.toml", text).parse::<Cfg>().unwrap_err()
+    }
+
+    /// Found by the fuzz target (issue 23): toml's message is empty when the text ends where a value was
+    /// due, which printed `c.toml:1: a: ` with no reason.
+    #[test]
+    fn issue23_a_value_missing_at_the_end_is_said() {
+        for text in ["a = ", "a =", "[[classes]]\nname = "] {
+            let e = parse_err(text);
+            assert_eq!(
+                e.message, "expected a value, found the end of the file",
+                "{text:?}"
+            );
+            assert!(e.line.is_some(), "{text:?}");
+        }
     }
 
     #[test]

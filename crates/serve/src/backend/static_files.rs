@@ -523,6 +523,27 @@ mod tests {
         }
     }
 
+    proptest::proptest! {
+        #![proptest_config(ordo_testkit::fuzz::config(1.0))]
+
+        /// Fuzz target (docs/design.md, "Fuzzing"): any `Range` value, for any file length, gives the
+        /// whole file, 416, or a part inside the file (first ≤ last < length).
+        #[test]
+        fn fuzz_range_header_stays_in_the_file(
+            h in ordo_testkit::fuzz::tokens(
+                &["bytes=", "BYTES=", "items=", "0", "1", "9", "18446744073709551615", "99999999999999999999",
+                  "-", ",", " ", "\t", "é", "="],
+                8,
+            ),
+            len in proptest::prop_oneof![0u64..3, 0u64..1000, proptest::prelude::any::<u64>()],
+        ) {
+            let h = String::from_utf8_lossy(&h);
+            if let Range::Part(a, b) = parse_range(&h, len) {
+                proptest::prop_assert!(a <= b && b < len, "{:?} of {}: {}-{}", h, len, a, b);
+            }
+        }
+    }
+
     #[test]
     fn ranges() {
         assert_eq!(part("bytes=0-9", 100), Some((0, 9)));

@@ -852,6 +852,60 @@ end
             agree(&want, &got, code);
         }
     }
+
+    /// The pieces of Lua patterns: classes, sets, anchors, quantifiers, captures, back-references,
+    /// `%b`, `%f` and malformed ones.
+    const PATTERN: &[&str] = &[
+        "a", "b", ".", "%a", "%d", "%s", "%w", "%p", "%x", "%z", "%.", "%%", "%b()", "%bab",
+        "%f[%a]", "%f[^a]", "[a-c]", "[^a]", "[%]]", "[]", "(", ")", "()", "*", "+", "-", "?", "^",
+        "$", "%1", "%2", "%", "[", "]", "\0", "%g",
+    ];
+    const SUBJECT: &[&str] = &[
+        "a", "b", "(", ")", " ", "1", "x", ".", "%", "\0", "é", "]", "aa",
+    ];
+
+    thread_local! {
+        /// Lua's own library and the sandbox, each with the harness loaded: made once per test thread.
+        static PATTERN_STATES: (Lua, Function, Script, Function) = {
+            let real = Lua::new();
+            let real_h: Function = real.load(HARNESS).eval().unwrap();
+            let ours = Script::load(Path::new("fuzz.lua"), "", 16 << 20).unwrap();
+            let ours_h: Function = ours.lua().load(HARNESS).eval().unwrap();
+            (real, real_h, ours, ours_h)
+        };
+    }
+
+    proptest::proptest! {
+        #![proptest_config(ordo_testkit::fuzz::config(0.5))]
+
+        /// Fuzz target (docs/design.md, "Fuzzing"): the replaced pattern functions give what Lua 5.4's
+        /// own give, errors included, for random patterns on random subjects through find, match, gmatch
+        /// and gsub. (Subjects are short so Lua's own matcher, which cannot be stopped, stays fast.)
+        #[test]
+        fn fuzz_lua_patterns_agree_with_lua(
+            pattern in ordo_testkit::fuzz::tokens(PATTERN, 8),
+            subject in ordo_testkit::fuzz::tokens(SUBJECT, 10),
+            init in -4i64..8,
+        ) {
+            let (p, s) = (String::from_utf8_lossy(&pattern), String::from_utf8_lossy(&subject));
+            let (p, s) = (format!("{p:?}"), format!("{s:?}"));
+            PATTERN_STATES.with(|(real, real_h, ours, ours_h)| {
+                for call in [
+                    format!("return string.find({s}, {p}, {init})"),
+                    format!("return string.match({s}, {p})"),
+                    format!("return string.gsub({s}, {p}, '<%0>')"),
+                    format!("return string.gsub({s}, {p}, '%1')"),
+                    format!(
+                        "local t = {{}} for a, b in string.gmatch({s}, {p}) do t[#t + 1] = tostring(a) .. '|' .. tostring(b) end return table.concat(t, ';')"
+                    ),
+                ] {
+                    let want = run(real, real_h, &call);
+                    let got = run(ours.lua(), ours_h, &call);
+                    agree(&want, &got, &call);
+                }
+            });
+        }
+    }
 }
 
 /// What a script can and cannot do, and that every way to run long or grow big is stopped.

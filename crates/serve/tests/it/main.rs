@@ -23,6 +23,7 @@ mod ctl_shutdown;
 mod ctl_threads;
 mod edge;
 mod fleet;
+mod fuzz_conn;
 mod http2;
 mod http_backends;
 mod http_forwarded;
