@@ -76,6 +76,8 @@ pub struct BenchConfig {
     pub h2: bool,
     /// HTTP/2: concurrent streams per connection, each a client of the loop (h2load's `-m`).
     pub streams: usize,
+    /// A wrk-compatible Lua script (`-s`): its hooks build the requests and see the responses.
+    pub script: Option<crate::script::Script>,
 }
 
 /// How an `https://` target is connected to.
@@ -114,6 +116,7 @@ impl BenchConfig {
             tls: TlsOptions::default(),
             h2: false,
             streams: 1,
+            script: None,
         })
     }
 
@@ -169,6 +172,19 @@ impl BenchConfig {
             return Err(bad(
                 "streams",
                 "several streams per connection need HTTP/2 (--h2 or --h2c)".into(),
+            ));
+        }
+        if self.script.is_some() && self.h2 {
+            return Err(bad(
+                "script",
+                "Lua scripts drive HTTP/1.1 (as wrk); drop --h2/--h2c".into(),
+            ));
+        }
+        if self.script.is_some() && self.mix.is_some() {
+            return Err(bad(
+                "script",
+                "a Lua script builds its own requests; it cannot be combined with a mix file"
+                    .into(),
             ));
         }
         if self.h2 && !self.keepalive {

@@ -157,6 +157,11 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// The worker thread this client runs on (0-based).
+    pub(crate) fn thread(&self) -> usize {
+        self.live
+    }
+
     /// The client failed a connection for `reason` (the server broke the protocol or flooded it).
     pub(crate) fn connection_error(&self, reason: &str) {
         self.stats.borrow_mut().record_conn_error(reason, 1);
@@ -242,10 +247,10 @@ fn us(d: Duration) -> u64 {
 }
 
 /// A connection to the target: plain TCP, or TLS over it (`https://`).
-type Conn = ordo_sys::tls::ClientStream;
+pub(crate) type Conn = ordo_sys::tls::ClientStream;
 
 /// Sends one request. A TLS stream holds the records until flushed; a TCP socket has nothing to flush.
-async fn send(conn: &mut Conn, req: &[u8]) -> std::io::Result<()> {
+pub(crate) async fn send(conn: &mut Conn, req: &[u8]) -> std::io::Result<()> {
     conn.write_all(req).await?;
     match conn {
         Conn::Plain(_) => Ok(()),
@@ -255,8 +260,13 @@ async fn send(conn: &mut Conn, req: &[u8]) -> std::io::Result<()> {
 
 /// Connects (and for `https://` makes the TLS handshake) within `limit`.
 async fn open(plan: &Plan, limit: Duration) -> Option<Conn> {
+    open_to(plan, plan.addr, limit).await
+}
+
+/// [`open`] to `addr` (a script's thread may set its own address).
+pub(crate) async fn open_to(plan: &Plan, addr: SocketAddr, limit: Duration) -> Option<Conn> {
     let connect = async {
-        let s = TcpStream::connect(plan.addr).await.ok()?;
+        let s = TcpStream::connect(addr).await.ok()?;
         if plan.keepalive {
             // One write per request, so Nagle never delays a fresh connection's only request;
             // skipping the setsockopt saves a syscall per request without keep-alive.

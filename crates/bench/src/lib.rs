@@ -38,6 +38,7 @@ mod mix;
 pub mod print;
 pub mod progress;
 mod report;
+mod script;
 mod stats;
 mod target;
 mod threshold;
@@ -53,6 +54,7 @@ pub use mix::{Assign, Mix, MixClass, UrlOrder};
 /// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
 pub use ordo_sys::CancelToken;
 pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
+pub use script::{Script, ScriptDone};
 pub use target::{Header, Target};
 pub use threshold::{Metric, Op, Threshold, ThresholdError, Unit, Verdict, judge};
 
@@ -76,6 +78,9 @@ pub enum BenchError {
     Unreachable { target: String, reason: String },
     #[error("server pid {pid}: {reason}")]
     ServerPid { pid: i32, reason: String },
+    /// A Lua script (`-s`) could not be loaded, or one of its hooks raised an error.
+    #[error("script {path}: {message}")]
+    Script { path: String, message: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -96,6 +101,7 @@ impl BenchError {
                 | BenchError::InvalidConfig { .. }
                 | BenchError::Mix(_)
                 | BenchError::ServerPid { .. }
+                | BenchError::Script { .. }
         )
     }
 }
@@ -130,6 +136,20 @@ pub fn run_observed(
     cancel: CancelToken,
     on_progress: impl FnMut(&Progress),
 ) -> Result<BenchReport, BenchError> {
+    let (report, done) = run_scripted(config, cancel, on_progress)?;
+    if let Some(d) = done {
+        d.call(&report)?;
+    }
+    Ok(report)
+}
+
+/// [`run_observed`], leaving a Lua script's `done` hook to the caller (to call after printing the
+/// report, as wrk does); `None` without a script.
+pub fn run_scripted(
+    config: BenchConfig,
+    cancel: CancelToken,
+    on_progress: impl FnMut(&Progress),
+) -> Result<(BenchReport, Option<ScriptDone>), BenchError> {
     let (addr, mut sampler) = preflight(&config)?;
     let tls = if config.target.tls {
         Some(tls::prepare(
@@ -143,7 +163,20 @@ pub fn run_observed(
         None
     };
     let threads = config.effective_threads();
-    let run = plan_run(&config, addr, tls, threads)?;
+    // wrk's setup phase runs before any worker starts
+    let script = match &config.script {
+        Some(s) => Some(script::start(s, &config, addr, threads)?),
+        None => None,
+    };
+    let run = plan_run(
+        &config,
+        addr,
+        tls,
+        threads,
+        script
+            .as_ref()
+            .map(|(p, _)| p.clone() as Arc<dyn engine::Protocol>),
+    )?;
     let plan = run.plan.clone();
 
     let mut handles = Vec::with_capacity(threads);
@@ -166,7 +199,11 @@ pub fn run_observed(
         (Some(pid), Some(a), Some(b)) => Some(server_report(pid, &b.delta(&a), complete)),
         _ => None,
     };
-    Ok(report::build(report::BuildInput {
+    let done = match script {
+        Some((protocol, main)) => Some(protocol.finish(main, stats.total_latency())?),
+        None => None,
+    };
+    let report = report::build(report::BuildInput {
         config: run_config(&config, threads, run.open, run.assign_requests),
         target: config.target.url.clone(),
         started_unix_ms: watched.started_unix_ms.unwrap_or_else(unix_ms),
@@ -181,7 +218,8 @@ pub fn run_observed(
         hostname: config.target.host.clone(),
         port: config.target.port,
         path: config.target.path.clone(),
-    }))
+    });
+    Ok((report, done))
 }
 
 /// What a run is, decided before its workers start: the engine's shared plan and the figures the report
@@ -206,6 +244,7 @@ fn plan_run(
     addr: std::net::SocketAddr,
     tls: Option<tls::Tls>,
     threads: usize,
+    scripted: Option<Arc<dyn engine::Protocol>>,
 ) -> Result<PlannedRun, BenchError> {
     let mix = config.mix.clone().unwrap_or_else(|| {
         Mix::new(
@@ -216,7 +255,9 @@ fn plan_run(
     let shares = mix.normalised_shares();
     let classes = class_plans(config, &mix)?;
     // the one place that picks the protocol: the engine runs either
-    let protocol: Arc<dyn engine::Protocol> = if config.h2 {
+    let protocol: Arc<dyn engine::Protocol> = if let Some(p) = scripted {
+        p
+    } else if config.h2 {
         Arc::new(h2::H2Plan::new(h2_requests(config, &mix)?, config.streams))
     } else {
         Arc::new(engine::Http1Protocol)

@@ -6,4 +6,5 @@ mod engine;
 mod examples;
 mod h2;
 mod schema;
+mod script;
 mod tls;
