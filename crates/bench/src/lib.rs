@@ -34,6 +34,7 @@ mod h2;
 mod h2conn;
 mod hpack;
 mod http;
+mod merge;
 mod mix;
 pub mod print;
 pub mod progress;
@@ -50,6 +51,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use config::{BenchConfig, Pacing, Stop, TlsOptions, parse_duration};
+pub use merge::{MergeError, differences, merge};
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
 /// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
 pub use ordo_sys::CancelToken;

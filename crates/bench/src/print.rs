@@ -9,6 +9,7 @@ use crate::report::{BenchReport, Latency, PERCENTILES, TimeRow};
 pub fn text(r: &BenchReport) -> String {
     let mut o = String::new();
     for part in [
+        merged,
         header,
         document,
         totals,
@@ -23,11 +24,41 @@ pub fn text(r: &BenchReport) -> String {
     o
 }
 
+/// A merged report (`ordo report merge`): its warnings, then one line per run merged.
+fn merged(o: &mut String, r: &BenchReport) {
+    for w in &r.warnings {
+        let _ = writeln!(o, "{w}");
+    }
+    if r.merged.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Merged from {} runs (percentiles from their summed histograms):",
+        r.merged.len()
+    );
+    for m in &r.merged {
+        let host = m
+            .fingerprint
+            .as_ref()
+            .map(|f| f.hostname.as_str())
+            .filter(|h| !h.is_empty())
+            .unwrap_or("unknown machine");
+        let _ = writeln!(
+            o,
+            "  {}: {host}, {} connections, {:.2} s, {} complete, {} failed, {:.2} req/s, p50 {:.3} ms, p99 {:.3} ms",
+            m.source, m.connections, m.elapsed_s, m.complete, m.failed, m.rps, m.p50_ms, m.p99_ms
+        );
+    }
+    o.push('\n');
+}
+
 /// wrk's short summary (`--brief`): what was run, then requests and rate, latency, errors and transfer, a
 /// line each. In an open loop the latency line is the one measured from when each request was due, and a
 /// second line gives the uncorrected one.
 pub fn brief(r: &BenchReport) -> String {
     let mut o = String::new();
+    merged(&mut o, r);
     let c = &r.config;
     let s = &r.summary;
     let mode = match c.rate {

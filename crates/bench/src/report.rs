@@ -65,6 +65,59 @@ fn time_row(h: &Histogram<u64>) -> TimeRow {
     }
 }
 
+/// A histogram in HdrHistogram's V2 serialisation, base64 (the report's `histograms`).
+pub(crate) fn encode(h: &Histogram<u64>) -> Option<String> {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::Serializer as _;
+    let mut buf = Vec::new();
+    hdrhistogram::serialization::V2Serializer::new()
+        .serialize(h, &mut buf)
+        .ok()?;
+    Some(base64::engine::general_purpose::STANDARD.encode(buf))
+}
+
+/// [`encode`]'s inverse; the error says what is wrong with the text.
+pub(crate) fn decode(s: &str) -> Result<Histogram<u64>, String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map_err(|e| format!("not base64: {e}"))?;
+    let h: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| format!("not a V2 HdrHistogram: {e:?}"))?;
+    Ok(h)
+}
+
+/// Every histogram of the run, serialised (None if one cannot be: a count beyond i64).
+fn histograms(
+    st: &Stats,
+    latency: &Histogram<u64>,
+    corrected: Option<&Histogram<u64>>,
+) -> Option<Histograms> {
+    let corrected = match corrected {
+        Some(h) => Some(encode(h)?),
+        None => None,
+    };
+    let mut classes = Vec::with_capacity(st.classes.len());
+    for c in &st.classes {
+        classes.push(ClassHistograms {
+            latency: encode(&c.latency)?,
+            corrected: match &c.corrected {
+                Some(h) => Some(encode(h)?),
+                None => None,
+            },
+        });
+    }
+    Some(Histograms {
+        latency: encode(latency)?,
+        corrected,
+        connect: encode(&st.connect)?,
+        waiting: encode(&st.waiting)?,
+        processing: encode(&st.processing)?,
+        classes,
+    })
+}
+
 /// Inputs the report needs besides the statistics.
 pub(crate) struct BuildInput<'a> {
     pub config: RunConfig,
@@ -202,6 +255,9 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
             path: inp.path,
             length: st.document_length,
         }),
+        histograms: histograms(st, &latency, corrected.as_ref()),
+        merged: Vec::new(),
+        warnings: Vec::new(),
     }
 }
 
@@ -295,5 +351,8 @@ pub(crate) fn sample(
         server: None,
         fingerprint: None,
         document: None,
+        histograms: None,
+        merged: Vec::new(),
+        warnings: Vec::new(),
     }
 }

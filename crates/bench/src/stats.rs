@@ -26,7 +26,7 @@ impl Failures {
         self.connect + self.receive + self.length + self.exceptions
     }
 
-    fn add(&mut self, o: &Failures) {
+    pub(crate) fn add(&mut self, o: &Failures) {
         self.connect += o.connect;
         self.receive += o.receive;
         self.length += o.length;

@@ -220,12 +220,21 @@ fn counter() {
     if let Some(w) = wrk(&s, "counter.lua") {
         check_counter(&w);
     }
-    // two threads: one counter each (wrk's note), the second thread's starting at /0
-    let _ = ordo(&s, "counter.lua", 2, 2, 40);
-    let seen = s.take();
-    assert_eq!(seen.len(), 40);
-    assert!(seen.iter().any(|r| r.path == "/0"));
-    assert!(seen.iter().any(|r| r.path == "/1"));
+    // two threads: one counter each (wrk's note), the second thread's starting at /0. An open loop gives
+    // each connection exactly half of the slots however the threads are scheduled.
+    let mut c = BenchConfig::new(&s.url()).unwrap();
+    c.threads = 2;
+    c.connections = 2;
+    c.stop = Stop::Requests(40);
+    c.pacing = ordo_bench::Pacing::Open { rate: 2000.0 };
+    c.script = Some(Script::load(&example("counter.lua"), vec![]).unwrap());
+    let r = ordo_bench::run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete, 40);
+    let mut paths: Vec<String> = s.take().into_iter().map(|r| r.path).collect();
+    paths.sort();
+    let mut want: Vec<String> = (1..=20).chain(0..20).map(|i| format!("/{i}")).collect();
+    want.sort();
+    assert_eq!(paths, want);
 }
 
 /// auth.lua: the first request fetches the token, every later one carries it to /resource.
