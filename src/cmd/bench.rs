@@ -21,6 +21,8 @@ use crate::interrupt::{INTERRUPTED, stop_on_signals};
     ordo bench -c 50 -d 10s --cacert ca.pem https://localhost:8443/\n  \
     ordo bench --h2 -c 4 --streams 100 -d 10s -k https://127.0.0.1:8443/\n  \
     ordo bench -c 32 --rate 5000 -d 30s http://127.0.0.1:8080/\n  \
+    ordo bench --stage 10s:50 --stage 20s:200 --stage 10s:0 http://127.0.0.1:8080/\n  \
+    ordo bench -c 64 --rate 100 --stage 30s:5000 --stage 30s:5000 http://127.0.0.1:8080/\n  \
     ordo bench -t 2 -c 10 -d 10s -s examples/bench/wrk/counter.lua http://127.0.0.1:8080/ -- arg1\n  \
     ordo bench -c 50 -d 10s --brief --fail-if 'p99>50ms' --fail-if 'errors>0.1%' http://127.0.0.1:8080/\n  \
     ordo bench -c 99 -d 30s --mix examples/bench/seed003-mix.toml http://127.0.0.1:8080/"
@@ -125,6 +127,13 @@ pub struct Args {
     /// HTTP/2 in cleartext with prior knowledge (h2c) to an http:// URL.
     #[arg(long, conflicts_with = "no_keepalive")]
     pub h2c: bool,
+    /// A stage of a ramp, `DURATION:TARGET` (repeatable, in order; k6's stages): over DURATION the load
+    /// moves linearly to TARGET — the number of connections (from 0), or with --rate the rate in req/s (from
+    /// --rate). The run lasts the stages' sum; a closed loop opens as many connections as the highest
+    /// target. Reported per stage. A mix file's [[stages]] are used when no --stage is given.
+    #[arg(long = "stage", value_name = "DURATION:TARGET", value_parser = parse_stage,
+          conflicts_with_all = ["requests", "duration"])]
+    pub stages: Vec<ordo_bench::Stage>,
     /// A wrk Lua script (wrk's -s; wrk's own scripts run unchanged): its setup, init, delay, request,
     /// response and done hooks, one Lua state per thread (Lua 5.4; see docs/bench.md). HTTP/1.1 only.
     #[arg(short = 's', long, value_name = "FILE", conflicts_with_all = ["mix", "h2", "h2c"])]
@@ -153,6 +162,10 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
 
 fn parse_threshold(s: &str) -> Result<Threshold, String> {
     Threshold::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_stage(s: &str) -> Result<ordo_bench::Stage, String> {
+    ordo_bench::Stage::parse(s)
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -243,6 +256,28 @@ fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
         }
         None => None,
     };
+    cfg.stages = if args.stages.is_empty() {
+        cfg.mix
+            .as_ref()
+            .map(|m| m.stages.clone())
+            .unwrap_or_default()
+    } else {
+        args.stages.clone()
+    };
+    if let Some(total) = cfg.stages_duration() {
+        if args.requests.is_some() || args.duration.is_some() {
+            return Err(usage(format!(
+                "the mix file's [[stages]] set the run's length (their sum, {}s): leave out -n and -d",
+                total.as_secs_f64()
+            )));
+        }
+        cfg.stop = Stop::Duration(total);
+        if cfg.pacing == Pacing::Closed {
+            // the pool: as many connections as the highest target
+            let max = cfg.stages.iter().map(|s| s.target).fold(0.0, f64::max);
+            cfg.connections = (max.ceil() as usize).max(1);
+        }
+    }
     cfg.h2 = args.h2 || args.h2c;
     cfg.streams = args.streams as usize;
     cfg.validate().map_err(bench_err)?;
@@ -411,6 +446,33 @@ mod tests {
         );
         let a = parse(&["--fail-if", "p99>50ms", "--fail-if", "rps<10", "http://x/"]).unwrap();
         assert_eq!(a.fail_if.len(), 2);
+        // stages: the run's length and the pool
+        let a = parse(&["--stage", "2s:5", "--stage", "1s:20", "http://127.0.0.1:1/"]).unwrap();
+        let c = resolve(&a).unwrap();
+        assert_eq!(c.stop, Stop::Duration(Duration::from_secs(3)));
+        assert_eq!(c.connections, 20);
+        assert_eq!(c.stages.len(), 2);
+        let a = parse(&[
+            "-c",
+            "8",
+            "-r",
+            "10",
+            "--stage",
+            "2s:500",
+            "http://127.0.0.1:1/",
+        ])
+        .unwrap();
+        let c = resolve(&a).unwrap();
+        assert_eq!(c.connections, 8);
+        assert!(parse(&["--stage", "2s:5", "-d", "3s", "http://x/"]).is_err());
+        let e = parse(&["--stage", "2s", "http://x/"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected DURATION:TARGET"), "{e}");
+        let a = parse(&["--stage", "2s:2.5", "http://127.0.0.1:1/"]).unwrap();
+        let e = resolve(&a).unwrap_err();
+        assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");
+        assert!(format!("{e:#}").contains("a whole number"), "{e:#}");
         // a Lua script: arguments after `--`, never with a mix or HTTP/2, and `--` needs a script
         let a = parse(&["-s", "x.lua", "http://x/", "--", "a", "-b"]).unwrap();
         assert_eq!(a.script_args, ["a", "-b"]);

@@ -79,11 +79,24 @@ pub(crate) struct Plan {
     pub drain: bool,
     /// Measured requests started and not yet recorded (read by the drain).
     pub measured_in_flight: AtomicU64,
+    /// Stages: when clients run (closed loop) or slots are due (open loop).
+    pub ramp: Option<crate::stage::Ramp>,
 }
 
 impl Plan {
-    fn due(&self, slot: u64, rate: f64) -> Instant {
-        self.start + Duration::from_secs_f64(slot as f64 / rate)
+    /// When open-loop slot `slot` is due (None: after the stages end).
+    fn due(&self, slot: u64, rate: f64) -> Option<Instant> {
+        match &self.ramp {
+            Some(r) => r
+                .time_of_slot(slot as f64)
+                .map(|t| self.start + Duration::from_secs_f64(t)),
+            None => Some(self.start + Duration::from_secs_f64(slot as f64 / rate)),
+        }
+    }
+
+    /// The stage a request that ended `done_us` after the measured start counts in.
+    fn stage_of(&self, done_us: u64) -> Option<usize> {
+        self.ramp.as_ref()?.stage_at(done_us as f64 / 1e6)
     }
 }
 
@@ -99,7 +112,9 @@ pub(crate) fn run_thread(
         .build()?;
     let local = tokio::task::LocalSet::new();
     let open = matches!(plan.pacing, Pacing::Open { .. });
-    let stats = Rc::new(RefCell::new(Stats::new(plan.classes.len(), open)));
+    let stats = Rc::new(RefCell::new(
+        Stats::new(plan.classes.len(), open).with_stages(plan.ramp.as_ref().map_or(0, |r| r.len())),
+    ));
     let lengths: Rc<RefCell<Vec<Vec<Option<u64>>>>> = Rc::new(RefCell::new(
         plan.classes
             .iter()
@@ -336,6 +351,8 @@ impl ClientState {
     /// The next request slot at `now`, or `None` when this client is done.
     pub(crate) fn take(&mut self, plan: &Plan, now: Instant) -> Option<Taken> {
         let j = self.j;
+        // closed loop with stages: this client's turn comes later
+        let mut wait = None;
         let (slot, due, wait_until, measured) = match plan.pacing {
             Pacing::Open { rate } => {
                 let i = j as u64 + self.k * plan.clients as u64;
@@ -343,7 +360,7 @@ impl ClientState {
                 if plan.limit.is_some_and(|l| i >= l) {
                     return None;
                 }
-                let due = plan.due(i, rate);
+                let due = plan.due(i, rate)?;
                 if plan.end.is_some_and(|e| due >= e) {
                     return None;
                 }
@@ -360,6 +377,22 @@ impl ClientState {
                 )
             }
             Pacing::Closed => {
+                let mut now = now;
+                if let Some(r) = &plan.ramp {
+                    // client j runs while the ramp's level is at least j + 1
+                    let t = now
+                        .saturating_duration_since(plan.measure_start)
+                        .as_secs_f64();
+                    let at = r.first_at_least(t, (j + 1) as f64)?;
+                    if at > t {
+                        let until = plan.measure_start + Duration::from_secs_f64(at);
+                        if plan.end.is_some_and(|e| until >= e) {
+                            return None;
+                        }
+                        wait = Some(until);
+                        now = until;
+                    }
+                }
                 if plan.end.is_some_and(|e| now >= e) {
                     // Draining: keep the load on, unmeasured, until the measured requests are in.
                     if !plan.drain || plan.measured_in_flight.load(Ordering::Relaxed) == 0 {
@@ -407,7 +440,7 @@ impl ClientState {
             }
         };
         Some(Taken {
-            wait_until,
+            wait_until: wait_until.or(wait),
             slot: Slot {
                 class,
                 url,
@@ -466,11 +499,17 @@ pub(crate) fn record(
                     .unwrap_or(0);
                 let conn_at = x.connected.map(|(_, b)| b).unwrap_or(t_start);
                 let open = matches!(plan.pacing, Pacing::Open { .. });
+                let total_us = us(t_done.saturating_duration_since(t_start));
+                let corrected_us =
+                    open.then(|| us(t_done.saturating_duration_since(slot.due.unwrap_or(t_start))));
+                if let Some(s) = plan.stage_of(done_us) {
+                    st.record_stage(s, Some((total_us, corrected_us)));
+                }
                 st.record_ok(
                     class,
                     x.info.status,
-                    us(t_done.saturating_duration_since(t_start)),
-                    open.then(|| us(t_done.saturating_duration_since(slot.due.unwrap_or(t_start)))),
+                    total_us,
+                    corrected_us,
                     connect_us,
                     us(x.first_byte
                         .unwrap_or(t_done)
@@ -484,11 +523,17 @@ pub(crate) fn record(
                 live.completed.fetch_add(1, Ordering::Relaxed);
             } else {
                 st.length_mismatch += 1;
+                if let Some(s) = plan.stage_of(done_us) {
+                    st.record_stage(s, None);
+                }
                 st.record_fail(class, FailKind::Length, done_us);
                 live.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
         Err(kind) => {
+            if let Some(s) = plan.stage_of(done_us) {
+                st.record_stage(s, None);
+            }
             st.record_fail(class, kind, done_us);
             live.failed.fetch_add(1, Ordering::Relaxed);
         }

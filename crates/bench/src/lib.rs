@@ -34,12 +34,14 @@ mod h2;
 mod h2conn;
 mod hpack;
 mod http;
+mod lua_source;
 mod merge;
 mod mix;
 pub mod print;
 pub mod progress;
 mod report;
 mod script;
+mod stage;
 mod stats;
 mod target;
 mod threshold;
@@ -57,6 +59,7 @@ pub use mix::{Assign, Mix, MixClass, UrlOrder};
 pub use ordo_sys::CancelToken;
 pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
 pub use script::{Script, ScriptDone};
+pub use stage::Stage;
 pub use target::{Header, Target};
 pub use threshold::{Metric, Op, Threshold, ThresholdError, Unit, Verdict, judge};
 
@@ -220,6 +223,22 @@ pub fn run_scripted(
         hostname: config.target.host.clone(),
         port: config.target.port,
         path: config.target.path.clone(),
+        stages: plan
+            .ramp
+            .as_ref()
+            .map(|r| {
+                r.segments
+                    .iter()
+                    .map(|s| report::StagePlan {
+                        start_s: s.t0,
+                        duration_s: s.len,
+                        from: s.from,
+                        target: s.to,
+                        unit: r.unit.as_str().to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
     });
     Ok((report, done))
 }
@@ -277,7 +296,12 @@ fn plan_run(
     }
     let start = Instant::now();
     let sched = Schedule::new(config, start)?;
+    let ramp = (!config.stages.is_empty()).then(|| match config.pacing {
+        Pacing::Open { rate } => stage::Ramp::new(stage::Unit::Rate, rate, &config.stages),
+        Pacing::Closed => stage::Ramp::new(stage::Unit::Clients, 0.0, &config.stages),
+    });
     let plan = Arc::new(Plan {
+        ramp,
         addr,
         tls,
         classes,

@@ -36,7 +36,8 @@ pub enum MergeError {
 
 /// What must be equal for two results to be one workload: (field, value as text). How much each
 /// generator does — its connections, threads, request count, duration, warm-up and open-loop rate — may
-/// differ: that is how a load is split over unequal machines.
+/// differ: that is how a load is split over unequal machines; so may a ramp's targets (the merged stage's
+/// target is their sum), not its stages' durations.
 fn workload(r: &BenchReport) -> Vec<(&'static str, String)> {
     let c = &r.config;
     let opt = |v: Option<String>| v.unwrap_or_else(|| "none".into());
@@ -49,6 +50,18 @@ fn workload(r: &BenchReport) -> Vec<(&'static str, String)> {
         ("config.assign", c.assign.clone()),
         ("config.protocol", opt(c.protocol.clone())),
         ("config.streams", opt(c.streams.map(|s| s.to_string()))),
+        (
+            "stages (durations)",
+            if r.stages.is_empty() {
+                "none".to_string()
+            } else {
+                r.stages
+                    .iter()
+                    .map(|s| format!("{}s", s.duration_s))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            },
+        ),
         (
             "classes",
             r.classes
@@ -142,7 +155,18 @@ pub fn merge(inputs: &[(String, BenchReport)], force: bool) -> Result<BenchRepor
     let first = &inputs[0].1;
     let open = first.summary.corrected.is_some();
     let classes = first.classes.len();
-    let mut st = Stats::new(classes, open);
+    let mut st = Stats::new(classes, open).with_stages(first.stages.len());
+    let mut stage_plans: Vec<report::StagePlan> = first
+        .stages
+        .iter()
+        .map(|s| report::StagePlan {
+            start_s: s.start_s,
+            duration_s: s.duration_s,
+            from: 0.0,
+            target: 0.0,
+            unit: s.unit.clone(),
+        })
+        .collect();
     let start_ms = inputs
         .iter()
         .map(|(_, r)| r.started_unix_ms)
@@ -207,6 +231,37 @@ pub fn merge(inputs: &[(String, BenchReport)], force: bool) -> Result<BenchRepor
             });
             class_connections[i] += c.connections;
         }
+        if h.stages.len() != r.stages.len() || r.stages.len() != st.stages.len() {
+            return Err(MergeError::Corrupt {
+                file: name.clone(),
+                field: "histograms.stages".into(),
+                reason: format!(
+                    "{} stage histograms for {} stages (the first result has {})",
+                    h.stages.len(),
+                    r.stages.len(),
+                    st.stages.len()
+                ),
+            });
+        }
+        for (i, (s, sh)) in r.stages.iter().zip(&h.stages).enumerate() {
+            let t = &mut st.stages[i];
+            let _ = t.latency.add(&decode(
+                name,
+                &format!("histograms.stages[{i}].latency"),
+                &sh.latency,
+            )?);
+            if let (Some(a), Some(b)) = (&mut t.corrected, &sh.corrected) {
+                let _ = a.add(&decode(
+                    name,
+                    &format!("histograms.stages[{i}].corrected"),
+                    b,
+                )?);
+            }
+            t.completed += s.complete;
+            t.failed += s.failed;
+            stage_plans[i].from += s.from;
+            stage_plans[i].target += s.target;
+        }
         let _ = st
             .connect
             .add(&decode(name, "histograms.connect", &h.connect)?);
@@ -258,6 +313,11 @@ pub fn merge(inputs: &[(String, BenchReport)], force: bool) -> Result<BenchRepor
     let mut config = first.config.clone();
     config.connections = connections;
     config.threads = threads;
+    // an open loop's rate is the fleet's: each generator's share added up
+    config.rate = inputs
+        .iter()
+        .map(|(_, r)| r.config.rate)
+        .sum::<Option<f64>>();
     let doc = first.document.clone();
     let (hostname, port, path) = match &doc {
         Some(d) => (d.hostname.clone(), d.port, d.path.clone()),
@@ -278,6 +338,7 @@ pub fn merge(inputs: &[(String, BenchReport)], force: bool) -> Result<BenchRepor
         hostname,
         port,
         path,
+        stages: stage_plans,
     });
     // the machine is each run's, not this one's
     out.fingerprint = None;

@@ -108,7 +108,18 @@ fn histograms(
             },
         });
     }
+    let mut stages = Vec::with_capacity(st.stages.len());
+    for s in &st.stages {
+        stages.push(ClassHistograms {
+            latency: encode(&s.latency)?,
+            corrected: match &s.corrected {
+                Some(h) => Some(encode(h)?),
+                None => None,
+            },
+        });
+    }
     Some(Histograms {
+        stages,
         latency: encode(latency)?,
         corrected,
         connect: encode(&st.connect)?,
@@ -116,6 +127,16 @@ fn histograms(
         processing: encode(&st.processing)?,
         classes,
     })
+}
+
+/// A stage as planned: start and length (s), from and to (in `unit`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StagePlan {
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub from: f64,
+    pub target: f64,
+    pub unit: String,
 }
 
 /// Inputs the report needs besides the statistics.
@@ -131,6 +152,8 @@ pub(crate) struct BuildInput<'a> {
     pub connections: u64,
     pub stats: &'a Stats,
     pub server: Option<ServerReport>,
+    /// The ramp's stages (empty without), in the order of the statistics' stages.
+    pub stages: Vec<StagePlan>,
     /// The target's host, port and path (ab's header block).
     pub hostname: String,
     pub port: u16,
@@ -255,6 +278,25 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
             path: inp.path,
             length: st.document_length,
         }),
+        stages: inp
+            .stages
+            .iter()
+            .zip(&st.stages)
+            .enumerate()
+            .map(|(i, (p, s))| StageReport {
+                stage: i as u64 + 1,
+                start_s: p.start_s,
+                duration_s: p.duration_s,
+                from: p.from,
+                target: p.target,
+                unit: p.unit.clone(),
+                complete: s.completed,
+                failed: s.failed,
+                rps: s.completed as f64 / p.duration_s.max(1e-9),
+                latency: latency_summary(&s.latency),
+                corrected: s.corrected.as_ref().map(latency_summary),
+            })
+            .collect(),
         histograms: histograms(st, &latency, corrected.as_ref()),
         merged: Vec::new(),
         warnings: Vec::new(),
@@ -351,6 +393,7 @@ pub(crate) fn sample(
         server: None,
         fingerprint: None,
         document: None,
+        stages: Vec::new(),
         histograms: None,
         merged: Vec::new(),
         warnings: Vec::new(),

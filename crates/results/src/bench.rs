@@ -46,6 +46,10 @@ pub struct BenchReport {
     /// before it was recorded.
     #[serde(default)]
     pub document: Option<Document>,
+    /// A ramp's stages (`--stage`, a mix file's `[[stages]]`), each with the requests that ended in it.
+    /// Empty without stages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageReport>,
     /// The run's HDR histograms, serialised, so results from several machines merge into exact
     /// percentiles (`ordo report merge`). Absent in reports written before they were recorded.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,6 +80,31 @@ pub struct Histograms {
     pub processing: String,
     /// Per class, in the order of `classes`.
     pub classes: Vec<ClassHistograms>,
+    /// Per stage, in the order of `stages`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<ClassHistograms>,
+}
+
+/// One stage of a ramp: the load moved linearly from `from` to `target` (connections in a closed loop,
+/// requests per second in an open one) over `duration_s`, starting `start_s` after the measured start;
+/// the figures are of the requests that ended within it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct StageReport {
+    /// 1-based.
+    pub stage: u64,
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub from: f64,
+    pub target: f64,
+    /// "connections" or "req/s".
+    pub unit: String,
+    pub complete: u64,
+    pub failed: u64,
+    /// Complete requests per second of the stage.
+    pub rps: f64,
+    pub latency: Latency,
+    /// Open loop: latency from when each request was due.
+    pub corrected: Option<Latency>,
 }
 
 /// One class's histograms (see [`Histograms`]).
@@ -428,6 +457,7 @@ mod tests {
             server: None,
             fingerprint: None,
             document: None,
+            stages: Vec::new(),
             histograms: None,
             merged: Vec::new(),
             warnings: Vec::new(),

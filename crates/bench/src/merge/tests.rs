@@ -48,6 +48,7 @@ fn run(
         hostname: "x".into(),
         port: 80,
         path: "/".into(),
+        stages: Vec::new(),
     });
     // what `ordo bench --save` writes and `ordo report merge` reads
     let text = serde_json::to_string(&r).unwrap();
@@ -83,6 +84,7 @@ fn merged_percentiles_are_those_of_one_histogram_of_both() {
     );
     assert_eq!(m.status_counts[0].count, 4000);
     assert_eq!(m.config.connections, 2);
+    assert_eq!(m.config.rate, None);
     // rates over the span: 1.0 s to 3.4 s
     assert!((m.elapsed_s - 2.4).abs() < 1e-9, "{}", m.elapsed_s);
     assert!((m.summary.rps - 4000.0 / 2.4).abs() < 1e-6);
@@ -195,4 +197,66 @@ fn histograms_round_trip() {
     }
     let back = report::decode(&report::encode(&h).unwrap()).unwrap();
     assert_eq!(back, h);
+}
+
+/// Two ramps of the same stages (each generator's own targets) merge stage by stage: the targets add up
+/// and each stage's percentiles are those of both runs' requests in it.
+#[test]
+fn stages_merge_stage_by_stage() {
+    let staged = |seed: u64, target: f64| {
+        let mut st = Stats::new(1, false).with_stages(2);
+        let mut rng = ordo_util::SplitMix64::new(seed);
+        let mut hs = [new_hist(), new_hist()];
+        for i in 0..400u64 {
+            let v = 100 + rng.index(5000) as u64;
+            st.record_ok(0, 200, v, None, 0, v, v, 10, 10, 10, i * 5000);
+            let s = usize::from(i >= 200);
+            st.record_stage(s, Some((v, None)));
+            hs[s].record(v).unwrap();
+        }
+        let plan = |i: usize| report::StagePlan {
+            start_s: i as f64,
+            duration_s: 1.0,
+            from: if i == 0 { 0.0 } else { target },
+            target,
+            unit: "connections".into(),
+        };
+        let r = report::build(BuildInput {
+            config: report::sample(0, 0, 0, 0.0, false).config,
+            target: "http://x/".into(),
+            started_unix_ms: 0,
+            interrupted: false,
+            elapsed_s: 2.0,
+            class_names: vec!["default".into()],
+            shares: vec![1.0],
+            class_connections: vec![1],
+            connections: 1,
+            stats: &st,
+            server: None,
+            hostname: "x".into(),
+            port: 80,
+            path: "/".into(),
+            stages: vec![plan(0), plan(1)],
+        });
+        (r, hs)
+    };
+    let (a, ha) = staged(1, 10.0);
+    let (b, hb) = staged(2, 30.0);
+    let m = merge(&named(&[&a, &b]), false).unwrap();
+    assert_eq!(m.stages.len(), 2);
+    for i in 0..2 {
+        let mut both = ha[i].clone();
+        both.add(&hb[i]).unwrap();
+        assert_eq!(m.stages[i].latency, latency_summary(&both));
+        assert_eq!(m.stages[i].complete, 400);
+    }
+    assert_eq!((m.stages[1].from, m.stages[1].target), (40.0, 40.0));
+    // another ramp length is another workload
+    let (mut c, _) = staged(3, 10.0);
+    c.stages[1].duration_s = 2.0;
+    let d = differences(&named(&[&a, &c]));
+    assert!(
+        d[0].starts_with("stages (durations): m1.json has 1s,1s, m2.json has 1s,2s"),
+        "{d:?}"
+    );
 }

@@ -14,7 +14,6 @@
 mod thread;
 
 use std::net::{SocketAddr, ToSocketAddrs};
-use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
@@ -32,54 +31,8 @@ use crate::http::{ReadError, ResponseInfo, read_response};
 use crate::report::BenchReport;
 use crate::stats::FailKind;
 
+pub use crate::lua_source::Script;
 pub(crate) use thread::{StatsObject, ThreadHandle, ThreadShared};
-
-/// A Lua script as loaded (and compiled once, so syntax errors are reported before anything runs), with
-/// the arguments its `init(args)` receives after the URL.
-#[derive(Clone, Debug)]
-pub struct Script {
-    pub path: PathBuf,
-    source: Arc<str>,
-    /// Arguments after `--` (`args[1]`, `args[2]`, …; `args[0]` is the URL, as in wrk).
-    pub args: Vec<String>,
-}
-
-impl Script {
-    /// Reads and compiles `path`.
-    pub fn load(path: &Path, args: Vec<String>) -> Result<Script, BenchError> {
-        let source = std::fs::read_to_string(path).map_err(|e| BenchError::Script {
-            path: path.display().to_string(),
-            message: format!("cannot read: {e}"),
-        })?;
-        Script::from_source(path, &source, args)
-    }
-
-    /// A script from `source`, named `path` in messages.
-    pub fn from_source(path: &Path, source: &str, args: Vec<String>) -> Result<Script, BenchError> {
-        let s = Script {
-            path: path.to_path_buf(),
-            source: source.into(),
-            args,
-        };
-        let lua = Lua::new();
-        lua.load(&*s.source)
-            .set_name(s.chunk_name())
-            .into_function()
-            .map_err(|e| s.error(e))?;
-        Ok(s)
-    }
-
-    fn chunk_name(&self) -> String {
-        format!("@{}", self.path.display())
-    }
-
-    pub(crate) fn error(&self, e: impl std::fmt::Display) -> BenchError {
-        BenchError::Script {
-            path: self.path.display().to_string(),
-            message: e.to_string(),
-        }
-    }
-}
 
 /// What every state's `wrk` table starts from.
 struct Env {

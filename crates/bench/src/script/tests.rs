@@ -1,4 +1,5 @@
 use super::*;
+use std::path::Path;
 
 fn script(src: &str) -> Script {
     Script::from_source(Path::new("t.lua"), src, vec!["a".into(), "b".into()]).unwrap()
