@@ -100,7 +100,8 @@ pub struct Args {
     /// full report.
     #[arg(long, conflicts_with = "json")]
     pub brief: bool,
-    /// Also write the JSON report to FILE (e.g. for `ordo report`), whatever is printed.
+    /// Also write the JSON report to FILE (e.g. for `ordo report`, or `ordo report merge` with the results
+    /// of other generator machines: it carries the run's HDR histograms), whatever is printed.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
     /// Fail the run (exit 3) when this holds afterwards, e.g. `p99>50ms`, `errors>0.1%`, `errors>0`,
