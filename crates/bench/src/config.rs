@@ -211,7 +211,12 @@ impl BenchConfig {
     /// The threads actually used (never more than connections).
     /// The stages' total length, when there are stages.
     pub fn stages_duration(&self) -> Option<Duration> {
-        (!self.stages.is_empty()).then(|| self.stages.iter().map(|s| s.duration).sum())
+        // saturating: an absurd total is refused as too long when the run is planned, not a panic here
+        (!self.stages.is_empty()).then(|| {
+            self.stages
+                .iter()
+                .fold(Duration::ZERO, |a, s| a.saturating_add(s.duration))
+        })
     }
 
     fn validate_stages(&self) -> Result<(), BenchError> {

@@ -1,3 +1,6 @@
+//! Unit tests of the merge: exact percentiles of the union, refusals naming what differs, broken
+//! histograms named by file and field, stages merged stage by stage.
+
 use super::*;
 use crate::report::{BuildInput, latency_summary};
 use crate::stats::{FailKind, new_hist};

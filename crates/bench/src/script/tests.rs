@@ -1,3 +1,6 @@
+//! Unit tests of the scripting layer: errors with file and line, wrk.format from the command line, the
+//! setup/init order and values crossing states, request strings counted, responses split, done()'s stats.
+
 use super::*;
 use std::path::Path;
 

@@ -571,3 +571,23 @@ fn stages_are_checked() {
     c.warmup = Duration::from_secs(1);
     assert!(c.validate().unwrap_err().to_string().contains("warm-up"));
 }
+
+/// Absurd stage lengths are refused, not a panic (issue 24).
+#[test]
+fn absurd_stages_are_refused() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.stages = vec![
+        ordo_bench::Stage {
+            duration: Duration::MAX,
+            target: 1.0,
+        },
+        ordo_bench::Stage {
+            duration: Duration::MAX,
+            target: 1.0,
+        },
+    ];
+    c.stop = Stop::Duration(c.stages_duration().unwrap());
+    let e = run(c, CancelToken::new()).unwrap_err();
+    assert!(e.is_usage(), "{e}");
+}
