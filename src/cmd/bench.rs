@@ -21,6 +21,9 @@ use crate::interrupt::{INTERRUPTED, stop_on_signals};
     ordo bench -c 50 -d 10s --cacert ca.pem https://localhost:8443/\n  \
     ordo bench --h2 -c 4 --streams 100 -d 10s -k https://127.0.0.1:8443/\n  \
     ordo bench -c 32 --rate 5000 -d 30s http://127.0.0.1:8080/\n  \
+    ordo bench --stage 10s:50 --stage 20s:200 --stage 10s:0 http://127.0.0.1:8080/\n  \
+    ordo bench -c 64 --rate 100 --stage 30s:5000 --stage 30s:5000 http://127.0.0.1:8080/\n  \
+    ordo bench -t 2 -c 10 -d 10s -s examples/bench/wrk/counter.lua http://127.0.0.1:8080/ -- arg1\n  \
     ordo bench -c 50 -d 10s --brief --fail-if 'p99>50ms' --fail-if 'errors>0.1%' http://127.0.0.1:8080/\n  \
     ordo bench -c 99 -d 30s --mix examples/bench/seed003-mix.toml http://127.0.0.1:8080/"
 )]
@@ -97,7 +100,8 @@ pub struct Args {
     /// full report.
     #[arg(long, conflicts_with = "json")]
     pub brief: bool,
-    /// Also write the JSON report to FILE (e.g. for `ordo report`), whatever is printed.
+    /// Also write the JSON report to FILE (e.g. for `ordo report`, or `ordo report merge` with the results
+    /// of other generator machines: it carries the run's HDR histograms), whatever is printed.
     #[arg(long, value_name = "FILE")]
     pub save: Option<PathBuf>,
     /// Fail the run (exit 3) when this holds afterwards, e.g. `p99>50ms`, `errors>0.1%`, `errors>0`,
@@ -124,6 +128,20 @@ pub struct Args {
     /// HTTP/2 in cleartext with prior knowledge (h2c) to an http:// URL.
     #[arg(long, conflicts_with = "no_keepalive")]
     pub h2c: bool,
+    /// A stage of a ramp, `DURATION:TARGET` (repeatable, in order; k6's stages): over DURATION the load
+    /// moves linearly to TARGET — the number of connections (from 0), or with --rate the rate in req/s (from
+    /// --rate). The run lasts the stages' sum; a closed loop opens as many connections as the highest
+    /// target. Reported per stage. A mix file's [[stages]] are used when no --stage is given.
+    #[arg(long = "stage", value_name = "DURATION:TARGET", value_parser = parse_stage,
+          conflicts_with_all = ["requests", "duration"])]
+    pub stages: Vec<ordo_bench::Stage>,
+    /// A wrk Lua script (wrk's -s; wrk's own scripts run unchanged): its setup, init, delay, request,
+    /// response and done hooks, one Lua state per thread (Lua 5.4; see docs/bench.md). HTTP/1.1 only.
+    #[arg(short = 's', long, value_name = "FILE", conflicts_with_all = ["mix", "h2", "h2c"])]
+    pub script: Option<PathBuf>,
+    /// Arguments for the script's init(args) (args[1], …; args[0] is the URL), after `--`.
+    #[arg(last = true, value_name = "SCRIPT ARGS")]
+    pub script_args: Vec<String>,
     /// HTTP/2: concurrent streams per connection, each a client (h2load's -m; -m is the method here, as in
     /// ab). Total concurrency is connections × streams.
     #[arg(long, default_value_t = 1, value_name = "N",
@@ -145,6 +163,10 @@ fn parse_dur(s: &str) -> Result<Duration, String> {
 
 fn parse_threshold(s: &str) -> Result<Threshold, String> {
     Threshold::parse(s).map_err(|e| e.to_string())
+}
+
+fn parse_stage(s: &str) -> Result<ordo_bench::Stage, String> {
+    ordo_bench::Stage::parse(s)
 }
 
 fn parse_rate(s: &str) -> Result<f64, String> {
@@ -226,6 +248,37 @@ fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
             "--streams needs HTTP/2: add --h2 (https://) or --h2c (http://)",
         ));
     }
+    cfg.script = match &args.script {
+        Some(p) => Some(ordo_bench::Script::load(p, args.script_args.clone()).map_err(bench_err)?),
+        None if !args.script_args.is_empty() => {
+            return Err(usage(
+                "arguments after `--` are for a Lua script's init(args): add -s FILE",
+            ));
+        }
+        None => None,
+    };
+    cfg.stages = if args.stages.is_empty() {
+        cfg.mix
+            .as_ref()
+            .map(|m| m.stages.clone())
+            .unwrap_or_default()
+    } else {
+        args.stages.clone()
+    };
+    if let Some(total) = cfg.stages_duration() {
+        if args.requests.is_some() || args.duration.is_some() {
+            return Err(usage(format!(
+                "the mix file's [[stages]] set the run's length (their sum, {}s): leave out -n and -d",
+                total.as_secs_f64()
+            )));
+        }
+        cfg.stop = Stop::Duration(total);
+        if cfg.pacing == Pacing::Closed {
+            // the pool: as many connections as the highest target
+            let max = cfg.stages.iter().map(|s| s.target).fold(0.0, f64::max);
+            cfg.connections = (max.ceil() as usize).max(1);
+        }
+    }
     cfg.h2 = args.h2 || args.h2c;
     cfg.streams = args.streams as usize;
     cfg.validate().map_err(bench_err)?;
@@ -260,11 +313,11 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
         },
         || {},
     )?;
-    let report = if args.no_progress {
-        ordo_bench::run(cfg, cancel)
+    let (report, done) = if args.no_progress {
+        ordo_bench::run_scripted(cfg, cancel, |_| {})
     } else {
         let mut bar = ordo_bench::progress::ProgressBar::stderr_if_terminal();
-        let r = ordo_bench::run_observed(cfg, cancel, |p| bar.update(p));
+        let r = ordo_bench::run_scripted(cfg, cancel, |p| bar.update(p));
         bar.finish();
         r
     }
@@ -309,10 +362,15 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     }
     // A closed pipe (`ordo bench ... | head`) is not an error worth a panic.
     let mut stdout = std::io::stdout().lock();
-    match stdout
+    let written = stdout
         .write_all(out.as_bytes())
-        .and_then(|()| stdout.flush())
-    {
+        .and_then(|()| stdout.flush());
+    drop(stdout);
+    // a script's done() prints after the report, as wrk's does
+    if let Some(d) = done {
+        d.call(&report).map_err(bench_err)?;
+    }
+    match written {
         Err(e) if e.kind() != std::io::ErrorKind::BrokenPipe => {
             Err(anyhow::Error::new(e).context("writing the report"))
         }
@@ -389,6 +447,49 @@ mod tests {
         );
         let a = parse(&["--fail-if", "p99>50ms", "--fail-if", "rps<10", "http://x/"]).unwrap();
         assert_eq!(a.fail_if.len(), 2);
+        // stages: the run's length and the pool
+        let a = parse(&["--stage", "2s:5", "--stage", "1s:20", "http://127.0.0.1:1/"]).unwrap();
+        let c = resolve(&a).unwrap();
+        assert_eq!(c.stop, Stop::Duration(Duration::from_secs(3)));
+        assert_eq!(c.connections, 20);
+        assert_eq!(c.stages.len(), 2);
+        let a = parse(&[
+            "-c",
+            "8",
+            "-r",
+            "10",
+            "--stage",
+            "2s:500",
+            "http://127.0.0.1:1/",
+        ])
+        .unwrap();
+        let c = resolve(&a).unwrap();
+        assert_eq!(c.connections, 8);
+        assert!(parse(&["--stage", "2s:5", "-d", "3s", "http://x/"]).is_err());
+        let e = parse(&["--stage", "2s", "http://x/"])
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("expected DURATION:TARGET"), "{e}");
+        let a = parse(&["--stage", "2s:2.5", "http://127.0.0.1:1/"]).unwrap();
+        let e = resolve(&a).unwrap_err();
+        assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");
+        assert!(format!("{e:#}").contains("a whole number"), "{e:#}");
+        // a Lua script: arguments after `--`, never with a mix or HTTP/2, and `--` needs a script
+        let a = parse(&["-s", "x.lua", "http://x/", "--", "a", "-b"]).unwrap();
+        assert_eq!(a.script_args, ["a", "-b"]);
+        assert!(parse(&["-s", "x.lua", "--h2c", "http://x/"]).is_err());
+        assert!(parse(&["-s", "x.lua", "--mix", "m.toml", "http://x/"]).is_err());
+        let a = parse(&["http://127.0.0.1:1/", "--", "a"]).unwrap();
+        let e = resolve(&a).unwrap_err();
+        assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");
+        assert!(format!("{e:#}").contains("add -s FILE"), "{e:#}");
+        let a = parse(&["-s", "/nonexistent/x.lua", "http://127.0.0.1:1/"]).unwrap();
+        let e = resolve(&a).unwrap_err();
+        assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");
+        assert!(
+            format!("{e:#}").contains("script /nonexistent/x.lua: cannot read"),
+            "{e:#}"
+        );
         let a = parse(&["-m", "G T", "http://127.0.0.1:1/"]).unwrap();
         let e = resolve(&a).unwrap_err();
         assert_eq!(crate::exit::exit_code_for(&e), 2, "{e:#}");

@@ -515,3 +515,102 @@ fn bench_brief_prints_a_short_summary() {
         out.stdout
     );
 }
+
+/// Issue 24: a wrk script's `done()` prints after the report (report.lua's CSV lines follow the text), and
+/// `init(args)` gets the arguments after `--`.
+#[test]
+fn bench_lua_script_runs_wrks_report_lua_after_the_report() {
+    let url = server();
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/examples/bench/wrk/report.lua");
+    let mut cmd = ordo();
+    cmd.args([
+        "bench",
+        "-c",
+        "2",
+        "-n",
+        "50",
+        "--no-progress",
+        "-s",
+        script,
+        &format!("{url}/x"),
+    ]);
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let stdout = &out.stdout;
+    let report = stdout.find("Complete requests").expect("the report");
+    let done = stdout
+        .find("------------------------------")
+        .expect("done()'s lines");
+    assert!(report < done, "{stdout}");
+    assert!(stdout.contains("\n99.999%,"), "{stdout}");
+    // a script error is bad input, named with its file and line
+    let dir = tempfile::tempdir().unwrap();
+    let bad = dir.path().join("bad.lua");
+    std::fs::write(
+        &bad,
+        "function init(args)\n  error('want ' .. args[1])\nend\n",
+    )
+    .unwrap();
+    let mut cmd = ordo();
+    cmd.args(["bench", "-n", "5", "-s"])
+        .arg(&bad)
+        .args([&format!("{url}/x"), "--", "two"]);
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    let stderr = &out.stderr;
+    assert!(
+        stderr.contains("bad.lua:2:") && stderr.contains("want two"),
+        "{stderr}"
+    );
+}
+
+/// Issue 24: two `--save`d runs merge (`ordo report merge`) into one result that `ordo report` reads; a
+/// different workload exits 2 naming the difference.
+#[test]
+fn report_merge_joins_two_saved_runs() {
+    let url = server();
+    let dir = tempfile::tempdir().unwrap();
+    let save = |name: &str, path: &str| {
+        let f = dir.path().join(name);
+        let mut cmd = ordo();
+        cmd.args(["bench", "-c", "2", "-n", "40", "--no-progress", "--save"])
+            .arg(&f)
+            .arg(format!("{url}{path}"));
+        let out = run_with_timeout(cmd, Duration::from_secs(60));
+        assert_eq!(out.code(), Some(0), "{}", out.stderr);
+        f
+    };
+    let (a, b, c) = (
+        save("a.json", "/x"),
+        save("b.json", "/x"),
+        save("c.json", "/y"),
+    );
+    let all = dir.path().join("all.json");
+    let mut cmd = ordo();
+    cmd.args(["report", "merge"])
+        .arg(&a)
+        .arg(&b)
+        .arg("--save")
+        .arg(&all);
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let stdout = &out.stdout;
+    assert!(stdout.contains("Merged from 2 runs"), "{stdout}");
+    let v: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&all).unwrap()).unwrap();
+    assert_eq!(v["summary"]["complete"], 80);
+    assert_eq!(v["merged"].as_array().unwrap().len(), 2);
+    let mut cmd = ordo();
+    cmd.args(["report", "--text"]).arg(&all);
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    assert_eq!(out.code(), Some(0), "{}", out.stderr);
+    let mut cmd = ordo();
+    cmd.args(["report", "merge"]).arg(&a).arg(&c);
+    let out = run_with_timeout(cmd, Duration::from_secs(60));
+    assert_eq!(out.code(), Some(2), "{}", out.stderr);
+    let stderr = &out.stderr;
+    assert!(
+        stderr.contains("target: ") && stderr.contains("--force"),
+        "{stderr}"
+    );
+}

@@ -76,6 +76,12 @@ pub struct BenchConfig {
     pub h2: bool,
     /// HTTP/2: concurrent streams per connection, each a client of the loop (h2load's `-m`).
     pub streams: usize,
+    /// A wrk-compatible Lua script (`-s`): its hooks build the requests and see the responses.
+    pub script: Option<crate::lua_source::Script>,
+    /// A ramp (k6's stages): each stage moves the concurrency (closed loop, from 0) or the rate (open loop,
+    /// from `rate`) linearly to its target. The run lasts their sum (`stop` must be that duration), a closed
+    /// loop needs `connections` ≥ the highest target, and there is no warm-up.
+    pub stages: Vec<crate::stage::Stage>,
 }
 
 /// How an `https://` target is connected to.
@@ -114,6 +120,8 @@ impl BenchConfig {
             tls: TlsOptions::default(),
             h2: false,
             streams: 1,
+            script: None,
+            stages: Vec::new(),
         })
     }
 
@@ -171,6 +179,20 @@ impl BenchConfig {
                 "several streams per connection need HTTP/2 (--h2 or --h2c)".into(),
             ));
         }
+        self.validate_stages()?;
+        if self.script.is_some() && self.h2 {
+            return Err(bad(
+                "script",
+                "Lua scripts drive HTTP/1.1 (as wrk); drop --h2/--h2c".into(),
+            ));
+        }
+        if self.script.is_some() && self.mix.is_some() {
+            return Err(bad(
+                "script",
+                "a Lua script builds its own requests; it cannot be combined with a mix file"
+                    .into(),
+            ));
+        }
         if self.h2 && !self.keepalive {
             return Err(bad(
                 "keepalive",
@@ -187,9 +209,81 @@ impl BenchConfig {
     }
 
     /// The threads actually used (never more than connections).
+    /// The stages' total length, when there are stages.
+    pub fn stages_duration(&self) -> Option<Duration> {
+        // saturating: an absurd total is refused as too long when the run is planned, not a panic here
+        (!self.stages.is_empty()).then(|| {
+            self.stages
+                .iter()
+                .fold(Duration::ZERO, |a, s| a.saturating_add(s.duration))
+        })
+    }
+
+    fn validate_stages(&self) -> Result<(), BenchError> {
+        let Some(total) = self.stages_duration() else {
+            return Ok(());
+        };
+        let bad = |field: String, msg: String| BenchError::InvalidConfig {
+            field,
+            message: msg,
+        };
+        let open = matches!(self.pacing, Pacing::Open { .. });
+        for (i, s) in self.stages.iter().enumerate() {
+            let field = format!("stage {} ({}:{})", i + 1, fmt_secs(s.duration), s.target);
+            if s.duration.is_zero() {
+                return Err(bad(field, "a stage must last longer than 0".into()));
+            }
+            if !(s.target.is_finite() && s.target >= 0.0) {
+                return Err(bad(field, "the target must be a number ≥ 0".into()));
+            }
+            if open && s.target > 10_000_000.0 {
+                return Err(bad(
+                    field,
+                    "an open loop's target is a rate: at most 1e7 req/s".into(),
+                ));
+            }
+            if !open && s.target.fract() != 0.0 {
+                return Err(bad(
+                    field,
+                    "a closed loop's target is a number of connections: a whole number (with --rate it is a rate)"
+                        .into(),
+                ));
+            }
+            if !open && s.target > self.connections as f64 {
+                return Err(bad(
+                    field,
+                    format!(
+                        "{} connections exceed the {} the run opens (--connections)",
+                        s.target, self.connections
+                    ),
+                ));
+            }
+        }
+        if self.stop != Stop::Duration(total) {
+            return Err(bad(
+                "stages".into(),
+                format!(
+                    "the run lasts the stages' sum ({}); leave out -n and -d",
+                    fmt_secs(total)
+                ),
+            ));
+        }
+        if !self.warmup.is_zero() {
+            return Err(bad(
+                "stages".into(),
+                "a ramp has no warm-up: make the first stage the warm-up".into(),
+            ));
+        }
+        Ok(())
+    }
+
     pub(crate) fn effective_threads(&self) -> usize {
         self.threads.min(self.connections).max(1)
     }
+}
+
+fn fmt_secs(d: Duration) -> String {
+    format!("{}s", d.as_secs_f64())
 }
 
 #[cfg(test)]

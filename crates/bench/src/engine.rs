@@ -79,11 +79,24 @@ pub(crate) struct Plan {
     pub drain: bool,
     /// Measured requests started and not yet recorded (read by the drain).
     pub measured_in_flight: AtomicU64,
+    /// Stages: when clients run (closed loop) or slots are due (open loop).
+    pub ramp: Option<crate::stage::Ramp>,
 }
 
 impl Plan {
-    fn due(&self, slot: u64, rate: f64) -> Instant {
-        self.start + Duration::from_secs_f64(slot as f64 / rate)
+    /// When open-loop slot `slot` is due (None: after the stages end).
+    fn due(&self, slot: u64, rate: f64) -> Option<Instant> {
+        match &self.ramp {
+            Some(r) => r
+                .time_of_slot(slot as f64)
+                .map(|t| self.start + Duration::from_secs_f64(t)),
+            None => Some(self.start + Duration::from_secs_f64(slot as f64 / rate)),
+        }
+    }
+
+    /// The stage a request that ended `done_us` after the measured start counts in.
+    fn stage_of(&self, done_us: u64) -> Option<usize> {
+        self.ramp.as_ref()?.stage_at(done_us as f64 / 1e6)
     }
 }
 
@@ -99,7 +112,9 @@ pub(crate) fn run_thread(
         .build()?;
     let local = tokio::task::LocalSet::new();
     let open = matches!(plan.pacing, Pacing::Open { .. });
-    let stats = Rc::new(RefCell::new(Stats::new(plan.classes.len(), open)));
+    let stats = Rc::new(RefCell::new(
+        Stats::new(plan.classes.len(), open).with_stages(plan.ramp.as_ref().map_or(0, |r| r.len())),
+    ));
     let lengths: Rc<RefCell<Vec<Vec<Option<u64>>>>> = Rc::new(RefCell::new(
         plan.classes
             .iter()
@@ -157,6 +172,11 @@ pub(crate) struct Ctx {
 }
 
 impl Ctx {
+    /// The worker thread this client runs on (0-based).
+    pub(crate) fn thread(&self) -> usize {
+        self.live
+    }
+
     /// The client failed a connection for `reason` (the server broke the protocol or flooded it).
     pub(crate) fn connection_error(&self, reason: &str) {
         self.stats.borrow_mut().record_conn_error(reason, 1);
@@ -242,10 +262,10 @@ fn us(d: Duration) -> u64 {
 }
 
 /// A connection to the target: plain TCP, or TLS over it (`https://`).
-type Conn = ordo_sys::tls::ClientStream;
+pub(crate) type Conn = ordo_sys::tls::ClientStream;
 
 /// Sends one request. A TLS stream holds the records until flushed; a TCP socket has nothing to flush.
-async fn send(conn: &mut Conn, req: &[u8]) -> std::io::Result<()> {
+pub(crate) async fn send(conn: &mut Conn, req: &[u8]) -> std::io::Result<()> {
     conn.write_all(req).await?;
     match conn {
         Conn::Plain(_) => Ok(()),
@@ -255,8 +275,13 @@ async fn send(conn: &mut Conn, req: &[u8]) -> std::io::Result<()> {
 
 /// Connects (and for `https://` makes the TLS handshake) within `limit`.
 async fn open(plan: &Plan, limit: Duration) -> Option<Conn> {
+    open_to(plan, plan.addr, limit).await
+}
+
+/// [`open`] to `addr` (a script's thread may set its own address).
+pub(crate) async fn open_to(plan: &Plan, addr: SocketAddr, limit: Duration) -> Option<Conn> {
     let connect = async {
-        let s = TcpStream::connect(plan.addr).await.ok()?;
+        let s = TcpStream::connect(addr).await.ok()?;
         if plan.keepalive {
             // One write per request, so Nagle never delays a fresh connection's only request;
             // skipping the setsockopt saves a syscall per request without keep-alive.
@@ -326,6 +351,8 @@ impl ClientState {
     /// The next request slot at `now`, or `None` when this client is done.
     pub(crate) fn take(&mut self, plan: &Plan, now: Instant) -> Option<Taken> {
         let j = self.j;
+        // closed loop with stages: this client's turn comes later
+        let mut wait = None;
         let (slot, due, wait_until, measured) = match plan.pacing {
             Pacing::Open { rate } => {
                 let i = j as u64 + self.k * plan.clients as u64;
@@ -333,7 +360,7 @@ impl ClientState {
                 if plan.limit.is_some_and(|l| i >= l) {
                     return None;
                 }
-                let due = plan.due(i, rate);
+                let due = plan.due(i, rate)?;
                 if plan.end.is_some_and(|e| due >= e) {
                     return None;
                 }
@@ -350,6 +377,22 @@ impl ClientState {
                 )
             }
             Pacing::Closed => {
+                let mut now = now;
+                if let Some(r) = &plan.ramp {
+                    // client j runs while the ramp's level is at least j + 1
+                    let t = now
+                        .saturating_duration_since(plan.measure_start)
+                        .as_secs_f64();
+                    let at = r.first_at_least(t, (j + 1) as f64)?;
+                    if at > t {
+                        let until = plan.measure_start + Duration::from_secs_f64(at);
+                        if plan.end.is_some_and(|e| until >= e) {
+                            return None;
+                        }
+                        wait = Some(until);
+                        now = until;
+                    }
+                }
                 if plan.end.is_some_and(|e| now >= e) {
                     // Draining: keep the load on, unmeasured, until the measured requests are in.
                     if !plan.drain || plan.measured_in_flight.load(Ordering::Relaxed) == 0 {
@@ -397,7 +440,7 @@ impl ClientState {
             }
         };
         Some(Taken {
-            wait_until,
+            wait_until: wait_until.or(wait),
             slot: Slot {
                 class,
                 url,
@@ -456,11 +499,17 @@ pub(crate) fn record(
                     .unwrap_or(0);
                 let conn_at = x.connected.map(|(_, b)| b).unwrap_or(t_start);
                 let open = matches!(plan.pacing, Pacing::Open { .. });
+                let total_us = us(t_done.saturating_duration_since(t_start));
+                let corrected_us =
+                    open.then(|| us(t_done.saturating_duration_since(slot.due.unwrap_or(t_start))));
+                if let Some(s) = plan.stage_of(done_us) {
+                    st.record_stage(s, Some((total_us, corrected_us)));
+                }
                 st.record_ok(
                     class,
                     x.info.status,
-                    us(t_done.saturating_duration_since(t_start)),
-                    open.then(|| us(t_done.saturating_duration_since(slot.due.unwrap_or(t_start)))),
+                    total_us,
+                    corrected_us,
                     connect_us,
                     us(x.first_byte
                         .unwrap_or(t_done)
@@ -474,11 +523,17 @@ pub(crate) fn record(
                 live.completed.fetch_add(1, Ordering::Relaxed);
             } else {
                 st.length_mismatch += 1;
+                if let Some(s) = plan.stage_of(done_us) {
+                    st.record_stage(s, None);
+                }
                 st.record_fail(class, FailKind::Length, done_us);
                 live.failed.fetch_add(1, Ordering::Relaxed);
             }
         }
         Err(kind) => {
+            if let Some(s) = plan.stage_of(done_us) {
+                st.record_stage(s, None);
+            }
             st.record_fail(class, kind, done_us);
             live.failed.fetch_add(1, Ordering::Relaxed);
         }

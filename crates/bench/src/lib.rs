@@ -36,10 +36,14 @@ mod h2;
 mod h2conn;
 mod hpack;
 mod http;
+mod lua_source;
+mod merge;
 mod mix;
 pub mod print;
 pub mod progress;
 mod report;
+mod script;
+mod stage;
 mod stats;
 mod target;
 mod threshold;
@@ -51,10 +55,13 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
 pub use config::{BenchConfig, Pacing, Stop, TlsOptions, parse_duration};
+pub use merge::{MergeError, differences, merge};
 pub use mix::{Assign, Mix, MixClass, UrlOrder};
 /// Ends a run early from another thread (Ctrl-C, a caller's deadline): the workspace's one cancel token.
 pub use ordo_sys::CancelToken;
 pub use report::{BenchReport, ClassReport, Latency, RunSummary, ServerReport};
+pub use script::{Script, ScriptDone};
+pub use stage::Stage;
 pub use target::{Header, Target};
 pub use threshold::{Metric, Op, Threshold, ThresholdError, Unit, Verdict, judge};
 
@@ -78,6 +85,9 @@ pub enum BenchError {
     Unreachable { target: String, reason: String },
     #[error("server pid {pid}: {reason}")]
     ServerPid { pid: i32, reason: String },
+    /// A Lua script (`-s`) could not be loaded, or one of its hooks raised an error.
+    #[error("script {path}: {message}")]
+    Script { path: String, message: String },
     #[error("I/O error: {0}")]
     Io(#[from] std::io::Error),
 }
@@ -98,6 +108,7 @@ impl BenchError {
                 | BenchError::InvalidConfig { .. }
                 | BenchError::Mix(_)
                 | BenchError::ServerPid { .. }
+                | BenchError::Script { .. }
         )
     }
 }
@@ -132,6 +143,20 @@ pub fn run_observed(
     cancel: CancelToken,
     on_progress: impl FnMut(&Progress),
 ) -> Result<BenchReport, BenchError> {
+    let (report, done) = run_scripted(config, cancel, on_progress)?;
+    if let Some(d) = done {
+        d.call(&report)?;
+    }
+    Ok(report)
+}
+
+/// [`run_observed`], leaving a Lua script's `done` hook to the caller (to call after printing the
+/// report, as wrk does); `None` without a script.
+pub fn run_scripted(
+    config: BenchConfig,
+    cancel: CancelToken,
+    on_progress: impl FnMut(&Progress),
+) -> Result<(BenchReport, Option<ScriptDone>), BenchError> {
     let (addr, mut sampler) = preflight(&config)?;
     let tls = if config.target.tls {
         Some(tls::prepare(
@@ -145,7 +170,20 @@ pub fn run_observed(
         None
     };
     let threads = config.effective_threads();
-    let run = plan_run(&config, addr, tls, threads)?;
+    // wrk's setup phase runs before any worker starts
+    let script = match &config.script {
+        Some(s) => Some(script::start(s, &config, addr, threads)?),
+        None => None,
+    };
+    let run = plan_run(
+        &config,
+        addr,
+        tls,
+        threads,
+        script
+            .as_ref()
+            .map(|(p, _)| p.clone() as Arc<dyn engine::Protocol>),
+    )?;
     let plan = run.plan.clone();
 
     let mut handles = Vec::with_capacity(threads);
@@ -168,7 +206,11 @@ pub fn run_observed(
         (Some(pid), Some(a), Some(b)) => Some(server_report(pid, &b.delta(&a), complete)),
         _ => None,
     };
-    Ok(report::build(report::BuildInput {
+    let done = match script {
+        Some((protocol, main)) => Some(protocol.finish(main, stats.total_latency())?),
+        None => None,
+    };
+    let report = report::build(report::BuildInput {
         config: run_config(&config, threads, run.open, run.assign_requests),
         target: config.target.url.clone(),
         started_unix_ms: watched.started_unix_ms.unwrap_or_else(unix_ms),
@@ -183,7 +225,24 @@ pub fn run_observed(
         hostname: config.target.host.clone(),
         port: config.target.port,
         path: config.target.path.clone(),
-    }))
+        stages: plan
+            .ramp
+            .as_ref()
+            .map(|r| {
+                r.segments
+                    .iter()
+                    .map(|s| report::StagePlan {
+                        start_s: s.t0,
+                        duration_s: s.len,
+                        from: s.from,
+                        target: s.to,
+                        unit: r.unit.as_str().to_string(),
+                    })
+                    .collect()
+            })
+            .unwrap_or_default(),
+    });
+    Ok((report, done))
 }
 
 /// What a run is, decided before its workers start: the engine's shared plan and the figures the report
@@ -208,6 +267,7 @@ fn plan_run(
     addr: std::net::SocketAddr,
     tls: Option<tls::Tls>,
     threads: usize,
+    scripted: Option<Arc<dyn engine::Protocol>>,
 ) -> Result<PlannedRun, BenchError> {
     let mix = config.mix.clone().unwrap_or_else(|| {
         Mix::new(
@@ -218,7 +278,9 @@ fn plan_run(
     let shares = mix.normalised_shares();
     let classes = class_plans(config, &mix)?;
     // the one place that picks the protocol: the engine runs either
-    let protocol: Arc<dyn engine::Protocol> = if config.h2 {
+    let protocol: Arc<dyn engine::Protocol> = if let Some(p) = scripted {
+        p
+    } else if config.h2 {
         Arc::new(h2::H2Plan::new(h2_requests(config, &mix)?, config.streams))
     } else {
         Arc::new(engine::Http1Protocol)
@@ -236,7 +298,12 @@ fn plan_run(
     }
     let start = Instant::now();
     let sched = Schedule::new(config, start)?;
+    let ramp = (!config.stages.is_empty()).then(|| match config.pacing {
+        Pacing::Open { rate } => stage::Ramp::new(stage::Unit::Rate, rate, &config.stages),
+        Pacing::Closed => stage::Ramp::new(stage::Unit::Clients, 0.0, &config.stages),
+    });
     let plan = Arc::new(Plan {
+        ramp,
         addr,
         tls,
         classes,

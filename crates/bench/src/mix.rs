@@ -82,6 +82,16 @@ pub struct Mix {
     /// The file's `fail-if = [...]` thresholds (`ordo bench` judges the run by them with its `--fail-if`
     /// ones; in-process users such as demo and tune ignore them).
     pub fail_if: Vec<Threshold>,
+    /// The file's `[[stages]]` ramp (`ordo bench` runs it unless `--stage` gives one; in-process users
+    /// ignore it).
+    pub stages: Vec<crate::stage::Stage>,
+}
+
+#[derive(Deserialize)]
+#[serde(deny_unknown_fields)]
+struct RawStage {
+    duration: Spanned<String>,
+    target: Spanned<f64>,
 }
 
 #[derive(Deserialize)]
@@ -93,6 +103,8 @@ struct RawMix {
     fail_if: Option<Vec<Spanned<String>>>,
     #[serde(default, rename = "class")]
     classes: Vec<Spanned<RawClass>>,
+    #[serde(default)]
+    stages: Vec<Spanned<RawStage>>,
 }
 
 #[derive(Deserialize)]
@@ -129,11 +141,12 @@ impl Mix {
         let src = Source::new(&file, text);
         let raw: RawMix = src.parse()?;
         check(&src, raw)
-            .map(|(assign, classes, fail_if)| Mix {
+            .map(|(assign, classes, fail_if, stages)| Mix {
                 source,
                 assign,
                 classes,
                 fail_if,
+                stages,
             })
             .map_err(BenchError::from)
     }
@@ -145,6 +158,7 @@ impl Mix {
             assign,
             classes,
             fail_if: Vec::new(),
+            stages: Vec::new(),
         }
     }
 
@@ -186,10 +200,15 @@ impl Mix {
 
 /// The checks of a parsed mix file: every value in range, every class complete; errors name the line of
 /// the offending value.
-fn check(
-    src: &Source<'_>,
-    raw: RawMix,
-) -> Result<(Assign, Vec<MixClass>, Vec<Threshold>), Located> {
+/// A checked mix file's parts: assignment, classes, thresholds, stages.
+type Checked = (
+    Assign,
+    Vec<MixClass>,
+    Vec<Threshold>,
+    Vec<crate::stage::Stage>,
+);
+
+fn check(src: &Source<'_>, raw: RawMix) -> Result<Checked, Located> {
     let assign = match &raw.assign {
         None => Assign::Clients,
         Some(a) => match a.get_ref().as_str() {
@@ -327,7 +346,29 @@ fn check(
             line: Some(line_of(src.text, sc.span().start)),
         });
     }
-    Ok((assign, classes, fail_if))
+    let mut stages = Vec::with_capacity(raw.stages.len());
+    for (i, s) in raw.stages.iter().enumerate() {
+        let s = s.get_ref();
+        let duration = parse_duration(s.duration.get_ref())
+            .map_err(|e| src.at_span(s.duration.span(), &keypath!["stages", i, "duration"], e))?;
+        if duration.is_zero() {
+            return Err(src.at_span(
+                s.duration.span(),
+                &keypath!["stages", i, "duration"],
+                "a stage must last longer than 0".to_string(),
+            ));
+        }
+        let target = *s.target.get_ref();
+        if !(target.is_finite() && target >= 0.0) {
+            return Err(src.at_span(
+                s.target.span(),
+                &keypath!["stages", i, "target"],
+                format!("{target} is not a load: a number ≥ 0"),
+            ));
+        }
+        stages.push(crate::stage::Stage { duration, target });
+    }
+    Ok((assign, classes, fail_if, stages))
 }
 
 /// Where a mix came from, for error messages.
@@ -400,6 +441,45 @@ url = "/bytes?n=778240"
         Mix::parse(text, Some(PathBuf::from("m.toml")))
             .unwrap_err()
             .to_string()
+    }
+
+    #[test]
+    fn stages_parse_and_errors_name_line_and_key() {
+        let m = Mix::parse(
+            "[[class]]\nname = \"a\"\nurl = \"/\"\n[[stages]]\nduration = \"10s\"\ntarget = 50\n[[stages]]\nduration = \"500ms\"\ntarget = 2.5\n",
+            None,
+        )
+        .unwrap();
+        assert_eq!(
+            m.stages,
+            [
+                crate::stage::Stage {
+                    duration: Duration::from_secs(10),
+                    target: 50.0
+                },
+                crate::stage::Stage {
+                    duration: Duration::from_millis(500),
+                    target: 2.5
+                }
+            ]
+        );
+        assert!(Mix::parse(GOOD, None).unwrap().stages.is_empty());
+        let e = err_of(
+            "[[class]]\nname = \"a\"\nurl = \"/\"\n[[stages]]\nduration = \"soon\"\ntarget = 5\n",
+        );
+        assert!(
+            e.starts_with("mix file m.toml:5: stages[0].duration:"),
+            "{e}"
+        );
+        let e = err_of(
+            "[[class]]\nname = \"a\"\nurl = \"/\"\n[[stages]]\nduration = \"1s\"\ntarget = -5\n",
+        );
+        assert!(
+            e.starts_with("mix file m.toml:6: stages[0].target: -5 is not a load"),
+            "{e}"
+        );
+        let e = err_of("[[class]]\nname = \"a\"\nurl = \"/\"\n[[stages]]\nduration = \"1s\"\n");
+        assert!(e.contains("target"), "{e}");
     }
 
     #[test]

@@ -9,11 +9,13 @@ use crate::report::{BenchReport, Latency, PERCENTILES, TimeRow};
 pub fn text(r: &BenchReport) -> String {
     let mut o = String::new();
     for part in [
+        merged,
         header,
         document,
         totals,
         connection_times,
         percentiles,
+        stages,
         classes,
         status_and_timeline,
         server,
@@ -23,11 +25,95 @@ pub fn text(r: &BenchReport) -> String {
     o
 }
 
+/// A ramp's stages: a row each, with the requests that ended in it.
+fn stages(o: &mut String, r: &BenchReport) {
+    if r.stages.is_empty() {
+        return;
+    }
+    let corrected = r.stages.iter().any(|s| s.corrected.is_some());
+    let _ = writeln!(o);
+    let _ = writeln!(
+        o,
+        "Stages (requests by the stage they ended in; latency in ms{})",
+        if corrected {
+            ", from when each request was due"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(
+        o,
+        "{:>5} {:>15} {:>24} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9}",
+        "stage", "time (s)", "load", "complete", "failed", "req/s", "p50", "p99", "max"
+    );
+    for s in &r.stages {
+        let l = s.corrected.as_ref().unwrap_or(&s.latency);
+        let p = |q: f64| {
+            l.percentiles
+                .iter()
+                .find(|p| p.p == q)
+                .map_or(0.0, |p| p.ms)
+        };
+        let _ = writeln!(
+            o,
+            "{:>5} {:>15} {:>24} {:>9} {:>7} {:>10.2} {:>9.3} {:>9.3} {:>9.3}",
+            s.stage,
+            format!("{:.1}–{:.1}", s.start_s, s.start_s + s.duration_s),
+            format!("{} → {} {}", trim_num(s.from), trim_num(s.target), s.unit),
+            s.complete,
+            s.failed,
+            s.rps,
+            p(50.0),
+            p(99.0),
+            l.max_ms
+        );
+    }
+}
+
+/// A number without a needless fraction: 50, 2.5.
+fn trim_num(v: f64) -> String {
+    if v.fract() == 0.0 && v.abs() < 1e15 {
+        format!("{}", v as i64)
+    } else {
+        format!("{v:.2}")
+    }
+}
+
+/// A merged report (`ordo report merge`): its warnings, then one line per run merged.
+fn merged(o: &mut String, r: &BenchReport) {
+    for w in &r.warnings {
+        let _ = writeln!(o, "{w}");
+    }
+    if r.merged.is_empty() {
+        return;
+    }
+    let _ = writeln!(
+        o,
+        "Merged from {} runs (percentiles from their summed histograms):",
+        r.merged.len()
+    );
+    for m in &r.merged {
+        let host = m
+            .fingerprint
+            .as_ref()
+            .map(|f| f.hostname.as_str())
+            .filter(|h| !h.is_empty())
+            .unwrap_or("unknown machine");
+        let _ = writeln!(
+            o,
+            "  {}: {host}, {} connections, {:.2} s, {} complete, {} failed, {:.2} req/s, p50 {:.3} ms, p99 {:.3} ms",
+            m.source, m.connections, m.elapsed_s, m.complete, m.failed, m.rps, m.p50_ms, m.p99_ms
+        );
+    }
+    o.push('\n');
+}
+
 /// wrk's short summary (`--brief`): what was run, then requests and rate, latency, errors and transfer, a
 /// line each. In an open loop the latency line is the one measured from when each request was due, and a
 /// second line gives the uncorrected one.
 pub fn brief(r: &BenchReport) -> String {
     let mut o = String::new();
+    merged(&mut o, r);
     let c = &r.config;
     let s = &r.summary;
     let mode = match c.rate {
@@ -116,6 +202,28 @@ pub fn brief(r: &BenchReport) -> String {
         fmt_bytes(s.total_bytes as f64),
         fmt_bytes(s.transfer_kbytes_per_s * 1024.0)
     );
+    for st in &r.stages {
+        let l = st.corrected.as_ref().unwrap_or(&st.latency);
+        let p99 = l
+            .percentiles
+            .iter()
+            .find(|p| p.p == 99.0)
+            .map_or(0.0, |p| p.ms);
+        let _ = writeln!(
+            o,
+            "  Stage {}:     {:.1}–{:.1} s, {} → {} {}: {} complete, {} failed, {:.2} req/s, p99 {:.3} ms",
+            st.stage,
+            st.start_s,
+            st.start_s + st.duration_s,
+            trim_num(st.from),
+            trim_num(st.target),
+            st.unit,
+            st.complete,
+            st.failed,
+            st.rps,
+            p99
+        );
+    }
     o
 }
 

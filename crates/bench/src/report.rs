@@ -65,6 +65,80 @@ fn time_row(h: &Histogram<u64>) -> TimeRow {
     }
 }
 
+/// A histogram in HdrHistogram's V2 serialisation, base64 (the report's `histograms`).
+pub(crate) fn encode(h: &Histogram<u64>) -> Option<String> {
+    use base64::Engine as _;
+    use hdrhistogram::serialization::Serializer as _;
+    let mut buf = Vec::new();
+    hdrhistogram::serialization::V2Serializer::new()
+        .serialize(h, &mut buf)
+        .ok()?;
+    Some(base64::engine::general_purpose::STANDARD.encode(buf))
+}
+
+/// [`encode`]'s inverse; the error says what is wrong with the text.
+pub(crate) fn decode(s: &str) -> Result<Histogram<u64>, String> {
+    use base64::Engine as _;
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(s.trim())
+        .map_err(|e| format!("not base64: {e}"))?;
+    let h: Histogram<u64> = hdrhistogram::serialization::Deserializer::new()
+        .deserialize(&mut &bytes[..])
+        .map_err(|e| format!("not a V2 HdrHistogram: {e:?}"))?;
+    Ok(h)
+}
+
+/// Every histogram of the run, serialised (None if one cannot be: a count beyond i64).
+fn histograms(
+    st: &Stats,
+    latency: &Histogram<u64>,
+    corrected: Option<&Histogram<u64>>,
+) -> Option<Histograms> {
+    let corrected = match corrected {
+        Some(h) => Some(encode(h)?),
+        None => None,
+    };
+    let mut classes = Vec::with_capacity(st.classes.len());
+    for c in &st.classes {
+        classes.push(ClassHistograms {
+            latency: encode(&c.latency)?,
+            corrected: match &c.corrected {
+                Some(h) => Some(encode(h)?),
+                None => None,
+            },
+        });
+    }
+    let mut stages = Vec::with_capacity(st.stages.len());
+    for s in &st.stages {
+        stages.push(ClassHistograms {
+            latency: encode(&s.latency)?,
+            corrected: match &s.corrected {
+                Some(h) => Some(encode(h)?),
+                None => None,
+            },
+        });
+    }
+    Some(Histograms {
+        stages,
+        latency: encode(latency)?,
+        corrected,
+        connect: encode(&st.connect)?,
+        waiting: encode(&st.waiting)?,
+        processing: encode(&st.processing)?,
+        classes,
+    })
+}
+
+/// A stage as planned: start and length (s), from and to (in `unit`).
+#[derive(Clone, Debug, PartialEq)]
+pub(crate) struct StagePlan {
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub from: f64,
+    pub target: f64,
+    pub unit: String,
+}
+
 /// Inputs the report needs besides the statistics.
 pub(crate) struct BuildInput<'a> {
     pub config: RunConfig,
@@ -78,6 +152,8 @@ pub(crate) struct BuildInput<'a> {
     pub connections: u64,
     pub stats: &'a Stats,
     pub server: Option<ServerReport>,
+    /// The ramp's stages (empty without), in the order of the statistics' stages.
+    pub stages: Vec<StagePlan>,
     /// The target's host, port and path (ab's header block).
     pub hostname: String,
     pub port: u16,
@@ -202,6 +278,28 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
             path: inp.path,
             length: st.document_length,
         }),
+        stages: inp
+            .stages
+            .iter()
+            .zip(&st.stages)
+            .enumerate()
+            .map(|(i, (p, s))| StageReport {
+                stage: i as u64 + 1,
+                start_s: p.start_s,
+                duration_s: p.duration_s,
+                from: p.from,
+                target: p.target,
+                unit: p.unit.clone(),
+                complete: s.completed,
+                failed: s.failed,
+                rps: s.completed as f64 / p.duration_s.max(1e-9),
+                latency: latency_summary(&s.latency),
+                corrected: s.corrected.as_ref().map(latency_summary),
+            })
+            .collect(),
+        histograms: histograms(st, &latency, corrected.as_ref()),
+        merged: Vec::new(),
+        warnings: Vec::new(),
     }
 }
 
@@ -295,5 +393,9 @@ pub(crate) fn sample(
         server: None,
         fingerprint: None,
         document: None,
+        stages: Vec::new(),
+        histograms: None,
+        merged: Vec::new(),
+        warnings: Vec::new(),
     }
 }

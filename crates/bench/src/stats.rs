@@ -26,7 +26,7 @@ impl Failures {
         self.connect + self.receive + self.length + self.exceptions
     }
 
-    fn add(&mut self, o: &Failures) {
+    pub(crate) fn add(&mut self, o: &Failures) {
         self.connect += o.connect;
         self.receive += o.receive;
         self.length += o.length;
@@ -82,6 +82,35 @@ impl ClassStats {
     }
 }
 
+/// One stage of a ramp: the requests that ended in it.
+#[derive(Clone, Debug)]
+pub(crate) struct StageStats {
+    pub latency: Histogram<u64>,
+    pub corrected: Option<Histogram<u64>>,
+    pub completed: u64,
+    pub failed: u64,
+}
+
+impl StageStats {
+    pub(crate) fn new(open: bool) -> StageStats {
+        StageStats {
+            latency: new_hist(),
+            corrected: open.then(new_hist),
+            completed: 0,
+            failed: 0,
+        }
+    }
+
+    pub(crate) fn merge(&mut self, o: &StageStats) {
+        let _ = self.latency.add(&o.latency);
+        if let (Some(a), Some(b)) = (&mut self.corrected, &o.corrected) {
+            let _ = a.add(b);
+        }
+        self.completed += o.completed;
+        self.failed += o.failed;
+    }
+}
+
 /// One second of the measured run.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub(crate) struct Second {
@@ -116,6 +145,9 @@ pub(crate) struct Stats {
     /// Connections the client failed, by reason (at most [`MAX_ERROR_REASONS`] reasons; later new ones
     /// count under the last).
     pub conn_errors: Vec<(String, u64)>,
+    /// Per stage of a ramp (empty without stages).
+    pub stages: Vec<StageStats>,
+    open: bool,
 }
 
 /// Distinct connection-error reasons kept.
@@ -139,6 +171,31 @@ impl Stats {
             server_software: None,
             document_length: None,
             conn_errors: Vec::new(),
+            stages: Vec::new(),
+            open,
+        }
+    }
+
+    /// With `n` stages.
+    pub(crate) fn with_stages(mut self, n: usize) -> Stats {
+        self.stages = (0..n).map(|_| StageStats::new(self.open)).collect();
+        self
+    }
+
+    /// A request ended in stage `s`: complete with (latency, corrected latency) µs, or failed.
+    pub(crate) fn record_stage(&mut self, s: usize, ok: Option<(u64, Option<u64>)>) {
+        let Some(st) = self.stages.get_mut(s) else {
+            return;
+        };
+        match ok {
+            Some((total, corrected)) => {
+                st.latency.saturating_record(total.max(1));
+                if let (Some(h), Some(v)) = (&mut st.corrected, corrected) {
+                    h.saturating_record(v.max(1));
+                }
+                st.completed += 1;
+            }
+            None => st.failed += 1,
         }
     }
 
@@ -256,6 +313,14 @@ impl Stats {
         self.document_length = self.document_length.or(o.document_length);
         for (reason, n) in &o.conn_errors {
             self.record_conn_error(reason, *n);
+        }
+        if self.stages.len() < o.stages.len() {
+            let open = self.open;
+            self.stages
+                .resize_with(o.stages.len(), || StageStats::new(open));
+        }
+        for (a, b) in self.stages.iter_mut().zip(&o.stages) {
+            a.merge(b);
         }
     }
 

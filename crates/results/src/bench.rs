@@ -46,6 +46,94 @@ pub struct BenchReport {
     /// before it was recorded.
     #[serde(default)]
     pub document: Option<Document>,
+    /// A ramp's stages (`--stage`, a mix file's `[[stages]]`), each with the requests that ended in it.
+    /// Empty without stages.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<StageReport>,
+    /// The run's HDR histograms, serialised, so results from several machines merge into exact
+    /// percentiles (`ordo report merge`). Absent in reports written before they were recorded.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub histograms: Option<Histograms>,
+    /// A merged report (`ordo report merge`): the runs it merges, one per generator machine, in the order
+    /// given. Empty for one run.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub merged: Vec<MergedRun>,
+    /// What every output of this report must repeat (`WARNING: …` lines): a merge forced over differences
+    /// (`--force`) says what differed.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub warnings: Vec<String>,
+}
+
+/// HdrHistograms of a run in microseconds (1 µs to 100 s, 3 significant figures), each in HdrHistogram's
+/// V2 serialisation (uncompressed, the format every HdrHistogram implementation reads), base64-encoded
+/// (standard alphabet, padded).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct Histograms {
+    /// All classes' latency from when each request was sent.
+    pub latency: String,
+    /// Open loop: all classes' latency from when each request was due.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<String>,
+    /// ab's Connection Times: connect, waiting (time to first byte) and processing.
+    pub connect: String,
+    pub waiting: String,
+    pub processing: String,
+    /// Per class, in the order of `classes`.
+    pub classes: Vec<ClassHistograms>,
+    /// Per stage, in the order of `stages`.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub stages: Vec<ClassHistograms>,
+}
+
+/// One stage of a ramp: the load moved linearly from `from` to `target` (connections in a closed loop,
+/// requests per second in an open one) over `duration_s`, starting `start_s` after the measured start;
+/// the figures are of the requests that ended within it.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct StageReport {
+    /// 1-based.
+    pub stage: u64,
+    pub start_s: f64,
+    pub duration_s: f64,
+    pub from: f64,
+    pub target: f64,
+    /// "connections" or "req/s".
+    pub unit: String,
+    pub complete: u64,
+    pub failed: u64,
+    /// Complete requests per second of the stage.
+    pub rps: f64,
+    pub latency: Latency,
+    /// Open loop: latency from when each request was due.
+    pub corrected: Option<Latency>,
+}
+
+/// One class's histograms (see [`Histograms`]).
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct ClassHistograms {
+    pub latency: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub corrected: Option<String>,
+}
+
+/// One run of a merged report: where it came from and what it measured alone.
+#[derive(Clone, Debug, Serialize, Deserialize, PartialEq, JsonSchema)]
+pub struct MergedRun {
+    /// The file it was read from.
+    pub source: String,
+    /// The machine it ran on.
+    #[serde(default)]
+    pub fingerprint: Option<ordo_sys::Fingerprint>,
+    pub started_unix_ms: u64,
+    pub elapsed_s: f64,
+    pub connections: u64,
+    pub threads: u64,
+    pub complete: u64,
+    /// Failed requests (ab's sense).
+    pub failed: u64,
+    pub rps: f64,
+    /// Latency p50 and p99 of this run alone, ms.
+    pub p50_ms: f64,
+    pub p99_ms: f64,
 }
 
 /// ab's "Server Software / Hostname / Port, Document Path / Length" block.
@@ -369,6 +457,10 @@ mod tests {
             server: None,
             fingerprint: None,
             document: None,
+            stages: Vec::new(),
+            histograms: None,
+            merged: Vec::new(),
+            warnings: Vec::new(),
         }
     }
 

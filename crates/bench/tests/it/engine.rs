@@ -482,3 +482,112 @@ fn drain_counts_requests_in_flight_at_the_end() {
     assert!(counts[1] > counts[0], "{counts:?}");
     assert!(counts[1] <= 8, "{counts:?}");
 }
+
+/// Stages, open loop (issue 24): 100 req/s held 1 s, then 100 → 300 req/s over 1 s is exactly 300
+/// requests (the integral of the rate), each stage reported with the requests that ended in it.
+#[test]
+fn open_loop_stages_ramp_the_rate() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 8;
+    c.pacing = Pacing::Open { rate: 100.0 };
+    c.stages = vec![
+        ordo_bench::Stage::parse("1s:100").unwrap(),
+        ordo_bench::Stage::parse("1s:300").unwrap(),
+    ];
+    c.stop = Stop::Duration(Duration::from_secs(2));
+    c.drain = true;
+    let r = run(c, CancelToken::new()).unwrap();
+    assert_eq!(r.summary.complete + r.summary.failed.total, 300);
+    assert_eq!(r.stages.len(), 2);
+    let (a, b) = (&r.stages[0], &r.stages[1]);
+    assert_eq!(
+        (a.from, a.target, b.from, b.target),
+        (100.0, 100.0, 100.0, 300.0)
+    );
+    assert_eq!(a.unit, "req/s");
+    assert_eq!((a.start_s, b.start_s, b.duration_s), (0.0, 1.0, 1.0));
+    // by completion time: a request due just before 1 s may end in the second stage
+    assert!((70..=110).contains(&a.complete), "{}", a.complete);
+    assert!(a.complete + b.complete <= 300 && a.complete + b.complete >= 290);
+    assert!(b.corrected.is_some() && b.latency.count == b.complete);
+    let v = serde_json::to_value(&r).unwrap();
+    assert_eq!(
+        ordo_testkit::json_schema::check(&ordo_results::schema::bench(), &v),
+        Vec::<String>::new()
+    );
+    let text = ordo_bench::print::text(&r);
+    assert!(text.contains("100 → 300 req/s"), "{text}");
+}
+
+/// Stages, closed loop: 0 clients for 1 s, then 0 → 3 over 2 s switches client 1 on at 1.67 s and client 2
+/// at 2.33 s; client 3 would start at the end, so it never does.
+#[test]
+fn closed_loop_stages_switch_clients_on() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.connections = 3;
+    c.stages = vec![
+        ordo_bench::Stage::parse("1s:0").unwrap(),
+        ordo_bench::Stage::parse("2s:3").unwrap(),
+    ];
+    c.stop = Stop::Duration(Duration::from_secs(3));
+    let t0 = Instant::now();
+    let r = run(c, CancelToken::new()).unwrap();
+    assert!(t0.elapsed() < Duration::from_secs(10));
+    assert_eq!(r.stages[0].complete, 0);
+    assert!(r.stages[1].complete > 0);
+    assert_eq!(r.stages[1].unit, "connections");
+    assert_eq!(
+        s.counters
+            .used_connections
+            .load(std::sync::atomic::Ordering::SeqCst),
+        2
+    );
+    let brief = ordo_bench::print::brief(&r);
+    assert!(
+        brief.contains("Stage 2:") && brief.contains("0 → 3 connections"),
+        "{brief}"
+    );
+}
+
+#[test]
+fn stages_are_checked() {
+    let mut c = cfg("http://127.0.0.1:1/");
+    c.stages = vec![ordo_bench::Stage::parse("1s:5").unwrap()];
+    c.connections = 5;
+    // the run must last the stages' sum
+    let e = c.validate().unwrap_err().to_string();
+    assert!(e.contains("the run lasts the stages' sum (1s)"), "{e}");
+    c.stop = Stop::Duration(Duration::from_secs(1));
+    c.validate().unwrap();
+    c.connections = 4;
+    let e = c.validate().unwrap_err().to_string();
+    assert!(
+        e.contains("stage 1 (1s:5)") && e.contains("exceed the 4"),
+        "{e}"
+    );
+    c.connections = 5;
+    c.warmup = Duration::from_secs(1);
+    assert!(c.validate().unwrap_err().to_string().contains("warm-up"));
+}
+
+/// Absurd stage lengths are refused, not a panic (issue 24).
+#[test]
+fn absurd_stages_are_refused() {
+    let s = common::start();
+    let mut c = cfg(&s.url("/"));
+    c.stages = vec![
+        ordo_bench::Stage {
+            duration: Duration::MAX,
+            target: 1.0,
+        },
+        ordo_bench::Stage {
+            duration: Duration::MAX,
+            target: 1.0,
+        },
+    ];
+    c.stop = Stop::Duration(c.stages_duration().unwrap());
+    let e = run(c, CancelToken::new()).unwrap_err();
+    assert!(e.is_usage(), "{e}");
+}

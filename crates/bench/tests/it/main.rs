@@ -5,5 +5,7 @@ mod common;
 mod engine;
 mod examples;
 mod h2;
+mod merge;
 mod schema;
+mod script;
 mod tls;

@@ -324,6 +324,56 @@ fn server_table(r: &BenchReport) -> Option<Table> {
     Some(t)
 }
 
+/// A merged result's runs, one row per generator machine (what each measured alone); None for one run.
+fn merged_table(r: &BenchReport) -> Option<Table> {
+    if r.merged.is_empty() {
+        return None;
+    }
+    let mut t = Table::new(
+        format!(
+            "Merged from {} runs (percentiles above are exact: from the summed histograms)",
+            r.merged.len()
+        ),
+        &[
+            "run",
+            "machine",
+            "started",
+            "seconds",
+            "connections",
+            "complete",
+            "failed",
+            "req/s",
+            "p50",
+            "p99",
+        ],
+    )
+    .left(0)
+    .left(1)
+    .left(2);
+    for m in &r.merged {
+        let machine = m
+            .fingerprint
+            .as_ref()
+            .and_then(|f| serde_json::to_value(f).ok())
+            .map(|v| Machine::from_value(Some(&v)))
+            .and_then(|m| m.label())
+            .unwrap_or_else(|| "–".into());
+        t.row(vec![
+            m.source.clone(),
+            machine,
+            civil_utc(m.started_unix_ms / 1000),
+            num(m.elapsed_s, 2),
+            m.connections.to_string(),
+            m.complete.to_string(),
+            m.failed.to_string(),
+            num(m.rps, 1),
+            format!("{} ms", num(m.p50_ms, 3)),
+            format!("{} ms", num(m.p99_ms, 3)),
+        ]);
+    }
+    Some(t)
+}
+
 /// The bench result's section.
 pub(crate) fn section(r: &BenchReport, id: &str, name: &str, m: &Machine) -> Section {
     let mut sub = summary(r);
@@ -333,10 +383,18 @@ pub(crate) fn section(r: &BenchReport, id: &str, name: &str, m: &Machine) -> Sec
             civil_utc(r.started_unix_ms / 1000)
         ));
     }
-    if let Some(l) = m.label() {
+    if !r.merged.is_empty() {
+        sub.push_str(&format!("; merged from {} runs", r.merged.len()));
+    } else if let Some(l) = m.label() {
         sub.push_str(&format!("; {l}"));
     }
     let mut blocks: Vec<Block> = Vec::new();
+    for w in &r.warnings {
+        blocks.push(Block::Note(w.clone()));
+    }
+    if let Some(t) = merged_table(r) {
+        blocks.push(t.into());
+    }
     if r.interrupted {
         blocks.push(Block::Note(
             "The run was interrupted; the figures cover the requests that completed.".into(),

@@ -139,6 +139,25 @@ impl Input {
     /// holds one experiment per machine or kernel, one per distinct machine, naming its experiments
     /// ("experiment #1, #3").
     pub fn machines(&self) -> Vec<(String, Machine)> {
+        if let InputData::Bench(b) = &self.data {
+            // a merged bench result: one generator machine per run merged
+            if !b.merged.is_empty() {
+                return b
+                    .merged
+                    .iter()
+                    .map(|run| {
+                        let fp = run
+                            .fingerprint
+                            .as_ref()
+                            .and_then(|f| serde_json::to_value(f).ok());
+                        (
+                            format!("run {}", run.source),
+                            Machine::from_value(fp.as_ref()),
+                        )
+                    })
+                    .collect();
+            }
+        }
         let InputData::Tune(t) = &self.data else {
             return vec![(String::new(), self.machine.clone())];
         };
@@ -158,8 +177,11 @@ impl Input {
             .collect()
     }
 
-    /// Warnings the page header repeats (a tune store merged with `--force`).
+    /// Warnings the page header repeats (a tune store or bench results merged with `--force`).
     pub fn warnings(&self) -> Vec<String> {
+        if let InputData::Bench(b) = &self.data {
+            return b.warnings.clone();
+        }
         let InputData::Tune(t) = &self.data else {
             return Vec::new();
         };

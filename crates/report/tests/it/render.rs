@@ -547,3 +547,64 @@ fn interrupted_probe_runs_say_so() {
     let html = render(&["probe-loop.json", "probe-compare.json", "probe-pid.jsonl"]);
     assert!(!html.contains("interrupted"));
 }
+
+/// A merged bench result (`ordo report merge`, issue 24): the page header has a line per generator
+/// machine, the section a table of the runs, and a forced merge's warning is in the header, the section
+/// and the terminal tables.
+#[test]
+fn merged_bench_results_show_each_machine_and_the_forced_merge() {
+    let run = |source: &str, host: &str| {
+        serde_json::json!({
+            "source": source,
+            "fingerprint": { "hostname": host, "kernel_release": "6.1.0", "cores": 2 },
+            "started_unix_ms": 1_700_000_000_000u64,
+            "elapsed_s": 10.0,
+            "connections": 50,
+            "threads": 2,
+            "complete": 1000,
+            "failed": 0,
+            "rps": 100.0,
+            "p50_ms": 1.5,
+            "p99_ms": 9.25
+        })
+    };
+    let (html, _) = render_edited(|v| {
+        v["merged"] = serde_json::json!([run("gen1.json", "gen-a"), run("gen2.json", "gen-b")]);
+        v["warnings"] = serde_json::json!([
+            "WARNING: merged with --force although the results measure different workloads: x"
+        ]);
+    });
+    let header = &html[..html.find("</header>").unwrap()];
+    assert!(
+        header.contains("run gen1.json: host gen-a")
+            && header.contains("run gen2.json: host gen-b"),
+        "{header}"
+    );
+    assert_eq!(
+        html.matches("WARNING: merged with --force").count(),
+        2,
+        "banner + section"
+    );
+    let doc = parse(&html);
+    let cells: Vec<&str> = doc
+        .descendants()
+        .filter(|n| n.has_tag_name("td"))
+        .filter_map(|n| n.text())
+        .collect();
+    assert!(
+        cells.contains(&"gen2.json") && cells.contains(&"6.1.0 @ gen-b"),
+        "{cells:?}"
+    );
+    assert!(cells.contains(&"9.25 ms"), "{cells:?}");
+    let dir = tempfile::tempdir().unwrap();
+    let p = dir.path().join("m.json");
+    let mut v = json("bench-closed.json");
+    v["merged"] = serde_json::json!([run("gen1.json", "gen-a")]);
+    v["warnings"] = serde_json::json!(["WARNING: forced"]);
+    std::fs::write(&p, v.to_string()).unwrap();
+    let text = ordo_report::render_text(&ordo_report::load_all(&[p]).unwrap());
+    assert!(
+        text.contains("WARNING: forced") && text.contains("Merged from 1 runs"),
+        "{text}"
+    );
+}
