@@ -14,10 +14,12 @@
 
 mod chunked;
 mod framing;
+mod reader;
 mod response;
 mod token;
 
-pub use chunked::{ChunkError, ChunkedDecoder};
+pub use chunked::{BodyEvent, ChunkError, ChunkedDecoder};
 pub use framing::{Framing, FramingError, ResponseFraming, parse_content_length, request_framing};
+pub use reader::{BodyReader, HeadEvent, ReaderLimits, ResponseReadError, ResponseReader};
 pub use response::{ResponseError, ResponseHead, parse_response};
 pub use token::{ConnectionOptions, contains_byte, has_bare_lf, hex_digit, is_tchar, trim_ows};
