@@ -4,10 +4,10 @@
 //! Who uses it:
 //! - `ordo-serve`'s server side: request framing ([`request_framing`], [`parse_content_length`]) and
 //!   request bodies ([`ChunkedDecoder`]); request-target and Host rules stay in serve;
-//! - `ordo-serve`'s proxy backend, the client of its upstreams: response heads ([`parse_response`]) and
-//!   chunked bodies;
-//! - `ordo-bench`'s HTTP/1 client: the same response heads and chunked bodies, so the load generator
-//!   refuses exactly the framing the server refuses.
+//! - `ordo-serve`'s proxy backend, the client of its upstreams, and `ordo-bench`'s HTTP/1 client: whole
+//!   responses through [`ResponseReader`] (heads by [`parse_response`], interim 1xx heads, then the body
+//!   by its framing through [`BodyReader`]), so the load generator refuses exactly the framing the proxy
+//!   and the server refuse; each keeps only its own I/O loop around the reader.
 //!
 //! Strict where leniency lets two parsers disagree on where a message ends (request smuggling, response
 //! splitting): CRLF line ends only, one Content-Length value of digits, `chunked` last and once.
