@@ -113,6 +113,7 @@ pub struct ResponseReader {
 impl ResponseReader {
     /// A reader for the response to one request; `head_request`: the request was HEAD, so the response
     /// has no body whatever its head declares.
+    #[inline]
     pub fn new(head_request: bool, limits: ReaderLimits) -> Self {
         ResponseReader {
             head_request,
@@ -124,6 +125,7 @@ impl ResponseReader {
     /// Reads the head at the start of `buf` (all the bytes received since the previous head or since the
     /// request, never fewer) into `headers`, uninitialised storage as for [`parse_response`], whose rules
     /// it applies (more fields than `headers` holds is a malformed head).
+    #[inline]
     pub fn read_head<'h, 'b>(
         &mut self,
         buf: &'b mut [u8],
@@ -179,6 +181,7 @@ enum BodyKind {
 impl BodyReader {
     /// A reader of a body framed as `framing`; a chunked body of more than `max_chunked` decoded bytes is
     /// refused.
+    #[inline]
     pub fn new(framing: ResponseFraming, max_chunked: u64) -> Self {
         let kind = match framing {
             ResponseFraming::None | ResponseFraming::Length(0) => BodyKind::Done,
