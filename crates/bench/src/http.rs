@@ -7,7 +7,7 @@ use std::io;
 use std::time::Instant;
 
 use bytes::Bytes;
-use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response};
+use ordo_http1::{HeadEvent, ReaderLimits, ResponseReadError, ResponseReader};
 use tokio::io::{AsyncRead, AsyncReadExt};
 
 use crate::target::{Header, Target};
@@ -103,11 +103,18 @@ pub(crate) enum ReadError {
     Malformed(String),
 }
 
-/// Informational (1xx) responses one request may get before its final response.
-const MAX_INTERIM: u8 = 8;
 const MAX_HEAD: usize = 1 << 20;
 const MAX_HEADERS: usize = 64;
 const BIG_BUF: usize = 256 * 1024;
+
+/// What the shared reader holds a response to: 1 MiB heads, at most 8 informational (1xx) responses
+/// before the final one (endless ones would keep the request until its timeout, as HTTP/2's
+/// MAX_INFORMATIONAL prevents there), chunked bodies of any size.
+const LIMITS: ReaderLimits = ReaderLimits {
+    max_head_bytes: MAX_HEAD,
+    max_informational: 8,
+    max_chunked_bytes: u64::MAX,
+};
 
 /// Read one response from `stream` into the reused `buf`, recording the time of the first byte in
 /// `first_byte`. `head_request` means the response has no body whatever it declares. `carry` is the
@@ -116,6 +123,8 @@ const BIG_BUF: usize = 256 * 1024;
 /// connection.
 /// `server` receives the `Server` header of the first response that has one (left alone once set), for
 /// ab's "Server Software".
+/// The reading itself (heads, 1xx, framing, the body's end) is ordo-http1's [`ResponseReader`]; this is
+/// its I/O loop, which counts bytes and never copies the body.
 pub(crate) async fn read_response<S: AsyncRead + Unpin>(
     stream: &mut S,
     buf: &mut Vec<u8>,
@@ -129,18 +138,15 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
     if parse_first {
         *first_byte = Some(Instant::now());
     }
-    // Response head.
-    let mut interim = 0u8;
-    let (status, head_len, framing, close) = loop {
+    let malformed = |e: ResponseReadError| ReadError::Malformed(e.to_string());
+    // Response head (interim ones dropped).
+    let mut reader = ResponseReader::new(head_request, LIMITS);
+    let (status, head_len, close, mut body) = loop {
         if parse_first {
             parse_first = false;
         } else {
             if filled == buf.len() {
-                if buf.len() >= MAX_HEAD {
-                    return Err(ReadError::Malformed(
-                        "response head larger than 1 MiB".into(),
-                    ));
-                }
+                // (the reader refuses a head of MAX_HEAD bytes not complete: no growth beyond)
                 let n = (buf.len() * 2).clamp(4096, MAX_HEAD);
                 buf.resize(n, 0);
             }
@@ -168,23 +174,18 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
             filled += n;
         }
         let mut headers = [const { std::mem::MaybeUninit::uninit() }; MAX_HEADERS];
-        match parse_response(&mut buf[..filled], &mut headers, head_request) {
-            Ok(Some(head)) => {
-                let (status, len) = (head.status, head.len);
-                if (100..200).contains(&status) && status != 101 {
-                    // Interim response: drop it and read on (a bounded number: endless ones would keep the
-                    // request until its timeout, as HTTP/2's MAX_INFORMATIONAL prevents there).
-                    interim += 1;
-                    if interim > MAX_INTERIM {
-                        return Err(ReadError::Malformed(format!(
-                            "more than {MAX_INTERIM} informational (1xx) responses"
-                        )));
-                    }
-                    buf.copy_within(len..filled, 0);
-                    filled -= len;
-                    parse_first = filled > 0;
-                    continue;
-                }
+        match reader
+            .read_head(&mut buf[..filled], &mut headers)
+            .map_err(malformed)?
+        {
+            HeadEvent::Partial => {}
+            HeadEvent::Informational(head) => {
+                let len = head.len;
+                buf.copy_within(len..filled, 0);
+                filled -= len;
+                parse_first = filled > 0;
+            }
+            HeadEvent::Final(head, body) => {
                 if server.is_none() {
                     if let Some(h) = head
                         .headers
@@ -194,119 +195,56 @@ pub(crate) async fn read_response<S: AsyncRead + Unpin>(
                         *server = Some(String::from_utf8_lossy(h.value).trim().to_string());
                     }
                 }
-                break (status, len, head.framing, !head.keep_alive);
+                break (head.status, head.len, !head.keep_alive, body);
             }
-            Ok(None) => continue,
-            Err(e) => return Err(ReadError::Malformed(format!("bad response head: {e}"))),
         }
     };
-    // Body.
-    let mut have = filled - head_len;
-    let mut body_bytes: u64 = 0;
-    let content_bytes: u64;
-    match framing {
-        ResponseFraming::None | ResponseFraming::Length(_) => {
-            let total = match framing {
-                ResponseFraming::Length(n) => n,
-                _ => 0,
-            };
-            let mut remaining = total;
-            let take = (have as u64).min(remaining);
-            remaining -= take;
-            body_bytes += take;
-            if (have as u64) > take {
-                // Bytes beyond this response: keep them for the next one.
-                let from = head_len + take as usize;
-                buf.copy_within(from..filled, 0);
-                *carry = filled - from;
-            }
-            if remaining > buf.len() as u64 && buf.len() < BIG_BUF {
-                // A large body: read it in bigger pieces (once per connection).
-                buf.resize(BIG_BUF, 0);
-            }
-            while remaining > 0 {
-                let n = match stream.read(&mut buf[..]).await {
-                    Ok(0) | Err(_) => {
-                        return Err(ReadError::Length {
-                            expected: Some(total),
-                            got: body_bytes,
-                        });
-                    }
-                    Ok(n) => n as u64,
-                };
-                let take = n.min(remaining);
-                remaining -= take;
-                body_bytes += take;
-                if n > take {
-                    buf.copy_within(take as usize..n as usize, 0);
-                    *carry = (n - take) as usize;
-                }
-            }
-            content_bytes = body_bytes;
+    // Body: counted, never copied; what follows it is kept for the next response.
+    let until_close = body.until_close();
+    let (mut start, mut have) = (head_len, filled - head_len);
+    loop {
+        let (used, done) = body
+            .feed(&buf[start..start + have], |_| {})
+            .map_err(malformed)?;
+        // what the reader did not use: bytes after the body, or a chunked line not complete yet
+        let left = have - used;
+        if left > 0 {
+            buf.copy_within(start + used..start + have, 0);
         }
-        ResponseFraming::Chunked => {
-            // serve's decoder (ordo-http1), counting only: the data is never copied
-            let mut dec = ChunkedDecoder::new(u64::MAX);
-            let mut data: u64 = 0;
-            let mut start = head_len;
-            loop {
-                let (used, done) = dec
-                    .feed(&buf[start..start + have], |c| data += c.len() as u64)
-                    .map_err(|e| ReadError::Malformed(format!("bad chunked body: {e}")))?;
-                body_bytes += used as u64;
-                // what the decoder did not use: bytes after the body, or a line not complete yet
-                let left = have - used;
-                buf.copy_within(start + used..start + have, 0);
-                if done {
-                    *carry = left;
-                    break;
-                }
-                if left == buf.len() {
-                    if buf.len() >= MAX_HEAD {
-                        return Err(ReadError::Malformed(
-                            "chunked body line larger than 1 MiB".into(),
-                        ));
-                    }
-                    let n = (buf.len() * 2).clamp(4096, MAX_HEAD);
-                    buf.resize(n, 0);
-                }
-                let n = match stream.read(&mut buf[left..]).await {
-                    Ok(0) | Err(_) => {
-                        return Err(ReadError::Length {
-                            expected: None,
-                            got: data,
-                        });
-                    }
-                    Ok(n) => n,
-                };
-                start = 0;
-                have = left + n;
-            }
-            content_bytes = data;
+        if done {
+            *carry = left;
+            break;
         }
-        ResponseFraming::UntilClose => {
-            body_bytes += have as u64;
-            loop {
-                match stream.read(&mut buf[..]).await {
-                    Ok(0) => break,
-                    Ok(n) => body_bytes += n as u64,
-                    Err(_) => {
-                        return Err(ReadError::Length {
-                            expected: None,
-                            got: body_bytes,
-                        });
-                    }
-                }
-            }
-            content_bytes = body_bytes;
+        if left == buf.len() {
+            // a long chunked line (the decoder bounds them: no growth without end)
+            let n = (buf.len() * 2).max(4096);
+            buf.resize(n, 0);
         }
+        if body.remaining().is_some_and(|r| r > buf.len() as u64) && buf.len() < BIG_BUF {
+            // A large body: read it in bigger pieces (once per connection).
+            buf.resize(BIG_BUF, 0);
+        }
+        let n = match stream.read(&mut buf[left..]).await {
+            // the end of a close-delimited body
+            Ok(0) if body.end_of_input().is_ok() => break,
+            Ok(0) | Err(_) => {
+                let got = body.data_bytes();
+                return Err(ReadError::Length {
+                    expected: body.remaining().map(|r| got + r),
+                    got,
+                });
+            }
+            Ok(n) => n,
+        };
+        start = 0;
+        have = left + n;
     }
     Ok(ResponseInfo {
         status,
         head_bytes: head_len as u64,
-        body_bytes,
-        content_bytes,
-        close: close || framing == ResponseFraming::UntilClose,
+        body_bytes: body.wire_bytes(),
+        content_bytes: body.data_bytes(),
+        close: close || until_close,
     })
 }
 

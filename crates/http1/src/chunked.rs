@@ -15,6 +15,15 @@ const MAX_CHUNK_LINE: usize = 4096;
 /// Largest trailer section accepted.
 const MAX_TRAILER_BYTES: usize = 16 * 1024;
 
+/// What a body reader found in the bytes it was fed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum BodyEvent<'a> {
+    /// Decoded body data (a slice of the input, never copied).
+    Data(&'a [u8]),
+    /// One trailer field line of a chunked body (`name: value`, already checked), without its CRLF.
+    Trailer(&'a [u8]),
+}
+
 /// Incremental decoder of a chunked body.
 #[derive(Debug)]
 pub struct ChunkedDecoder {
@@ -64,8 +73,8 @@ impl ChunkedDecoder {
         }
     }
 
-    #[cfg(test)]
-    fn is_done(&self) -> bool {
+    /// The last chunk and the trailers have been read.
+    pub fn is_done(&self) -> bool {
         self.state == ChunkState::Done
     }
 
@@ -86,10 +95,25 @@ impl ChunkedDecoder {
     /// copied). Returns how many bytes of `src` were used and whether the body ended (last chunk and
     /// trailers read). A line not complete yet is left unused: the caller keeps the bytes from `used` on
     /// and feeds them again with what arrives next.
+    #[inline]
     pub fn feed(
         &mut self,
         src: &[u8],
         mut out: impl FnMut(&[u8]),
+    ) -> Result<(usize, bool), ChunkError> {
+        self.feed_events(src, |e| {
+            if let BodyEvent::Data(d) = e {
+                out(d)
+            }
+        })
+    }
+
+    /// [`feed`](Self::feed) that also reports each trailer field line (checked, without its CRLF) as
+    /// [`BodyEvent::Trailer`], in order, after the body's data.
+    pub fn feed_events(
+        &mut self,
+        src: &[u8],
+        mut out: impl FnMut(BodyEvent<'_>),
     ) -> Result<(usize, bool), ChunkError> {
         let mut at = 0;
         loop {
@@ -128,7 +152,7 @@ impl ChunkedDecoder {
                         return Ok((at, false));
                     }
                     let n = (left.min(rest.len() as u64)) as usize;
-                    out(&rest[..n]);
+                    out(BodyEvent::Data(&rest[..n]));
                     at += n;
                     self.state = if left == n as u64 {
                         ChunkState::DataEnd
@@ -170,6 +194,7 @@ impl ChunkedDecoder {
                     if self.trailer_bytes > MAX_TRAILER_BYTES {
                         return Err(ChunkError::Invalid("trailer section too large"));
                     }
+                    out(BodyEvent::Trailer(line));
                 }
             }
         }

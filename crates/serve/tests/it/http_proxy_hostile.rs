@@ -820,3 +820,50 @@ async fn issue10_chunk_size_line_limit_holds_when_the_body_arrives_in_one_read()
     assert_eq!(r.status, 400, "{}", r.text());
     assert_eq!(log.requests().len(), 0);
 }
+
+// ---------------------------------------------------------------------------------------------------------
+// 8. the response reader (ordo-http1's ResponseReader): interim heads, trailers, the head size limit
+
+#[tokio::test]
+async fn interim_heads_are_skipped_and_a_chunked_body_with_trailers_arrives_decoded() {
+    let (up, _log) = answering_raw(
+        &b"HTTP/1.1 100 Continue\r\n\r\nHTTP/1.1 103 Early Hints\r\nLink: </a>\r\n\r\nHTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\nX-Up: 1\r\n\r\n5;x=1\r\nhello\r\n6\r\n world\r\n0\r\nX-T: 1\r\n\r\n"[..],
+    )
+    .await;
+    let s = proxy(cfg(up)).await;
+    let mut c = Client::connect(s.addr).await;
+    // twice on one connection: the pooled upstream connection is left at the next response
+    for _ in 0..2 {
+        c.send(&get("/")).await;
+        let r = c.response().await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        assert_eq!(r.body, b"hello world");
+        assert_eq!(r.header("x-up"), Some("1"));
+        assert_eq!(
+            r.header("link"),
+            None,
+            "an interim head's fields are not the response's"
+        );
+    }
+}
+
+#[tokio::test]
+async fn an_upstream_head_over_max_response_head_bytes_is_a_502_even_in_one_read() {
+    let head = |pad: usize| {
+        format!(
+            "HTTP/1.1 200 OK\r\nX-Pad: {}\r\nContent-Length: 2\r\n\r\nok",
+            "a".repeat(pad)
+        )
+    };
+    // 17 + 9 + 19 + 2 bytes around the padding: a head of exactly 1024 bytes is read, 1025 is not
+    for (pad, status) in [(1024 - 47, 200), (1024 - 46, 502)] {
+        let (up, _log) = answering_raw(head(pad)).await;
+        let s = proxy(ProxyConfig {
+            max_response_head_bytes: 1024,
+            ..cfg(up)
+        })
+        .await;
+        let r = exchange(s.addr, &get("/")).await;
+        assert_eq!(r.status, status, "padding {pad}: {}", r.text());
+    }
+}

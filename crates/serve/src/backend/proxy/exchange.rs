@@ -5,11 +5,14 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use bytes::{Buf, Bytes, BytesMut};
+use bytes::{Buf, Bytes};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
-use ordo_http1::{ChunkedDecoder, ResponseFraming, parse_response, trim_ows};
+use ordo_http1::{
+    BodyEvent, BodyReader, HeadEvent, ReaderLimits, ResponseFraming, ResponseReadError,
+    ResponseReader, trim_ows,
+};
 
 use super::*;
 use crate::http::{Body, Request, Response};
@@ -59,6 +62,14 @@ impl std::fmt::Display for ExchangeError {
             | ExchangeError::Bad(d) => f.write_str(d),
         }
     }
+}
+
+/// What the upstream's next head was.
+pub(super) enum HeadStep {
+    /// An interim (1xx) head of this many bytes, skipped.
+    Informational(usize),
+    /// The final head and the reader of its body.
+    Final(ParsedHead, BodyReader),
 }
 
 pub(super) struct ParsedHead {
@@ -162,47 +173,30 @@ pub(super) async fn stream_body(
     mut conn: UpConn,
     up: Arc<Upstream>,
     tx: mpsc::Sender<std::io::Result<Bytes>>,
-    len: Option<u64>,
-    chunked: bool,
+    mut body: BodyReader,
     reusable: bool,
     t: Duration,
 ) {
-    let mut left = len.unwrap_or(u64::MAX);
-    let mut dec = ChunkedDecoder::new(u64::MAX);
     loop {
-        if chunked {
-            let mut out = BytesMut::new();
-            match dec.decode(&mut conn.buf, |c| out.extend_from_slice(c)) {
-                Ok(done) => {
-                    if !out.is_empty() && tx.send(Ok(out.freeze())).await.is_err() {
-                        return;
-                    }
-                    if done {
-                        break;
-                    }
-                }
-                Err(e) => {
-                    let _ = tx
-                        .send(Err(std::io::Error::other(format!(
-                            "bad upstream chunking: {e}"
-                        ))))
-                        .await;
+        // a Content-Length or close-delimited body's bytes are split off the read buffer, not copied
+        match body.decode_bytes(&mut conn.buf) {
+            Ok((data, done)) => {
+                if !data.is_empty() && tx.send(Ok(data)).await.is_err() {
                     return;
                 }
+                if done {
+                    break;
+                }
             }
-        } else if !conn.buf.is_empty() {
-            let k = (conn.buf.len() as u64).min(left) as usize;
-            let chunk = conn.buf.split_to(k).freeze();
-            left -= k as u64;
-            if tx.send(Ok(chunk)).await.is_err() {
+            Err(e) => {
+                let _ = tx
+                    .send(Err(std::io::Error::other(format!(
+                        "bad upstream chunking: {}",
+                        chunk_detail(e)
+                    ))))
+                    .await;
                 return;
             }
-            if left == 0 {
-                break;
-            }
-        }
-        if left == 0 {
-            break;
         }
         conn.buf.reserve(64 * 1024);
         match conn.read_by(tokio::time::Instant::now() + t).await {
@@ -216,7 +210,7 @@ pub(super) async fn stream_body(
                 return;
             }
             Some(Ok(0)) | Some(Err(_)) => {
-                if len.is_none() && !chunked {
+                if body.end_of_input().is_ok() {
                     return; // close-delimited: the end of the connection is the end of the body
                 }
                 let _ = tx
@@ -229,6 +223,14 @@ pub(super) async fn stream_body(
     }
     if reusable {
         up.checkin(conn, Instant::now());
+    }
+}
+
+/// What was wrong with a body the reader refused (only a chunked body can be refused).
+fn chunk_detail(e: ResponseReadError) -> String {
+    match e {
+        ResponseReadError::Chunked(c) => c.to_string(),
+        other => other.to_string(),
     }
 }
 
@@ -324,26 +326,33 @@ impl ProxyBackend {
         // as many spares as requests in flight), so no allocation per response in the usual case.
         let mut out = Vec::new();
         let upgrade = tunnel::upgrade_of(req);
-        let parsed = loop {
+        // Interim heads are bounded by response_head_timeout, not by a count.
+        let mut reader = ResponseReader::new(
+            head_request,
+            ReaderLimits {
+                max_head_bytes: self.cfg.max_response_head_bytes,
+                max_informational: u32::MAX,
+                max_chunked_bytes: u64::MAX,
+            },
+        );
+        let (parsed, mut body) = loop {
             // (nothing to parse before the first read)
-            let parsed = if conn.buf.is_empty() {
+            let step = if conn.buf.is_empty() {
                 None
             } else {
-                self.parse_response_head(&mut conn.buf, head_request, &mut out)?
+                self.parse_response_head(&mut reader, &mut conn.buf, &mut out)?
             };
-            match parsed {
-                Some(p) if p.status == 101 && upgrade.is_some() => break p,
-                Some(p) if (100..200).contains(&p.status) => {
-                    if p.status == 101 {
-                        return Err(ExchangeError::Bad(
-                            "upstream switched protocols unasked".into(),
-                        ));
-                    }
-                    conn.buf.advance(p.head_len);
-                    out.clear();
+            match step {
+                Some(HeadStep::Informational(len)) => {
+                    conn.buf.advance(len);
                     continue;
                 }
-                Some(p) => break p,
+                Some(HeadStep::Final(p, _)) if p.status == 101 && upgrade.is_none() => {
+                    return Err(ExchangeError::Bad(
+                        "upstream switched protocols unasked".into(),
+                    ));
+                }
+                Some(HeadStep::Final(p, body)) => break (p, body),
                 None => {}
             }
             conn.buf.reserve(8 * 1024);
@@ -419,9 +428,22 @@ impl ProxyBackend {
         let status = parsed.status;
         match parsed.framing {
             ResponseFraming::Length(n) if n <= self.cfg.buffer_max_bytes => {
-                let n = n as usize;
-                while conn.buf.len() < n {
-                    conn.buf.reserve(n - conn.buf.len());
+                // The body is copied out behind the header lines, into their recycled buffer (a fresh
+                // one of this size would cost a large allocation per request); the connection keeps and
+                // reuses its own read buffer.
+                out.reserve(n as usize);
+                loop {
+                    let done = body
+                        .decode(&mut conn.buf, |e| {
+                            if let BodyEvent::Data(d) = e {
+                                out.extend_from_slice(d)
+                            }
+                        })
+                        .map_err(|e| ExchangeError::Bad(format!("upstream response: {e}")))?;
+                    if done {
+                        break;
+                    }
+                    conn.buf.reserve(body.remaining().unwrap_or(0) as usize);
                     match conn.read_by(tokio::time::Instant::now() + t).await {
                         None => {
                             return Err(ExchangeError::Timeout("upstream body timed out".into()));
@@ -432,12 +454,6 @@ impl ProxyBackend {
                         Some(Ok(_)) => {}
                     }
                 }
-                // The body is copied out behind the header lines, into their recycled buffer (a fresh
-                // one of this size would cost a large allocation per request); the connection keeps and
-                // reuses its own read buffer.
-                out.reserve(n);
-                out.extend_from_slice(&conn.buf[..n]);
-                conn.buf.advance(n);
                 if parsed.reusable {
                     up.checkin(conn, sent_at.into_std());
                 }
@@ -451,15 +467,14 @@ impl ProxyBackend {
                 })
             }
             framing => {
-                let (len, chunked) = match framing {
-                    ResponseFraming::Length(n) => (Some(n), false),
-                    ResponseFraming::Chunked => (None, true),
-                    ResponseFraming::None | ResponseFraming::UntilClose => (None, false),
+                let len = match framing {
+                    ResponseFraming::Length(n) => Some(n),
+                    _ => None,
                 };
                 let (tx, rx) = mpsc::channel(8);
                 let up = up.clone();
-                let reusable = parsed.reusable && (len.is_some() || chunked);
-                tokio::spawn(stream_body(conn, up, tx, len, chunked, reusable, t));
+                let reusable = parsed.reusable && !body.until_close();
+                tokio::spawn(stream_body(conn, up, tx, body, reusable, t));
                 Ok(Response {
                     status,
                     headers: Vec::new(),
@@ -473,27 +488,30 @@ impl ProxyBackend {
         }
     }
 
-    /// The upstream's response head (`None`: not complete yet); the header lines to forward are rendered
-    /// into `out` (appended; nothing is added unless the head is complete).
-    /// The framing, Content-Length, status and version rules are the shared codec's (ordo-http1); this
-    /// adds the proxy's: a head size limit, no transfer coding but `chunked` (the body is forwarded
-    /// decoded), and which headers are forwarded.
+    /// The upstream's next response head (`None`: not complete yet), read by the shared reader (ordo-http1:
+    /// framing, Content-Length, status, version, head size and the 1xx rules); the header lines of a
+    /// final head to forward are rendered into `out` (appended; nothing is added unless it is complete).
+    /// This adds the proxy's rules: no transfer coding but `chunked` (the body is forwarded decoded), and
+    /// which headers are forwarded.
     pub(super) fn parse_response_head(
         &self,
+        reader: &mut ResponseReader,
         buf: &mut [u8],
-        head_request: bool,
         out: &mut Vec<u8>,
-    ) -> Result<Option<ParsedHead>, ExchangeError> {
-        let too_large = buf.len() > self.cfg.max_response_head_bytes;
+    ) -> Result<Option<HeadStep>, ExchangeError> {
         let mut storage = [const { std::mem::MaybeUninit::uninit() }; 100];
-        let head = match parse_response(buf, &mut storage, head_request) {
-            Ok(Some(head)) => head,
-            Ok(None) if too_large => {
+        let (head, body) = match reader.read_head(buf, &mut storage) {
+            Ok(HeadEvent::Final(head, body)) => (head, Some(body)),
+            Ok(HeadEvent::Informational(head)) => (head, None),
+            Ok(HeadEvent::Partial) => return Ok(None),
+            Err(ResponseReadError::HeadTooLarge { .. }) => {
                 return Err(ExchangeError::Bad(
                     "upstream response head too large".into(),
                 ));
             }
-            Ok(None) => return Ok(None),
+            Err(ResponseReadError::Head(e)) => {
+                return Err(ExchangeError::Bad(format!("upstream response: {e}")));
+            }
             Err(e) => return Err(ExchangeError::Bad(format!("upstream response: {e}"))),
         };
         if head.other_codings {
@@ -508,6 +526,9 @@ impl ProxyBackend {
                 "unsupported upstream Transfer-Encoding {te:?}"
             )));
         }
+        let Some(body) = body else {
+            return Ok(Some(HeadStep::Informational(head.len)));
+        };
         // HTTP/1.0 upstreams are not reused, even with keep-alive; nor a close-delimited body's connection
         let reusable =
             head.minor == 1 && head.keep_alive && head.framing != ResponseFraming::UntilClose;
@@ -550,12 +571,15 @@ impl ProxyBackend {
             // nothing here can end a line early
             put_header(out, name, raw);
         }
-        Ok(Some(ParsedHead {
-            status: head.status,
-            framing: head.framing,
-            content_length: head.content_length,
-            reusable,
-            head_len: head.len,
-        }))
+        Ok(Some(HeadStep::Final(
+            ParsedHead {
+                status: head.status,
+                framing: head.framing,
+                content_length: head.content_length,
+                reusable,
+                head_len: head.len,
+            },
+            body,
+        )))
     }
 }
