@@ -131,7 +131,7 @@ pub struct Args {
     /// A stage of a ramp, `DURATION:TARGET` (repeatable, in order; k6's stages): over DURATION the load
     /// moves linearly to TARGET — the number of connections (from 0), or with --rate the rate in req/s (from
     /// --rate). The run lasts the stages' sum; a closed loop opens as many connections as the highest
-    /// target. Reported per stage. A mix file's [[stages]] are used when no --stage is given.
+    /// target. Reported per stage. A mix file's `[[stages]]` are used when no `--stage` is given.
     #[arg(long = "stage", value_name = "DURATION:TARGET", value_parser = parse_stage,
           conflicts_with_all = ["requests", "duration"])]
     pub stages: Vec<ordo_bench::Stage>,
@@ -139,7 +139,7 @@ pub struct Args {
     /// response and done hooks, one Lua state per thread (Lua 5.4; see docs/bench.md). HTTP/1.1 only.
     #[arg(short = 's', long, value_name = "FILE", conflicts_with_all = ["mix", "h2", "h2c"])]
     pub script: Option<PathBuf>,
-    /// Arguments for the script's init(args) (args[1], …; args[0] is the URL), after `--`.
+    /// Arguments for the script's `init(args)` (`args[1]`, …; `args[0]` is the URL), after `--`.
     #[arg(last = true, value_name = "SCRIPT ARGS")]
     pub script_args: Vec<String>,
     /// HTTP/2: concurrent streams per connection, each a client (h2load's -m; -m is the method here, as in

@@ -12,7 +12,7 @@ use serde::Deserialize;
 
 /// `workers = 64` (one pool of that many shared by every route) or `workers = "auto"` (each route, or
 /// group of routes, gets its own concurrency limit that follows its backend's latency); left out, one pool
-/// of [`DEFAULT_WORKERS_PER_THREAD`] per serving thread.
+/// of `DEFAULT_WORKERS_PER_THREAD` per serving thread.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Workers {
     Fixed(usize),
