@@ -18,6 +18,7 @@ pub mod gate;
 pub mod http;
 pub mod http2;
 mod invalid;
+mod label;
 pub mod listen;
 mod log_limit;
 pub mod lua;

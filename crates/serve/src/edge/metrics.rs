@@ -6,28 +6,7 @@ use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::registry::Registry;
 
-/// A route prefix as a label value, escaped (`\\`, `\"`, `\n`) as both exposition formats require
-/// (prometheus-client writes strings as they are).
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-struct Escaped(String);
-
-impl prometheus_client::encoding::EncodeLabelValue for Escaped {
-    fn encode(
-        &self,
-        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
-    ) -> Result<(), std::fmt::Error> {
-        use std::fmt::Write;
-        for c in self.0.chars() {
-            match c {
-                '\\' => encoder.write_str("\\\\")?,
-                '"' => encoder.write_str("\\\"")?,
-                '\n' => encoder.write_str("\\n")?,
-                c => encoder.write_char(c)?,
-            }
-        }
-        Ok(())
-    }
-}
+use crate::label::Escaped;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct RouteLabel {

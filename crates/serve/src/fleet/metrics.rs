@@ -8,27 +8,7 @@ use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
-/// A class name as a label value, escaped (`\\`, `\"`, `\n`) as both exposition formats require.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-struct Escaped(String);
-
-impl prometheus_client::encoding::EncodeLabelValue for Escaped {
-    fn encode(
-        &self,
-        encoder: &mut prometheus_client::encoding::LabelValueEncoder,
-    ) -> Result<(), std::fmt::Error> {
-        use std::fmt::Write;
-        for c in self.0.chars() {
-            match c {
-                '\\' => encoder.write_str("\\\\")?,
-                '"' => encoder.write_str("\\\"")?,
-                '\n' => encoder.write_str("\\n")?,
-                c => encoder.write_char(c)?,
-            }
-        }
-        Ok(())
-    }
-}
+use crate::label::Escaped;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, prometheus_client::encoding::EncodeLabelSet)]
 pub(crate) struct ClassLabel {

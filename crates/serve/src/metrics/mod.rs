@@ -12,35 +12,14 @@ pub use striped::{ClassMetrics, RouteResponses};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
-use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
+use prometheus_client::encoding::EncodeLabelSet;
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::Gauge;
 use prometheus_client::registry::Registry;
 
 use crate::gate::GateSnapshot;
-
-/// A label value written escaped (`\\`, `\"`, `\n`), as both exposition formats require: prometheus-client
-/// writes `String` values as they are, so a class named `a"b` broke every line it appeared on.
-#[derive(Clone, Debug, Hash, PartialEq, Eq)]
-struct Escaped(String);
-
-impl EncodeLabelValue for Escaped {
-    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
-        use std::fmt::Write;
-        let mut rest = self.0.as_str();
-        while let Some(i) = rest.find(['\\', '"', '\n']) {
-            encoder.write_str(&rest[..i])?;
-            encoder.write_str(match rest.as_bytes()[i] {
-                b'\\' => "\\\\",
-                b'"' => "\\\"",
-                _ => "\\n",
-            })?;
-            rest = &rest[i + 1..];
-        }
-        encoder.write_str(rest)
-    }
-}
+use crate::label::Escaped;
 
 #[derive(Clone, Debug, Hash, PartialEq, Eq, EncodeLabelSet)]
 struct ClassLabel {
