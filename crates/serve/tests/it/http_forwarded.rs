@@ -11,41 +11,10 @@ use std::time::Duration;
 use crate::http_util::*;
 use ordo_serve::{Overrides, ServeConfig};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// An upstream that answers every request with its head (as received) as the body.
 pub(crate) async fn echo_upstream() -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 8192];
-                loop {
-                    while find(&buf, b"\r\n\r\n").is_none() {
-                        match tokio::time::timeout(WAIT, s.read(&mut tmp)).await {
-                            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&tmp[..n]),
-                            _ => return,
-                        }
-                    }
-                    let end = find(&buf, b"\r\n\r\n").unwrap() + 4;
-                    let head: Vec<u8> = buf.drain(..end).collect();
-                    let mut out =
-                        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", head.len())
-                            .into_bytes();
-                    out.extend_from_slice(&head);
-                    if s.write_all(&out).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
+    head_upstream(|head| head.to_vec()).await
 }
 
 /// A whole `ordo serve` from a config; the listener moved to 127.0.0.1:0, no admin listener.

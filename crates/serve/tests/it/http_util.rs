@@ -178,6 +178,47 @@ impl Client {
     }
 }
 
+/// An upstream that reads each request head on a keep-alive connection (bodies are not expected) and
+/// answers 200 with `answer(head)` as the body.
+pub async fn head_upstream(
+    answer: impl Fn(&[u8]) -> Vec<u8> + Send + Sync + 'static,
+) -> SocketAddr {
+    let answer = Arc::new(answer);
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let answer = answer.clone();
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 8192];
+                loop {
+                    while find(&buf, b"\r\n\r\n").is_none() {
+                        match tokio::time::timeout(WAIT, s.read(&mut tmp)).await {
+                            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+                            _ => return,
+                        }
+                    }
+                    let end = find(&buf, b"\r\n\r\n").unwrap() + 4;
+                    let head: Vec<u8> = buf.drain(..end).collect();
+                    let body = answer(&head);
+                    let mut out =
+                        format!("HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n", body.len())
+                            .into_bytes();
+                    out.extend_from_slice(&body);
+                    if s.write_all(&out).await.is_err() {
+                        return;
+                    }
+                }
+            });
+        }
+    });
+    addr
+}
+
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }

@@ -9,42 +9,10 @@ use std::net::SocketAddr;
 use crate::http_forwarded::ordo;
 use crate::http_util::*;
 use ordo_serve::ServeConfig;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::TcpListener;
 
 /// An upstream that answers every request with `name` as the body.
 async fn named_upstream(name: &'static str) -> SocketAddr {
-    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
-    let addr = listener.local_addr().unwrap();
-    tokio::spawn(async move {
-        loop {
-            let Ok((mut s, _)) = listener.accept().await else {
-                return;
-            };
-            tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 4096];
-                loop {
-                    while find(&buf, b"\r\n\r\n").is_none() {
-                        match tokio::time::timeout(WAIT, s.read(&mut tmp)).await {
-                            Ok(Ok(n)) if n > 0 => buf.extend_from_slice(&tmp[..n]),
-                            _ => return,
-                        }
-                    }
-                    let end = find(&buf, b"\r\n\r\n").unwrap() + 4;
-                    buf.drain(..end);
-                    let out = format!(
-                        "HTTP/1.1 200 OK\r\nContent-Length: {}\r\n\r\n{name}",
-                        name.len()
-                    );
-                    if s.write_all(out.as_bytes()).await.is_err() {
-                        return;
-                    }
-                }
-            });
-        }
-    });
-    addr
+    head_upstream(move |_| name.as_bytes().to_vec()).await
 }
 
 async fn with_host(addr: SocketAddr, host: Option<&str>, path: &str) -> Resp {
