@@ -154,6 +154,148 @@ pub(crate) fn throughput_chart(id: &str, r: &BenchReport) -> XyChart {
     c
 }
 
+/// A ramp's load (`--stage`): each stage's line from where it started to its target, at the time it ran.
+fn stage_ramp(r: &BenchReport) -> Vec<Point> {
+    let mut ramp = Vec::new();
+    for s in &r.stages {
+        ramp.push(Point::new(s.start_s, s.from));
+        ramp.push(Point::new(s.start_s + s.duration_s, s.target));
+    }
+    ramp
+}
+
+/// The mean offered rate of a ramp over the second starting at `t` (over its covered part when the run
+/// ends within it), req/s: the stages' piecewise-linear rate integrated in small steps.
+fn offered_in_second(r: &BenchReport, t: f64) -> f64 {
+    let end = r
+        .stages
+        .last()
+        .map_or(t, |s| s.start_s + s.duration_s)
+        .min(t + 1.0);
+    if end <= t {
+        return 0.0;
+    }
+    let at = |x: f64| {
+        r.stages
+            .iter()
+            .find(|s| x >= s.start_s && x < s.start_s + s.duration_s)
+            .map_or(0.0, |s| {
+                s.from + (s.target - s.from) * (x - s.start_s) / s.duration_s.max(f64::MIN_POSITIVE)
+            })
+    };
+    const STEPS: usize = 1000;
+    let dx = (end - t) / STEPS as f64;
+    (0..STEPS)
+        .map(|i| at(t + (i as f64 + 0.5) * dx))
+        .sum::<f64>()
+        * dx
+        / (end - t)
+}
+
+/// A ramp (`--stage`) as charts, one unit per axis: an open loop's offered rate goes on the throughput chart
+/// (`throughput`, same unit, dashed); a closed loop's connections get a chart of their own. Then the p50/p99
+/// of the requests that ended in each stage, drawn at the stage's middle.
+pub(crate) fn stage_charts(
+    id: &str,
+    r: &BenchReport,
+    throughput: Option<&mut XyChart>,
+) -> Vec<XyChart> {
+    let Some(first) = r.stages.first() else {
+        return Vec::new();
+    };
+    let mut out = Vec::new();
+    match throughput {
+        Some(t) if first.unit == "req/s" => {
+            // the offered rate averaged over each second the completed rate covers, so both are read
+            // at the same x (a second's bucket, drawn at its start)
+            let pts = t
+                .series
+                .first()
+                .map(|c| {
+                    c.points
+                        .iter()
+                        .map(|p| Point::new(p.x, offered_in_second(r, p.x)))
+                        .collect()
+                })
+                .unwrap_or_default();
+            t.series
+                .push(XySeries::line("offered (stages)", pts).dashed());
+            t.caption
+                .push_str(" Dashed: the rate the stages offered, averaged over each second.");
+        }
+        _ => {
+            let mut load = XyChart::new(
+                format!("{id}-load"),
+                format!(
+                    "Stages: the load each stage ramped through ({}).",
+                    first.unit
+                ),
+                "time since start (s)",
+                first.unit.clone(),
+            );
+            load.series
+                .push(XySeries::line(first.unit.clone(), stage_ramp(r)));
+            out.push(load);
+        }
+    }
+    let mid = |s: &ordo_results::bench::StageReport| s.start_s + s.duration_s / 2.0;
+    let mut lat = XyChart::new(
+        format!("{id}-stage-latency"),
+        "Stages: latency of the requests that ended in each stage (from when due in an open loop), at the \
+         stage's middle.",
+        "time since start (s)",
+        "latency (ms)",
+    );
+    for p in [50.0, 99.0] {
+        let pts: Vec<Point> = r
+            .stages
+            .iter()
+            .filter_map(|s| {
+                let l = s.corrected.as_ref().unwrap_or(&s.latency);
+                (l.count > 0).then(|| l.at(p).map(|v| Point::new(mid(s), v)))?
+            })
+            .collect();
+        if !pts.is_empty() {
+            lat.series.push(XySeries::line(format!("p{p}"), pts));
+        }
+    }
+    if !lat.series.is_empty() {
+        out.push(lat);
+    }
+    out
+}
+
+/// The stages as a table, as the terminal report prints them.
+fn stage_table(r: &BenchReport) -> Table {
+    let mut t = Table::new(
+        "Stages (requests by the stage they ended in; latency in ms)",
+        &[
+            "stage", "time (s)", "load", "complete", "failed", "req/s", "p50", "p99", "max",
+        ],
+    )
+    .left(2);
+    for s in &r.stages {
+        let l = s.corrected.as_ref().unwrap_or(&s.latency);
+        let pct = |p: f64| l.at(p).map_or("–".into(), |v| num(v, 3));
+        t.row(vec![
+            s.stage.to_string(),
+            format!("{}–{}", num(s.start_s, 1), num(s.start_s + s.duration_s, 1)),
+            format!("{} → {} {}", num(s.from, 0), num(s.target, 0), s.unit),
+            s.complete.to_string(),
+            s.failed.to_string(),
+            num(s.rps, 2),
+            pct(50.0),
+            pct(99.0),
+            if l.count > 0 {
+                num(l.max_ms, 3)
+            } else {
+                "–".into()
+            },
+        ]);
+    }
+    t
+}
+
 /// ab's report block: the server and document (when the report recorded them), the concurrency, then the
 /// totals and rates, in ab's order.
 fn summary_table(r: &BenchReport) -> Table {
@@ -407,11 +549,20 @@ pub(crate) fn section(r: &BenchReport, id: &str, name: &str, m: &Machine) -> Sec
     } else {
         blocks.push(percentile_chart(&format!("{id}-percentiles"), r).into());
     }
-    if !r.timeline_rates().is_empty() {
-        blocks.push(throughput_chart(&format!("{id}-throughput"), r).into());
+    let mut throughput =
+        (!r.timeline_rates().is_empty()).then(|| throughput_chart(&format!("{id}-throughput"), r));
+    let stages = stage_charts(id, r, throughput.as_mut());
+    if let Some(t) = throughput {
+        blocks.push(t.into());
+    }
+    for c in stages {
+        blocks.push(c.into());
     }
     blocks.push(summary_table(r).left(1).into());
     blocks.push(percentile_table(r).into());
+    if !r.stages.is_empty() {
+        blocks.push(stage_table(r).into());
+    }
     if r.classes.len() > 1 {
         blocks.push(class_table(r).into());
     }

@@ -608,3 +608,52 @@ fn merged_bench_results_show_each_machine_and_the_forced_merge() {
         "{text}"
     );
 }
+
+/// A ramp's stages are drawn (the load ramp and each stage's req/s; p50/p99 by stage) and tabled (issue 24).
+#[test]
+fn bench_stages_are_charted_and_tabled() {
+    let stage = |n: u64, start: f64, from: f64, target: f64, rps: f64, p99: f64| {
+        serde_json::json!({
+            "stage": n, "start_s": start, "duration_s": 2.0, "from": from, "target": target,
+            "unit": "connections", "complete": (rps * 2.0) as u64, "failed": 0, "rps": rps,
+            "latency": {"count": (rps * 2.0) as u64, "min_ms": 0.05, "mean_ms": 0.2, "stdev_ms": 0.1,
+                        "max_ms": 9.0, "percentiles": [{"p": 50.0, "ms": 0.1}, {"p": 99.0, "ms": p99}]},
+            "corrected": null
+        })
+    };
+    let (html, _) = render_edited(|v| {
+        v["stages"] = Value::from(vec![
+            stage(1, 0.0, 0.0, 10.0, 16630.5, 4.5),
+            stage(2, 2.0, 10.0, 0.0, 20685.0, 4.4),
+        ]);
+    });
+    let doc = parse(&html);
+    assert_eq!(
+        points(&doc, "input-1-load", "connections"),
+        vec![(0.0, 0.0), (2.0, 10.0), (2.0, 10.0), (4.0, 0.0)]
+    );
+    assert_eq!(
+        points(&doc, "input-1-stage-latency", "p99"),
+        vec![(1.0, 4.5), (3.0, 4.4)]
+    );
+    assert!(html.contains("Stages (requests by the stage they ended in"));
+    assert!(html.contains("10 → 0 connections"));
+    // without stages, neither chart nor table
+    let (plain, _) = render_edited(|_| {});
+    assert!(!plain.contains("input-1-load") && !plain.contains("Stages (requests"));
+    // an open loop's offered rate is drawn on the throughput chart, in its own unit
+    let (open, _) = render_edited(|v| {
+        let mut s = stage(1, 0.0, 100.0, 300.0, 190.0, 3.0);
+        s["unit"] = Value::from("req/s");
+        v["stages"] = Value::from(vec![s]);
+    });
+    let doc = parse(&open);
+    // per second of the timeline, the ramp's mean over that second: 100→300 over 2 s is 150 then 250, and 0
+    // after the ramp ends (the fixture's timeline runs 10 s)
+    let offered = points(&doc, "input-1-throughput", "offered (stages)");
+    assert_eq!(offered.len(), 10);
+    assert!((offered[0].1 - 150.0).abs() < 0.01, "{offered:?}");
+    assert!((offered[1].1 - 250.0).abs() < 0.01, "{offered:?}");
+    assert_eq!(offered[2], (2.0, 0.0));
+    assert!(!open.contains("input-1-load"));
+}
