@@ -8,6 +8,9 @@
 #   - for `cpu` only, "idle" and "nice" (unless KERNEL=0): as "reserved", and the low class's CPU work runs
 #     at a lower kernel priority — `thread_policy = "idle"` (SCHED_IDLE) or `nice = LOW_NICE` — so the
 #     kernel, not only ordo's queue, gives the cores to the top class first;
+#   - for `cpu` only, "cpuset" when TOP_CPUS and LOW_CPUS are given (cpulists, e.g. whole cores with their SMT
+#     siblings): as "idle", and each class's CPU work runs only on its own CPUs (`cpus`), so a top-class
+#     request never shares a core (or its hyperthread sibling) with a low-class burner;
 #   - "before" (unless BEFORE=0): nothing reserved and, for `cpu`, the CPU burned on the I/O thread
 #     (`inline_cpu = true`) — how ordo behaved before, for comparison.
 # The top class is TOP_CLIENTS closed-loop clients, with as many reserved workers (at most workers − 1).
@@ -23,6 +26,7 @@
 #   PORT=18291 PRIO=0 ...                            # another port; no raised priority
 #   KERNEL=0 BEFORE=0 ...                            # only the "reserved" mode
 #   THREADS=8 SERVER_CPUS=0-7 CLIENT_CPUS=8-15 ...   # many cores (issue 22: the 16-core device machine)
+#   TOP_CPUS=0-1 LOW_CPUS=2-7 ...                    # also the "cpuset" mode (bench/device.sh picks whole cores)
 #
 # Needs curl and jq. Everything it starts is killed on every exit path.
 set -euo pipefail
@@ -45,6 +49,8 @@ FLOOD_CLIENTS=${FLOOD_CLIENTS:-200}
 BEFORE=${BEFORE:-1}
 KERNEL=${KERNEL:-1}
 LOW_NICE=${LOW_NICE:-19}
+TOP_CPUS=${TOP_CPUS:-}
+LOW_CPUS=${LOW_CPUS:-}
 PORT=${PORT:-18191}
 # Server and clients run at this nice value (root may go below 0), so that other work on a shared machine
 # (builds) does not stretch the latencies measured; PRIO=0 to measure without. At -10 builds still took a
@@ -60,9 +66,9 @@ bench_ports_free "$PORT"
 
 mkdir -p "$OUT"
 
-# $1 = file, $2 = policy, $3 = workload, $4 = mode (reserved|idle|nice|before)
+# $1 = file, $2 = policy, $3 = workload, $4 = mode (reserved|idle|nice|cpuset|before)
 write_config() {
-  local workers reserved inline low_prio=""
+  local workers reserved inline low_prio="" top_cpus=""
   if [ "$3" = cpu ]; then workers=$CPU_WORKERS; else workers=$SLEEP_WORKERS; fi
   if [ "$4" = before ]; then
     reserved=0; inline=true
@@ -73,6 +79,8 @@ write_config() {
   case $4 in
     idle) low_prio='thread_policy = "idle"' ;;
     nice) low_prio="nice = $LOW_NICE" ;;
+    cpuset) low_prio="thread_policy = \"idle\"
+cpus = \"$LOW_CPUS\""; top_cpus="cpus = \"$TOP_CPUS\"" ;;
   esac
   cat > "$1" <<EOF
 listen = "127.0.0.1:$PORT"
@@ -95,6 +103,7 @@ name = "top"
 weight = 4
 priority = 10
 reserved_workers = $reserved
+$top_cpus
 [[rules]]
 class = "top"
 path_prefix = "/top"
@@ -135,6 +144,7 @@ p99() { jq -r '.summary.latency.percentiles[] | select(.p == 99) | .ms' "$1"; }
 modes_of() {
   echo reserved
   if [ "$1" = cpu ] && [ "$KERNEL" = 1 ]; then echo idle nice; fi
+  if [ "$1" = cpu ] && [ -n "$TOP_CPUS" ] && [ -n "$LOW_CPUS" ]; then echo cpuset; fi
   if [ "$BEFORE" = 1 ]; then echo before; fi
 }
 load_before=$(uptime | sed 's/.*load average: //')
@@ -184,4 +194,4 @@ for w in $WORKLOADS; do
     done
   done
 done
-echo "(target: ratio ≤ 1.10 — \"reserved\" for sleep, \"idle\"/\"nice\" (low class at lower kernel priority) for cpu; the top class's bench JSON under flood is in $OUT)"
+echo "(target: ratio ≤ 1.10 — \"reserved\" for sleep, \"idle\"/\"nice\" (low class at lower kernel priority) or \"cpuset\" (classes on their own CPUs) for cpu; the top class's bench JSON under flood is in $OUT)"

@@ -83,8 +83,10 @@ for r in $RUNS; do
         run class-isolation OUT="$OUT/class-isolation" THREADS=1 SERVER_CPUS=0-0 CLIENT_CPUS=1-$((cpus - 1)) \
           POLICIES=stride BEFORE=0 ROUNDS=1 DURATION=2 "$root/bench/class-isolation.sh"
       else
+        # cpuset: the top class's CPU work on 0-1, the low class's on 2-7 (whole cores apart whether the
+        # siblings are n/n+1 or n/n+8; machine.txt records which)
         run class-isolation OUT="$OUT/class-isolation" THREADS=8 SERVER_CPUS=0-7 CLIENT_CPUS=8-15 \
-          POLICIES=stride BEFORE=0 ROUNDS=1 DURATION=4 "$root/bench/class-isolation.sh"
+          TOP_CPUS=0-1 LOW_CPUS=2-7 POLICIES=stride BEFORE=0 ROUNDS=1 DURATION=4 "$root/bench/class-isolation.sh"
       fi
       ;;
     client-many-cores)

@@ -116,6 +116,7 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
                 "lifo": c.is_some_and(|c| c.lifo),
                 "nice": c.and_then(|c| c.nice),
                 "thread_policy": c.and_then(|c| c.thread_policy).map(|p| p.to_string()),
+                "cpus": c.and_then(|c| c.cpus).map(|s| s.to_string()),
             })
         })
         .collect();

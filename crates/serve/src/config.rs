@@ -255,6 +255,9 @@ pub struct ClassConfig {
     /// The kernel policy (other, batch or idle) of the thread running this class's CPU work, for the
     /// request's duration.
     pub thread_policy: Option<ordo_sys::Policy>,
+    /// The CPUs (a cpulist, `"4-7,12-15"`) the thread running this class's CPU work may run on, for the
+    /// request's duration: keeps a CPU-bound class off cores (and their SMT siblings) that another needs.
+    pub cpus: Option<ordo_sys::CpuSet>,
 }
 
 impl Default for ClassConfig {
@@ -273,6 +276,7 @@ impl Default for ClassConfig {
             lifo: false,
             nice: None,
             thread_policy: None,
+            cpus: None,
         }
     }
 }

@@ -251,7 +251,7 @@ impl Fingerprint {
             })
             .unwrap_or_default();
         let online = read_trim(&src.sys.join("devices/system/cpu/online"))
-            .and_then(|s| crate::procfs::parse_cpu_list(&s).ok())
+            .and_then(|s| crate::cpus::parse_list(&s).ok())
             .map(|v| v.len())
             .unwrap_or(0);
         let listed = cpuinfo

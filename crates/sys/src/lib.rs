@@ -4,6 +4,7 @@
 
 mod cancel;
 pub mod clock;
+pub mod cpus;
 mod error;
 pub mod fingerprint;
 pub mod knobs;
@@ -20,6 +21,7 @@ pub mod tls;
 pub mod units;
 
 pub use cancel::CancelToken;
+pub use cpus::CpuSet;
 pub use error::SysError;
 pub use fingerprint::Fingerprint;
 pub use procfs::ProcRoot;

@@ -183,8 +183,9 @@ pub(crate) fn parse_status(text: &str) -> Result<TaskStatus, SysError> {
             "voluntary_ctxt_switches" => st.voluntary_ctxt_switches = Some(num(key)?),
             "nonvoluntary_ctxt_switches" => st.nonvoluntary_ctxt_switches = Some(num(key)?),
             "Cpus_allowed_list" => {
-                st.cpus_allowed =
-                    Some(parse_cpu_list(value).map_err(|m| SysError::parse(FILE, key, m))?);
+                st.cpus_allowed = Some(
+                    crate::cpus::parse_list(value).map_err(|m| SysError::parse(FILE, key, m))?,
+                );
                 st.cpus_allowed_list = Some(value.to_string());
             }
             _ => {}
@@ -194,28 +195,6 @@ pub(crate) fn parse_status(text: &str) -> Result<TaskStatus, SysError> {
         return Err(SysError::parse(FILE, "Name", "missing"));
     }
     Ok(st)
-}
-
-/// Expand a kernel CPU list ("0-3,6,8-9") into CPU numbers.
-pub(crate) fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let a: usize = a.parse().map_err(|_| format!("bad CPU range {part:?}"))?;
-                let b: usize = b.parse().map_err(|_| format!("bad CPU range {part:?}"))?;
-                if b < a || b - a > 65_536 {
-                    return Err(format!("bad CPU range {part:?}"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(
-                part.parse()
-                    .map_err(|_| format!("bad CPU number {part:?}"))?,
-            ),
-        }
-    }
-    Ok(out)
 }
 
 /// /proc/PID/schedstat: time on the CPU, time waiting on a run queue, and the number of timeslices run.
@@ -556,14 +535,6 @@ mod tests {
     fn stat_truncated_names_field() {
         let err = parse_stat("1 (x) S 0 1 1").unwrap_err().to_string();
         assert!(err.contains("missing (field"), "{err}");
-    }
-
-    #[test]
-    fn cpu_list() {
-        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
-        assert_eq!(parse_cpu_list("3").unwrap(), vec![3]);
-        assert!(parse_cpu_list("2-1").is_err());
-        assert!(parse_cpu_list("x").is_err());
     }
 
     #[test]

@@ -358,24 +358,46 @@ fn nice_floor_of(cap_sys_nice: bool, rlimit_nice: u64) -> i32 {
 }
 
 /// A thread priority to run a piece of work at: a policy among other, batch and idle, and/or a nice value
-/// (which SCHED_IDLE has none of: the kernel ignores it there). `None` keeps the thread's own.
+/// (which SCHED_IDLE has none of: the kernel ignores it there), and/or the CPUs it may run on. `None` keeps
+/// the thread's own.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct WorkPriority {
     pub policy: Option<Policy>,
     pub nice: Option<i32>,
+    pub cpus: Option<crate::CpuSet>,
 }
 
 impl WorkPriority {
-    /// Neither a policy nor a nice value: running at it changes nothing.
+    /// Neither a policy, a nice value nor CPUs: running at it changes nothing.
     pub fn is_default(&self) -> bool {
-        self.policy.is_none() && self.nice.is_none()
+        self.policy.is_none() && self.nice.is_none() && self.cpus.is_none()
     }
 
     /// Give the calling thread this priority until the returned guard is dropped (on this thread), which
-    /// puts back the policy and nice value it had. With nothing to change no system call is made. The
-    /// guard restores on every path, panics included; a failed restore is logged.
+    /// puts back the policy, nice value and CPUs it had. With nothing to change no system call is made.
+    /// The guard restores on every path, panics included; a failed restore is logged.
     pub fn enter(&self) -> Result<PriorityGuard, SysError> {
         if self.is_default() {
+            return Ok(PriorityGuard::noop());
+        }
+        let mut guard = self.enter_sched()?;
+        if let Some(cpus) = self.cpus {
+            if cpus.is_empty() {
+                return Err(SysError::Unsupported("an empty CPU set".into()));
+            }
+            let own = crate::CpuSet::from_cpus(&get_affinity(0)?).map_err(SysError::Unsupported)?;
+            if own != cpus {
+                // on failure `guard` is dropped here and puts the policy back
+                set_affinity(0, &cpus.to_vec())?;
+                guard.saved_cpus = Some(own);
+            }
+        }
+        Ok(guard)
+    }
+
+    /// The policy and nice part of [`WorkPriority::enter`].
+    fn enter_sched(&self) -> Result<PriorityGuard, SysError> {
+        if self.policy.is_none() && self.nice.is_none() {
             return Ok(PriorityGuard::noop());
         }
         if let Some(p) = self.policy {
@@ -419,6 +441,7 @@ impl WorkPriority {
         Ok(PriorityGuard {
             saved: Some(saved),
             nice_only,
+            saved_cpus: None,
             _thread_bound: std::marker::PhantomData,
         })
     }
@@ -431,6 +454,8 @@ pub struct PriorityGuard {
     saved: Option<SchedAttr>,
     /// Only the nice value was changed (and is all there is to put back).
     nice_only: bool,
+    /// The CPUs the thread had, when they were changed.
+    saved_cpus: Option<crate::CpuSet>,
     _thread_bound: std::marker::PhantomData<*const ()>,
 }
 
@@ -439,6 +464,7 @@ impl PriorityGuard {
         PriorityGuard {
             saved: None,
             nice_only: true,
+            saved_cpus: None,
             _thread_bound: std::marker::PhantomData,
         }
     }
@@ -446,6 +472,11 @@ impl PriorityGuard {
 
 impl Drop for PriorityGuard {
     fn drop(&mut self) {
+        if let Some(cpus) = self.saved_cpus.take() {
+            if let Err(e) = set_affinity(0, &cpus.to_vec()) {
+                tracing::warn!(error = %e, "could not restore a worker thread's CPUs");
+            }
+        }
         let Some(saved) = self.saved.take() else {
             return;
         };
@@ -669,6 +700,40 @@ mod tests {
     /// on a spawned thread, so the harness's threads are untouched. Going back up needs CAP_SYS_NICE (or
     /// RLIMIT_NICE); without it only the refusal is checked.
     #[test]
+    fn work_cpus_are_entered_and_restored() {
+        std::thread::spawn(|| {
+            let before = get_affinity(0).unwrap();
+            let one = crate::CpuSet::from_cpus(&before[..1]).unwrap();
+            {
+                let _g = WorkPriority {
+                    cpus: Some(one),
+                    ..Default::default()
+                }
+                .enter()
+                .unwrap();
+                assert_eq!(get_affinity(0).unwrap(), vec![before[0]]);
+            }
+            assert_eq!(
+                get_affinity(0).unwrap(),
+                before,
+                "the guard puts the CPUs back"
+            );
+            // a set of CPUs the machine does not have: refused, and nothing changed
+            let none = crate::CpuSet::from_cpus(&[1023]).unwrap();
+            let err = WorkPriority {
+                cpus: Some(none),
+                nice: get_sched(0).ok().map(|s| s.nice),
+                policy: None,
+            }
+            .enter();
+            assert!(err.is_err());
+            assert_eq!(get_affinity(0).unwrap(), before);
+        })
+        .join()
+        .unwrap();
+    }
+
+    #[test]
     fn work_priority_is_entered_and_restored() {
         std::thread::spawn(|| {
             let before = get_sched(0).unwrap();
@@ -676,7 +741,8 @@ mod tests {
             assert!(
                 WorkPriority {
                     policy: Some(Policy::Fifo(5)),
-                    nice: None
+                    nice: None,
+                    cpus: None
                 }
                 .enter()
                 .is_err()
@@ -684,7 +750,8 @@ mod tests {
             assert!(
                 WorkPriority {
                     policy: None,
-                    nice: Some(20)
+                    nice: Some(20),
+                    cpus: None
                 }
                 .enter()
                 .is_err()
@@ -698,6 +765,7 @@ mod tests {
                 let _g = WorkPriority {
                     policy: None,
                     nice: Some(nice),
+                    cpus: None,
                 }
                 .enter()
                 .unwrap();
@@ -709,6 +777,7 @@ mod tests {
                 let _g = WorkPriority {
                     policy: Some(Policy::Idle),
                     nice: None,
+                    cpus: None,
                 }
                 .enter()
                 .unwrap();
@@ -721,6 +790,7 @@ mod tests {
                 let _g = WorkPriority {
                     policy: Some(Policy::Batch),
                     nice: None,
+                    cpus: None,
                 }
                 .enter()
                 .unwrap();

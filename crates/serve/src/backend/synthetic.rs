@@ -522,10 +522,12 @@ mod tests {
             WorkPriority {
                 policy: None,
                 nice: Some(nice),
+                cpus: None,
             },
             WorkPriority {
                 policy: Some(Policy::Idle),
                 nice: None,
+                cpus: None,
             },
         ];
         let b = Arc::new(backend());

@@ -324,6 +324,8 @@ pub(crate) struct KernelPriority {
     pub(crate) floor: i32,
     /// The nice value its threads run at (and are put back to after a class's request).
     pub(crate) own_nice: i32,
+    /// The CPUs its threads may run on (a class's `cpus` must be among them).
+    pub(crate) cpus: ordo_sys::CpuSet,
 }
 
 impl KernelPriority {
@@ -331,13 +333,21 @@ impl KernelPriority {
         KernelPriority {
             floor: ordo_sys::thread::nice_floor(),
             own_nice: ordo_sys::thread::get_nice(0).unwrap_or(0),
+            cpus: ordo_sys::thread::get_affinity(0)
+                .ok()
+                .and_then(|c| ordo_sys::CpuSet::from_cpus(&c).ok())
+                .unwrap_or_else(|| {
+                    let all: Vec<usize> = (0..ordo_sys::thread::cpu_count()).collect();
+                    ordo_sys::CpuSet::from_cpus(&all).unwrap_or(ordo_sys::CpuSet::empty())
+                }),
         }
     }
 }
 
-/// Check each class's `nice` and `thread_policy` and what the kernel permits: the worker thread gets the
-/// class's priority for the request and its own back afterwards, and going back up (to a lower nice, or
-/// out of SCHED_IDLE) needs CAP_SYS_NICE or RLIMIT_NICE — refused here rather than failing per request.
+/// Check each class's `nice`, `thread_policy` and `cpus` and what the kernel permits: the worker thread gets
+/// the class's priority (and CPUs) for the request and its own back afterwards, and going back up (to a
+/// lower nice, or out of SCHED_IDLE) needs CAP_SYS_NICE or RLIMIT_NICE — refused here rather than failing
+/// per request; so are CPUs this process may not run on.
 pub(crate) fn class_priorities(
     cfg: &ServeConfig,
     kernel: &KernelPriority,
@@ -347,9 +357,23 @@ pub(crate) fn class_priorities(
         let prio = WorkPriority {
             policy: c.thread_policy,
             nice: c.nice,
+            cpus: c.cpus,
         };
         if prio.is_default() {
             continue;
+        }
+        if let Some(set) = c.cpus {
+            let outside = set.minus(&kernel.cpus);
+            if !outside.is_empty() {
+                return Err(Invalid::new(
+                    keypath!["classes", i, "cpus"],
+                    format!(
+                        "\"{set}\": CPU {outside} is not one this process may run on (it may use {}: \
+                         the machine's online CPUs less what taskset or a cpuset cgroup took away)",
+                        kernel.cpus
+                    ),
+                ));
+            }
         }
         if let Some(p) = c.thread_policy {
             if !matches!(p, Policy::Other | Policy::Batch | Policy::Idle) {
@@ -438,8 +462,16 @@ mod tests {
             text: text.into(),
             dir: ".".into(),
         }));
-        class_priorities(&cfg, &KernelPriority { floor, own_nice })
-            .map_err(|e| cfg.locate(e).to_string())
+        let cpus = "0-3".parse().unwrap();
+        class_priorities(
+            &cfg,
+            &KernelPriority {
+                floor,
+                own_nice,
+                cpus,
+            },
+        )
+        .map_err(|e| cfg.locate(e).to_string())
     }
 
     const CLASSES: &str = "[[classes]]\nname = \"top\"\n[[classes]]\nname = \"low\"\n";
@@ -484,10 +516,21 @@ mod tests {
                 Arc::from("low"),
                 WorkPriority {
                     policy: None,
-                    nice: Some(10)
+                    nice: Some(10),
+                    cpus: None,
                 }
             )]
         );
+        // CPUs: kept as a set; those this process may not run on (the test's kernel allows 0-3) refused
+        let p = priorities(&format!("{CLASSES}cpus = \"1,3\"\n"), 20, 0).unwrap();
+        assert_eq!(p[0].1.cpus.map(|c| c.to_string()), Some("1,3".into()));
+        let e = priorities(&format!("{CLASSES}cpus = \"2-5\"\n"), 20, 0).unwrap_err();
+        assert!(
+            e.starts_with("ordo.toml:5: classes[1].cpus: \"2-5\": CPU 4-5 is not one this process may run on (it may use 0-3"),
+            "{e}"
+        );
+        let e = priorities(&format!("{CLASSES}cpus = \"3-1\"\n"), 20, 0).unwrap_err();
+        assert!(e.contains("bad CPU range `3-1`"), "{e}");
         let text = format!("{CLASSES}thread_policy = \"idle\"\n");
         let p = priorities(&text, -20, 0).unwrap();
         assert_eq!(p[0].1.policy, Some(Policy::Idle));

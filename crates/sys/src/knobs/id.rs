@@ -162,54 +162,7 @@ pub fn parse_policy(s: &str) -> Result<(i32, i32), String> {
     }
 }
 
-/// A CPU list such as `0-3,6` (the kernel's cpulist format).
-pub(crate) fn parse_cpu_list(s: &str) -> Result<Vec<usize>, String> {
-    let mut out = Vec::new();
-    for part in s.split(',').map(str::trim).filter(|p| !p.is_empty()) {
-        let num = |x: &str| {
-            x.trim()
-                .parse::<usize>()
-                .map_err(|_| format!("`{x}` is not a CPU number"))
-        };
-        match part.split_once('-') {
-            Some((a, b)) => {
-                let (a, b) = (num(a)?, num(b)?);
-                if a > b || b - a > 4096 {
-                    return Err(format!("bad CPU range `{part}`"));
-                }
-                out.extend(a..=b);
-            }
-            None => out.push(num(part)?),
-        }
-    }
-    if out.is_empty() {
-        return Err("empty CPU list".into());
-    }
-    out.sort_unstable();
-    out.dedup();
-    Ok(out)
-}
-
-/// The compact cpulist form of a set of CPUs.
-pub(super) fn format_cpu_list(cpus: &[usize]) -> String {
-    let mut parts = Vec::new();
-    let mut i = 0;
-    while i < cpus.len() {
-        let start = cpus[i];
-        let mut end = start;
-        while i + 1 < cpus.len() && cpus[i + 1] == end + 1 {
-            i += 1;
-            end = cpus[i];
-        }
-        parts.push(if start == end {
-            start.to_string()
-        } else {
-            format!("{start}-{end}")
-        });
-        i += 1;
-    }
-    parts.join(",")
-}
+pub(crate) use crate::cpus::{format_list as format_cpu_list, parse_list as parse_cpu_list};
 
 #[cfg(test)]
 mod tests {
@@ -257,13 +210,5 @@ mod tests {
         assert!(parse_policy("fifo:100").is_err());
         assert!(parse_policy("batch:3").is_err());
         assert!(parse_policy("deadline").is_err());
-    }
-
-    #[test]
-    fn cpu_lists() {
-        assert_eq!(parse_cpu_list("0-2,5").unwrap(), vec![0, 1, 2, 5]);
-        assert_eq!(format_cpu_list(&[0, 1, 2, 5, 7, 8]), "0-2,5,7-8");
-        assert!(parse_cpu_list("3-1").is_err());
-        assert!(parse_cpu_list("").is_err());
     }
 }
