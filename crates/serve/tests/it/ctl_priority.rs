@@ -2,10 +2,33 @@
 //! thread that burns a request's CPU runs at the priority (on the CPUs) of the request's class, and gets its
 //! own back afterwards.
 
+use ordo_serve::ServerHandle;
 use ordo_sys::thread::{get_sched, nice_floor};
 use ordo_testkit::threads::wait_for_thread as poll;
 
 use crate::ctl_util::{get, start};
+
+/// A server with a top class and a `low` class (paths under `/low`) given `low` (its kernel priority keys),
+/// serving the synthetic backend.
+async fn start_with_low_class(low: &str) -> ServerHandle {
+    start(&format!(
+        r#"
+workers = 4
+[[classes]]
+name = "top"
+[[classes]]
+name = "low"
+{low}
+[[rules]]
+class = "low"
+path_prefix = "/low"
+[[routes]]
+prefix = "/"
+synthetic = {{}}
+"#
+    ))
+    .await
+}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_class_cpu_work_runs_at_its_nice_and_the_thread_gets_its_own_back() {
@@ -15,23 +38,7 @@ async fn a_class_cpu_work_runs_at_its_nice_and_the_thread_gets_its_own_back() {
         return;
     }
     let nice = if own.nice == 12 { 11 } else { 12 };
-    let h = start(&format!(
-        r#"
-workers = 4
-[[classes]]
-name = "top"
-[[classes]]
-name = "low"
-nice = {nice}
-[[rules]]
-class = "low"
-path_prefix = "/low"
-[[routes]]
-prefix = "/"
-synthetic = {{}}
-"#
-    ))
-    .await;
+    let h = start_with_low_class(&format!("nice = {nice}")).await;
     let addr = h.local_addr();
     let st = h.status();
     assert_eq!(st["classes"][1]["nice"], nice);
@@ -64,23 +71,7 @@ async fn a_class_cpu_work_runs_on_its_cpus_and_the_thread_gets_its_own_back() {
         return;
     }
     let cpu = *own.last().unwrap();
-    let h = start(&format!(
-        r#"
-workers = 4
-[[classes]]
-name = "top"
-[[classes]]
-name = "low"
-cpus = "{cpu}"
-[[rules]]
-class = "low"
-path_prefix = "/low"
-[[routes]]
-prefix = "/"
-synthetic = {{}}
-"#
-    ))
-    .await;
+    let h = start_with_low_class(&format!("cpus = \"{cpu}\"")).await;
     let addr = h.local_addr();
     let st = h.status();
     assert_eq!(st["classes"][1]["cpus"], cpu.to_string());
