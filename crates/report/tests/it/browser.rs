@@ -6,10 +6,9 @@ use crate::common;
 
 use std::io::Read;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Stdio;
 use std::time::{Duration, Instant};
 
-const CHROMIUM: &str = "/usr/bin/chromium";
 const LIMIT: Duration = Duration::from_secs(60);
 
 fn workspace_target() -> PathBuf {
@@ -36,23 +35,15 @@ fn fixtures() -> Vec<PathBuf> {
 
 /// Run chromium with the given extra args; (stdout, stderr), killed after [`LIMIT`].
 fn chromium(profile: &Path, extra: &[String], url: &str) -> (String, String) {
-    let mut cmd = Command::new(CHROMIUM);
+    let mut cmd = ordo_testkit::chromium::command(profile);
     cmd.args([
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
         "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
         // Any attempt to reach the network fails at once.
         "--proxy-server=127.0.0.1:9",
         "--host-resolver-rules=MAP * ~NOTFOUND",
         "--enable-logging=stderr",
         "--v=0",
     ])
-    .arg(format!("--user-data-dir={}", profile.display()))
     .args(extra)
     .arg(url)
     .stdin(Stdio::null())
@@ -88,13 +79,17 @@ fn chromium(profile: &Path, extra: &[String], url: &str) -> (String, String) {
 
 #[test]
 fn chromium_shows_every_chart_offline() {
-    if !Path::new(CHROMIUM).exists() {
+    if !Path::new(ordo_testkit::chromium::PATH).exists() {
         if std::env::var("ORDO_SKIP_BROWSER").as_deref() == Ok("1") {
-            eprintln!("skipping the browser test: ORDO_SKIP_BROWSER=1 and {CHROMIUM} is missing");
+            eprintln!(
+                "skipping the browser test: ORDO_SKIP_BROWSER=1 and {} is missing",
+                ordo_testkit::chromium::PATH
+            );
             return;
         }
         panic!(
-            "{CHROMIUM} is missing: run ./scripts/setup.sh (or set ORDO_SKIP_BROWSER=1 to skip)"
+            "{} is missing: run ./scripts/setup.sh (or set ORDO_SKIP_BROWSER=1 to skip)",
+            ordo_testkit::chromium::PATH
         );
     }
     let stores = tempfile::tempdir().unwrap();

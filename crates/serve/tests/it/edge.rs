@@ -644,9 +644,7 @@ async fn compression_over_http2() {
 /// was sent compressed (its length well under the page's). Skipped, saying so, without Chromium.
 #[tokio::test]
 async fn chromium_decodes_every_coding() {
-    const CHROMIUM: &str = "/usr/bin/chromium";
-    if !Path::new(CHROMIUM).exists() {
-        println!("skipped: {CHROMIUM} is not installed (./scripts/setup.sh installs it)");
+    if !ordo_testkit::chromium::available() {
         return;
     }
     let dir = tempfile::tempdir().unwrap();
@@ -688,23 +686,17 @@ async fn chromium_decodes_every_coding() {
         let out = tokio::task::spawn_blocking({
             let profile = profile.path().to_path_buf();
             move || {
+                let chromium = ordo_testkit::chromium::command(&profile);
                 std::process::Command::new("timeout")
                     .arg("60")
-                    .arg(CHROMIUM)
+                    .arg(chromium.get_program())
+                    .args(chromium.get_args())
                     .args([
-                        "--headless",
-                        "--no-sandbox",
-                        "--disable-gpu",
-                        "--no-first-run",
-                        "--disable-background-networking",
-                        "--disable-component-update",
-                        "--disable-sync",
                         "--ignore-certificate-errors",
                         // nothing but this server: every other name fails at once
                         "--host-resolver-rules=MAP * ~NOTFOUND, EXCLUDE localhost",
                         "--dump-dom",
                     ])
-                    .arg(format!("--user-data-dir={}", profile.display()))
                     .arg(&url)
                     .output()
                     .expect("start chromium")
