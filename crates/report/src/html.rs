@@ -4,7 +4,9 @@
 
 use std::fmt::Write as _;
 
-use crate::doc::{Align, Block, Section, Table};
+use ordo_doc::{Align, KeyValue};
+
+use crate::doc::{Block, Section, Table};
 use crate::svg::escape;
 
 /// What the header says about one input.
@@ -102,6 +104,29 @@ pub(crate) fn table(t: &Table) -> String {
     out
 }
 
+/// Render a key-value block as a two-column table (a detail line in the value's cell, under it).
+pub(crate) fn key_value(kv: &KeyValue) -> String {
+    let mut out = String::from("<table class=\"summary\">");
+    if !kv.title.is_empty() {
+        let _ = write!(out, "<caption>{}</caption>", escape(&kv.title));
+    }
+    out.push_str("<tbody>");
+    for p in &kv.pairs {
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td>{}",
+            escape(&p.key),
+            escape(&p.value)
+        );
+        if let Some(d) = &p.detail {
+            let _ = write!(out, "<br/>{}", escape(d));
+        }
+        out.push_str("</td></tr>");
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
 /// Render the whole page.
 pub(crate) fn page(
     title: &str,
@@ -187,8 +212,8 @@ pub(crate) fn page(
         let mut open: Option<&str> = None;
         for b in &s.blocks {
             let want = match b {
-                Block::Chart(_) => Some("grid"),
-                Block::Table(_) => Some("tables"),
+                Block::Figure(_) => Some("grid"),
+                Block::Table(_) | Block::KeyValue(_) => Some("tables"),
                 Block::Note(_) => None,
             };
             if open != want {
@@ -201,10 +226,15 @@ pub(crate) fn page(
                 open = want;
             }
             match b {
-                Block::Chart(c) => out.push_str(&c.render()),
+                Block::Figure(c) => out.push_str(&c.render()),
                 Block::Table(t) => out.push_str(&table(t)),
+                Block::KeyValue(kv) => out.push_str(&key_value(kv)),
                 Block::Note(n) => {
-                    let _ = write!(out, "<p class=\"note\">{}</p>", escape(n));
+                    let _ = write!(
+                        out,
+                        "<p class=\"note\">{}</p>",
+                        escape(n).replace('\n', "<br/>")
+                    );
                 }
             }
         }
