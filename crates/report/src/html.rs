@@ -246,3 +246,32 @@ pub(crate) fn page(
     out.push_str("</main>\n<footer>Made by <code>ordo report</code>. Each chart's points carry their values: hover for a tooltip. Self-contained: no scripts, fonts or network.</footer>\n</body>\n</html>\n");
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key-value block is a captioned two-column table, its detail under the value, everything escaped;
+    /// a multi-line note keeps its lines.
+    #[test]
+    fn key_values_and_notes_in_a_section() {
+        let mut kv = KeyValue::new("Server <1>");
+        kv.pair("Port", "80");
+        kv.pair_with("Failed", "3", "(Connect: 3 & more)");
+        assert_eq!(
+            key_value(&kv),
+            "<table class=\"summary\"><caption>Server &lt;1&gt;</caption><tbody>\
+             <tr><th>Port</th><td>80</td></tr>\
+             <tr><th>Failed</th><td>3<br/>(Connect: 3 &amp; more)</td></tr></tbody></table>"
+        );
+        let s = Section {
+            id: "s".into(),
+            title: "t".into(),
+            subtitle: String::new(),
+            blocks: vec![kv.into(), Block::Note("one\ntwo".into())],
+        };
+        let p = page("x", "now", &[], &[s]);
+        assert!(p.contains("<div class=\"tables\"><table class=\"summary\"><caption>Server"));
+        assert!(p.contains("<p class=\"note\">one<br/>two</p>"));
+    }
+}
