@@ -815,6 +815,36 @@ mod tests {
         assert!(text(&r).contains("Throughput over time"));
     }
 
+    /// ab's layout through the document model: values from column 25, the failed-request breakdown under
+    /// its line, the Connection Times columns, the percentiles right-aligned with corrected beside
+    /// uncorrected.
+    #[test]
+    fn text_keeps_abs_layout() {
+        let mut r = sample(9990, 10, 40, 1234.5, true);
+        r.summary.failed.connect = 10;
+        let t = text(&r);
+        assert!(
+            t.starts_with(
+                "Target:                 http://x/\n\
+                 Mode:                   closed loop, 1 connections, 1 thread, keep-alive on\n\
+                 \n\
+                 Concurrency Level:      1\n"
+            ),
+            "{t}"
+        );
+        for block in [
+            "Failed requests:        10\n   (Connect: 10, Receive: 0, Length: 0, Exceptions: 0)\nNon-2xx responses:      40\n",
+            "\nConnection Times (ms)\n                    min      mean  [+/-sd]    median       max\n\
+             Connect:          0.000     0.000    0.000     0.000     0.000\n",
+            "\n          corrected  uncorrected  (corrected: from when each request was due)\n\
+             \x20    50%     10.000        1.000\n",
+            "\n    100%    732.000       73.200  (longest request)\n",
+        ] {
+            assert!(t.contains(block), "{block:?} not in\n{t}");
+        }
+        assert!(!t.contains(" \n"), "no trailing spaces in table rows: {t}");
+    }
+
     #[test]
     fn units_suit_the_value() {
         assert_eq!(fmt_ms(0.8503), "850.3us");
