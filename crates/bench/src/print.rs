@@ -1,39 +1,48 @@
-//! Printers: the ab-style text report, the per-class table, the throughput timeline and CSV. They only read
-//! a finished [`BenchReport`].
+//! Printers: the ab-style text report, the per-class table, the throughput timeline (built as an ordo-doc
+//! document and rendered by its terminal renderer), wrk's brief summary and CSV. They only read a finished
+//! [`BenchReport`].
 
 use std::fmt::Write as _;
+
+use ordo_doc::{Align, Block, Document, KeyValue, Table};
 
 use crate::report::{BenchReport, Latency, PERCENTILES, TimeRow};
 
 /// The human report (ab's layout, then ordo's additions).
 pub fn text(r: &BenchReport) -> String {
-    let mut o = String::new();
-    for part in [
-        merged,
-        header,
-        document,
-        totals,
-        connection_times,
-        percentiles,
-        stages,
-        classes,
-        status_and_timeline,
-        server,
-    ] {
-        part(&mut o, r);
-    }
-    o
+    ordo_doc::text::render(&document(r))
+}
+
+/// The human report as a document: ab's blocks, then ordo's tables.
+pub fn document(r: &BenchReport) -> Document {
+    let mut blocks = merged(r);
+    blocks.push(header(r).into());
+    blocks.extend(ab_document(r).into_iter().map(Block::from));
+    blocks.push(totals(r).into());
+    blocks.push(connection_times(r).into());
+    blocks.push(percentiles(r).into());
+    blocks.extend(stages(r).map(Block::from));
+    blocks.extend(classes(r));
+    blocks.extend(status_and_timeline(r));
+    blocks.extend(server(r).map(Block::from));
+    Document::of(blocks)
+}
+
+/// p`q` of a latency's percentiles (0 where it was not computed).
+fn at(l: &Latency, q: f64) -> f64 {
+    l.percentiles
+        .iter()
+        .find(|p| p.p == q)
+        .map_or(0.0, |p| p.ms)
 }
 
 /// A ramp's stages: a row each, with the requests that ended in it.
-fn stages(o: &mut String, r: &BenchReport) {
+fn stages(r: &BenchReport) -> Option<Table> {
     if r.stages.is_empty() {
-        return;
+        return None;
     }
     let corrected = r.stages.iter().any(|s| s.corrected.is_some());
-    let _ = writeln!(o);
-    let _ = writeln!(
-        o,
+    let title = format!(
         "Stages (requests by the stage they ended in; latency in ms{})",
         if corrected {
             ", from when each request was due"
@@ -41,33 +50,29 @@ fn stages(o: &mut String, r: &BenchReport) {
             ""
         }
     );
-    let _ = writeln!(
-        o,
-        "{:>5} {:>15} {:>24} {:>9} {:>7} {:>10} {:>9} {:>9} {:>9}",
-        "stage", "time (s)", "load", "complete", "failed", "req/s", "p50", "p99", "max"
-    );
+    let mut t = Table::new(
+        title,
+        &[
+            "stage", "time (s)", "load", "complete", "failed", "req/s", "p50", "p99", "max",
+        ],
+    )
+    .right(0)
+    .columns(0, &[5, 15, 24, 9, 7, 10, 9, 9, 9]);
     for s in &r.stages {
         let l = s.corrected.as_ref().unwrap_or(&s.latency);
-        let p = |q: f64| {
-            l.percentiles
-                .iter()
-                .find(|p| p.p == q)
-                .map_or(0.0, |p| p.ms)
-        };
-        let _ = writeln!(
-            o,
-            "{:>5} {:>15} {:>24} {:>9} {:>7} {:>10.2} {:>9.3} {:>9.3} {:>9.3}",
-            s.stage,
+        t.row(vec![
+            s.stage.to_string(),
             format!("{:.1}–{:.1}", s.start_s, s.start_s + s.duration_s),
             format!("{} → {} {}", trim_num(s.from), trim_num(s.target), s.unit),
-            s.complete,
-            s.failed,
-            s.rps,
-            p(50.0),
-            p(99.0),
-            l.max_ms
-        );
+            s.complete.to_string(),
+            s.failed.to_string(),
+            format!("{:.2}", s.rps),
+            format!("{:.3}", at(l, 50.0)),
+            format!("{:.3}", at(l, 99.0)),
+            format!("{:.3}", l.max_ms),
+        ]);
     }
+    Some(t)
 }
 
 /// A number without a needless fraction: 50, 2.5.
@@ -80,18 +85,20 @@ fn trim_num(v: f64) -> String {
 }
 
 /// A merged report (`ordo report merge`): its warnings, then one line per run merged.
-fn merged(o: &mut String, r: &BenchReport) {
-    for w in &r.warnings {
-        let _ = writeln!(o, "{w}");
+fn merged(r: &BenchReport) -> Vec<Block> {
+    let mut out = Vec::new();
+    if !r.warnings.is_empty() {
+        out.push(Block::Note(r.warnings.join("\n")));
     }
     if r.merged.is_empty() {
-        return;
+        return out;
     }
-    let _ = writeln!(
-        o,
+    let mut kv = KeyValue::new(format!(
         "Merged from {} runs (percentiles from their summed histograms):",
         r.merged.len()
-    );
+    ))
+    .indent(2)
+    .width(0);
     for m in &r.merged {
         let host = m
             .fingerprint
@@ -99,21 +106,29 @@ fn merged(o: &mut String, r: &BenchReport) {
             .map(|f| f.hostname.as_str())
             .filter(|h| !h.is_empty())
             .unwrap_or("unknown machine");
-        let _ = writeln!(
-            o,
-            "  {}: {host}, {} connections, {:.2} s, {} complete, {} failed, {:.2} req/s, p50 {:.3} ms, p99 {:.3} ms",
-            m.source, m.connections, m.elapsed_s, m.complete, m.failed, m.rps, m.p50_ms, m.p99_ms
+        kv.pair(
+            m.source.clone(),
+            format!(
+                "{host}, {} connections, {:.2} s, {} complete, {} failed, {:.2} req/s, p50 {:.3} ms, p99 {:.3} ms",
+                m.connections, m.elapsed_s, m.complete, m.failed, m.rps, m.p50_ms, m.p99_ms
+            ),
         );
     }
-    o.push('\n');
+    out.push(kv.into());
+    out
 }
 
 /// wrk's short summary (`--brief`): what was run, then requests and rate, latency, errors and transfer, a
 /// line each. In an open loop the latency line is the one measured from when each request was due, and a
 /// second line gives the uncorrected one.
 pub fn brief(r: &BenchReport) -> String {
-    let mut o = String::new();
-    merged(&mut o, r);
+    let mut blocks = merged(r);
+    blocks.push(brief_summary(r).into());
+    ordo_doc::text::render(&Document::of(blocks))
+}
+
+/// The lines of [`brief`] after a merged report's preamble: a title and values from column 15.
+fn brief_summary(r: &BenchReport) -> KeyValue {
     let c = &r.config;
     let s = &r.summary;
     let mode = match c.rate {
@@ -124,19 +139,19 @@ pub fn brief(r: &BenchReport) -> String {
         (Some(p), Some(n)) => format!(", {p} × {n} stream{}", if n == 1 { "" } else { "s" }),
         _ => String::new(),
     };
-    let _ = writeln!(
-        o,
+    let mut kv = KeyValue::new(format!(
         "{}: {} connection{}{proto}, {mode}, {:.2} s{}",
         r.target,
         c.connections,
         if c.connections == 1 { "" } else { "s" },
         r.elapsed_s,
         if r.interrupted { " (interrupted)" } else { "" }
-    );
-    let _ = writeln!(
-        o,
-        "  Requests:    {} complete, {:.2} req/s",
-        s.complete, s.rps
+    ))
+    .indent(2)
+    .width(13);
+    kv.pair(
+        "Requests",
+        format!("{} complete, {:.2} req/s", s.complete, s.rps),
     );
     let lat = |l: &Latency| {
         if l.count == 0 {
@@ -153,18 +168,19 @@ pub fn brief(r: &BenchReport) -> String {
     };
     match &s.corrected {
         Some(cor) => {
-            let _ = writeln!(o, "  Latency:     {}  (from when due)", lat(cor));
-            let _ = writeln!(o, "  Uncorrected: {}  (from when sent)", lat(&s.latency));
+            kv.pair("Latency", format!("{}  (from when due)", lat(cor)));
+            kv.pair(
+                "Uncorrected",
+                format!("{}  (from when sent)", lat(&s.latency)),
+            );
         }
-        None => {
-            let _ = writeln!(o, "  Latency:     {}", lat(&s.latency));
-        }
+        None => kv.pair("Latency", lat(&s.latency)),
     }
     let f = &s.failed;
     let measured = s.complete + f.total;
     let errors = f.total + s.non_2xx;
     if errors == 0 {
-        let _ = writeln!(o, "  Errors:      none");
+        kv.pair("Errors", "none");
     } else {
         let mut kinds = Vec::new();
         for (n, name) in [
@@ -180,51 +196,51 @@ pub fn brief(r: &BenchReport) -> String {
         if f.timeouts > 0 {
             kinds.push(format!("incl. {} timeouts", f.timeouts));
         }
-        let _ = writeln!(
-            o,
-            "  Errors:      {errors} ({:.2}%): {} failed{}, {} non-2xx",
-            errors as f64 * 100.0 / measured.max(1) as f64,
-            f.total,
-            if kinds.is_empty() {
-                String::new()
-            } else {
-                format!(" ({})", kinds.join(", "))
-            },
-            s.non_2xx
+        kv.pair(
+            "Errors",
+            format!(
+                "{errors} ({:.2}%): {} failed{}, {} non-2xx",
+                errors as f64 * 100.0 / measured.max(1) as f64,
+                f.total,
+                if kinds.is_empty() {
+                    String::new()
+                } else {
+                    format!(" ({})", kinds.join(", "))
+                },
+                s.non_2xx
+            ),
         );
     }
     for e in &s.connection_errors {
-        let _ = writeln!(o, "  Connection failed: {} × {}", e.count, e.reason);
+        kv.pair("Connection failed", format!("{} × {}", e.count, e.reason));
     }
-    let _ = writeln!(
-        o,
-        "  Transfer:    {} received, {}/s",
-        fmt_bytes(s.total_bytes as f64),
-        fmt_bytes(s.transfer_kbytes_per_s * 1024.0)
+    kv.pair(
+        "Transfer",
+        format!(
+            "{} received, {}/s",
+            fmt_bytes(s.total_bytes as f64),
+            fmt_bytes(s.transfer_kbytes_per_s * 1024.0)
+        ),
     );
     for st in &r.stages {
         let l = st.corrected.as_ref().unwrap_or(&st.latency);
-        let p99 = l
-            .percentiles
-            .iter()
-            .find(|p| p.p == 99.0)
-            .map_or(0.0, |p| p.ms);
-        let _ = writeln!(
-            o,
-            "  Stage {}:     {:.1}–{:.1} s, {} → {} {}: {} complete, {} failed, {:.2} req/s, p99 {:.3} ms",
-            st.stage,
-            st.start_s,
-            st.start_s + st.duration_s,
-            trim_num(st.from),
-            trim_num(st.target),
-            st.unit,
-            st.complete,
-            st.failed,
-            st.rps,
-            p99
+        kv.pair(
+            format!("Stage {}", st.stage),
+            format!(
+                "{:.1}–{:.1} s, {} → {} {}: {} complete, {} failed, {:.2} req/s, p99 {:.3} ms",
+                st.start_s,
+                st.start_s + st.duration_s,
+                trim_num(st.from),
+                trim_num(st.target),
+                st.unit,
+                st.complete,
+                st.failed,
+                st.rps,
+                at(l, 99.0)
+            ),
         );
     }
-    o
+    kv
 }
 
 /// A latency in ms in the unit that suits it (wrk's style): `850.0us`, `3.52ms`, `1.25s`.
@@ -256,324 +272,348 @@ fn fmt_bytes(b: f64) -> String {
     format!("{v:.2} {unit}")
 }
 
+/// ab's value column: the values of its key-value lines start at column 25.
+const AB_KEYS: usize = 24;
+
 /// What was run: target, mode, mix, whether it was interrupted.
-fn header(o: &mut String, r: &BenchReport) {
+fn header(r: &BenchReport) -> KeyValue {
     let c = &r.config;
-    let _ = writeln!(o, "Target:                 {}", r.target);
+    let mut kv = KeyValue::new("").width(AB_KEYS);
+    kv.pair("Target", r.target.clone());
     let mode = match c.rate {
         Some(rate) => format!("open loop, {rate} req/s target"),
         None => "closed loop".to_string(),
     };
-    let _ = writeln!(
-        o,
-        "Mode:                   {mode}, {} connections, {} thread{}, keep-alive {}",
-        c.connections,
-        c.threads,
-        if c.threads == 1 { "" } else { "s" },
-        if c.keepalive { "on" } else { "off" }
+    kv.pair(
+        "Mode",
+        format!(
+            "{mode}, {} connections, {} thread{}, keep-alive {}",
+            c.connections,
+            c.threads,
+            if c.threads == 1 { "" } else { "s" },
+            if c.keepalive { "on" } else { "off" }
+        ),
     );
     if let (Some(p), Some(s)) = (&c.protocol, c.streams) {
-        let _ = writeln!(
-            o,
-            "Protocol:               HTTP/2 ({p}), {s} stream{} per connection",
-            if s == 1 { "" } else { "s" }
+        kv.pair(
+            "Protocol",
+            format!(
+                "HTTP/2 ({p}), {s} stream{} per connection",
+                if s == 1 { "" } else { "s" }
+            ),
         );
     }
     if let Some(m) = &c.mix {
-        let _ = writeln!(o, "Mix:                    {m} (assign by {})", c.assign);
+        kv.pair("Mix", format!("{m} (assign by {})", c.assign));
     }
     if r.interrupted {
-        let _ = writeln!(
-            o,
-            "Interrupted:            yes (figures cover what completed)"
-        );
+        kv.pair("Interrupted", "yes (figures cover what completed)");
     }
+    kv
 }
 
-/// ab's header block: server, document, concurrency.
-fn document(o: &mut String, r: &BenchReport) {
-    let c = &r.config;
-    let _ = writeln!(o);
-    if let Some(d) = &r.document {
-        let _ = writeln!(
-            o,
-            "Server Software:        {}",
-            d.server_software.as_deref().unwrap_or("")
-        );
-        let _ = writeln!(o, "Server Hostname:        {}", d.hostname);
-        let _ = writeln!(o, "Server Port:            {}", d.port);
-        let _ = writeln!(o);
-        let _ = writeln!(o, "Document Path:          {}", d.path);
+/// ab's header blocks: server, then document.
+fn ab_document(r: &BenchReport) -> Vec<KeyValue> {
+    let Some(d) = &r.document else {
+        return Vec::new();
+    };
+    let mut server = KeyValue::new("").width(AB_KEYS);
+    server.pair(
+        "Server Software",
+        d.server_software.clone().unwrap_or_default(),
+    );
+    server.pair("Server Hostname", d.hostname.clone());
+    server.pair("Server Port", d.port.to_string());
+    let mut doc = KeyValue::new("").width(AB_KEYS);
+    doc.pair("Document Path", d.path.clone());
+    doc.pair(
+        "Document Length",
         match d.length {
-            Some(n) => {
-                let _ = writeln!(o, "Document Length:        {n} bytes");
-            }
-            None => {
-                let _ = writeln!(o, "Document Length:        (no complete response)");
-            }
-        }
-        let _ = writeln!(o);
-    }
-    let _ = writeln!(o, "Concurrency Level:      {}", c.connections);
+            Some(n) => format!("{n} bytes"),
+            None => "(no complete response)".to_string(),
+        },
+    );
+    vec![server, doc]
 }
 
-/// ab's totals: time, requests (failed split as ab does), bytes, rates.
-fn totals(o: &mut String, r: &BenchReport) {
+/// ab's totals: concurrency, time, requests (failed split as ab does), bytes, rates.
+fn totals(r: &BenchReport) -> KeyValue {
     let s = &r.summary;
     let c = &r.config;
-    let _ = writeln!(o, "Time taken for tests:   {:.3} seconds", r.elapsed_s);
-    let _ = writeln!(o, "Complete requests:      {}", s.complete);
+    let mut kv = KeyValue::new("").width(AB_KEYS);
+    kv.pair("Concurrency Level", c.connections.to_string());
+    kv.pair(
+        "Time taken for tests",
+        format!("{:.3} seconds", r.elapsed_s),
+    );
+    kv.pair("Complete requests", s.complete.to_string());
     let f = &s.failed;
-    let _ = writeln!(o, "Failed requests:        {}", f.total);
     if f.total > 0 {
-        let _ = writeln!(
-            o,
-            "   (Connect: {}, Receive: {}, Length: {}, Exceptions: {}{})",
-            f.connect,
-            f.receive,
-            f.length,
-            f.exceptions,
-            if f.timeouts > 0 {
-                format!(" incl. {} timeouts", f.timeouts)
-            } else {
-                String::new()
-            }
+        kv.pair_with(
+            "Failed requests",
+            f.total.to_string(),
+            format!(
+                "(Connect: {}, Receive: {}, Length: {}, Exceptions: {}{})",
+                f.connect,
+                f.receive,
+                f.length,
+                f.exceptions,
+                if f.timeouts > 0 {
+                    format!(" incl. {} timeouts", f.timeouts)
+                } else {
+                    String::new()
+                }
+            ),
         );
+    } else {
+        kv.pair("Failed requests", "0");
     }
     for e in &s.connection_errors {
-        let _ = writeln!(o, "Connection failed:      {} × {}", e.count, e.reason);
+        kv.pair("Connection failed", format!("{} × {}", e.count, e.reason));
     }
     if s.non_2xx > 0 {
-        let _ = writeln!(o, "Non-2xx responses:      {}", s.non_2xx);
+        kv.pair("Non-2xx responses", s.non_2xx.to_string());
     }
-    let _ = writeln!(o, "Total transferred:      {} bytes", s.total_bytes);
-    let _ = writeln!(o, "HTML transferred:       {} bytes", s.body_bytes);
-    let _ = writeln!(o, "Requests per second:    {:.2} [#/sec] (mean)", s.rps);
+    kv.pair("Total transferred", format!("{} bytes", s.total_bytes));
+    kv.pair("HTML transferred", format!("{} bytes", s.body_bytes));
+    kv.pair(
+        "Requests per second",
+        format!("{:.2} [#/sec] (mean)", s.rps),
+    );
     // ab's two "Time per request" lines are throughput restated (connections / rate, 1 / rate). In a
     // closed loop the first equals the mean latency; in an open loop it does not, and beside the real
     // latencies below it read like one.
-    let _ = writeln!(
-        o,
-        "Time per request:       {:.3} [ms] (mean{})",
-        s.time_per_request_ms,
-        if c.rate.is_some() {
-            "; ab's connections / requests per second — not a latency in an open loop; latencies below"
-        } else {
-            ""
-        }
+    kv.pair(
+        "Time per request",
+        format!(
+            "{:.3} [ms] (mean{})",
+            s.time_per_request_ms,
+            if c.rate.is_some() {
+                "; ab's connections / requests per second — not a latency in an open loop; latencies below"
+            } else {
+                ""
+            }
+        ),
     );
-    let _ = writeln!(
-        o,
-        "Time per request:       {:.3} [ms] (mean, across all concurrent requests)",
-        s.time_per_request_all_ms
+    kv.pair(
+        "Time per request",
+        format!(
+            "{:.3} [ms] (mean, across all concurrent requests)",
+            s.time_per_request_all_ms
+        ),
     );
-    let _ = writeln!(
-        o,
-        "Transfer rate:          {:.2} [Kbytes/sec] received",
-        s.transfer_kbytes_per_s
+    kv.pair(
+        "Transfer rate",
+        format!("{:.2} [Kbytes/sec] received", s.transfer_kbytes_per_s),
     );
-    let _ = writeln!(o, "Connections opened:     {}", s.connections_opened);
+    kv.pair("Connections opened", s.connections_opened.to_string());
+    kv
 }
 
 /// ab's Connection Times table.
-fn connection_times(o: &mut String, r: &BenchReport) {
-    let _ = writeln!(o);
-    let _ = writeln!(o, "Connection Times (ms)");
-    let _ = writeln!(
-        o,
-        "              {:>9} {:>9} {:>8} {:>9} {:>9}",
-        "min", "mean", "[+/-sd]", "median", "max"
-    );
-    let row = |o: &mut String, name: &str, t: &TimeRow| {
-        let _ = writeln!(
-            o,
-            "{name:<13} {:>9.3} {:>9.3} {:>8.3} {:>9.3} {:>9.3}",
-            t.min_ms, t.mean_ms, t.sd_ms, t.median_ms, t.max_ms
-        );
-    };
+fn connection_times(r: &BenchReport) -> Table {
+    let mut t = Table::new(
+        "Connection Times (ms)",
+        &["", "min", "mean", "[+/-sd]", "median", "max"],
+    )
+    .columns(0, &[13, 9, 9, 8, 9, 9]);
     let ct = &r.connection_times;
-    row(o, "Connect:", &ct.connect);
-    row(o, "Processing:", &ct.processing);
-    row(o, "Waiting:", &ct.waiting);
-    row(o, "Total:", &ct.total);
+    for (name, row) in [
+        ("Connect:", &ct.connect),
+        ("Processing:", &ct.processing),
+        ("Waiting:", &ct.waiting),
+        ("Total:", &ct.total),
+    ] {
+        t.row(time_row(name, row));
+    }
+    t
+}
+
+fn time_row(name: &str, t: &TimeRow) -> Vec<String> {
+    std::iter::once(name.to_string())
+        .chain(
+            [t.min_ms, t.mean_ms, t.sd_ms, t.median_ms, t.max_ms]
+                .iter()
+                .map(|v| format!("{v:.3}")),
+        )
+        .collect()
 }
 
 /// Latency percentiles (corrected beside uncorrected in an open loop).
-fn percentiles(o: &mut String, r: &BenchReport) {
+fn percentiles(r: &BenchReport) -> Table {
+    const TITLE: &str = "Percentage of the requests served within a certain time (ms)";
     let s = &r.summary;
-    let _ = writeln!(o);
+    let longest = |p: f64| {
+        if p >= 100.0 {
+            "(longest request)".to_string()
+        } else {
+            String::new()
+        }
+    };
     match &s.corrected {
         Some(cor) => {
-            let _ = writeln!(
-                o,
-                "Percentage of the requests served within a certain time (ms)"
-            );
-            let _ = writeln!(
-                o,
-                "          corrected  uncorrected   (corrected: from when each request was due)"
-            );
+            let mut t = Table::new(
+                TITLE,
+                &[
+                    "",
+                    "corrected",
+                    "uncorrected",
+                    "(corrected: from when each request was due)",
+                ],
+            )
+            .right(0)
+            .left(3)
+            .columns(2, &[6, 9, 11])
+            .gap(2);
             for (a, b) in cor.percentiles.iter().zip(&s.latency.percentiles) {
-                let _ = writeln!(
-                    o,
-                    "  {:>6}  {:>9.3}  {:>11.3}{}",
+                t.row(vec![
                     pct_label(a.p),
-                    a.ms,
-                    b.ms,
-                    if a.p >= 100.0 {
-                        " (longest request)"
-                    } else {
-                        ""
-                    }
-                );
+                    format!("{:.3}", a.ms),
+                    format!("{:.3}", b.ms),
+                    longest(a.p),
+                ]);
             }
+            t
         }
         None => {
-            let _ = writeln!(
-                o,
-                "Percentage of the requests served within a certain time (ms)"
-            );
+            let mut t = Table::headless(TITLE, &[Align::Right, Align::Right, Align::Left])
+                .columns(2, &[6, 9])
+                .gap(2);
             for p in &s.latency.percentiles {
-                let _ = writeln!(
-                    o,
-                    "  {:>6}  {:>9.3}{}",
-                    pct_label(p.p),
-                    p.ms,
-                    if p.p >= 100.0 {
-                        " (longest request)"
-                    } else {
-                        ""
-                    }
-                );
+                t.row(vec![pct_label(p.p), format!("{:.3}", p.ms), longest(p.p)]);
             }
+            t
         }
     }
 }
 
 /// The per-class table, and a note when connections cannot split into the shares.
-fn classes(o: &mut String, r: &BenchReport) {
+fn classes(r: &BenchReport) -> Vec<Block> {
     let c = &r.config;
-    if r.classes.len() > 1 {
-        let _ = writeln!(o);
-        let _ = writeln!(o, "Per class (latency in ms{})", corrected_note(r));
-        let _ = writeln!(
-            o,
-            "{:<12} {:>6} {:>7} {:>7} {:>9} {:>6} {:>6} {:>10} {:>9} {:>9} {:>9} {:>9}",
-            "class",
-            "share",
-            "clients",
-            "reqs%",
-            "complete",
-            "failed",
-            "non2xx",
-            "req/s",
-            "mean",
-            "p50",
-            "p95",
-            "p99"
-        );
-        for cl in &r.classes {
-            let l = cl.corrected.as_ref().unwrap_or(&cl.latency);
-            let clients = if c.assign == "clients" {
-                format!("{:.1}%", cl.client_share * 100.0)
-            } else {
-                "-".to_string()
-            };
-            let _ = writeln!(
-                o,
-                "{:<12} {:>5.1}% {:>7} {:>6.2}% {:>9} {:>6} {:>6} {:>10.2} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
-                cl.name,
-                cl.share * 100.0,
-                clients,
-                cl.request_share * 100.0,
-                cl.complete,
-                cl.failed.total,
-                cl.non_2xx,
-                cl.rps,
-                l.mean_ms,
-                l.at(50.0).unwrap_or(0.0),
-                l.at(95.0).unwrap_or(0.0),
-                l.at(99.0).unwrap_or(0.0),
-            );
-        }
+    let mut out = Vec::new();
+    if r.classes.len() <= 1 {
+        return out;
     }
-    if c.assign == "clients" && r.classes.len() > 1 {
+    let mut t = Table::new(
+        format!("Per class (latency in ms{})", corrected_note(r)),
+        &[
+            "class", "share", "clients", "reqs%", "complete", "failed", "non2xx", "req/s", "mean",
+            "p50", "p95", "p99",
+        ],
+    )
+    .columns(0, &[12, 6, 7, 7, 9, 6, 6, 10, 9, 9, 9, 9]);
+    for cl in &r.classes {
+        let l = cl.corrected.as_ref().unwrap_or(&cl.latency);
+        let clients = if c.assign == "clients" {
+            format!("{:.1}%", cl.client_share * 100.0)
+        } else {
+            "-".to_string()
+        };
+        t.row(vec![
+            cl.name.clone(),
+            format!("{:.1}%", cl.share * 100.0),
+            clients,
+            format!("{:.2}%", cl.request_share * 100.0),
+            cl.complete.to_string(),
+            cl.failed.total.to_string(),
+            cl.non_2xx.to_string(),
+            format!("{:.2}", cl.rps),
+            format!("{:.3}", l.mean_ms),
+            format!("{:.3}", l.at(50.0).unwrap_or(0.0)),
+            format!("{:.3}", l.at(95.0).unwrap_or(0.0)),
+            format!("{:.3}", l.at(99.0).unwrap_or(0.0)),
+        ]);
+    }
+    out.push(t.into());
+    if c.assign == "clients" {
         let worst = r
             .classes
             .iter()
             .map(|cl| (cl.client_share - cl.share).abs())
             .fold(0.0f64, f64::max);
         if worst > 0.005 {
-            let _ = writeln!(
-                o,
+            out.push(Block::Note(format!(
                 "note: {} connections cannot split exactly into these shares (client shares are off by up to {:.2} \
                  percentage points); pick a connection count that divides, or assign = \"requests\"",
                 c.connections,
                 worst * 100.0
-            );
+            )));
         }
     }
+    out
 }
 
 /// Responses per status and the throughput sparkline.
-fn status_and_timeline(o: &mut String, r: &BenchReport) {
+fn status_and_timeline(r: &BenchReport) -> Vec<Block> {
+    let mut out = Vec::new();
     if !r.status_counts.is_empty() {
-        let _ = writeln!(o);
         let list: Vec<String> = r
             .status_counts
             .iter()
             .map(|s| format!("{}: {}", s.status, s.count))
             .collect();
-        let _ = writeln!(o, "Status codes:           {}", list.join(", "));
+        let mut kv = KeyValue::new("").width(AB_KEYS);
+        kv.pair("Status codes", list.join(", "));
+        out.push(kv.into());
     }
     if r.timeline_rates().len() > 1 {
-        let _ = writeln!(o);
-        let _ = writeln!(o, "Throughput over time (complete requests per second)");
-        let _ = writeln!(o, "  {}", sparkline(r));
+        let (bars, peak) = sparkline(r);
+        let mut t = Table::headless(
+            "Throughput over time (complete requests per second)",
+            &[Align::Left, Align::Left],
+        )
+        .columns(2, &[])
+        .gap(2);
+        t.row(vec![bars, format!("(peak {peak:.0}/s)")]);
+        out.push(t.into());
     }
+    out
 }
 
 /// The server process during the measured part (`--server-pid`).
-fn server(o: &mut String, r: &BenchReport) {
-    if let Some(sv) = &r.server {
-        let _ = writeln!(o);
-        let _ = writeln!(
-            o,
-            "Server process {} ({} threads) over {:.2} s",
-            sv.pid, sv.threads, sv.interval_s
-        );
-        let _ = writeln!(
-            o,
-            "  CPU time:             {:.3} s ({:.3} user, {:.3} system) = {:.2} cores",
+fn server(r: &BenchReport) -> Option<KeyValue> {
+    let sv = r.server.as_ref()?;
+    let mut kv = KeyValue::new(format!(
+        "Server process {} ({} threads) over {:.2} s",
+        sv.pid, sv.threads, sv.interval_s
+    ))
+    .indent(2)
+    .width(AB_KEYS - 2);
+    kv.pair(
+        "CPU time",
+        format!(
+            "{:.3} s ({:.3} user, {:.3} system) = {:.2} cores",
             sv.cpu_s, sv.user_s, sv.system_s, sv.cpu_cores
-        );
-        let _ = writeln!(
-            o,
-            "  Context switches:     {} voluntary, {} involuntary",
+        ),
+    );
+    kv.pair(
+        "Context switches",
+        format!(
+            "{} voluntary, {} involuntary",
             sv.voluntary_switches, sv.involuntary_switches
-        );
+        ),
+    );
+    kv.pair(
+        "Run-queue wait",
         match sv.run_delay_s {
-            Some(d) => {
-                let _ = writeln!(o, "  Run-queue wait:       {d:.3} s");
-            }
-            None => {
-                let _ = writeln!(
-                    o,
-                    "  Run-queue wait:       n/a (no /proc/PID/task/*/schedstat)"
-                );
-            }
-        }
-        let p = &sv.per_request;
-        let _ = writeln!(
-            o,
-            "  Per request:          {:.1} µs CPU, {:.3} voluntary + {:.3} involuntary switches{}",
+            Some(d) => format!("{d:.3} s"),
+            None => "n/a (no /proc/PID/task/*/schedstat)".to_string(),
+        },
+    );
+    let p = &sv.per_request;
+    kv.pair(
+        "Per request",
+        format!(
+            "{:.1} µs CPU, {:.3} voluntary + {:.3} involuntary switches{}",
             p.cpu_us,
             p.voluntary_switches,
             p.involuntary_switches,
             p.run_delay_us
                 .map(|d| format!(", {d:.1} µs run-queue wait"))
                 .unwrap_or_default()
-        );
-    }
+        ),
+    );
+    Some(kv)
 }
 
 fn corrected_note(r: &BenchReport) -> &'static str {
@@ -592,8 +632,9 @@ fn pct_label(p: f64) -> String {
     }
 }
 
-/// Complete requests per second as bars (the last, partial second as a rate: see `timeline_rates`).
-fn sparkline(r: &BenchReport) -> String {
+/// Complete requests per second as bars (the last, partial second as a rate: see `timeline_rates`), and
+/// the peak rate they are scaled to.
+fn sparkline(r: &BenchReport) -> (String, f64) {
     const BARS: [char; 8] = ['▁', '▂', '▃', '▄', '▅', '▆', '▇', '█'];
     let rates = r.timeline_rates();
     let max = rates
@@ -606,7 +647,7 @@ fn sparkline(r: &BenchReport) -> String {
         .take(120)
         .map(|t| BARS[((t.complete_per_s * 7.0 / max) as usize).min(7)])
         .collect();
-    format!("{line}  (peak {max:.0}/s)")
+    (line, max)
 }
 
 fn csv_latency(o: &mut String, l: &Latency) {
@@ -769,8 +810,39 @@ mod tests {
                 bytes: 0,
             })
             .collect();
-        assert_eq!(sparkline(&r), "███  (peak 1000/s)");
+        assert_eq!(sparkline(&r), ("███".to_string(), 1000.0));
+        assert!(text(&r).contains("\n  ███  (peak 1000/s)\n"));
         assert!(text(&r).contains("Throughput over time"));
+    }
+
+    /// ab's layout through the document model: values from column 25, the failed-request breakdown under
+    /// its line, the Connection Times columns, the percentiles right-aligned with corrected beside
+    /// uncorrected.
+    #[test]
+    fn text_keeps_abs_layout() {
+        let mut r = sample(9990, 10, 40, 1234.5, true);
+        r.summary.failed.connect = 10;
+        let t = text(&r);
+        assert!(
+            t.starts_with(
+                "Target:                 http://x/\n\
+                 Mode:                   closed loop, 1 connections, 1 thread, keep-alive on\n\
+                 \n\
+                 Concurrency Level:      1\n"
+            ),
+            "{t}"
+        );
+        for block in [
+            "Failed requests:        10\n   (Connect: 10, Receive: 0, Length: 0, Exceptions: 0)\nNon-2xx responses:      40\n",
+            "\nConnection Times (ms)\n                    min      mean  [+/-sd]    median       max\n\
+             Connect:          0.000     0.000    0.000     0.000     0.000\n",
+            "\n          corrected  uncorrected  (corrected: from when each request was due)\n\
+             \x20    50%     10.000        1.000\n",
+            "\n    100%    732.000       73.200  (longest request)\n",
+        ] {
+            assert!(t.contains(block), "{block:?} not in\n{t}");
+        }
+        assert!(!t.contains(" \n"), "no trailing spaces in table rows: {t}");
     }
 
     #[test]

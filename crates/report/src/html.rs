@@ -4,7 +4,9 @@
 
 use std::fmt::Write as _;
 
-use crate::doc::{Align, Block, Section, Table};
+use ordo_doc::{Align, KeyValue};
+
+use crate::doc::{Block, Section, Table};
 use crate::svg::escape;
 
 /// What the header says about one input.
@@ -102,6 +104,29 @@ pub(crate) fn table(t: &Table) -> String {
     out
 }
 
+/// Render a key-value block as a two-column table (a detail line in the value's cell, under it).
+pub(crate) fn key_value(kv: &KeyValue) -> String {
+    let mut out = String::from("<table class=\"summary\">");
+    if !kv.title.is_empty() {
+        let _ = write!(out, "<caption>{}</caption>", escape(&kv.title));
+    }
+    out.push_str("<tbody>");
+    for p in &kv.pairs {
+        let _ = write!(
+            out,
+            "<tr><th>{}</th><td>{}",
+            escape(&p.key),
+            escape(&p.value)
+        );
+        if let Some(d) = &p.detail {
+            let _ = write!(out, "<br/>{}", escape(d));
+        }
+        out.push_str("</td></tr>");
+    }
+    out.push_str("</tbody></table>");
+    out
+}
+
 /// Render the whole page.
 pub(crate) fn page(
     title: &str,
@@ -187,8 +212,8 @@ pub(crate) fn page(
         let mut open: Option<&str> = None;
         for b in &s.blocks {
             let want = match b {
-                Block::Chart(_) => Some("grid"),
-                Block::Table(_) => Some("tables"),
+                Block::Figure(_) => Some("grid"),
+                Block::Table(_) | Block::KeyValue(_) => Some("tables"),
                 Block::Note(_) => None,
             };
             if open != want {
@@ -201,10 +226,15 @@ pub(crate) fn page(
                 open = want;
             }
             match b {
-                Block::Chart(c) => out.push_str(&c.render()),
+                Block::Figure(c) => out.push_str(&c.render()),
                 Block::Table(t) => out.push_str(&table(t)),
+                Block::KeyValue(kv) => out.push_str(&key_value(kv)),
                 Block::Note(n) => {
-                    let _ = write!(out, "<p class=\"note\">{}</p>", escape(n));
+                    let _ = write!(
+                        out,
+                        "<p class=\"note\">{}</p>",
+                        escape(n).replace('\n', "<br/>")
+                    );
                 }
             }
         }
@@ -215,4 +245,33 @@ pub(crate) fn page(
     }
     out.push_str("</main>\n<footer>Made by <code>ordo report</code>. Each chart's points carry their values: hover for a tooltip. Self-contained: no scripts, fonts or network.</footer>\n</body>\n</html>\n");
     out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A key-value block is a captioned two-column table, its detail under the value, everything escaped;
+    /// a multi-line note keeps its lines.
+    #[test]
+    fn key_values_and_notes_in_a_section() {
+        let mut kv = KeyValue::new("Server <1>");
+        kv.pair("Port", "80");
+        kv.pair_with("Failed", "3", "(Connect: 3 & more)");
+        assert_eq!(
+            key_value(&kv),
+            "<table class=\"summary\"><caption>Server &lt;1&gt;</caption><tbody>\
+             <tr><th>Port</th><td>80</td></tr>\
+             <tr><th>Failed</th><td>3<br/>(Connect: 3 &amp; more)</td></tr></tbody></table>"
+        );
+        let s = Section {
+            id: "s".into(),
+            title: "t".into(),
+            subtitle: String::new(),
+            blocks: vec![kv.into(), Block::Note("one\ntwo".into())],
+        };
+        let p = page("x", "now", &[], &[s]);
+        assert!(p.contains("<div class=\"tables\"><table class=\"summary\"><caption>Server"));
+        assert!(p.contains("<p class=\"note\">one<br/>two</p>"));
+    }
 }

@@ -13,7 +13,6 @@ mod html;
 mod inputs;
 mod machine;
 mod svg;
-mod text;
 
 use std::path::Path;
 
@@ -107,7 +106,7 @@ pub fn write_html(inputs: &[Input], path: &Path) -> Result<(), ReportError> {
     })
 }
 
-/// The same summaries as aligned terminal tables.
+/// The same summaries as aligned terminal tables (ordo-doc's terminal renderer; charts left out).
 pub fn render_text(inputs: &[Input]) -> String {
-    text::render(&sections(inputs))
+    ordo_doc::text::sections(&sections(inputs))
 }

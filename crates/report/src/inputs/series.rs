@@ -70,7 +70,7 @@ mod tests {
         };
         assert_eq!(r.charts[0].series[1].points[1], [1.5, 64.0]);
         let sections = input.sections("s0");
-        assert_eq!(sections[0].chart_count(), 1);
+        assert_eq!(sections[0].figure_count(), 1);
         assert_eq!(sections[0].blocks.len(), 3);
         let page = crate::render_html(std::slice::from_ref(&input));
         assert!(page.contains("Limit over time.") && page.contains("data-y=\"64\""));
