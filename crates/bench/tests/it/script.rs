@@ -6,8 +6,9 @@
 use std::io::{Read, Write};
 use std::net::{SocketAddr, TcpListener, TcpStream};
 use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use ordo_bench::{BenchConfig, BenchReport, CancelToken, Script, Stop};
 
@@ -32,6 +33,8 @@ impl Seen {
 struct Recorder {
     addr: SocketAddr,
     seen: Arc<Mutex<Vec<Seen>>>,
+    /// Connections still being served.
+    open: Arc<AtomicUsize>,
 }
 
 impl Recorder {
@@ -42,6 +45,16 @@ impl Recorder {
     fn take(&self) -> Vec<Seen> {
         std::mem::take(&mut *self.seen.lock().unwrap())
     }
+
+    /// What was seen once every connection is closed (at most 5 s): a client that exits with requests
+    /// in flight (wrk at the end of its duration) has them recorded here, not in the next test's take.
+    fn take_when_closed(&self) -> Vec<Seen> {
+        let deadline = Instant::now() + Duration::from_secs(5);
+        while self.open.load(Ordering::SeqCst) > 0 && Instant::now() < deadline {
+            std::thread::sleep(Duration::from_millis(5));
+        }
+        self.take()
+    }
 }
 
 /// A keep-alive HTTP/1.1 server answering pipelined requests in order; `/authenticate` answers with an
@@ -50,15 +63,20 @@ fn recorder() -> Recorder {
     let l = TcpListener::bind("127.0.0.1:0").unwrap();
     let addr = l.local_addr().unwrap();
     let seen = Arc::new(Mutex::new(Vec::new()));
-    let s = seen.clone();
+    let open = Arc::new(AtomicUsize::new(0));
+    let (s, o) = (seen.clone(), open.clone());
     std::thread::spawn(move || {
         for c in l.incoming() {
             let Ok(c) = c else { continue };
-            let s = s.clone();
-            std::thread::spawn(move || serve(c, s));
+            let (s, o) = (s.clone(), o.clone());
+            o.fetch_add(1, Ordering::SeqCst);
+            std::thread::spawn(move || {
+                serve(c, s);
+                o.fetch_sub(1, Ordering::SeqCst);
+            });
         }
     });
-    Recorder { addr, seen }
+    Recorder { addr, seen, open }
 }
 
 fn serve(mut c: TcpStream, seen: Arc<Mutex<Vec<Seen>>>) {
@@ -151,7 +169,7 @@ fn wrk_for(s: &Recorder, name: &str, duration: &str) -> Option<Vec<Seen>> {
         .output()
         .ok()?;
     assert!(out.status.success(), "wrk {name}: {out:?}");
-    Some(s.take())
+    Some(s.take_when_closed())
 }
 
 #[test]
