@@ -157,7 +157,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 /// The HTML report next to the JSON (same name, `.html`), rendered by `ordo report` from the saved file.
 fn write_html(json_path: &std::path::Path) -> anyhow::Result<PathBuf> {
     let html = json_path.with_extension("html");
-    let input = ordo_report::load(json_path)
+    let input = ordo_report::load(json_path, None)
         .with_context(|| format!("cannot read back {}", json_path.display()))?;
     ordo_report::write_html(&[input], &html)
         .with_context(|| format!("cannot write the report {}", html.display()))?;

@@ -13,7 +13,7 @@ use ordo_probe::{
     CancelToken, CompareConfig, LoadSpec, LoopConfig, PidConfig, PidEnd, ProbeError, Work, render,
     run_compare_until, run_loop_until, watch_until,
 };
-use ordo_sys::{Fingerprint, Policy};
+use ordo_sys::Policy;
 
 use crate::exit::UsageError;
 use crate::interrupt::{INTERRUPTED, stop_on_signals};
@@ -224,7 +224,7 @@ fn run_loop_cmd(a: LoopArgs) -> anyhow::Result<ExitCode> {
             );
         }
         if a.json {
-            report.fingerprint = Some(Fingerprint::collect());
+            report.fingerprint = Some(ordo_sys::fingerprint::collect());
             serde_json::to_writer(&mut stdout, &report).context("writing the JSON report")?;
             writeln!(stdout)?;
         } else {
@@ -237,7 +237,7 @@ fn run_loop_cmd(a: LoopArgs) -> anyhow::Result<ExitCode> {
             eprintln!("ordo probe: {}", render::interrupted_line(&report));
         }
         if a.json {
-            report.fingerprint = Some(Fingerprint::collect());
+            report.fingerprint = Some(ordo_sys::fingerprint::collect());
             serde_json::to_writer(&mut stdout, &report).context("writing the JSON report")?;
             writeln!(stdout)?;
         } else {

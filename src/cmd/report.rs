@@ -123,7 +123,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
     if let Some(ReportCommand::Merge(a)) = args.command {
         return merge(a);
     }
-    let inputs = ordo_report::load_all(&args.inputs).map_err(|e| UsageError(e.to_string()))?;
+    let inputs = ordo_report::load_all(&args.inputs, Some(&ordo_tune::export::read_store))
+        .map_err(|e| UsageError(e.to_string()))?;
     if args.text {
         print!("{}", ordo_report::render_text(&inputs));
     }

@@ -252,9 +252,10 @@ fn write_report(db: &Path, experiment: i64) {
         .file_stem()
         .map_or_else(|| "tune".into(), |s| s.to_string_lossy().into_owned());
     let html = db.with_file_name(format!("{stem}-{experiment}.html"));
-    let written = ordo_report::Input::tune(db, Some(experiment))
-        .map_err(ordo_report::ReportError::from)
-        .and_then(|input| ordo_report::write_html(&[input], &html));
+    let written =
+        ordo_report::Input::tune_store(db, Some(experiment), &ordo_tune::export::read_store)
+            .map_err(ordo_report::ReportError::from)
+            .and_then(|input| ordo_report::write_html(&[input], &html));
     match written {
         Ok(()) => println!("report: {}", html.display()),
         Err(e) => eprintln!("warning: no HTML report: {e}"),
@@ -332,8 +333,8 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
                 None => ordo_tune::analysis::analyze(&data),
             };
             if a.json {
-                let v = serde_json::json!({"kind": "tune-analysis", "version": 1, "analysis": analysis, "fingerprint": data.fingerprint});
-                println!("{}", serde_json::to_string_pretty(&v)?);
+                let doc = ordo_tune::export::analysis(&data, analysis);
+                println!("{}", serde_json::to_string_pretty(&doc)?);
             } else {
                 if let Some(fp) = data.fingerprint() {
                     println!(
@@ -371,13 +372,7 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
             let text = match a.format {
                 ExportFormat::Csv => store::to_csv(&data),
                 ExportFormat::Json => {
-                    let v = serde_json::json!({
-                        "kind": "tune-experiment",
-                        "version": 1,
-                        "experiment": data,
-                        "analysis": ordo_tune::analysis::analyze(&data),
-                    });
-                    serde_json::to_string_pretty(&v)? + "\n"
+                    serde_json::to_string_pretty(&ordo_tune::export::experiment(data))? + "\n"
                 }
             };
             match a.output {
@@ -474,8 +469,8 @@ fn compare(a: CompareArgs) -> anyhow::Result<ExitCode> {
     let (ea, eb) = (ea.map_err(compare_error)?, eb.map_err(compare_error)?);
     let c = ordo_tune::compare::compare(&ea, &eb, a.force).map_err(compare_error)?;
     if a.json {
-        let v = serde_json::json!({"kind": "tune-comparison", "version": 1, "comparison": c});
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        let doc = ordo_tune::export::comparison(c);
+        println!("{}", serde_json::to_string_pretty(&doc)?);
     } else {
         print!("{}", ordo_tune::compare::render(&c));
     }

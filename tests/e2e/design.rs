@@ -1,6 +1,8 @@
-//! The design rule the crate map relies on, checked on the source tree: within each crate (and the binary),
+//! The design rules the crate map relies on, checked on the source tree: within each crate (and the binary),
 //! no top-level module imports one that imports it back, so every crate reads as layers (docs/design.md).
-//! A `crate::m` path outside comments and `#[cfg(test)]` code is an import of module `m`.
+//! A `crate::m` path outside comments and `#[cfg(test)]` code is an import of module `m`. Between crates,
+//! data flows one way: `results` depends on no project crate and `report` on `results` and `util` only, so
+//! a reader never reaches the server, the load generator or the tune runner.
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
@@ -140,5 +142,103 @@ fn a_cycle_is_found() {
     assert_eq!(
         imports("use crate::x::Y; // crate::z\nlet a = ordo_crate::w; crate::v::f();"),
         BTreeSet::from(["x".into(), "v".into()])
+    );
+}
+
+/// The project crates (`ordo-*`) a manifest's normal dependencies name: `[dependencies]` and
+/// `[target.'…'.dependencies]`; dev- and build-dependencies are not the library's.
+fn project_deps(manifest: &str) -> BTreeSet<String> {
+    let mut out = BTreeSet::new();
+    let mut normal = false;
+    for line in manifest.lines() {
+        let line = line.split('#').next().unwrap_or("").trim();
+        if let Some(section) = line.strip_prefix('[') {
+            let section = section.trim_end_matches(']').trim();
+            normal = section == "dependencies" || section.ends_with(".dependencies");
+            continue;
+        }
+        let name: String = line
+            .chars()
+            .take_while(|c| c.is_ascii_alphanumeric() || *c == '-' || *c == '_')
+            .collect();
+        if normal && name.starts_with("ordo-") {
+            out.insert(name);
+        }
+    }
+    out
+}
+
+/// The project crates each crate may depend on, for the crates the one-way flow constrains: readers read
+/// results only (and render with the document model); results and the document model are leaves.
+const LAYERS: &[(&str, &[&str])] = &[
+    ("results", &[]),
+    ("doc", &[]),
+    ("report", &["ordo-results", "ordo-doc", "ordo-util"]),
+];
+
+/// What `krate`'s manifest depends on that its layer forbids.
+fn layer_violations(krate: &str, manifest: &str) -> Vec<String> {
+    let Some((_, allowed)) = LAYERS.iter().find(|(k, _)| *k == krate) else {
+        return Vec::new();
+    };
+    project_deps(manifest)
+        .into_iter()
+        .filter(|d| !allowed.contains(&d.as_str()))
+        .map(|d| format!("crates/{krate} depends on {d} (allowed: {allowed:?})"))
+        .collect()
+}
+
+#[test]
+fn readers_depend_on_results_only_and_results_on_no_project_crate() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut found = Vec::new();
+    for (krate, _) in LAYERS {
+        let path = root.join("crates").join(krate).join("Cargo.toml");
+        let manifest = std::fs::read_to_string(&path).unwrap();
+        assert!(
+            manifest.contains("[dependencies]"),
+            "{}: no [dependencies]",
+            path.display()
+        );
+        found.extend(layer_violations(krate, &manifest));
+    }
+    assert!(found.is_empty(), "a reader above a producer: {found:#?}");
+}
+
+#[test]
+fn a_reader_reaching_a_producer_is_found() {
+    let report = r#"
+[package]
+name = "ordo-report"
+
+[dependencies]
+ordo-util.workspace = true
+ordo-results = { workspace = true }
+ordo-tune.workspace = true # the store reader
+
+[target.'cfg(unix)'.dependencies]
+ordo-sys.workspace = true
+
+[dev-dependencies]
+ordo-bench.workspace = true
+"#;
+    assert_eq!(
+        layer_violations("report", report),
+        vec![
+            "crates/report depends on ordo-sys (allowed: [\"ordo-results\", \"ordo-doc\", \"ordo-util\"])",
+            "crates/report depends on ordo-tune (allowed: [\"ordo-results\", \"ordo-doc\", \"ordo-util\"])",
+        ]
+    );
+    let results = "[dependencies]\nserde.workspace = true\nordo-sys.workspace = true\n";
+    assert_eq!(
+        layer_violations("results", results),
+        vec!["crates/results depends on ordo-sys (allowed: [])"]
+    );
+    assert!(
+        layer_violations(
+            "results",
+            "[dev-dependencies]\nordo-testkit.workspace = true\n"
+        )
+        .is_empty()
     );
 }

@@ -270,7 +270,7 @@ pub(crate) fn build(inp: BuildInput<'_>) -> BenchReport {
             .collect(),
         config: inp.config,
         server: inp.server,
-        fingerprint: Some(ordo_sys::Fingerprint::collect()),
+        fingerprint: Some(ordo_sys::fingerprint::collect()),
         document: Some(Document {
             server_software: st.server_software.clone(),
             hostname: inp.hostname,
@@ -327,75 +327,21 @@ pub(crate) fn sample(
             })
             .collect(),
     };
-    let row = TimeRow {
-        min_ms: 0.0,
-        mean_ms: 0.0,
-        sd_ms: 0.0,
-        median_ms: 0.0,
-        max_ms: 0.0,
+    let mut r = BenchReport::fixture();
+    r.config.duration_s = Some(1.0);
+    let s = &mut r.summary;
+    s.complete = complete;
+    s.failed = FailedCounts {
+        total: failed,
+        connect: failed,
+        receive: 0,
+        length: 0,
+        exceptions: 0,
+        timeouts: 0,
     };
-    BenchReport {
-        kind: "bench".into(),
-        version: 1,
-        target: "http://x/".into(),
-        config: RunConfig {
-            mode: "closed".into(),
-            connections: 1,
-            threads: 1,
-            requests: None,
-            duration_s: Some(1.0),
-            rate: None,
-            keepalive: true,
-            method: "GET".into(),
-            warmup_s: 0.0,
-            timeout_s: 1.0,
-            connect_timeout_s: 1.0,
-            mix: None,
-            assign: "clients".into(),
-            protocol: None,
-            streams: None,
-        },
-        started_unix_ms: 0,
-        interrupted: false,
-        elapsed_s: 1.0,
-        summary: RunSummary {
-            complete,
-            failed: FailedCounts {
-                total: failed,
-                connect: failed,
-                receive: 0,
-                length: 0,
-                exceptions: 0,
-                timeouts: 0,
-            },
-            non_2xx,
-            rps,
-            time_per_request_ms: 0.0,
-            time_per_request_all_ms: 0.0,
-            total_bytes: 0,
-            body_bytes: 0,
-            transfer_kbytes_per_s: 0.0,
-            connections_opened: 1,
-            latency: lat(1.0),
-            corrected: corrected.then(|| lat(10.0)),
-            target_rate: None,
-            connection_errors: Vec::new(),
-        },
-        connection_times: ConnectionTimes {
-            connect: row.clone(),
-            processing: row.clone(),
-            waiting: row.clone(),
-            total: row,
-        },
-        classes: Vec::new(),
-        status_counts: Vec::new(),
-        timeline: Vec::new(),
-        server: None,
-        fingerprint: None,
-        document: None,
-        stages: Vec::new(),
-        histograms: None,
-        merged: Vec::new(),
-        warnings: Vec::new(),
-    }
+    s.non_2xx = non_2xx;
+    s.rps = rps;
+    s.latency = lat(1.0);
+    s.corrected = corrected.then(|| lat(10.0));
+    r
 }

@@ -10,7 +10,6 @@ use ordo_bench::{
 };
 use ordo_serve::config::ServeConfig;
 use ordo_serve::server::Server;
-use ordo_sys::fingerprint::Fingerprint;
 use tokio::sync::watch;
 
 use crate::plan::{DemoClass, DemoPlan, service_times_ms};
@@ -94,7 +93,7 @@ pub async fn run_demo(
     mut on_event: impl FnMut(Event<'_>),
 ) -> Result<DemoResult, DemoError> {
     let mut result = crate::result::new_result(plan, unix_now());
-    result.fingerprint = Some(Fingerprint::collect());
+    result.fingerprint = Some(ordo_sys::fingerprint::collect());
     let seed = result.started_unix_s;
 
     let config = ServeConfig::from_toml_str(&server_config_toml(plan, seed), "ordo demo")

@@ -171,7 +171,7 @@ fn compare_tune(inputs: &[Input]) -> Vec<Section> {
             .zip(&labels)
             .skip(1)
             .filter_map(|((_, e), label)| {
-                ordo_tune::compare::incompatibility(&group[0].1.data, &e.data)
+                ordo_results::tune::incompatibility(&group[0].1.data, &e.data)
                     .map(|why| format!("{label}: {why}"))
             })
             .collect();

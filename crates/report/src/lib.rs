@@ -1,7 +1,7 @@
 //! ordo-report: renders any ordo result as a self-contained HTML page (inline SVG) or terminal tables.
 //!
 //! ```no_run
-//! let inputs = ordo_report::load_all(&["demo.json", "bench.json"]).unwrap();
+//! let inputs = ordo_report::load_all(&["demo.json", "bench.json"], None).unwrap();
 //! ordo_report::write_html(&inputs, std::path::Path::new("report.html")).unwrap();
 //! print!("{}", ordo_report::render_text(&inputs));
 //! ```
@@ -17,7 +17,9 @@ mod svg;
 use std::path::Path;
 
 pub use doc::{Block, Section, Table};
-pub use inputs::{EXPECTED, Input, InputData, InputError, Kind, load, load_all, parse};
+pub use inputs::{
+    EXPECTED, Input, InputData, InputError, Kind, StoreReader, load, load_all, parse,
+};
 pub use machine::Machine;
 
 /// Errors of the library: reading inputs and writing the page.

@@ -41,7 +41,7 @@ pub struct BenchReport {
     /// The machine the run was measured on, so `ordo report` can compare runs across kernels and hosts.
     /// Absent in reports written before it was recorded.
     #[serde(default)]
-    pub fingerprint: Option<ordo_sys::Fingerprint>,
+    pub fingerprint: Option<crate::machine::Fingerprint>,
     /// ab's header block: what was asked of whom and what came back first. Absent in reports written
     /// before it was recorded.
     #[serde(default)]
@@ -122,7 +122,7 @@ pub struct MergedRun {
     pub source: String,
     /// The machine it ran on.
     #[serde(default)]
-    pub fingerprint: Option<ordo_sys::Fingerprint>,
+    pub fingerprint: Option<crate::machine::Fingerprint>,
     pub started_unix_ms: u64,
     pub elapsed_s: f64,
     pub connections: u64,
@@ -376,19 +376,11 @@ pub struct PerRequest {
     pub run_delay_us: Option<f64>,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn report(elapsed_s: f64, counts: &[u64]) -> BenchReport {
-        let lat = Latency {
-            count: 0,
-            min_ms: 0.0,
-            mean_ms: 0.0,
-            stdev_ms: 0.0,
-            max_ms: 0.0,
-            percentiles: Vec::new(),
-        };
+/// A run that measured nothing (closed loop, one connection, one second, every figure 0): the one fixture the
+/// tests of this crate and of ordo-bench (feature `fixtures`) set the fields they look at on.
+#[cfg(any(test, feature = "fixtures"))]
+impl BenchReport {
+    pub fn fixture() -> BenchReport {
         let row = TimeRow {
             min_ms: 0.0,
             mean_ms: 0.0,
@@ -419,9 +411,9 @@ mod tests {
             },
             started_unix_ms: 0,
             interrupted: false,
-            elapsed_s,
+            elapsed_s: 1.0,
             summary: RunSummary {
-                complete: counts.iter().sum(),
+                complete: 0,
                 failed: FailedCounts::default(),
                 non_2xx: 0,
                 rps: 0.0,
@@ -431,7 +423,14 @@ mod tests {
                 body_bytes: 0,
                 transfer_kbytes_per_s: 0.0,
                 connections_opened: 1,
-                latency: lat,
+                latency: Latency {
+                    count: 0,
+                    min_ms: 0.0,
+                    mean_ms: 0.0,
+                    stdev_ms: 0.0,
+                    max_ms: 0.0,
+                    percentiles: Vec::new(),
+                },
                 corrected: None,
                 target_rate: None,
                 connection_errors: Vec::new(),
@@ -444,16 +443,7 @@ mod tests {
             },
             classes: Vec::new(),
             status_counts: Vec::new(),
-            timeline: counts
-                .iter()
-                .enumerate()
-                .map(|(i, &c)| TimelinePoint {
-                    second: i as u64,
-                    complete: c,
-                    failed: c / 10,
-                    bytes: 0,
-                })
-                .collect(),
+            timeline: Vec::new(),
             server: None,
             fingerprint: None,
             document: None,
@@ -462,6 +452,28 @@ mod tests {
             merged: Vec::new(),
             warnings: Vec::new(),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn report(elapsed_s: f64, counts: &[u64]) -> BenchReport {
+        let mut r = BenchReport::fixture();
+        r.elapsed_s = elapsed_s;
+        r.summary.complete = counts.iter().sum();
+        r.timeline = counts
+            .iter()
+            .enumerate()
+            .map(|(i, &c)| TimelinePoint {
+                second: i as u64,
+                complete: c,
+                failed: c / 10,
+                bytes: 0,
+            })
+            .collect();
+        r
     }
 
     fn rates(r: &BenchReport) -> Vec<(u64, f64, f64)> {

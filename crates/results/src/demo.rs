@@ -123,7 +123,7 @@ pub struct DemoResult {
     pub verdict: Verdict,
     /// The machine and kernel the run happened on (ordo-sys fingerprint), when it could be collected.
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub fingerprint: Option<ordo_sys::Fingerprint>,
+    pub fingerprint: Option<crate::machine::Fingerprint>,
 }
 
 /// One client count, measured after its warm-up.

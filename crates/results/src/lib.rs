@@ -1,15 +1,20 @@
 //! ordo-results: every result ordo writes and `ordo report` reads, as plain data — the kind/version
-//! envelope, `ordo bench --json`'s report, `ordo probe --json`'s three reports and `ordo demo`'s result.
+//! envelope, `ordo bench --json`'s report, `ordo probe --json`'s three reports, `ordo demo`'s result, `ordo
+//! tune`'s experiment, analysis and comparison, and the machine data they embed (fingerprint, scheduling
+//! policy, process counters).
 //!
-//! The producers (ordo-bench, ordo-probe, ordo-demo) fill these types; readers (ordo-report, ordo-tune)
-//! need only this crate, never the server or the load generator. The committed JSON Schemas under
-//! `crates/results/schema/` are generated from the types by [`schema`] and a test keeps them equal.
+//! It depends on no project crate: the producers (ordo-bench, ordo-probe, ordo-demo, ordo-tune, ordo-sys)
+//! fill these types; readers (ordo-report) need only this crate, never the server, the load generator, the
+//! tune runner or the Linux layer. The committed JSON Schemas under `crates/results/schema/` are generated
+//! from the types by [`schema`] and a test keeps them equal.
 
 pub mod bench;
 pub mod demo;
+pub mod machine;
 pub mod probe;
 pub mod schema;
 pub mod series;
+pub mod tune;
 
 use serde_json::Value;
 
@@ -24,7 +29,8 @@ pub enum Kind {
     ProbeLoop,
     ProbeCompare,
     ProbePid,
-    /// An `ordo tune` SQLite store (no JSON document has this kind).
+    /// An `ordo tune` SQLite store, read as typed [`tune::ExperimentResult`]s (no JSON document
+    /// `ordo report` reads has this kind).
     Tune,
     /// Generic charts and tables a bench/ script writes (`ordo_report`'s `inputs::series`).
     Series,

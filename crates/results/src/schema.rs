@@ -14,6 +14,7 @@ use crate::bench::BenchReport;
 use crate::demo::DemoResult;
 use crate::probe::{CompareReport, LoopReport, PidReport};
 use crate::series::SeriesResult;
+use crate::tune::{AnalysisResult, ComparisonResult, ExperimentResult};
 
 /// Output of `ordo probe loop --json` (LoopReport, kind probe-loop), `ordo probe loop --compare|--footprints
 /// --json` (CompareReport, kind probe-compare) and each line of `ordo probe pid --json` (PidReport, kind
@@ -36,13 +37,30 @@ fn close_objects(schema: &mut Schema) {
     }
 }
 
+/// `"type": "number"` → `["number", "null"]`: serde_json writes a float that is not finite (the mean of no
+/// runs, the interval of one) as `null`, and tune's statistics have such values.
+fn nullable_numbers(schema: &mut Schema) {
+    if let Some(obj) = schema.as_object_mut() {
+        if obj.get("type") == Some(&Value::from("number")) {
+            obj.insert("type".into(), serde_json::json!(["number", "null"]));
+        }
+    }
+}
+
 fn generate<T: JsonSchema>(file: &str, title: &str) -> Value {
+    generate_with::<T>(file, title, false)
+}
+
+fn generate_with<T: JsonSchema>(file: &str, title: &str, nullable: bool) -> Value {
     let mut close = RecursiveTransform(close_objects);
     let mut schema = SchemaSettings::draft2020_12()
         .for_deserialize()
         .into_generator()
         .into_root_schema_for::<T>();
     close.transform(&mut schema);
+    if nullable {
+        RecursiveTransform(nullable_numbers).transform(&mut schema);
+    }
     let mut v = schema.to_value();
     if let Some(obj) = v.as_object_mut() {
         obj.insert(
@@ -74,6 +92,21 @@ pub fn series() -> Value {
     generate::<SeriesResult>("series.schema.json", "ordo series (bench/ scripts' charts)")
 }
 
+/// The schema of `ordo tune show --json` (kind tune-analysis).
+pub fn tune_analysis() -> Value {
+    generate_with::<AnalysisResult>("tune-analysis.schema.json", "ordo tune analysis", true)
+}
+
+/// The schema of `ordo tune export --format json` (kind tune-experiment).
+pub fn tune_experiment() -> Value {
+    generate_with::<ExperimentResult>("tune-experiment.schema.json", "ordo tune experiment", true)
+}
+
+/// The schema of `ordo tune compare --json` (kind tune-comparison).
+pub fn tune_comparison() -> Value {
+    generate_with::<ComparisonResult>("tune-comparison.schema.json", "ordo tune comparison", true)
+}
+
 /// Every committed schema: its file name under `crates/results/schema/` and its text (pretty JSON with a
 /// final newline).
 pub fn files() -> Vec<(&'static str, String)> {
@@ -82,6 +115,9 @@ pub fn files() -> Vec<(&'static str, String)> {
         ("probe-report.schema.json", probe()),
         ("demo-result.schema.json", demo()),
         ("series.schema.json", series()),
+        ("tune-analysis.schema.json", tune_analysis()),
+        ("tune-experiment.schema.json", tune_experiment()),
+        ("tune-comparison.schema.json", tune_comparison()),
     ]
     .into_iter()
     .map(|(f, v)| {

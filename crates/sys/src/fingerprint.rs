@@ -6,7 +6,7 @@
 use std::io::Read;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+pub use ordo_results::machine::Fingerprint;
 
 /// Where the fingerprint reads from: the real machine by default, a fixture tree in tests.
 #[derive(Clone, Debug)]
@@ -27,45 +27,6 @@ impl Default for Sources {
             estimate_hz: true,
         }
     }
-}
-
-/// A description of the machine and kernel.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-#[serde(default)]
-pub struct Fingerprint {
-    pub hostname: String,
-    /// `uname -r`.
-    pub kernel_release: String,
-    /// `uname -v` (build number, flags such as PREEMPT_DYNAMIC, build date).
-    pub kernel_version: String,
-    pub arch: String,
-    /// The timer interrupt frequency (CONFIG_HZ).
-    pub config_hz: Option<u32>,
-    /// "/proc/config.gz", "/boot/config-RELEASE", "estimated from /proc/timer_list" or "unknown".
-    pub config_hz_source: String,
-    /// "none", "voluntary", "full", "lazy" or "rt"; with PREEMPT_DYNAMIC, the mode in force if known.
-    pub preemption: Option<String>,
-    /// Where `preemption` came from (debugfs, boot command line, kernel config, uname -v) or "unknown".
-    pub preemption_source: String,
-    /// Whether the preemption model can be changed at boot or run time (CONFIG_PREEMPT_DYNAMIC).
-    pub preempt_dynamic: Option<bool>,
-    pub cpu_model: String,
-    /// Logical CPUs online.
-    pub cores: usize,
-    pub memory_bytes: u64,
-    /// /sys/kernel/sched_ext/state ("enabled", "disabled", ...) plus the loaded scheduler, or "absent".
-    pub sched_ext: String,
-    pub clocksource: Option<String>,
-    /// cpufreq scaling governor of CPU 0, if the machine has cpufreq.
-    pub governor: Option<String>,
-    /// EEVDF base slice from debugfs, when readable.
-    pub base_slice_ns: Option<u64>,
-    /// Whether /proc/PID/schedstat exists (run-queue wait is measurable).
-    pub schedstat: bool,
-    /// Whether /proc/pressure/cpu is readable.
-    pub psi: bool,
-    /// Seconds since the Unix epoch when collected.
-    pub collected_unix_s: u64,
 }
 
 fn read_trim(p: &Path) -> Option<String> {
@@ -172,131 +133,129 @@ fn read_kernel_config(src: &Sources, release: &str) -> Option<(String, String)> 
     None
 }
 
-impl Fingerprint {
-    /// Collect from the running machine.
-    pub fn collect() -> Fingerprint {
-        Self::collect_from(&Sources::default())
-    }
+/// Collect from the running machine.
+pub fn collect() -> Fingerprint {
+    collect_from(&Sources::default())
+}
 
-    /// Collect from the given trees. Never fails: what cannot be read is left empty or None.
-    pub fn collect_from(src: &Sources) -> Fingerprint {
-        let kernel = src.proc.join("sys/kernel");
-        let mut fp = Fingerprint {
-            hostname: read_trim(&kernel.join("hostname")).unwrap_or_default(),
-            kernel_release: read_trim(&kernel.join("osrelease")).unwrap_or_default(),
-            kernel_version: read_trim(&kernel.join("version")).unwrap_or_default(),
-            arch: std::env::consts::ARCH.to_string(),
-            config_hz_source: "unknown".into(),
-            preemption_source: "unknown".into(),
-            ..Default::default()
-        };
-        let config = read_kernel_config(src, &fp.kernel_release);
-        if let Some((text, source)) = &config {
-            if let Some(hz) = config_value(text, "CONFIG_HZ").and_then(|v| v.parse().ok()) {
-                fp.config_hz = Some(hz);
-                fp.config_hz_source = source.clone();
-            }
+/// Collect from the given trees. Never fails: what cannot be read is left empty or None.
+pub fn collect_from(src: &Sources) -> Fingerprint {
+    let kernel = src.proc.join("sys/kernel");
+    let mut fp = Fingerprint {
+        hostname: read_trim(&kernel.join("hostname")).unwrap_or_default(),
+        kernel_release: read_trim(&kernel.join("osrelease")).unwrap_or_default(),
+        kernel_version: read_trim(&kernel.join("version")).unwrap_or_default(),
+        arch: std::env::consts::ARCH.to_string(),
+        config_hz_source: "unknown".into(),
+        preemption_source: "unknown".into(),
+        ..Default::default()
+    };
+    let config = read_kernel_config(src, &fp.kernel_release);
+    if let Some((text, source)) = &config {
+        if let Some(hz) = config_value(text, "CONFIG_HZ").and_then(|v| v.parse().ok()) {
+            fp.config_hz = Some(hz);
+            fp.config_hz_source = source.clone();
         }
-        if fp.config_hz.is_none() && src.estimate_hz {
-            let tl = src.proc.join("timer_list");
-            if let Some(a) = read_trim(&tl) {
-                std::thread::sleep(std::time::Duration::from_millis(200));
-                if let Some(hz) = read_trim(&tl).and_then(|b| estimate_hz(&a, &b)) {
-                    fp.config_hz = Some(hz);
-                    fp.config_hz_source = "estimated from /proc/timer_list".into();
-                }
-            }
-        }
-        // Preemption: the mode in force (debugfs), then the boot parameter, then the config's default,
-        // then what uname -v says.
-        let (cfg_model, cfg_dynamic) = config
-            .as_ref()
-            .map(|(t, _)| config_preemption(t))
-            .unwrap_or((None, false));
-        let uname_model = uname_preemption(&fp.kernel_version);
-        let dynamic = cfg_dynamic || uname_model.as_deref() == Some("dynamic");
-        fp.preempt_dynamic = if config.is_some() || uname_model.is_some() {
-            Some(dynamic)
-        } else {
-            None
-        };
-        let cmdline_mode = read_trim(&src.proc.join("cmdline")).and_then(|c| {
-            c.split_whitespace()
-                .find_map(|w| w.strip_prefix("preempt=").map(String::from))
-        });
-        if let Some(m) = read_trim(&src.sys.join("kernel/debug/sched/preempt"))
-            .as_deref()
-            .and_then(parse_debugfs_preempt)
-        {
-            fp.preemption = Some(m);
-            fp.preemption_source = "/sys/kernel/debug/sched/preempt".into();
-        } else if let (true, Some(m)) = (dynamic, cmdline_mode) {
-            fp.preemption = Some(m);
-            fp.preemption_source = "/proc/cmdline preempt=".into();
-        } else if let (Some(m), Some((_, source))) = (cfg_model, &config) {
-            fp.preemption = Some(m);
-            fp.preemption_source = source.clone();
-        } else if let Some(m) = uname_model {
-            fp.preemption = Some(m);
-            fp.preemption_source = "uname -v".into();
-        }
-        // CPU and memory.
-        let cpuinfo = std::fs::read_to_string(src.proc.join("cpuinfo")).unwrap_or_default();
-        fp.cpu_model = cpuinfo
-            .lines()
-            .find_map(|l| {
-                let (k, v) = l.split_once(':')?;
-                matches!(k.trim(), "model name" | "Hardware" | "cpu model" | "Model")
-                    .then(|| v.trim().to_string())
-            })
-            .unwrap_or_default();
-        let online = read_trim(&src.sys.join("devices/system/cpu/online"))
-            .and_then(|s| crate::cpus::parse_list(&s).ok())
-            .map(|v| v.len())
-            .unwrap_or(0);
-        let listed = cpuinfo
-            .lines()
-            .filter(|l| l.split(':').next().map(str::trim) == Some("processor"))
-            .count();
-        fp.cores = if online > 0 { online } else { listed };
-        fp.memory_bytes = std::fs::read_to_string(src.proc.join("meminfo"))
-            .ok()
-            .and_then(|m| {
-                m.lines().find_map(|l| {
-                    l.strip_prefix("MemTotal:")
-                        .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
-                })
-            })
-            .map(|kb| kb * 1024)
-            .unwrap_or(0);
-        // Scheduler extras.
-        let sx = src.sys.join("kernel/sched_ext");
-        fp.sched_ext = match read_trim(&sx.join("state")) {
-            Some(state) => match read_trim(&sx.join("root/ops")) {
-                Some(ops) if state == "enabled" => format!("enabled ({ops})"),
-                _ => state,
-            },
-            None => "absent".into(),
-        };
-        fp.clocksource = read_trim(
-            &src.sys
-                .join("devices/system/clocksource/clocksource0/current_clocksource"),
-        );
-        fp.governor = read_trim(
-            &src.sys
-                .join("devices/system/cpu/cpu0/cpufreq/scaling_governor"),
-        );
-        fp.base_slice_ns = read_trim(&src.sys.join("kernel/debug/sched/base_slice_ns"))
-            .and_then(|s| s.parse().ok());
-        fp.schedstat =
-            src.proc.join("self/schedstat").exists() || src.proc.join("1/schedstat").exists();
-        fp.psi = std::fs::read_to_string(src.proc.join("pressure/cpu")).is_ok();
-        fp.collected_unix_s = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .map(|d| d.as_secs())
-            .unwrap_or(0);
-        fp
     }
+    if fp.config_hz.is_none() && src.estimate_hz {
+        let tl = src.proc.join("timer_list");
+        if let Some(a) = read_trim(&tl) {
+            std::thread::sleep(std::time::Duration::from_millis(200));
+            if let Some(hz) = read_trim(&tl).and_then(|b| estimate_hz(&a, &b)) {
+                fp.config_hz = Some(hz);
+                fp.config_hz_source = "estimated from /proc/timer_list".into();
+            }
+        }
+    }
+    // Preemption: the mode in force (debugfs), then the boot parameter, then the config's default,
+    // then what uname -v says.
+    let (cfg_model, cfg_dynamic) = config
+        .as_ref()
+        .map(|(t, _)| config_preemption(t))
+        .unwrap_or((None, false));
+    let uname_model = uname_preemption(&fp.kernel_version);
+    let dynamic = cfg_dynamic || uname_model.as_deref() == Some("dynamic");
+    fp.preempt_dynamic = if config.is_some() || uname_model.is_some() {
+        Some(dynamic)
+    } else {
+        None
+    };
+    let cmdline_mode = read_trim(&src.proc.join("cmdline")).and_then(|c| {
+        c.split_whitespace()
+            .find_map(|w| w.strip_prefix("preempt=").map(String::from))
+    });
+    if let Some(m) = read_trim(&src.sys.join("kernel/debug/sched/preempt"))
+        .as_deref()
+        .and_then(parse_debugfs_preempt)
+    {
+        fp.preemption = Some(m);
+        fp.preemption_source = "/sys/kernel/debug/sched/preempt".into();
+    } else if let (true, Some(m)) = (dynamic, cmdline_mode) {
+        fp.preemption = Some(m);
+        fp.preemption_source = "/proc/cmdline preempt=".into();
+    } else if let (Some(m), Some((_, source))) = (cfg_model, &config) {
+        fp.preemption = Some(m);
+        fp.preemption_source = source.clone();
+    } else if let Some(m) = uname_model {
+        fp.preemption = Some(m);
+        fp.preemption_source = "uname -v".into();
+    }
+    // CPU and memory.
+    let cpuinfo = std::fs::read_to_string(src.proc.join("cpuinfo")).unwrap_or_default();
+    fp.cpu_model = cpuinfo
+        .lines()
+        .find_map(|l| {
+            let (k, v) = l.split_once(':')?;
+            matches!(k.trim(), "model name" | "Hardware" | "cpu model" | "Model")
+                .then(|| v.trim().to_string())
+        })
+        .unwrap_or_default();
+    let online = read_trim(&src.sys.join("devices/system/cpu/online"))
+        .and_then(|s| crate::cpus::parse_list(&s).ok())
+        .map(|v| v.len())
+        .unwrap_or(0);
+    let listed = cpuinfo
+        .lines()
+        .filter(|l| l.split(':').next().map(str::trim) == Some("processor"))
+        .count();
+    fp.cores = if online > 0 { online } else { listed };
+    fp.memory_bytes = std::fs::read_to_string(src.proc.join("meminfo"))
+        .ok()
+        .and_then(|m| {
+            m.lines().find_map(|l| {
+                l.strip_prefix("MemTotal:")
+                    .and_then(|r| r.trim().trim_end_matches("kB").trim().parse::<u64>().ok())
+            })
+        })
+        .map(|kb| kb * 1024)
+        .unwrap_or(0);
+    // Scheduler extras.
+    let sx = src.sys.join("kernel/sched_ext");
+    fp.sched_ext = match read_trim(&sx.join("state")) {
+        Some(state) => match read_trim(&sx.join("root/ops")) {
+            Some(ops) if state == "enabled" => format!("enabled ({ops})"),
+            _ => state,
+        },
+        None => "absent".into(),
+    };
+    fp.clocksource = read_trim(
+        &src.sys
+            .join("devices/system/clocksource/clocksource0/current_clocksource"),
+    );
+    fp.governor = read_trim(
+        &src.sys
+            .join("devices/system/cpu/cpu0/cpufreq/scaling_governor"),
+    );
+    fp.base_slice_ns =
+        read_trim(&src.sys.join("kernel/debug/sched/base_slice_ns")).and_then(|s| s.parse().ok());
+    fp.schedstat =
+        src.proc.join("self/schedstat").exists() || src.proc.join("1/schedstat").exists();
+    fp.psi = std::fs::read_to_string(src.proc.join("pressure/cpu")).is_ok();
+    fp.collected_unix_s = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_secs())
+        .unwrap_or(0);
+    fp
 }
 
 #[cfg(test)]
@@ -340,7 +299,7 @@ mod tests {
 
     #[test]
     fn real_machine_has_basics() {
-        let fp = Fingerprint::collect_from(&Sources {
+        let fp = collect_from(&Sources {
             estimate_hz: false,
             ..Default::default()
         });

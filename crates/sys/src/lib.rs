@@ -1,5 +1,6 @@
 //! ordo-sys: everything Linux — knobs behind one interface with a configurable root and a journal, /proc
-//! readers, getrusage and the machine fingerprint. The only crate allowed `unsafe`. With feature `tls`, the
+//! readers, getrusage and the machine fingerprint's collection (the data types it fills, Fingerprint, Policy and
+//! ProcessSnapshot, are ordo-results'). The only crate allowed `unsafe`. With feature `tls`, the
 //! client side of TLS connections that serve's proxy and the load generator share.
 
 mod cancel;

@@ -16,6 +16,7 @@ use crate::clock::monotonic_ns;
 use crate::error::SysError;
 use crate::procfs::ProcRoot;
 use crate::thread::Policy;
+pub use ordo_results::machine::ProcessSnapshot;
 
 /// One thread's counters at one moment.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
@@ -64,74 +65,6 @@ impl ThreadSnapshot {
             timeslices: d(self.timeslices, earlier.timeslices),
             migrations: d(self.migrations, earlier.migrations),
             ..self.clone()
-        }
-    }
-}
-
-/// A process's counters at one moment (or, after `delta`, over an interval).
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize, schemars::JsonSchema)]
-pub struct ProcessSnapshot {
-    /// CLOCK_MONOTONIC when the sample was taken, ns; after `delta`, the interval's length.
-    pub at_ns: u64,
-    /// Live threads in this sample.
-    pub threads: usize,
-    /// User and system CPU of the whole process (tick resolution; includes exited threads).
-    pub utime_ns: u64,
-    pub stime_ns: u64,
-    pub voluntary_switches: u64,
-    pub involuntary_switches: u64,
-    /// Sum of the threads' run-queue wait, ns (0 when `schedstat` is false).
-    pub run_delay_ns: u64,
-    /// Sum of the threads' schedstat timeslices.
-    pub timeslices: u64,
-    /// Sum of the threads' schedstat CPU time, ns (precise; 0 when `schedstat` is false).
-    pub cpu_ns: u64,
-    /// Sum of the threads' migrations; None without /proc/PID/task/TID/sched.
-    pub migrations: Option<u64>,
-    /// Resident set size, kB.
-    pub rss_kb: Option<u64>,
-    /// Whether schedstat was readable (else run_delay_ns, timeslices and cpu_ns are 0).
-    pub schedstat: bool,
-}
-
-impl ProcessSnapshot {
-    /// Counters accumulated between `earlier` and `self`; `at_ns` becomes the interval length, `threads`
-    /// and `rss_kb` are the later values.
-    pub fn delta(&self, earlier: &Self) -> Self {
-        ProcessSnapshot {
-            at_ns: self.at_ns.saturating_sub(earlier.at_ns),
-            threads: self.threads,
-            utime_ns: self.utime_ns.saturating_sub(earlier.utime_ns),
-            stime_ns: self.stime_ns.saturating_sub(earlier.stime_ns),
-            voluntary_switches: self
-                .voluntary_switches
-                .saturating_sub(earlier.voluntary_switches),
-            involuntary_switches: self
-                .involuntary_switches
-                .saturating_sub(earlier.involuntary_switches),
-            run_delay_ns: self.run_delay_ns.saturating_sub(earlier.run_delay_ns),
-            timeslices: self.timeslices.saturating_sub(earlier.timeslices),
-            cpu_ns: self.cpu_ns.saturating_sub(earlier.cpu_ns),
-            migrations: match (self.migrations, earlier.migrations) {
-                (Some(a), Some(b)) => Some(a.saturating_sub(b)),
-                _ => None,
-            },
-            rss_kb: self.rss_kb,
-            schedstat: self.schedstat && earlier.schedstat,
-        }
-    }
-
-    /// Total switches.
-    pub fn switches(&self) -> u64 {
-        self.voluntary_switches + self.involuntary_switches
-    }
-
-    /// CPU time: schedstat's precise figure when present, else utime + stime.
-    pub fn best_cpu_ns(&self) -> u64 {
-        if self.schedstat && self.cpu_ns > 0 {
-            self.cpu_ns
-        } else {
-            self.utime_ns + self.stime_ns
         }
     }
 }

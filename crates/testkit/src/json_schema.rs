@@ -25,6 +25,9 @@ const KNOWN: &[&str] = &[
     "required",
     "additionalProperties",
     "items",
+    "prefixItems",
+    "minItems",
+    "maxItems",
     "$ref",
     "$defs",
     "anyOf",
@@ -48,6 +51,23 @@ fn type_ok(t: &str, v: &Value) -> bool {
         "number" => v.is_number(),
         "integer" => v.is_u64() || v.is_i64(),
         other => panic!("unsupported type {other}"),
+    }
+}
+
+/// A length (`n` characters or items) against the schema's `[min, max]` keywords.
+fn bounds(
+    obj: &serde_json::Map<String, Value>,
+    n: u64,
+    [min, max]: [&str; 2],
+    what: &str,
+    errors: &mut Vec<String>,
+) {
+    let limit = |k: &str| obj.get(k).and_then(Value::as_u64);
+    if limit(min).is_some_and(|m| n < m) {
+        errors.push(format!("{what}: below {min}"));
+    }
+    if limit(max).is_some_and(|m| n > m) {
+        errors.push(format!("{what}: above {max}"));
     }
 }
 
@@ -129,20 +149,13 @@ pub fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mu
     }
     if let Some(s) = v.as_str() {
         let n = s.chars().count() as u64;
-        if obj
-            .get("minLength")
-            .and_then(Value::as_u64)
-            .is_some_and(|m| n < m)
-        {
-            errors.push(format!("{path}: {s:?} shorter than minLength"));
-        }
-        if obj
-            .get("maxLength")
-            .and_then(Value::as_u64)
-            .is_some_and(|m| n > m)
-        {
-            errors.push(format!("{path}: {s:?} longer than maxLength"));
-        }
+        bounds(
+            obj,
+            n,
+            ["minLength", "maxLength"],
+            &format!("{path}: {s:?}"),
+            errors,
+        );
     }
     if let Some(o) = v.as_object() {
         let props = obj.get("properties").and_then(Value::as_object);
@@ -156,11 +169,32 @@ pub fn validate(root: &Value, schema: &Value, v: &Value, path: &str, errors: &mu
         for (k, val) in o {
             match props.and_then(|p| p.get(k)) {
                 Some(s) => validate(root, s, val, &format!("{path}.{k}"), errors),
-                None => {
-                    if obj.get("additionalProperties") == Some(&Value::Bool(false)) {
-                        errors.push(format!("{path}: unexpected property {k}"));
+                None => match obj.get("additionalProperties") {
+                    Some(Value::Bool(false)) => {
+                        errors.push(format!("{path}: unexpected property {k}"))
                     }
-                }
+                    // a map's values (`BTreeMap<String, T>`)
+                    Some(s @ Value::Object(_)) => {
+                        validate(root, s, val, &format!("{path}.{k}"), errors)
+                    }
+                    _ => {}
+                },
+            }
+        }
+    }
+    if let Some(a) = v.as_array() {
+        let n = a.len() as u64;
+        bounds(
+            obj,
+            n,
+            ["minItems", "maxItems"],
+            &format!("{path}: {n} items"),
+            errors,
+        );
+        // a tuple: one schema per position
+        if let Some(prefix) = obj.get("prefixItems").and_then(Value::as_array) {
+            for (i, (s, x)) in prefix.iter().zip(a).enumerate() {
+                validate(root, s, x, &format!("{path}[{i}]"), errors);
             }
         }
     }

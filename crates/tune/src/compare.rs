@@ -7,10 +7,13 @@
 use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
-use serde::{Deserialize, Serialize};
+pub use ordo_results::tune::{
+    ConfigComparison, Mismatch, MismatchKind, Side, StoreComparison, incompatibility, joined,
+    mismatches, unit_of,
+};
 
 use crate::analysis::{ALPHA, label_width, num, pct, test_scores};
-use crate::stats::{Summary, holm, p_equals, welch};
+use crate::stats::{holm, p_equals, summary, welch};
 use crate::store::{ExperimentData, Store, StoreError};
 
 #[derive(Debug, thiserror::Error)]
@@ -35,252 +38,22 @@ impl CompareError {
     }
 }
 
-/// What two experiments can differ in that makes comparing them meaningless.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "lowercase")]
-pub enum MismatchKind {
-    /// The load generator and how it loads (`[[workload]]`: command or bench settings).
-    Workload,
-    /// What is tuned (`[target]`: the command, built-in server and its arguments, process name).
-    Target,
-    Objective,
-    /// The score's metrics measure different things (req/s against ms).
-    Units,
-    /// The same units, but another metric or weight.
-    Score,
-    Knobs,
-    Configurations,
-    /// The store does not hold its experiment file, so its workload and target cannot be checked.
-    Unknown,
-}
-
-impl std::fmt::Display for MismatchKind {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.write_str(match self {
-            MismatchKind::Workload => "workload",
-            MismatchKind::Target => "target",
-            MismatchKind::Objective => "objective",
-            MismatchKind::Units => "units",
-            MismatchKind::Score => "score",
-            MismatchKind::Knobs => "knobs",
-            MismatchKind::Configurations => "configurations",
-            MismatchKind::Unknown => "unknown",
-        })
+/// Why experiments that differ (`found`) are refused, ending with what `--force` would do (`forced`), or
+/// `None` when they are not: the same experiment, or forced and still pairable (the same knobs and
+/// configurations, which `--force` never overrides).
+fn refusal(found: &[Mismatch], force: bool, forced: &str) -> Option<String> {
+    let unpaired = found
+        .iter()
+        .any(|m| matches!(m.kind, MismatchKind::Configurations | MismatchKind::Knobs));
+    if found.is_empty() || (force && !unpaired) {
+        return None;
     }
-}
-
-/// One way two experiments differ.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Mismatch {
-    pub kind: MismatchKind,
-    /// What differs, both sides named.
-    pub what: String,
-}
-
-impl std::fmt::Display for Mismatch {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}: {}", self.kind, self.what)
-    }
-}
-
-/// The unit of a metric, from its name (`web.p99_ms` → ms, `web.throughput` → req/s).
-pub fn unit_of(metric: &str) -> &'static str {
-    let m = metric.rsplit('.').next().unwrap_or(metric);
-    if m.ends_with("_us_per_req") {
-        "µs/req"
-    } else if m.ends_with("_per_req") {
-        "1/req"
-    } else if m.ends_with("_ms") {
-        "ms"
-    } else if m.ends_with("_s") {
-        "s"
-    } else if m.ends_with("throughput") {
-        "req/s"
-    } else if matches!(
-        m,
-        "requests" | "errors" | "voluntary_switches" | "involuntary_switches"
-    ) {
-        "count"
+    let tail = if unpaired {
+        " (their configurations cannot be paired, even with --force)".to_string()
     } else {
-        "unknown unit"
-    }
-}
-
-/// The `[target]` and `[[workload]]` tables of an experiment file as written (canonical TOML, so layout and
-/// comments do not matter). A `pid = N` target is a running process whose number means nothing on another
-/// machine: it counts as "a running process"; `ready_timeout` changes nothing measured and is left out.
-fn setup(data: &ExperimentData) -> Option<(String, Vec<String>)> {
-    let v: toml::Table = data.experiment.spec_text.parse().ok()?;
-    let mut target = v.get("target")?.as_table()?.clone();
-    target.remove("ready_timeout");
-    if target.contains_key("pid") {
-        target.insert(
-            "pid".into(),
-            toml::Value::String("a running process".into()),
-        );
-    }
-    let workloads: Vec<String> = match v.get("workload")? {
-        toml::Value::Array(a) => a.iter().map(one_line).collect(),
-        t @ toml::Value::Table(_) => vec![one_line(t)],
-        _ => return None,
+        format!(" (--force {forced})")
     };
-    Some((one_line(&toml::Value::Table(target)), workloads))
-}
-
-/// A TOML value on one line (`{ builtin = "ordo-serve", args = ["--workers", "4"] }`).
-fn one_line(v: &toml::Value) -> String {
-    match v {
-        toml::Value::Table(t) => format!(
-            "{{ {} }}",
-            t.iter()
-                .map(|(k, v)| format!("{k} = {}", one_line(v)))
-                .collect::<Vec<_>>()
-                .join(", ")
-        ),
-        toml::Value::Array(a) => format!(
-            "[{}]",
-            a.iter().map(one_line).collect::<Vec<_>>().join(", ")
-        ),
-        v => v.to_string(),
-    }
-}
-
-fn score_text(terms: &[(String, f64)]) -> String {
-    terms
-        .iter()
-        .map(|(m, w)| {
-            if *w == 1.0 {
-                format!("{m} ({})", unit_of(m))
-            } else {
-                format!("{w}×{m} ({})", unit_of(m))
-            }
-        })
-        .collect::<Vec<_>>()
-        .join(" + ")
-}
-
-/// Every way `b` is not the same experiment as `a` (empty when it is): its workload, target, objective,
-/// score units and metrics, knobs and levels, configurations (labels and values, in order). A search's
-/// configurations are the trials it chose, so two searches compare only when they chose the same. The
-/// machines may differ: that is what comparing is for.
-pub fn mismatches(a: &ExperimentData, b: &ExperimentData) -> Vec<Mismatch> {
-    let mut out = Vec::new();
-    let mut add = |kind, what: String| out.push(Mismatch { kind, what });
-    let (ma, mb) = (&a.experiment.meta, &b.experiment.meta);
-    let ida = format!("experiment {}", a.experiment.id);
-    let idb = format!("experiment {}", b.experiment.id);
-    match (setup(a), setup(b)) {
-        (Some((ta, wa)), Some((tb, wb))) => {
-            if wa != wb {
-                add(
-                    MismatchKind::Workload,
-                    format!(
-                        "the workloads differ: {} against {}",
-                        wa.join("; "),
-                        wb.join("; ")
-                    ),
-                );
-            }
-            if ta != tb {
-                add(
-                    MismatchKind::Target,
-                    format!("the targets differ: {ta} against {tb}"),
-                );
-            }
-        }
-        (x, y) => {
-            let missing: Vec<String> = [(x.is_none(), "A", &ida), (y.is_none(), "B", &idb)]
-                .into_iter()
-                .filter(|(m, _, _)| *m)
-                .map(|(_, side, id)| format!("{side} ({id})"))
-                .collect();
-            add(
-                MismatchKind::Unknown,
-                format!(
-                    "{}: no readable experiment file stored, so the workload and target cannot be checked",
-                    missing.join(" and ")
-                ),
-            );
-        }
-    }
-    if ma.objective != mb.objective {
-        add(
-            MismatchKind::Objective,
-            format!(
-                "the objective differs: {} against {}",
-                ma.objective, mb.objective
-            ),
-        );
-    }
-    if ma.score_terms != mb.score_terms {
-        let units = |m: &crate::store::ExperimentMeta| {
-            m.score_terms
-                .iter()
-                .map(|(x, _)| unit_of(x))
-                .collect::<Vec<_>>()
-        };
-        let kind = if units(ma) != units(mb) {
-            MismatchKind::Units
-        } else {
-            MismatchKind::Score
-        };
-        add(
-            kind,
-            format!(
-                "the score differs: {} against {}",
-                score_text(&ma.score_terms),
-                score_text(&mb.score_terms)
-            ),
-        );
-    }
-    if ma.knobs != mb.knobs {
-        let names = |m: &crate::store::ExperimentMeta| {
-            m.knobs
-                .iter()
-                .map(|(k, l)| format!("{k} = [{}]", l.join(", ")))
-                .collect::<Vec<_>>()
-                .join("; ")
-        };
-        add(
-            MismatchKind::Knobs,
-            format!("the knobs differ: {} against {}", names(ma), names(mb)),
-        );
-    }
-    if a.configurations.len() != b.configurations.len() {
-        add(
-            MismatchKind::Configurations,
-            format!(
-                "{} configurations against {}",
-                a.configurations.len(),
-                b.configurations.len()
-            ),
-        );
-    } else if let Some((x, y)) = a
-        .configurations
-        .iter()
-        .zip(&b.configurations)
-        .find(|(x, y)| x.values != y.values || x.label != y.label || x.is_baseline != y.is_baseline)
-    {
-        add(
-            MismatchKind::Configurations,
-            format!(
-                "configuration {} is `{}` in one and `{}` in the other",
-                x.idx, x.label, y.label
-            ),
-        );
-    }
-    out
-}
-
-/// Why `b` is not the same experiment as `a`, if it is not (every difference, `; `-separated).
-pub fn incompatibility(a: &ExperimentData, b: &ExperimentData) -> Option<String> {
-    let m = mismatches(a, b);
-    (!m.is_empty()).then(|| {
-        m.iter()
-            .map(ToString::to_string)
-            .collect::<Vec<_>>()
-            .join("; ")
-    })
+    Some(format!("{}{tail}", joined(found)))
 }
 
 /// The banner every output of a forced merge or comparison carries.
@@ -289,45 +62,6 @@ pub fn forced_banner(what: &str, mismatches: &[String]) -> String {
         "WARNING: {what} with --force although the experiments differ ({}); the differences below may be the setup's, not the machines'",
         mismatches.join("; ")
     )
-}
-
-/// Where an experiment came from, for the output.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Side {
-    pub experiment: i64,
-    pub name: String,
-    /// `hostname — Linux <release>, HZ=…, <preemption>` when the fingerprint is known.
-    pub machine: String,
-}
-
-/// One configuration in both.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct ConfigComparison {
-    pub idx: usize,
-    pub label: String,
-    pub a: Summary,
-    pub b: Summary,
-    /// mean(b) - mean(a), and relative to |mean(a)|, in score units (not the objective's direction).
-    pub diff: f64,
-    pub rel: f64,
-    pub ci_low: f64,
-    pub ci_high: f64,
-    pub p: f64,
-    pub p_holm: f64,
-    pub significant: bool,
-}
-
-/// Every configuration of two runs of one experiment, compared.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct StoreComparison {
-    pub a: Side,
-    pub b: Side,
-    /// Set when the experiments differ and `--force` compared them anyway (also a merge forced before):
-    /// every output prints it first.
-    #[serde(default, skip_serializing_if = "Vec::is_empty")]
-    pub warnings: Vec<String>,
-    pub objective: String,
-    pub configs: Vec<ConfigComparison>,
 }
 
 fn side(d: &ExperimentData) -> Side {
@@ -359,24 +93,10 @@ pub fn compare(
     force: bool,
 ) -> Result<StoreComparison, CompareError> {
     let found = mismatches(a, b);
-    let unpaired = found
-        .iter()
-        .any(|m| matches!(m.kind, MismatchKind::Configurations | MismatchKind::Knobs));
-    if !found.is_empty() && (!force || unpaired) {
+    if let Some(why) = refusal(&found, force, "compares them anyway, with a warning") {
         return Err(CompareError::Incompatible(format!(
-            "experiments {} and {} are not the same experiment: {}{}",
-            a.experiment.id,
-            b.experiment.id,
-            found
-                .iter()
-                .map(ToString::to_string)
-                .collect::<Vec<_>>()
-                .join("; "),
-            if unpaired {
-                " (their configurations cannot be paired, even with --force)"
-            } else {
-                " (--force compares them anyway, with a warning)"
-            }
+            "experiments {} and {} are not the same experiment: {why}",
+            a.experiment.id, b.experiment.id,
         )));
     }
     let mut warnings: Vec<String> = a
@@ -389,16 +109,13 @@ pub fn compare(
         .collect();
     warnings.dedup();
     if !found.is_empty() {
-        warnings.push(forced_banner(
-            "compared",
-            &found.iter().map(ToString::to_string).collect::<Vec<_>>(),
-        ));
+        warnings.push(forced_banner("compared", &[joined(&found)]));
     }
     let mut rows = Vec::new();
     let mut ps = Vec::new();
     for c in &a.configurations {
         let (xa, xb) = (test_scores(a, c.idx), test_scores(b, c.idx));
-        let (sa, sb) = (Summary::of(&xa), Summary::of(&xb));
+        let (sa, sb) = (summary(&xa), summary(&xb));
         let w = welch(&xb, &xa);
         ps.push(w.as_ref().map_or(f64::NAN, |w| w.p));
         rows.push(ConfigComparison {
@@ -556,26 +273,14 @@ pub fn merge(inputs: &[PathBuf], out: &Path, force: bool) -> Result<MergeOutcome
         }
         if let Some((first, a)) = all.first() {
             let found = mismatches(a, &data);
-            let unpaired = found
-                .iter()
-                .any(|m| matches!(m.kind, MismatchKind::Configurations | MismatchKind::Knobs));
-            if !found.is_empty() && (!force || unpaired) {
+            let forced = "merges them anyway, with a warning on every output";
+            if let Some(why) = refusal(&found, force, forced) {
                 return Err(CompareError::Incompatible(format!(
-                    "{} (experiment {}) is not the same experiment as {} (experiment {}): {}{}",
+                    "{} (experiment {}) is not the same experiment as {} (experiment {}): {why}",
                     p.display(),
                     data.experiment.id,
                     first.display(),
                     a.experiment.id,
-                    found
-                        .iter()
-                        .map(ToString::to_string)
-                        .collect::<Vec<_>>()
-                        .join("; "),
-                    if unpaired {
-                        " (their configurations cannot be paired, even with --force)"
-                    } else {
-                        " (--force merges them anyway, with a warning on every output)"
-                    }
                 )));
             }
             differences.extend(found.iter().map(|m| format!("{}: {m}", p.display())));

@@ -17,15 +17,7 @@ pub struct Configuration {
     pub is_baseline: bool,
 }
 
-/// A knob's short name for labels: `sysctl:vm.swappiness` -> `swappiness`, `param:threads` -> `threads`.
-pub fn short_name(knob: &str) -> &str {
-    let after_colon = knob.rsplit(':').next().unwrap_or(knob);
-    if knob.starts_with("sysctl:") {
-        after_colon.rsplit('.').next().unwrap_or(after_colon)
-    } else {
-        after_colon
-    }
-}
+pub use ordo_results::tune::short_name;
 
 pub fn label_of(values: &BTreeMap<String, String>, order: &[String]) -> String {
     if values.is_empty() {

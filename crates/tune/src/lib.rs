@@ -4,6 +4,7 @@
 pub mod analysis;
 pub mod compare;
 pub mod design;
+pub mod export;
 #[cfg(test)]
 mod fuzz;
 mod parsers;

@@ -10,26 +10,9 @@
 //! [`next`] is the whole rule as a pure function of the runs so far: the runner steps through it, and the
 //! tests below drive it with simulated runs and the real analysis.
 
-use serde::{Deserialize, Serialize};
+pub use ordo_results::tune::Confirm;
 
 use crate::spec::RepeatRule;
-use crate::stats::Summary;
-
-/// The confirmatory phase of an experiment (or of a search's re-check), decided when the pilot ended.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Confirm {
-    /// The first confirmatory block: runs of this block and later decide significance.
-    pub from: usize,
-    /// Confirmatory blocks (each runs every configuration once).
-    pub blocks: usize,
-}
-
-impl Confirm {
-    /// Whether a run of `block` is confirmatory.
-    pub fn holds(&self, block: usize) -> bool {
-        block >= self.from
-    }
-}
 
 /// What to do at the start of a block.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -54,7 +37,7 @@ pub(crate) fn rule_met(scores: &[Vec<(usize, f64)>], block: usize, rule: &Repeat
             .map(|&(_, v)| v)
             .collect();
         values.len() >= rule.min
-            && (values.len() >= rule.max || Summary::of(&values).rel_ci() <= rule.rel_ci)
+            && (values.len() >= rule.max || crate::stats::summary(&values).rel_ci() <= rule.rel_ci)
     })
 }
 

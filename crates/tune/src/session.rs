@@ -22,7 +22,6 @@ use crate::runner::{
 use crate::search::{Searcher, Space, Trial};
 use crate::sequential::{self, Confirm, Next};
 use crate::spec::{Design, Spec};
-use crate::stats::Summary;
 use crate::store::{ExperimentMeta, NewRun, RecheckMeta, SearchMeta, Store, text_hash};
 use crate::target::RunningTarget;
 use crate::workload::{self, WorkloadError};
@@ -288,7 +287,7 @@ impl<'o> Session<'o> {
                     confirm: None,
                     warnings: Vec::new(),
                 };
-                let fp = serde_json::to_value(ordo_sys::Fingerprint::collect()).ok();
+                let fp = serde_json::to_value(ordo_sys::fingerprint::collect()).ok();
                 let id = store.create_experiment(
                     &spec.name,
                     &stored_spec_path(&spec.file),
@@ -731,7 +730,7 @@ impl<'o> Session<'o> {
                 let w0 = &self.spec.workloads[0].name;
                 let get = |k: &str| metrics.get(&format!("{w0}.{k}")).copied();
                 let values: Vec<f64> = self.scores[idx].iter().map(|&(_, s)| s).collect();
-                let summary = Summary::of(&values);
+                let summary = crate::stats::summary(&values);
                 self.printer.line(&format!(
                     "[{block}] {label:<label_w$}  score {s:>12.2}  ({}{}{}) {}",
                     get("throughput")

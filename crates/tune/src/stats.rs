@@ -4,51 +4,30 @@
 
 use serde::{Deserialize, Serialize};
 
-/// Descriptive statistics of one sample.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
-pub struct Summary {
-    pub n: usize,
-    pub mean: f64,
-    /// Sample standard deviation (n - 1); 0 for n < 2.
-    pub sd: f64,
-    pub min: f64,
-    pub max: f64,
-    /// Half-width of the 95% confidence interval of the mean (Student t); infinite for n < 2.
-    pub ci95: f64,
-}
+pub use ordo_results::tune::Summary;
 
-impl Summary {
-    pub fn of(xs: &[f64]) -> Summary {
-        let n = xs.len();
-        if n == 0 {
-            return Summary {
-                n: 0,
-                mean: f64::NAN,
-                sd: f64::NAN,
-                min: f64::NAN,
-                max: f64::NAN,
-                ci95: f64::INFINITY,
-            };
-        }
-        let m = mean(xs);
-        let sd = sd(xs);
-        Summary {
-            n,
-            mean: m,
-            sd,
-            min: xs.iter().copied().fold(f64::INFINITY, f64::min),
-            max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
-            ci95: ci_half_width(xs, 0.95),
-        }
+/// Descriptive statistics of one sample (mean, sd, min, max and the 95% interval of the mean).
+pub fn summary(xs: &[f64]) -> Summary {
+    let n = xs.len();
+    if n == 0 {
+        return Summary {
+            n: 0,
+            mean: f64::NAN,
+            sd: f64::NAN,
+            min: f64::NAN,
+            max: f64::NAN,
+            ci95: f64::INFINITY,
+        };
     }
-
-    /// CI half-width relative to |mean| (infinite when the mean is 0).
-    pub fn rel_ci(&self) -> f64 {
-        if self.mean == 0.0 || !self.mean.is_finite() {
-            f64::INFINITY
-        } else {
-            self.ci95 / self.mean.abs()
-        }
+    let m = mean(xs);
+    let sd = sd(xs);
+    Summary {
+        n,
+        mean: m,
+        sd,
+        min: xs.iter().copied().fold(f64::INFINITY, f64::min),
+        max: xs.iter().copied().fold(f64::NEG_INFINITY, f64::max),
+        ci95: ci_half_width(xs, 0.95),
     }
 }
 
@@ -298,54 +277,13 @@ pub(crate) fn holm(ps: &[f64]) -> Vec<f64> {
     out
 }
 
-/// A p-value for people: "< 0.001" below that, else three significant digits ("0.0123", "0.500", "1.00").
-/// Printing p with a fixed four decimals showed 0 and 1, which read as certainty.
-pub fn format_p(p: f64) -> String {
-    if p.is_nan() {
-        return "-".into();
-    }
-    if p < 0.001 {
-        return "< 0.001".into();
-    }
-    let p = p.min(1.0);
-    let decimals = |x: f64| (2 - x.log10().floor() as i32).max(0) as usize;
-    // Round to three significant digits first, so 0.99996 prints as 1.00, not 1.000.
-    let d = decimals(p);
-    let rounded: f64 = format!("{p:.d$}").parse().unwrap_or(p);
-    let d = decimals(rounded);
-    format!("{rounded:.d$}")
-}
-
-/// `name = p` or `name < 0.001`.
-pub fn p_equals(name: &str, p: f64) -> String {
-    let f = format_p(p);
-    if f.starts_with('<') {
-        format!("{name} {f}")
-    } else {
-        format!("{name} = {f}")
-    }
-}
+pub use ordo_util::pvalue::{format_p, p_equals};
 
 /// The workspace's seeded generator (ordo-util), for designs, run order and synthetic tests.
 pub(crate) use ordo_util::SplitMix64 as Rng;
 
 #[cfg(test)]
 mod tests {
-    /// Issue 13: p-values printed as 0 and 1.
-    #[test]
-    fn p_values_print_with_three_significant_digits_or_as_below_a_thousandth() {
-        use super::format_p;
-        assert_eq!(format_p(0.0), "< 0.001");
-        assert_eq!(format_p(0.000_999), "< 0.001");
-        assert_eq!(format_p(0.001), "0.00100");
-        assert_eq!(format_p(0.012_345), "0.0123");
-        assert_eq!(format_p(0.5), "0.500");
-        assert_eq!(format_p(0.999_96), "1.00");
-        assert_eq!(format_p(1.0), "1.00");
-        assert_eq!(super::p_equals("p", 0.04), "p = 0.0400");
-        assert_eq!(super::p_equals("p_holm", 1e-9), "p_holm < 0.001");
-    }
-
     use super::*;
 
     fn close(a: f64, b: f64, tol: f64) {
@@ -412,13 +350,13 @@ mod tests {
 
     #[test]
     fn summary_and_ci() {
-        let s = Summary::of(&[10.0, 12.0, 14.0]);
+        let s = crate::stats::summary(&[10.0, 12.0, 14.0]);
         close(s.mean, 12.0, 1e-12);
         close(s.sd, 2.0, 1e-12);
         // t(0.975, 2) * 2 / sqrt(3)
         close(s.ci95, 4.302_652_73 * 2.0 / 3f64.sqrt(), 1e-6);
         assert_eq!((s.min, s.max), (10.0, 14.0));
-        assert!(Summary::of(&[1.0]).ci95.is_infinite());
+        assert!(crate::stats::summary(&[1.0]).ci95.is_infinite());
     }
 
     #[test]

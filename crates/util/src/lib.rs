@@ -6,6 +6,7 @@ mod calendar;
 mod fuzz;
 #[cfg(feature = "toml")]
 pub mod located;
+pub mod pvalue;
 mod rng;
 
 pub use calendar::civil_from_days;

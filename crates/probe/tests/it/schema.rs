@@ -32,7 +32,7 @@ fn small() -> LoopConfig {
 #[test]
 fn loop_report_matches_schema_and_round_trips() {
     let mut r = run_loop(&small()).unwrap();
-    r.fingerprint = Some(ordo_sys::Fingerprint::collect());
+    r.fingerprint = Some(ordo_sys::fingerprint::collect());
     let v = serde_json::to_value(&r).unwrap();
     assert_eq!(check(&v), Vec::<String>::new());
     let back: LoopReport = serde_json::from_value(v).unwrap();

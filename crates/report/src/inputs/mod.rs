@@ -1,6 +1,7 @@
 //! Reading inputs: detect what a file is (a JSON result with a `"kind"` field, a JSON-lines stream of
 //! `probe-pid` intervals, or an `ordo tune` SQLite store by its file magic), check its version, and parse it
-//! into the kind's type. Anything else is refused with the file's name and what was expected.
+//! into the kind's type. Anything else is refused with the file's name and what was expected. A store is
+//! not opened here: the caller's [`StoreReader`] (ordo's is ordo-tune's) turns it into typed results.
 
 pub(crate) mod bench;
 pub(crate) mod demo;
@@ -10,6 +11,7 @@ pub(crate) mod tune;
 
 use std::path::Path;
 
+use ordo_results::tune::{ExperimentResult, StoreReadError};
 use serde_json::Value;
 
 use crate::doc::Section;
@@ -48,6 +50,12 @@ pub enum InputError {
 }
 
 pub use ordo_results::Kind;
+
+/// Reads an `ordo tune` SQLite store as typed results: every experiment in it (or only experiment `only`)
+/// with its analysis, oldest first. ordo passes ordo-tune's `export::read_store`; this crate never opens
+/// SQLite or runs the statistics itself.
+pub type StoreReader<'a> =
+    &'a dyn Fn(&Path, Option<i64>) -> Result<Vec<ExperimentResult>, StoreReadError>;
 
 /// A parsed input of one kind.
 #[derive(Clone, Debug)]
@@ -99,21 +107,46 @@ impl Input {
         }
     }
 
-    /// Open an `ordo tune` store: every experiment in it, or only experiment `only` (what `ordo tune` hands
-    /// over when an experiment finishes).
-    pub fn tune(path: &Path, only: Option<i64>) -> Result<Input, InputError> {
-        let name = path.display().to_string();
-        let store = tune::load(&name, path, only)?;
+    /// Wrap the experiments of an `ordo tune` store (what ordo hands over when an experiment finishes);
+    /// `name` is the store's file.
+    pub fn tune(name: impl Into<String>, experiments: Vec<ExperimentResult>) -> Input {
+        let store = tune::TuneStore {
+            experiments: experiments
+                .into_iter()
+                .map(tune::Experiment::from)
+                .collect(),
+        };
         let machine = store
             .experiments
             .last()
             .map(|e| e.machine.clone())
             .unwrap_or_default();
-        Ok(Input {
-            name,
+        Input {
+            name: name.into(),
             machine,
             data: InputData::Tune(Box::new(store)),
-        })
+        }
+    }
+
+    /// Read the `ordo tune` store at `path` through `stores` (every experiment, or only `only`).
+    pub fn tune_store(
+        path: &Path,
+        only: Option<i64>,
+        stores: StoreReader<'_>,
+    ) -> Result<Input, InputError> {
+        let name = path.display().to_string();
+        let experiments = stores(path, only).map_err(|e| match e {
+            StoreReadError::NotAStore(reason) => InputError::Unknown {
+                path: name.clone(),
+                reason: format!("an SQLite database but not an ordo tune store: {reason}"),
+            },
+            StoreReadError::Corrupt(reason) => InputError::Corrupt {
+                path: name.clone(),
+                kind: "tune store".into(),
+                reason,
+            },
+        })?;
+        Ok(Input::tune(name, experiments))
     }
 
     pub fn kind(&self) -> Kind {
@@ -231,11 +264,19 @@ impl Input {
     }
 }
 
-/// Read and parse one input file.
-pub fn load(path: &Path) -> Result<Input, InputError> {
+/// Read and parse one input file; an `ordo tune` store is read through `stores` (without one, a store is
+/// refused as an input this caller cannot read).
+pub fn load(path: &Path, stores: Option<StoreReader<'_>>) -> Result<Input, InputError> {
     let name = path.display().to_string();
     if is_sqlite(path) {
-        return Input::tune(path, None);
+        return match stores {
+            Some(read) => Input::tune_store(path, None, read),
+            None => Err(InputError::Unknown {
+                path: name,
+                reason: "an SQLite database (an ordo tune store?), and this reader opens JSON results only"
+                    .into(),
+            }),
+        };
     }
     let bytes = std::fs::read(path).map_err(|source| InputError::Read {
         path: name.clone(),
@@ -245,8 +286,11 @@ pub fn load(path: &Path) -> Result<Input, InputError> {
 }
 
 /// Read several inputs, stopping at the first that fails.
-pub fn load_all<P: AsRef<Path>>(paths: &[P]) -> Result<Vec<Input>, InputError> {
-    paths.iter().map(|p| load(p.as_ref())).collect()
+pub fn load_all<P: AsRef<Path>>(
+    paths: &[P],
+    stores: Option<StoreReader<'_>>,
+) -> Result<Vec<Input>, InputError> {
+    paths.iter().map(|p| load(p.as_ref(), stores)).collect()
 }
 
 /// Parse an input's bytes; `name` is used in messages.
@@ -412,5 +456,43 @@ mod tests {
         );
         let e = parse("x.bin", &[0xff, 0xfe, 0]).unwrap_err().to_string();
         assert!(e.contains("not UTF-8"));
+    }
+
+    /// A store is read through the caller's reader only; its two errors name the file.
+    #[test]
+    fn a_store_goes_through_the_reader_and_its_errors_name_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("t.db");
+        std::fs::write(&db, SQLITE_MAGIC).unwrap();
+        let e = load(&db, None).unwrap_err().to_string();
+        assert!(
+            e.contains("t.db: not an ordo result (an SQLite database"),
+            "{e}"
+        );
+        let not_store: StoreReader<'_> = &|_, _| {
+            Err(StoreReadError::NotAStore(
+                "no such table: experiments".into(),
+            ))
+        };
+        let e = load(&db, Some(not_store)).unwrap_err().to_string();
+        assert!(
+            e.contains("t.db: not an ordo result (an SQLite database but not an ordo tune store: no such table"),
+            "{e}"
+        );
+        let corrupt: StoreReader<'_> = &|_, only| {
+            Err(StoreReadError::Corrupt(format!(
+                "the store has no experiment {only:?}"
+            )))
+        };
+        let e = Input::tune_store(&db, Some(4), corrupt)
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.ends_with("t.db: corrupt tune store result: the store has no experiment Some(4)"),
+            "{e}"
+        );
+        let empty: StoreReader<'_> = &|_, _| Ok(Vec::new());
+        let input = load(&db, Some(empty)).unwrap();
+        assert_eq!(input.kind(), Kind::Tune);
     }
 }

@@ -1,18 +1,16 @@
-//! `ordo tune` SQLite stores, read through `ordo_tune::store::Store` (opened read-only) and analysed with
-//! `ordo_tune::analysis`: one bar per configuration with its 95% confidence interval, the baseline marked and
+//! `ordo tune` experiments, as typed results (ordo-results' `tune-experiment`: the stored experiment with
+//! its analysis, which ordo hands over from a store read by ordo-tune): one bar per configuration with its 95% confidence interval, the baseline marked and
 //! significant differences flagged (seed 000, Figures 1–3); a main-effect plot per knob; latency percentile
 //! curves per configuration; the scalability chart over a thread-count knob (seed 001); and the tables
 //! `ordo tune show` prints.
 
-use std::path::Path;
-
-use ordo_tune::analysis::format_p;
-use ordo_tune::analysis::{Analysis, ConfigStats, SearchSummary, analyze};
-use ordo_tune::store::{ExperimentData, Store};
+use ordo_results::tune::{
+    Analysis, ConfigStats, ExperimentData, ExperimentResult, SearchSummary, short_name,
+};
+use ordo_util::pvalue::format_p;
 
 use crate::doc::{Block, Section, Table};
 use crate::fmt::{civil_utc, num};
-use crate::inputs::InputError;
 use crate::machine::Machine;
 use crate::svg::{BarChart, BarSeries, BarValue, Point, RefLine, ScaleKind, XyChart, XySeries};
 
@@ -33,48 +31,15 @@ pub struct TuneStore {
     pub experiments: Vec<Experiment>,
 }
 
-/// Open a store read-only and load and analyse every experiment in it (or only experiment `only`).
-pub(crate) fn load(name: &str, path: &Path, only: Option<i64>) -> Result<TuneStore, InputError> {
-    let not_store = |reason: String| InputError::Unknown {
-        path: name.to_string(),
-        reason: format!("an SQLite database but not an ordo tune store: {reason}"),
-    };
-    let corrupt = |reason: String| InputError::Corrupt {
-        path: name.to_string(),
-        kind: "tune store".into(),
-        reason,
-    };
-    let store = Store::open_read_only(path).map_err(|e| not_store(e.to_string()))?;
-    let mut ids: Vec<i64> = store
-        .list_experiments()
-        .map_err(|e| not_store(e.to_string()))?
-        .into_iter()
-        .map(|row| row.id)
-        .collect();
-    if let Some(id) = only {
-        if !ids.contains(&id) {
-            return Err(corrupt(format!("the store has no experiment {id}")));
-        }
-        ids = vec![id];
-    }
-    if ids.is_empty() {
-        return Err(corrupt("the store holds no experiment".into()));
-    }
-    ids.sort_unstable();
-    let mut experiments = Vec::with_capacity(ids.len());
-    for id in ids {
-        let data = store
-            .load(id)
-            .map_err(|e| corrupt(format!("experiment {id}: {e}")))?;
-        let analysis = analyze(&data);
-        let machine = Machine::from_value(data.fingerprint.as_ref());
-        experiments.push(Experiment {
-            data,
-            analysis,
+impl From<ExperimentResult> for Experiment {
+    fn from(r: ExperimentResult) -> Self {
+        let machine = Machine::from_value(r.experiment.fingerprint.as_ref());
+        Experiment {
+            data: r.experiment,
+            analysis: r.analysis,
             machine,
-        });
+        }
     }
-    Ok(TuneStore { experiments })
 }
 
 /// A configuration's label with "(baseline)" added when it is the baseline and does not say so already.
@@ -232,10 +197,7 @@ fn tick_labels(configs: &[&ConfigStats], order: &[String]) -> (Vec<String>, Vec<
                 .join(" ")
         })
         .collect();
-    let names = knobs
-        .iter()
-        .map(|k| ordo_tune::design::short_name(k).to_string())
-        .collect();
+    let names = knobs.iter().map(|k| short_name(k).to_string()).collect();
     (ticks, names)
 }
 
@@ -755,104 +717,107 @@ fn experiment_section(e: &Experiment, id: &str, name: &str) -> Section {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use ordo_tune::store::{ConfigurationRow, ExperimentMeta, ExperimentRow, RunRow};
+    use ordo_results::tune::{ConfigStats, MainEffect, Scalability, ScaleRow, Summary};
     use std::collections::BTreeMap;
 
-    /// A configuration: its knob values, whether it is the baseline, the throughput of each run.
-    type Config<'a> = (Vec<(&'a str, String)>, bool, Vec<f64>);
+    /// A configuration: its knob values, whether it is the baseline, its mean score (3 runs).
+    type Config<'a> = (Vec<(&'a str, String)>, bool, f64);
 
-    /// An experiment's analysis from its configurations.
-    fn experiment(
-        knobs: Vec<(String, Vec<String>)>,
-        scale: Option<(&str, f64)>,
+    /// A typed analysis (as ordo-tune would hand it over) of a maximised throughput: the configurations
+    /// measured with their means, main effects naming the knobs in file order, and `scalability`.
+    fn analysis(
+        knobs: &[&str],
         configs: Vec<Config<'_>>,
+        scalability: Option<Scalability>,
     ) -> Analysis {
-        let mut runs = Vec::new();
-        let mut rows = Vec::new();
-        for (i, (values, base, xs)) in configs.into_iter().enumerate() {
-            let values: BTreeMap<String, String> = values
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect();
-            rows.push(ConfigurationRow {
-                id: i as i64,
-                idx: i,
-                label: if base {
-                    "baseline (machine defaults)".into()
-                } else {
-                    values
-                        .iter()
-                        .map(|(k, v)| format!("{}={v}", ordo_tune::design::short_name(k)))
-                        .collect::<Vec<_>>()
-                        .join(" ")
-                },
-                values,
-                is_baseline: base,
-            });
-            for (b, x) in xs.into_iter().enumerate() {
-                runs.push(RunRow {
-                    id: runs.len() as i64,
-                    config: i,
-                    block: b,
-                    warmup: false,
-                    started_unix_ms: 0,
-                    duration_s: 1.0,
-                    ok: true,
-                    error: None,
-                    metrics: [("web.throughput".to_string(), x)].into(),
-                });
-            }
+        let configs = configs
+            .into_iter()
+            .enumerate()
+            .map(|(i, (values, base, mean))| {
+                let values: BTreeMap<String, String> = values
+                    .into_iter()
+                    .map(|(k, v)| (k.to_string(), v))
+                    .collect();
+                ConfigStats {
+                    idx: i,
+                    label: if base {
+                        "baseline (machine defaults)".into()
+                    } else {
+                        values
+                            .iter()
+                            .map(|(k, v)| format!("{}={v}", short_name(k)))
+                            .collect::<Vec<_>>()
+                            .join(" ")
+                    },
+                    is_baseline: base,
+                    values,
+                    score: Summary {
+                        n: 3,
+                        mean,
+                        sd: 1.0,
+                        min: mean - 1.0,
+                        max: mean + 1.0,
+                        ci95: 2.5,
+                    },
+                    metrics: BTreeMap::new(),
+                }
+            })
+            .collect();
+        Analysis {
+            experiment: 1,
+            name: "t".into(),
+            status: "finished".into(),
+            objective: "maximize".into(),
+            score_terms: vec![("web.throughput".into(), 1.0)],
+            configs,
+            table: None,
+            main_effects: knobs
+                .iter()
+                .map(|k| MainEffect {
+                    knob: k.to_string(),
+                    levels: Vec::new(),
+                    spread: 0.0,
+                    observational: false,
+                })
+                .collect(),
+            comparisons: Vec::new(),
+            best: None,
+            scalability,
+            search: None,
+            notes: Vec::new(),
+            warnings: Vec::new(),
         }
-        analyze(&ExperimentData {
-            experiment: ExperimentRow {
-                id: 1,
-                name: "t".into(),
-                spec_path: String::new(),
-                spec_text: String::new(),
-                spec_hash: String::new(),
-                seed: 1,
-                status: "finished".into(),
-                created_unix: 0,
-                finished_unix: None,
-                meta: ExperimentMeta {
-                    knobs,
-                    objective: "maximize".into(),
-                    score_terms: vec![("web.throughput".into(), 1.0)],
-                    scale_knob: scale.map(|(k, _)| k.to_string()),
-                    scale_base: scale.map(|(_, b)| b),
-                    min_runs: 3,
-                    max_runs: 3,
-                    rel_ci: 0.5,
-                    ..Default::default()
-                },
-            },
-            fingerprint: None,
-            configurations: rows,
-            runs,
-        })
     }
 
     /// Issue 13: with the base count not the smallest (seed 001 used 16), the lines were joined base first,
     /// out of order; one huge ratio flattened the others on a linear axis.
     #[test]
     fn scalability_lines_run_in_count_order_and_a_huge_ratio_gets_a_log_axis() {
-        let levels = ["2", "4", "16", "64"];
         // Throughput collapses at 64: its ratio is 25, the others' 1 to 9.
-        let tput = [900.0, 1000.0, 1000.0, 10.0];
-        let a = experiment(
-            vec![("param:threads".into(), levels.map(String::from).to_vec())],
-            Some(("param:threads", 16.0)),
-            levels
-                .iter()
-                .zip(tput)
-                .map(|(l, t)| {
-                    (
-                        vec![("param:threads", l.to_string())],
-                        false,
-                        vec![t, t + 1.0, t - 1.0],
-                    )
-                })
+        let tput = [(2.0, 900.0), (4.0, 1000.0), (16.0, 1000.0), (64.0, 10.0)];
+        let runtime = |t: f64| 1.0 / t;
+        let rows = tput
+            .iter()
+            .filter(|(n, _)| *n != 16.0)
+            .map(|&(b, t)| ScaleRow {
+                group: String::new(),
+                a: 16.0,
+                b,
+                runtime_a: runtime(1000.0),
+                runtime_b: runtime(t),
+                ratio: (runtime(t) / runtime(1000.0)) / (b / 16.0),
+            })
+            .collect();
+        let a = analysis(
+            &["param:threads"],
+            tput.iter()
+                .map(|(n, t)| (vec![("param:threads", n.to_string())], false, *t))
                 .collect(),
+            Some(Scalability {
+                knob: "param:threads".into(),
+                runtime_metric: "1/web.throughput".into(),
+                rows,
+            }),
         );
         let charts = scalability_charts("s", &a);
         assert_eq!(charts.len(), 2);
@@ -869,8 +834,7 @@ mod tests {
     /// Issue 13: bar labels of a 3^3 sweep were all cut to the same prefix.
     #[test]
     fn bars_of_a_sweep_are_labelled_by_the_values_that_differ() {
-        let lv = |v: &[&str]| v.iter().map(|s| s.to_string()).collect::<Vec<_>>();
-        let mut configs = vec![(vec![], true, vec![100.0, 101.0, 99.0])];
+        let mut configs = vec![(vec![], true, 100.0)];
         for sw in ["10", "60", "100"] {
             for nice in ["0", "5", "10"] {
                 for slice in ["1000000", "3000000", "750000"] {
@@ -881,22 +845,15 @@ mod tests {
                             ("debugfs:base_slice_ns", slice.to_string()),
                         ],
                         false,
-                        vec![100.0, 101.0, 99.0],
+                        100.0,
                     ));
                 }
             }
         }
-        let a = experiment(
-            vec![
-                ("sysctl:vm.swappiness".into(), lv(&["10", "60", "100"])),
-                ("nice".into(), lv(&["0", "5", "10"])),
-                (
-                    "debugfs:base_slice_ns".into(),
-                    lv(&["1000000", "3000000", "750000"]),
-                ),
-            ],
-            None,
+        let a = analysis(
+            &["sysctl:vm.swappiness", "nice", "debugfs:base_slice_ns"],
             configs,
+            None,
         );
         let chart = config_chart("c", &a);
         assert_eq!(chart.tick_labels.len(), 28);

@@ -102,7 +102,7 @@ fn chromium_shows_every_chart_offline() {
         common::build_store(&p, host, kernel, speed, 3, 3);
         paths.push(p);
     }
-    let inputs = ordo_report::load_all(&paths).expect("fixtures load");
+    let inputs = ordo_report::load_all(&paths, common::STORES).expect("fixtures load");
     let html = ordo_report::render_html(&inputs);
     let expected_charts = html.matches("<figure class=\"chart\"").count();
     assert!(expected_charts >= 30, "every kind of input gives charts");

@@ -7,6 +7,9 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use ordo_tune::design::Configuration;
+
+/// The tune store reader ordo passes to ordo-report: ordo-tune's.
+pub const STORES: Option<ordo_report::StoreReader<'static>> = Some(&ordo_tune::export::read_store);
 use ordo_tune::store::{ExperimentMeta, NewRun, Store};
 
 pub const KNOB_SWAP: &str = "sysctl:vm.swappiness";

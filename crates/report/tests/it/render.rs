@@ -19,7 +19,7 @@ fn json(name: &str) -> Value {
 
 fn render(names: &[&str]) -> String {
     let paths: Vec<PathBuf> = names.iter().map(|n| fixture(n)).collect();
-    let inputs = ordo_report::load_all(&paths).expect("fixtures load");
+    let inputs = ordo_report::load_all(&paths, None).expect("fixtures load");
     ordo_report::render_html_with(
         &inputs,
         &ordo_report::Options {
@@ -140,8 +140,9 @@ fn demo_page_plots_the_response_times_and_ratios() {
         .map(|g| g.attribute("data-y").unwrap())
         .collect();
     assert_eq!(refs, vec!["4", "2"]);
-    let text =
-        ordo_report::render_text(&ordo_report::load_all(&[fixture("demo-lottery.json")]).unwrap());
+    let text = ordo_report::render_text(
+        &ordo_report::load_all(&[fixture("demo-lottery.json")], None).unwrap(),
+    );
     assert!(text.contains("light/heavy") && text.contains("Target met"));
 }
 
@@ -187,7 +188,7 @@ fn render_edited(edit: impl FnOnce(&mut Value)) -> (String, Value) {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("bench.json");
     std::fs::write(&path, serde_json::to_string(&v).unwrap()).unwrap();
-    let inputs = ordo_report::load_all(&[path]).expect("edited fixture loads");
+    let inputs = ordo_report::load_all(&[path], None).expect("edited fixture loads");
     let html = ordo_report::render_html_with(
         &inputs,
         &ordo_report::Options {
@@ -318,7 +319,7 @@ fn comparison_labels_inputs_by_kernel_and_host() {
 
 #[test]
 fn text_output_has_the_same_tables() {
-    let inputs = ordo_report::load_all(&[fixture("bench-mix.json")]).unwrap();
+    let inputs = ordo_report::load_all(&[fixture("bench-mix.json")], None).unwrap();
     let text = ordo_report::render_text(&inputs);
     for want in [
         "Per class",
@@ -445,7 +446,7 @@ fn probe_pid_stream_plots_switches_and_wait_over_time() {
 #[test]
 fn corrupt_and_unknown_files_are_refused_with_their_name() {
     let p = fixture("corrupt-truncated.json");
-    let e = ordo_report::load(&p).unwrap_err().to_string();
+    let e = ordo_report::load(&p, None).unwrap_err().to_string();
     assert!(e.starts_with(&p.display().to_string()), "{e}");
     assert!(
         e.contains("not an ordo result") && e.contains("expected"),
@@ -602,7 +603,7 @@ fn merged_bench_results_show_each_machine_and_the_forced_merge() {
     v["merged"] = serde_json::json!([run("gen1.json", "gen-a")]);
     v["warnings"] = serde_json::json!(["WARNING: forced"]);
     std::fs::write(&p, v.to_string()).unwrap();
-    let text = ordo_report::render_text(&ordo_report::load_all(&[p]).unwrap());
+    let text = ordo_report::render_text(&ordo_report::load_all(&[p], None).unwrap());
     assert!(
         text.contains("WARNING: forced") && text.contains("Merged from 1 runs"),
         "{text}"

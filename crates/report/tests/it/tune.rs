@@ -1,4 +1,5 @@
-//! Tune stores: the report opens an `ordo tune` SQLite store read-only through ordo_tune and draws one bar per
+//! Tune stores: read read-only through ordo-tune's reader (as ordo passes it; the report crate itself reads
+//! only the typed results it returns), the report draws one bar per
 //! configuration (CI, baseline, significance), a main-effect plot per knob, percentile curves per
 //! configuration and seed 001's scalability charts — with the plotted values equal to the stored runs.
 
@@ -21,7 +22,7 @@ fn tune_store_renders_every_chart_with_the_stored_values() {
     let dir = tempfile::tempdir().unwrap();
     let db = dir.path().join("tune.db");
     common::build_store(&db, "lab-a", "6.8.0-45-generic", 1.0, 42, 4);
-    let input = ordo_report::load(&db).expect("store loads");
+    let input = ordo_report::load(&db, common::STORES).expect("store loads");
     assert_eq!(input.kind(), ordo_report::Kind::Tune);
     assert_eq!(input.label(), "6.8.0-45-generic @ lab-a");
     let html = ordo_report::render_html(std::slice::from_ref(&input));
@@ -169,7 +170,7 @@ fn two_stores_from_different_kernels_are_compared_side_by_side() {
     let b = dir.path().join("b.db");
     common::build_store(&a, "lab-a", "6.8.0-45-generic", 1.0, 1, 3);
     common::build_store(&b, "lab-b", "6.12.9", 1.08, 2, 3);
-    let inputs = ordo_report::load_all(&[&a, &b]).unwrap();
+    let inputs = ordo_report::load_all(&[&a, &b], common::STORES).unwrap();
     let html = ordo_report::render_html(&inputs);
     assert!(html.contains("id=\"compare-tune-1\""));
     let doc = Document::parse_with_options(
@@ -200,13 +201,17 @@ fn an_sqlite_file_that_is_not_a_store_is_refused() {
         .unwrap()
         .execute_batch("CREATE TABLE notes (t TEXT); INSERT INTO notes VALUES ('hi');")
         .unwrap();
-    let e = ordo_report::load(&db).unwrap_err().to_string();
+    let e = ordo_report::load(&db, common::STORES)
+        .unwrap_err()
+        .to_string();
     assert!(e.starts_with(&db.display().to_string()), "{e}");
     assert!(e.contains("not an ordo tune store"), "{e}");
 
     let empty = dir.path().join("empty.db");
     drop(ordo_tune::store::Store::open(&empty).unwrap());
-    let e = ordo_report::load(&empty).unwrap_err().to_string();
+    let e = ordo_report::load(&empty, common::STORES)
+        .unwrap_err()
+        .to_string();
     assert!(e.contains("holds no experiment"), "{e}");
 }
 
@@ -232,17 +237,17 @@ fn one_experiment_of_a_store_can_be_picked() {
     let db = dir.path().join("tune.db");
     common::build_store(&db, "lab-a", "6.8.0", 1.0, 1, 3);
     common::build_store(&db, "lab-a", "6.8.0", 1.0, 2, 3);
-    let all = ordo_report::load(&db).unwrap();
+    let all = ordo_report::load(&db, common::STORES).unwrap();
     let html = ordo_report::render_html(std::slice::from_ref(&all));
     assert!(html.contains("id=\"input-1-e1\"") && html.contains("id=\"input-1-e2\""));
     // Same name, same machine: compared within the store, told apart by experiment number.
     assert!(html.contains("id=\"compare-tune-1-configs\""));
     assert!(html.contains("6.8.0 @ lab-a (tune.db #2)"));
 
-    let one = ordo_report::Input::tune(&db, Some(2)).unwrap();
+    let one = ordo_report::Input::tune_store(&db, Some(2), &ordo_tune::export::read_store).unwrap();
     let html = ordo_report::render_html(&[one]);
     assert!(html.contains("id=\"input-1-e2\"") && !html.contains("id=\"input-1-e1\""));
-    let e = ordo_report::Input::tune(&db, Some(9))
+    let e = ordo_report::Input::tune_store(&db, Some(9), &ordo_tune::export::read_store)
         .unwrap_err()
         .to_string();
     assert!(e.contains("no experiment 9"), "{e}");
@@ -253,7 +258,7 @@ fn a_real_ordo_tune_store_renders_its_stored_means() {
     // Written by `ordo tune run` (a 2 × 2 of workers and nice against the built-in ordo serve).
     let db = std::path::PathBuf::from(env!("CARGO_MANIFEST_DIR"))
         .join("tests/fixtures/tune-two-by-two.db");
-    let input = ordo_report::load(&db).expect("store loads");
+    let input = ordo_report::load(&db, common::STORES).expect("store loads");
     let html = ordo_report::render_html(std::slice::from_ref(&input));
     let doc = Document::parse_with_options(
         &html,
@@ -299,7 +304,8 @@ fn a_merged_store_shows_every_machine_and_a_forced_merge_warns() {
     assert!(refused.contains("no readable experiment file"), "{refused}");
     let done = ordo_tune::compare::merge(&[a, b], &merged, true).unwrap();
     assert!(done.merged[0].machine.contains("lab-a") && done.merged[1].machine.contains("lab-b"));
-    let input = ordo_report::Input::tune(&merged, None).unwrap();
+    let input =
+        ordo_report::Input::tune_store(&merged, None, &ordo_tune::export::read_store).unwrap();
     let html = ordo_report::render_html(std::slice::from_ref(&input));
     let header = &html[..html.find("</header>").unwrap()];
     assert!(
@@ -391,7 +397,12 @@ fn a_search_banner_names_the_rechecked_best() {
     }
     store.set_status(id, "finished").unwrap();
     drop(store);
-    let html = ordo_report::render_html(&[ordo_report::Input::tune(&db, None).unwrap()]);
+    let html = ordo_report::render_html(&[ordo_report::Input::tune_store(
+        &db,
+        None,
+        &ordo_tune::export::read_store,
+    )
+    .unwrap()]);
     assert!(html.contains("Best: a=3 with mean 118"), "{html}");
     assert!(!html.contains("Best: a=2"));
     assert!(html.contains("Main effects — observational"));

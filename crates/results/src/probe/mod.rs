@@ -5,7 +5,7 @@
 
 pub mod stats;
 
-use ordo_sys::{Fingerprint, ProcessSnapshot, thread};
+use crate::machine::{Fingerprint, Policy, ProcessSnapshot};
 use schemars::JsonSchema;
 use serde::{Deserialize, Serialize};
 
@@ -61,7 +61,7 @@ pub struct LoopConfig {
     /// Pin the probe thread and the load to this CPU.
     pub cpu: Option<usize>,
     /// The probe thread's policy, nice value and slice (ns).
-    pub policy: Option<thread::Policy>,
+    pub policy: Option<Policy>,
     pub nice: Option<i32>,
     pub slice_ns: Option<u64>,
     /// Custom histogram edges, ms.

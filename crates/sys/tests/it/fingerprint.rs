@@ -1,11 +1,11 @@
-//! `Fingerprint::collect_from` on a fake machine in a temp dir: each figure comes from the source the
+//! `fingerprint::collect_from` on a fake machine in a temp dir: each figure comes from the source the
 //! docs name, with the fallbacks taken in order (kernel config in /boot when /proc/config.gz is absent,
 //! the boot command line's preempt= for a PREEMPT_DYNAMIC kernel, uname -v when there is no config).
 
 use std::fs;
 use std::path::Path;
 
-use ordo_sys::fingerprint::{Fingerprint, Sources};
+use ordo_sys::fingerprint::Sources;
 
 fn write(root: &Path, rel: &str, text: &str) {
     let p = root.join(rel);
@@ -70,7 +70,7 @@ fn boot_config_and_command_line() {
     );
     write(dir.path(), "sys/kernel/sched_ext/state", "enabled\n");
     write(dir.path(), "sys/kernel/sched_ext/root/ops", "rusty\n");
-    let fp = Fingerprint::collect_from(&src);
+    let fp = ordo_sys::fingerprint::collect_from(&src);
     assert_eq!(fp.hostname, "box");
     assert_eq!(fp.kernel_release, "6.12.9-test");
     assert_eq!(fp.config_hz, Some(1000));
@@ -96,7 +96,7 @@ fn config_default_then_debugfs() {
         "boot/config-6.12.9-test",
         "CONFIG_HZ=250\nCONFIG_PREEMPT_NONE=y\nCONFIG_PREEMPT_DYNAMIC=y\n",
     );
-    let fp = Fingerprint::collect_from(&src);
+    let fp = ordo_sys::fingerprint::collect_from(&src);
     assert_eq!(fp.preemption.as_deref(), Some("none"));
     assert_eq!(fp.preemption_source, "/boot/config-6.12.9-test");
     // The mode in force, when debugfs is readable, wins.
@@ -110,7 +110,7 @@ fn config_default_then_debugfs() {
         "sys/kernel/debug/sched/base_slice_ns",
         "3000000\n",
     );
-    let fp = Fingerprint::collect_from(&src);
+    let fp = ordo_sys::fingerprint::collect_from(&src);
     assert_eq!(fp.preemption.as_deref(), Some("lazy"));
     assert_eq!(fp.preemption_source, "/sys/kernel/debug/sched/preempt");
     assert_eq!(fp.base_slice_ns, Some(3_000_000));
@@ -120,7 +120,7 @@ fn config_default_then_debugfs() {
 fn nothing_but_uname() {
     let dir = tempfile::tempdir().unwrap();
     let src = machine(dir.path());
-    let fp = Fingerprint::collect_from(&src);
+    let fp = ordo_sys::fingerprint::collect_from(&src);
     assert_eq!(fp.config_hz, None);
     assert_eq!(fp.config_hz_source, "unknown");
     assert_eq!(fp.preemption.as_deref(), Some("dynamic"));
