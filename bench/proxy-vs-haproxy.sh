@@ -63,7 +63,9 @@ mkdir -p "$tmp/www"
 for d in "" a b c; do
   mkdir -p "$tmp/www/$d"
   if [ -n "${BODY_BYTES:-}" ]; then
-    head -c "$BODY_BYTES" /dev/urandom > "$tmp/www/$d/file.txt"
+    # (the same bytes in each: the bodies are compared with the root's)
+    [ -f "$tmp/body.bin" ] || head -c "$BODY_BYTES" /dev/urandom > "$tmp/body.bin"
+    cp "$tmp/body.bin" "$tmp/www/$d/file.txt"
   else
     bench_file_2k "$tmp/www/$d/file.txt"
   fi
