@@ -2,7 +2,8 @@
 # Memory pinned by HTTP/2 slow readers (issue 20): CONNS h2c connections (h2load -w 0: every stream's window
 # is 0, so nothing is ever read) opening STREAMS streams each for a SIZE-byte file, through a reverse
 # proxy — ordo serve and nginx, both proxying to the same nginx upstream over HTTP/1.1. Reports each
-# proxy's resident memory before the clients, after HOLD seconds with them connected, and the growth.
+# proxy's resident memory before the clients, after HOLD seconds with them connected, the growth, and what
+# is still resident 2 s after the clients left (memory the allocator kept).
 # The target: ordo's growth ≤ nginx's (ordo holds at most `[http2] max_buffered_bytes` per connection
 # beyond what is being produced, docs/serve-http.md "Slow readers").
 #
@@ -67,7 +68,7 @@ rss_kb() { local p t=0; for p in $1; do t=$((t + $(awk '/^VmRSS:/ { print $2 }' 
 
 # one server: RSS before, with the slow readers connected for HOLD s, and the growth (MB)
 measure() { # label pids port
-  local before after h2
+  local before after left h2
   before=$(rss_kb "$2")
   h2load -c "$CONNS" -m "$STREAMS" -n $((CONNS * STREAMS)) -w 0 -T 60 "http://127.0.0.1:$3/big.bin" \
     > "$tmp/h2load-$1.log" 2>&1 &
@@ -77,8 +78,10 @@ measure() { # label pids port
   after=$(rss_kb "$2")
   kill "$h2" 2>/dev/null || true
   wait "$h2" 2>/dev/null || true
-  awk -v l="$1" -v b="$before" -v a="$after" \
-    'BEGIN { printf "%-6s RSS before %7.1f MB  with slow readers %7.1f MB  growth %7.1f MB\n", l, b / 1024, a / 1024, (a - b) / 1024 }'
+  sleep 2
+  left=$(rss_kb "$2")
+  awk -v l="$1" -v b="$before" -v a="$after" -v r="$left" \
+    'BEGIN { printf "%-6s RSS before %7.1f MB  with slow readers %7.1f MB  growth %7.1f MB  2 s after they left %7.1f MB\n", l, b / 1024, a / 1024, (a - b) / 1024, r / 1024 }'
   echo $((after - before)) > "$tmp/growth-$1"
 }
 

@@ -379,11 +379,13 @@ bench_ordo_route_conf() {
 
 # FILE: ordo serve as a reverse proxy (bench_ordo_route_conf): one route "/" proxied to 127.0.0.1:UP_PORT,
 # its connection pool at ordo's defaults (issue 22: the default pool keeps what is in use; ORDO_POOL_MAX_IDLE
-# sets `pool_max_idle` to compare with a cap).
+# sets `pool_max_idle` to compare with a cap; ORDO_BUFFER_MAX_BYTES sets `buffer_max_bytes`, the largest body
+# read whole, to compare reading a body whole with streaming it).
 #   bench_ordo_proxy_conf FILE POLICY CLASSES PORT UP_PORT
 bench_ordo_proxy_conf() {
   local pool=""
   [ -n "${ORDO_POOL_MAX_IDLE:-}" ] && pool=", pool_max_idle = $ORDO_POOL_MAX_IDLE"
+  [ -n "${ORDO_BUFFER_MAX_BYTES:-}" ] && pool="$pool, buffer_max_bytes = $ORDO_BUFFER_MAX_BYTES"
   bench_ordo_route_conf "$1" "$2" "$3" "$4" "proxy = { upstreams = [\"127.0.0.1:$5\"]$pool }"
 }
 

@@ -27,6 +27,9 @@
 #   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
 #   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another ordo binary (e.g. an older build, to compare)
 #   COALESCE=0s ...                                # ordo's `coalesce` (default: ordo's own, 2us; 0s: off)
+#   BODY_BYTES=200000 ...                          # a file of this many bytes instead of the 2 KB one (ordo
+#                                                  # streams bodies over its buffer_max_bytes, 64 KiB)
+#   ORDO_BUFFER_MAX_BYTES=262144 BODY_BYTES=200000 ...   # ordo reading such bodies whole (the old default)
 #
 # Ports: BASE_PORT (default 18180) .. BASE_PORT+4 (the script refuses to start if one is taken).
 # Everything it starts is killed and its temp dir removed on every exit path.
@@ -56,11 +59,17 @@ haproxy_bin=$(command -v haproxy)
 bench_build --bin ordo
 bench_ports_free "$UP_PORT" "$HAPROXY_PORT" "$NGINX_PROXY_PORT" "$ORDO_PORT" "$STRIDE3_PORT"
 
-# The 2 KB file at the upstream's root and under a/ b/ c/ (the three-class mix).
+# The file (2 KB, or BODY_BYTES) at the upstream's root and under a/ b/ c/ (the three-class mix).
 mkdir -p "$tmp/www"
 for d in "" a b c; do
   mkdir -p "$tmp/www/$d"
-  bench_file_2k "$tmp/www/$d/file.txt"
+  if [ -n "${BODY_BYTES:-}" ]; then
+    # (the same bytes in each: the bodies are compared with the root's)
+    [ -f "$tmp/body.bin" ] || head -c "$BODY_BYTES" /dev/urandom > "$tmp/body.bin"
+    cp "$tmp/body.bin" "$tmp/www/$d/file.txt"
+  else
+    bench_file_2k "$tmp/www/$d/file.txt"
+  fi
 done
 
 bench_nginx_conf "$tmp/upstream" "  server { listen 127.0.0.1:$UP_PORT; root $tmp/www; }"
@@ -82,7 +91,7 @@ bench_ordo_proxy_conf "$tmp/stride3.toml" stride 3 "$STRIDE3_PORT" "$UP_PORT"
 
 bench_mix_lua "$tmp/mix.lua"
 
-# The body that comes back through a proxy must be the upstream's 2 KB file.
+# The body that comes back through a proxy must be the upstream's file.
 check_body() { # $1 = url
   cmp -s <(curl -fs "$1") "$tmp/www/file.txt" || { echo "proxy-vs-haproxy: $1 did not return the file" >&2; exit 1; }
 }
@@ -117,7 +126,7 @@ echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 echo
 echo "proxies on CPU $SERVER_CPU (one thread each): HAProxy $("$haproxy_bin" -v 2>&1 | awk 'NR == 1 { print $3 }'), nginx $("$nginx_bin" -v 2>&1 | sed 's/.*nginx\///') proxy_pass, ordo serve (coalesce = ${COALESCE:-its default});"
-echo "upstream nginx (1 worker) on CPU $UPSTREAM_CPU; wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU; 2 KB file"
+echo "upstream nginx (1 worker) on CPU $UPSTREAM_CPU; wrk -t1 -c$CONNS -d$DURATION on CPU $CLIENT_CPU; $(if [ -n "${BODY_BYTES:-}" ]; then echo "$BODY_BYTES-byte"; else echo "2 KB"; fi) file"
 printf '%-13s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server core" "client core" "all rounds (req/s)"
 for k in haproxy nginx_proxy ordo_fcfs haproxy_mix ordo_stride3; do
   printf '%-13s %12s %11s %11s%% %11s%%   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" \

@@ -435,6 +435,131 @@ async fn a_zero_window_client_pins_at_most_max_buffered_bytes() {
     assert_eq!(l.echo.calls.load(Ordering::SeqCst), 128);
 }
 
+/// The bytes one TCP socket of this host holds in the kernel, `(tx_queue, rx_queue)` from /proc/net/tcp:
+/// sent and not yet acknowledged, and received but not yet read by its program. The socket is named by
+/// its local and remote ports (both ends on 127.0.0.1).
+fn kernel_queues(local: u16, remote: u16) -> Option<(u64, u64)> {
+    let table = std::fs::read_to_string("/proc/net/tcp").ok()?;
+    let (l, r) = (format!(":{local:04X}"), format!(":{remote:04X}"));
+    table.lines().skip(1).find_map(|line| {
+        let f: Vec<&str> = line.split_whitespace().collect();
+        if f.len() < 5 || !f[1].ends_with(&l) || !f[2].ends_with(&r) {
+            return None;
+        }
+        let (tx, rx) = f[4].split_once(':')?;
+        Some((
+            u64::from_str_radix(tx, 16).ok()?,
+            u64::from_str_radix(rx, 16).ok()?,
+        ))
+    })
+}
+
+/// A proxied body is read from the upstream only as fast as the client's window lets it out (issue 20
+/// item 8): for a zero-window stream ordo takes at most two 16 KiB chunks (and what came with the head)
+/// of an 8 MiB upstream body, and the rest stays in the kernel's socket buffers, the upstream's writes
+/// stalled. Before, the proxy read bodies up to 256 KiB whole and kept 8 chunks of up to 64 KiB of longer
+/// ones per stream. Measured at ordo's upstream socket: what the upstream wrote less what is still queued in
+/// the kernel (its send queue, ordo's receive queue) is what ordo read. Once the window opens the body
+/// arrives whole.
+#[tokio::test]
+async fn a_proxied_body_is_not_read_ahead_of_a_zero_window() {
+    const BODY: usize = 8 << 20;
+    let upstream = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let up_addr = upstream.local_addr().unwrap();
+    let written = Arc::new(AtomicUsize::new(0));
+    let (ports_tx, ports) = tokio::sync::oneshot::channel::<(u16, u16)>();
+    let w = written.clone();
+    tokio::spawn(async move {
+        let (mut s, peer) = upstream.accept().await.unwrap();
+        let _ = ports_tx.send((s.local_addr().unwrap().port(), peer.port()));
+        let mut head = Vec::new();
+        let mut buf = [0u8; 4096];
+        while !head.windows(4).any(|w| w == b"\r\n\r\n") {
+            match s.read(&mut buf).await {
+                Ok(n) if n > 0 => head.extend_from_slice(&buf[..n]),
+                _ => return,
+            }
+        }
+        let answer = format!("HTTP/1.1 200 OK\r\nContent-Length: {BODY}\r\n\r\n");
+        s.write_all(answer.as_bytes()).await.unwrap();
+        let piece = vec![b'x'; 4096];
+        let mut left = BODY;
+        while left > 0 {
+            match s.write(&piece[..left.min(piece.len())]).await {
+                Ok(n) if n > 0 => {
+                    left -= n;
+                    w.fetch_add(n, Ordering::SeqCst);
+                }
+                _ => return,
+            }
+        }
+        // keep the connection open until the test ends
+        tokio::time::sleep(WAIT).await;
+    });
+    let h = ctl_util::start(&format!(
+        "[[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"{up_addr}\"] }}\n"
+    ))
+    .await;
+    let tcp = TcpStream::connect(h.local_addr()).await.unwrap();
+    let (send, mut conn) = tokio::time::timeout(
+        WAIT,
+        h2::client::Builder::new()
+            .initial_window_size(0)
+            .handshake::<_, Bytes>(tcp),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let (open, opened) = tokio::sync::oneshot::channel::<()>();
+    let driver = tokio::spawn(async move {
+        tokio::select! {
+            r = &mut conn => return r,
+            _ = opened => {}
+        }
+        conn.set_initial_window_size(1 << 20)?;
+        conn.await
+    });
+    let mut c = Client { send, conn: driver };
+    let (f, _stream) = c.start(get("/big")).await;
+    let (up_port, ordo_port) = tokio::time::timeout(WAIT, ports).await.unwrap().unwrap();
+    // what ordo has read of the body, once it settles (the same figures twice, 200 ms apart)
+    let read_by_ordo = || {
+        let sent = written.load(Ordering::SeqCst) as u64;
+        let (up_unacked, _) = kernel_queues(up_port, ordo_port)?;
+        let (_, ordo_unread) = kernel_queues(ordo_port, up_port)?;
+        Some((sent, sent.saturating_sub(up_unacked + ordo_unread)))
+    };
+    let started = Instant::now();
+    let mut last = None;
+    let read = loop {
+        tokio::time::sleep(Duration::from_millis(200)).await;
+        let now = read_by_ordo().expect("both ends of the upstream connection in /proc/net/tcp");
+        if now.0 > 0 && last == Some(now) {
+            break now.1;
+        }
+        assert!(
+            started.elapsed() < WAIT,
+            "the upstream connection did not settle: {now:?}"
+        );
+        last = Some(now);
+    };
+    // (the head's read takes up to 8 KiB, part of it body; then a chunk waiting for window, one in the channel)
+    let cap = (8 + 2 * 16) * 1024;
+    assert!(
+        (1..=cap as u64).contains(&read),
+        "ordo read {read} bytes of the body for a stream whose window is 0 (at most {cap})"
+    );
+    assert!(
+        written.load(Ordering::SeqCst) < BODY,
+        "the upstream wrote the whole body: nothing pushed back"
+    );
+    open.send(()).unwrap();
+    let r = collect(f).await.unwrap();
+    assert_eq!((r.status, r.body.len()), (200, BODY));
+    assert_eq!(written.load(Ordering::SeqCst), BODY);
+    h.shutdown().await.unwrap();
+}
+
 #[tokio::test]
 async fn a_connection_has_at_most_max_streams_in_progress_in_the_handler() {
     let cfg = Http2Config {

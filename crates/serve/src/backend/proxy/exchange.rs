@@ -167,8 +167,16 @@ pub(super) fn gateway_response(up: &Upstream, e: ExchangeError, log: bool) -> Re
     Response::text(status, &format!("{what}: {public}\n"))
 }
 
+/// The most of a streamed body read from the upstream at once. A stream holds at most two such chunks
+/// ahead of its client: one the client's connection task waits to send (HTTP/2 counts it in the
+/// connection's held bytes) and one in the channel; the next is read only when the channel has taken it
+/// out, so a client that reads nothing stalls the upstream socket instead of growing memory. HAProxy's
+/// buffers are 16 KiB too; nginx buffers 4–8 KiB pages, up to 8 of them, then writes to a temp file.
+pub(super) const STREAM_CHUNK: usize = 16 * 1024;
+
 /// Streams the rest of a response body to the client's connection task; returns the upstream connection
-/// to the pool when the body ended cleanly on a reusable connection.
+/// to the pool when the body ended cleanly on a reusable connection. `tx` is the sending side of a channel
+/// of one: each chunk is read from the upstream only once the one before it has been taken.
 pub(super) async fn stream_body(
     mut conn: UpConn,
     up: Arc<Upstream>,
@@ -177,48 +185,53 @@ pub(super) async fn stream_body(
     reusable: bool,
     t: Duration,
 ) {
-    loop {
-        // a Content-Length or close-delimited body's bytes are split off the read buffer, not copied
-        match body.decode_bytes(&mut conn.buf) {
-            Ok((data, done)) => {
-                if !data.is_empty() && tx.send(Ok(data)).await.is_err() {
-                    return;
+    'chunks: loop {
+        // the channel's place first, the read after: nothing is read ahead of what the client takes
+        let Ok(permit) = tx.reserve().await else {
+            return; // the client is gone
+        };
+        loop {
+            // a Content-Length or close-delimited body's bytes are split off the read buffer, not copied
+            match body.decode_bytes(&mut conn.buf) {
+                Ok((data, done)) => {
+                    if done {
+                        if !data.is_empty() {
+                            permit.send(Ok(data));
+                        }
+                        break 'chunks;
+                    }
+                    if !data.is_empty() {
+                        permit.send(Ok(data));
+                        continue 'chunks;
+                    }
                 }
-                if done {
-                    break;
-                }
-            }
-            Err(e) => {
-                let _ = tx
-                    .send(Err(std::io::Error::other(format!(
+                Err(e) => {
+                    permit.send(Err(std::io::Error::other(format!(
                         "bad upstream chunking: {}",
                         chunk_detail(e)
-                    ))))
-                    .await;
-                return;
+                    ))));
+                    return;
+                }
             }
-        }
-        conn.buf.reserve(64 * 1024);
-        match conn.read_by(tokio::time::Instant::now() + t).await {
-            None => {
-                let _ = tx
-                    .send(Err(std::io::Error::new(
+            conn.buf.reserve(STREAM_CHUNK);
+            let deadline = tokio::time::Instant::now() + t;
+            match conn.read_at_most_by(deadline, STREAM_CHUNK).await {
+                None => {
+                    permit.send(Err(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
                         "upstream body timed out",
-                    )))
-                    .await;
-                return;
-            }
-            Some(Ok(0)) | Some(Err(_)) => {
-                if body.end_of_input().is_ok() {
-                    return; // close-delimited: the end of the connection is the end of the body
+                    )));
+                    return;
                 }
-                let _ = tx
-                    .send(Err(std::io::Error::other("upstream closed mid-body")))
-                    .await;
-                return;
+                Some(Ok(0)) | Some(Err(_)) => {
+                    if body.end_of_input().is_err() {
+                        permit.send(Err(std::io::Error::other("upstream closed mid-body")));
+                    }
+                    // close-delimited: the end of the connection is the end of the body
+                    return;
+                }
+                Some(Ok(_)) => {}
             }
-            Some(Ok(_)) => {}
         }
     }
     if reusable {
@@ -471,7 +484,7 @@ impl ProxyBackend {
                     ResponseFraming::Length(n) => Some(n),
                     _ => None,
                 };
-                let (tx, rx) = mpsc::channel(8);
+                let (tx, rx) = mpsc::channel(1);
                 let up = up.clone();
                 let reusable = parsed.reusable && !body.until_close();
                 tokio::spawn(stream_body(conn, up, tx, body, reusable, t));

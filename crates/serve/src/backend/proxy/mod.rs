@@ -26,7 +26,7 @@
 //! of proxies that leads back) and is answered 508 Loop Detected without being forwarded again. An upstream
 //! that is the server's own listen address is refused when the config is checked (`points_at_listener`).
 //! Responses with a Content-Length up to `buffer_max_bytes` are read whole; longer, chunked or
-//! close-delimited ones are streamed to the client as they arrive.
+//! close-delimited ones are streamed, read from the upstream a chunk at a time as the client takes them.
 //!
 //! Classes: the group's weight that still takes requests (`ProxyBackend::capacity`) scales the route's lane
 //! of workers, so the requests its survivors cannot take wait in ordo's queue by class; and a retry is
@@ -121,7 +121,8 @@ pub struct ProxyConfig {
     /// An idle pooled connection older than this is closed instead of reused.
     #[serde(deserialize_with = "duration::deserialize")]
     pub pool_idle_timeout: Duration,
-    /// Responses with a Content-Length up to this are buffered; others are streamed.
+    /// Responses with a Content-Length up to this are read whole; others are streamed, a chunk at a time
+    /// as the client takes them (see [`DEFAULT_BUFFER_MAX_BYTES`]).
     pub buffer_max_bytes: u64,
     /// Largest upstream response head.
     pub max_response_head_bytes: usize,
@@ -152,6 +153,13 @@ pub struct ProxyConfig {
 /// req/s at 1.3× its CPU per request). What a burst leaves behind ages out after `pool_idle_timeout`.
 /// HAProxy keeps idle server connections without a cap by default; nginx keeps the `keepalive` it is given.
 pub const DEFAULT_POOL_MAX_IDLE: usize = 1024;
+
+/// The default `buffer_max_bytes`. A body read whole is held until the client has taken all of it, and an
+/// HTTP/2 connection has up to `max_streams_in_progress` of them in the making before its held bytes stop
+/// further streams: with 256 KiB (the earlier default), 20 zero-window clients fetching 200 kB through the
+/// proxy pinned twice what nginx does (docs/serve-http.md, "Slow readers"). A streamed body holds at most
+/// two chunks of 16 KiB ahead of its client. nginx keeps 8 buffers of 4 or 8 KiB in memory per request.
+pub const DEFAULT_BUFFER_MAX_BYTES: u64 = 64 * 1024;
 
 /// One upstream of a group: `"host:port"` or `{ address = "host:port", weight = 2 }`.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -229,7 +237,7 @@ impl Default for ProxyConfig {
             read_timeout: Duration::from_secs(30),
             pool_max_idle: DEFAULT_POOL_MAX_IDLE,
             pool_idle_timeout: Duration::from_secs(60),
-            buffer_max_bytes: 256 * 1024,
+            buffer_max_bytes: DEFAULT_BUFFER_MAX_BYTES,
             max_response_head_bytes: 16 * 1024,
             ca_file: None,
             danger_accept_invalid_certs: false,

@@ -5,7 +5,7 @@ use std::collections::VecDeque;
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use bytes::BytesMut;
+use bytes::{BufMut, BytesMut};
 use tokio::io::AsyncReadExt;
 
 use crate::serving_thread::PerThread;
@@ -35,6 +35,22 @@ impl UpConn {
         tokio::select! {
             biased;
             r = self.stream.read_buf(&mut self.buf) => Some(r),
+            () = self.timer.as_mut() => None,
+        }
+    }
+
+    /// [`UpConn::read_by`], taking at most `max` bytes from the socket (a streamed body's chunk: what is
+    /// not taken stays in the kernel, and the upstream's writes stall when its buffers are full).
+    pub(super) async fn read_at_most_by(
+        &mut self,
+        deadline: tokio::time::Instant,
+        max: usize,
+    ) -> Option<std::io::Result<usize>> {
+        self.timer.as_mut().reset(deadline);
+        let mut limited = (&mut self.buf).limit(max);
+        tokio::select! {
+            biased;
+            r = self.stream.read_buf(&mut limited) => Some(r),
             () = self.timer.as_mut() => None,
         }
     }
@@ -201,6 +217,41 @@ mod tests {
         crate::serving_thread::set_serving_thread(1);
         assert_eq!(local(&up.checkout_idle().unwrap()), a1);
         assert!(up.checkout_idle().is_none());
+        crate::serving_thread::set_serving_thread(0);
+    }
+
+    /// A connection goes back to the pool with bounded buffers (issue 20 item 8: 20 slow HTTP/2 clients
+    /// left hundreds of idle connections each holding a 200 kB body's read buffer): a read or write buffer
+    /// grown past `IDLE_BUFFER_MAX` is let go, one within it is kept for the next exchange as it is.
+    #[tokio::test]
+    async fn an_idle_connection_keeps_small_buffers_and_lets_grown_ones_go() {
+        let l = tokio::net::TcpListener::bind("127.0.0.1:0").await.unwrap();
+        let up = Upstream::new(
+            l.local_addr().unwrap().to_string(),
+            None,
+            8,
+            Duration::from_secs(60),
+        );
+        let (mut grown, _p1) = connected(&l).await;
+        grown.buf.reserve(200_000); // a body read whole
+        grown.wbuf.reserve(64 * 1024); // a long request head
+        let (mut small, _p2) = connected(&l).await;
+        small.buf.reserve(8 * 1024);
+        small.wbuf.reserve(1024);
+        let kept = (small.buf.capacity(), small.wbuf.capacity());
+        assert!(kept.0 <= IDLE_BUFFER_MAX && kept.1 <= IDLE_BUFFER_MAX);
+        crate::serving_thread::set_serving_thread(5);
+        up.checkin(grown, Instant::now());
+        up.checkin(small, Instant::now());
+        let small = up.checkout_idle().unwrap();
+        assert_eq!((small.buf.capacity(), small.wbuf.capacity()), kept);
+        let grown = up.checkout_idle().unwrap();
+        assert!(
+            grown.buf.capacity() <= IDLE_BUFFER_MAX && grown.wbuf.capacity() <= IDLE_BUFFER_MAX,
+            "an idle connection kept {} + {} bytes of buffers",
+            grown.buf.capacity(),
+            grown.wbuf.capacity()
+        );
         crate::serving_thread::set_serving_thread(0);
     }
 
