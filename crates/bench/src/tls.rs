@@ -18,7 +18,7 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
-use crate::BenchError;
+use crate::error::BenchError;
 use crate::config::TlsOptions;
 use crate::target::Target;
 
