@@ -9,6 +9,7 @@ use ordo_testkit::fuzz::{bytes, config, mutated, split};
 use proptest::prelude::*;
 
 use crate::conn::{Conn, Event};
+use crate::frame::{Head, PREFACE, head};
 use crate::hpack::{self, Decoder, Encoder, Field, Template};
 
 /// A header list: (name, value) pairs.
@@ -89,7 +90,7 @@ fn h2_blocks(responses: &[Response], table_size: Option<u32>) -> Vec<Vec<u8>> {
             while let Some(Ok(_)) = conn.accept().await {}
         });
         let (mut rd, mut wr) = tokio::io::split(client);
-        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        let mut out = PREFACE.to_vec();
         let settings: Vec<u8> =
             table_size.map_or(Vec::new(), |n| [&[0, 1][..], &n.to_be_bytes()].concat());
         frame(&mut out, 4, 0, 0, &settings);
@@ -115,15 +116,14 @@ fn h2_blocks(responses: &[Response], table_size: Option<u32>) -> Vec<Vec<u8>> {
                 .expect("read");
             assert!(n > 0, "the server closed");
             input.extend_from_slice(&buf[..n]);
-            while input.len() >= at + 9 {
-                let len = (input[at] as usize) << 16
-                    | (input[at + 1] as usize) << 8
-                    | input[at + 2] as usize;
+            while let Some(Head {
+                len, kind, flags, ..
+            }) = Head::parse(&input[at..])
+            {
                 if input.len() < at + 9 + len {
                     break;
                 }
-                let (kind, flags, payload) =
-                    (input[at + 3], input[at + 4], &input[at + 9..at + 9 + len]);
+                let payload = &input[at + 9..at + 9 + len];
                 match kind {
                     1 => open = Some(payload.to_vec()),
                     9 => open
@@ -193,7 +193,7 @@ fn h2_decoded(blocks: &[Vec<u8>], table_size: Option<u32>) -> Vec<Result<Fields,
                 while let Some(Ok(_)) = conn.accept().await {}
             });
         let (mut rd, mut wr) = tokio::io::split(client);
-        let mut out = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n".to_vec();
+        let mut out = PREFACE.to_vec();
         frame(&mut out, 4, 0, 0, &[]);
         wr.write_all(&out).await.expect("write");
         // the server's SETTINGS first: a block may only use its table size once acknowledged
@@ -368,9 +368,7 @@ fn h2_client_events(answers: &[Answer]) -> Result<Vec<Vec<Event>>, String> {
 }
 
 fn frame(out: &mut Vec<u8>, kind: u8, flags: u8, id: u32, payload: &[u8]) {
-    out.extend_from_slice(&(payload.len() as u32).to_be_bytes()[1..]);
-    out.extend_from_slice(&[kind, flags]);
-    out.extend_from_slice(&id.to_be_bytes());
+    head(out, payload.len(), kind, flags, id);
     out.extend_from_slice(payload);
 }
 
