@@ -176,6 +176,7 @@ impl Conn {
 
     /// May a new stream be opened now: the server's SETTINGS came, its stream limit is not reached, no
     /// GOAWAY, stream ids left.
+    #[inline]
     pub fn can_open(&self) -> bool {
         self.settings_seen
             && self.goaway.is_none()
@@ -184,11 +185,13 @@ impl Conn {
     }
 
     /// The server's SETTINGS_HEADER_TABLE_SIZE (4096 until it says otherwise).
+    #[inline]
     pub fn header_table_size(&self) -> usize {
         self.table_size
     }
 
     /// The connection will take no new stream (GOAWAY, or out of ids) and has none left: drop it.
+    #[inline]
     pub fn finished(&self) -> bool {
         (self.goaway.is_some() || self.next_id >= (1 << 31)) && self.streams.is_empty()
     }
@@ -278,11 +281,13 @@ impl Conn {
     }
 
     /// The bytes queued to write, in order: the driver writes them and says how far with [`Conn::written`].
+    #[inline]
     pub fn output(&self) -> &[u8] {
         &self.out
     }
 
     /// The `server` field of the first response that had one.
+    #[inline]
     pub fn server(&self) -> Option<&str> {
         self.server.as_deref()
     }
@@ -295,6 +300,7 @@ impl Conn {
 
     /// The driver has written `out[..written]`: the answers in it no longer count. When all of `out` is
     /// written it is emptied and true returned (the driver's count starts again from 0).
+    #[inline]
     pub fn written(&mut self, written: usize) -> bool {
         while self.control.front().is_some_and(|&end| end <= written) {
             self.control.pop_front();
@@ -315,6 +321,7 @@ impl Conn {
     }
 
     /// Free space to read into (at least one frame's worth).
+    #[inline]
     pub fn input(&mut self) -> &mut [u8] {
         if self.start == self.end {
             self.start = 0;
@@ -329,6 +336,7 @@ impl Conn {
 
     /// `n` bytes were read into [`Conn::input`]: parses the complete frames among what was received,
     /// pushing what they say about streams to `ev`.
+    #[inline]
     pub fn received(&mut self, n: usize, ev: &mut Vec<Event>) -> Result<(), ConnError> {
         self.end += n;
         loop {

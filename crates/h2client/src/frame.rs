@@ -48,6 +48,7 @@ pub const HEAD_LEN: usize = 9;
 
 impl Head {
     /// Reads a frame header from the first [`HEAD_LEN`] bytes of `h` (None: fewer than that).
+    #[inline]
     pub fn parse(h: &[u8]) -> Option<Head> {
         let h = h.get(..HEAD_LEN)?;
         Some(Head {
@@ -79,6 +80,7 @@ pub(crate) fn err<T>(code: u32, reason: impl Into<String>) -> Result<T, ConnErro
 }
 
 /// Appends a frame header.
+#[inline]
 pub fn head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
     out.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
     out.push(kind);
@@ -87,11 +89,13 @@ pub fn head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
 }
 
 /// A big-endian 32-bit number from the first four bytes of `b`.
+#[inline]
 pub fn be32(b: &[u8]) -> u32 {
     u32::from_be_bytes([b[0], b[1], b[2], b[3]])
 }
 
 /// The payload of a frame with the PADDED flag, without its pad length and padding.
+#[inline]
 pub fn unpad(flags: u8, p: &[u8]) -> Result<&[u8], ConnError> {
     if flags & PADDED == 0 {
         return Ok(p);

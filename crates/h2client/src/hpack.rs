@@ -265,6 +265,7 @@ impl Encoder {
 
     /// The server's SETTINGS_HEADER_TABLE_SIZE: below the table size in use, the table shrinks and the next
     /// block starts with a size update (RFC 7541 §4.2). (Above it, the table stays at its default 4096.)
+    #[inline]
     pub fn limit(&mut self, n: usize) {
         if n < self.max {
             self.max = n;
@@ -284,6 +285,7 @@ impl Encoder {
     }
 
     /// The header block for a request of template `t`.
+    #[inline]
     pub fn encode<'a>(&'a mut self, t: &'a Template) -> &'a [u8] {
         let dynamic = self.total <= self.max;
         if self.pending.is_none() {
