@@ -39,6 +39,7 @@ echo "fuzz: first seed $seed, ${secs}s per target, rounds of $cases cases${filte
 # package, then the cargo flags that pick its test binary
 packages=(
     "ordo-http1|--lib"
+    "ordo-h2client|--lib"
     "ordo-serve|--lib"
     "ordo-serve|--test it"
     "ordo-bench|--lib"

@@ -6,7 +6,7 @@ use std::time::Duration;
 
 use bytes::Bytes;
 
-use crate::BenchError;
+use crate::error::BenchError;
 use crate::mix::Mix;
 use crate::target::{Header, Target, is_token_byte};
 

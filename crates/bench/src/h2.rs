@@ -1,7 +1,8 @@
 //! HTTP/2 for `ordo bench --h2` (over TLS, ALPN `h2`) and `--h2c` (cleartext with prior knowledge). A
 //! connection carries `streams` clients at once (h2load's `-m`), all driven by one task that also does the
-//! connection's I/O: it reads what came, hands it to the connection's state machine (`h2conn`, which parses
-//! frames and decodes header blocks with `hpack`), acts on the events it returns, takes each client's slots
+//! connection's I/O: it reads what came, hands it to the connection's state machine (ordo-h2client's
+//! sans-IO [`Conn`], which parses frames and decodes header blocks with its HPACK decoder), acts on the
+//! events it returns, takes each client's slots
 //! with the engine's pieces (`ClientState`, `begin`, `record` — classes, open or closed pacing, recording),
 //! opens streams with the header block its class encoded once, and writes what the state machine queued.
 //! No task, timer or clock read per request: one clock read per pass, one timer for the request timeouts
@@ -9,7 +10,7 @@
 //! request that needs it; the others wait for it.
 
 use std::cmp::Reverse;
-use std::collections::{BinaryHeap, HashMap, VecDeque};
+use std::collections::{BinaryHeap, VecDeque};
 use std::future::Future;
 use std::pin::Pin;
 use std::sync::Arc;
@@ -22,8 +23,9 @@ use tokio::net::TcpStream;
 
 use crate::config::Pacing;
 use crate::engine::{ClientState, Ctx, Exchanged, Plan, Protocol, Slot, begin, record};
-use crate::h2conn::{Conn, Event, StreamFail};
-use crate::hpack::{Encoder, Template};
+use ordo_h2client::hpack::{self, Encoder, Numbering, Template};
+use ordo_h2client::{Conn, Event, StreamFail};
+
 use crate::http::ResponseInfo;
 use crate::stats::FailKind;
 use crate::target::{Header, Target};
@@ -119,39 +121,19 @@ pub(crate) struct H2Plan {
     requests: Vec<Vec<H2Request>>,
     /// Concurrent streams (clients) per connection.
     streams: usize,
-    /// Templates in the run, and what their distinct dynamic-table fields take in a table.
-    templates: usize,
-    table_total: usize,
+    /// The templates numbered for every connection's HPACK encoder.
+    numbering: Numbering,
 }
 
 impl H2Plan {
-    /// The plan for `requests` (per class, per URL) with `streams` streams per connection: every template
-    /// numbered, and every distinct (name, value) given one id for the HPACK encoder.
+    /// The plan for `requests` (per class, per URL) with `streams` streams per connection, their
+    /// templates numbered for the encoders.
     pub(crate) fn new(mut requests: Vec<Vec<H2Request>>, streams: usize) -> H2Plan {
-        let mut ids: HashMap<(Vec<u8>, Vec<u8>), u32> = HashMap::new();
-        let mut total = 0usize;
-        let mut index = 0usize;
-        for r in requests.iter_mut().flatten() {
-            r.template.index = index;
-            index += 1;
-            for f in &mut r.template.fields {
-                let (name, value) = f.pair();
-                let next = ids.len() as u32;
-                f.id = *ids
-                    .entry((name.to_vec(), value.to_vec()))
-                    .or_insert_with(|| {
-                        if !f.is_static() {
-                            total += f.size();
-                        }
-                        next
-                    });
-            }
-        }
+        let numbering = hpack::number(requests.iter_mut().flatten().map(|r| &mut r.template));
         H2Plan {
             requests,
             streams,
-            templates: index,
-            table_total: total,
+            numbering,
         }
     }
 }
@@ -309,7 +291,7 @@ struct Open {
     conn: Conn,
     encoder: Encoder,
     generation: u64,
-    /// `conn.out[..written]` is written; a TLS stream has bytes to flush.
+    /// `conn.output()[..written]` is written; a TLS stream has bytes to flush.
     written: usize,
     flush: bool,
 }
@@ -569,7 +551,7 @@ impl Driver {
                         // best effort: tell the server why, then drop the connection
                         self.ctx.connection_error(&format!("HTTP/2: {}", e.reason));
                         open.conn.goaway(e.code);
-                        let _ = open.io.poll_write(cx, &open.conn.out[open.written..]);
+                        let _ = open.io.poll_write(cx, &open.conn.output()[open.written..]);
                         dead = true;
                         break;
                     }
@@ -581,7 +563,7 @@ impl Driver {
             }
         }
         if self.server.is_none() {
-            self.server = open.conn.server.clone();
+            self.server = open.conn.server().map(str::to_string);
         }
         let generation = open.generation;
         for e in events.drain(..) {
@@ -600,8 +582,8 @@ impl Driver {
             return;
         };
         let mut dead = false;
-        while open.written < open.conn.out.len() {
-            match open.io.poll_write(cx, &open.conn.out[open.written..]) {
+        while open.written < open.conn.output().len() {
+            match open.io.poll_write(cx, &open.conn.output()[open.written..]) {
                 Poll::Pending => break,
                 Poll::Ready(Ok(0)) | Poll::Ready(Err(_)) => {
                     dead = true;
@@ -831,7 +813,7 @@ impl Driver {
                 self.open = Some(Open {
                     io,
                     conn: Conn::new(WINDOW, WINDOW),
-                    encoder: Encoder::new(self.h2.templates, self.h2.table_total),
+                    encoder: Encoder::new(self.h2.numbering),
                     generation: self.generation,
                     written: 0,
                     flush: false,

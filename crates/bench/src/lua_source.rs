@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use mlua::Lua;
 
-use crate::BenchError;
+use crate::error::BenchError;
 
 /// A Lua script as loaded (and compiled once, so syntax errors are reported before anything runs), with
 /// the arguments its `init(args)` receives after the URL.

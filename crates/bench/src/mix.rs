@@ -11,7 +11,7 @@ use ordo_util::located::{Located, Source, line_of, path_to_string};
 use serde::Deserialize;
 use toml::Spanned;
 
-use crate::BenchError;
+use crate::error::BenchError;
 use crate::target::{Header, Target};
 use crate::threshold::Threshold;
 use ordo_sys::units::parse_duration_or_secs as parse_duration;

@@ -1,11 +1,25 @@
-//! The progress bar `ordo bench` shows on a terminal (indicatif): nothing at all when stderr is a pipe or a
-//! file, so scripted runs and JSON output stay clean.
+//! A run's progress as the coordinator reports it ([`Progress`], about ten times a second), and the progress
+//! bar `ordo bench` draws from it on a terminal (indicatif): nothing at all when stderr is a pipe or a file,
+//! so scripted runs and JSON output stay clean.
 
 use std::io::IsTerminal;
+use std::time::Duration;
 
 use indicatif::{ProgressBar as Bar, ProgressDrawTarget, ProgressStyle};
 
-use crate::Progress;
+/// A live view for progress display, passed to the callback of [`run_observed`](crate::run_observed) about ten times a second.
+#[derive(Clone, Copy, Debug)]
+pub struct Progress {
+    /// Time since the measured part began (zero during warm-up).
+    pub elapsed: Duration,
+    pub warming_up: bool,
+    pub complete: u64,
+    pub failed: u64,
+    /// The run's length, when it is a duration.
+    pub duration: Option<Duration>,
+    /// The run's request count, when it is one.
+    pub requests: Option<u64>,
+}
 
 /// Draws [`Progress`] updates; inert when stderr is not a terminal.
 #[derive(Debug)]

@@ -4,7 +4,7 @@
 
 use std::net::{SocketAddr, ToSocketAddrs};
 
-use crate::BenchError;
+use crate::error::BenchError;
 
 /// A parsed `http[s]://host[:port]/path?query` target (HTTP/1.1, over TLS for `https`).
 #[derive(Clone, Debug, PartialEq, Eq)]

@@ -18,8 +18,8 @@ use rustls::crypto::CryptoProvider;
 use rustls::pki_types::pem::PemObject;
 use rustls::pki_types::{CertificateDer, ServerName, UnixTime};
 
-use crate::BenchError;
 use crate::config::TlsOptions;
+use crate::error::BenchError;
 use crate::target::Target;
 
 /// What every connection of a run needs to speak TLS.
@@ -41,23 +41,17 @@ pub(crate) fn client_config(
     let mut cc = match (&opts.cacert, opts.insecure) {
         (Some(_), false) => {
             let (roots, certs) = root_store(opts)?;
-            let provider = Arc::new(rustls::crypto::ring::default_provider());
+            let provider = ordo_sys::tls::provider();
             let webpki =
                 WebPkiServerVerifier::builder_with_provider(Arc::new(roots), provider.clone())
                     .build()
                     .map_err(|e| invalid("cacert", e.to_string()))?;
-            let mut cc = rustls::ClientConfig::builder_with_provider(provider.clone())
-                .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-                .map_err(|e| invalid("cacert", e.to_string()))?
-                .dangerous()
-                .with_custom_certificate_verifier(Arc::new(CacertVerifier {
-                    webpki,
-                    certs,
-                    provider,
-                }))
-                .with_no_client_auth();
-            cc.alpn_protocols = vec![alpn.to_vec()];
-            cc
+            let verifier = CacertVerifier {
+                webpki,
+                certs,
+                provider,
+            };
+            ordo_sys::tls::client_config_verified_by(Arc::new(verifier), &[alpn])
         }
         (_, true) => ordo_sys::tls::client_config(None, &[alpn]),
         (None, false) => ordo_sys::tls::client_config(Some(root_store(opts)?.0), &[alpn]),

@@ -19,19 +19,43 @@ use tokio::net::TcpStream;
 /// verified at all when `roots` is `None` (signatures are still checked, so a handshake costs the same).
 /// `alpn` is offered when not empty.
 pub fn client_config(roots: Option<rustls::RootCertStore>, alpn: &[&[u8]]) -> rustls::ClientConfig {
-    let provider = Arc::new(rustls::crypto::ring::default_provider());
-    let builder = rustls::ClientConfig::builder_with_provider(provider.clone())
-        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
-        .expect("the ring provider supports the default versions");
-    let mut cc = match roots {
-        Some(r) => builder.with_root_certificates(r).with_no_client_auth(),
-        None => builder
-            .dangerous()
-            .with_custom_certificate_verifier(Arc::new(AcceptAnyCertificate(provider)))
-            .with_no_client_auth(),
-    };
+    match roots {
+        Some(r) => {
+            let mut cc = builder(provider())
+                .with_root_certificates(r)
+                .with_no_client_auth();
+            cc.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
+            cc
+        }
+        None => client_config_verified_by(Arc::new(AcceptAnyCertificate(provider())), alpn),
+    }
+}
+
+/// [`client_config`] with the caller's certificate verifier (bench's `--cacert`, which also trusts a
+/// self-signed server certificate given as itself); build it on [`provider`].
+pub fn client_config_verified_by(
+    verifier: Arc<dyn ServerCertVerifier>,
+    alpn: &[&[u8]],
+) -> rustls::ClientConfig {
+    let mut cc = builder(provider())
+        .dangerous()
+        .with_custom_certificate_verifier(verifier)
+        .with_no_client_auth();
     cc.alpn_protocols = alpn.iter().map(|p| p.to_vec()).collect();
     cc
+}
+
+/// The cryptography every client configuration here uses (rustls's ring provider).
+pub fn provider() -> Arc<CryptoProvider> {
+    Arc::new(rustls::crypto::ring::default_provider())
+}
+
+fn builder(
+    provider: Arc<CryptoProvider>,
+) -> rustls::ConfigBuilder<rustls::ClientConfig, rustls::WantsVerifier> {
+    rustls::ClientConfig::builder_with_provider(provider)
+        .with_protocol_versions(rustls::DEFAULT_VERSIONS)
+        .expect("the ring provider supports the default versions")
 }
 
 /// A certificate verifier that accepts any certificate (a proxy's `danger_accept_invalid_certs`, bench's

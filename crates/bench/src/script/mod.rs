@@ -24,9 +24,9 @@ use hdrhistogram::Histogram;
 use mlua::{Function, Lua, Table, Value};
 use tokio::io::{AsyncRead, ReadBuf};
 
-use crate::BenchError;
 use crate::config::BenchConfig;
 use crate::engine::{self, Conn, Ctx, Exchanged, Plan, Protocol, Slot};
+use crate::error::BenchError;
 use crate::http::{ReadError, ResponseInfo, read_response};
 use crate::report::BenchReport;
 use crate::stats::FailKind;

@@ -48,7 +48,7 @@ fn counts_pipelined_requests() {
 fn format_builds_wrk_requests_from_the_command_line() {
     let mut c = config();
     c.method = "PUT".into();
-    c.headers = vec![crate::Header::parse("X-A: 1").unwrap()];
+    c.headers = vec![crate::target::Header::parse("X-A: 1").unwrap()];
     c.body = Some(Bytes::from_static(b"hello"));
     let (p, _main) = start(&script(""), &c, addr(), 1).unwrap();
     let req = p.threads[0].static_req.clone().unwrap();

@@ -1,5 +1,5 @@
-//! HPACK (RFC 7541) for `ordo bench`'s HTTP/2 client. Requests: each class's fields are known before the run,
-//! so a connection's first request of a class inserts its fields into the server's dynamic table (literals
+//! HPACK (RFC 7541) for the HTTP/2 client. Requests: each request's fields are known before the run (a
+//! [`Template`] per request, numbered together by [`number`]), so a connection's first request of a template inserts its fields into the server's dynamic table (literals
 //! with incremental indexing) and every later one is a block of table indices, built once and reused while
 //! the table does not change (when the run's fields do not all fit in the table, a fixed block of static
 //! indices and literals is sent instead). Responses are decoded with the full decoder (dynamic table with
@@ -10,7 +10,7 @@ use std::sync::OnceLock;
 
 /// A header block that cannot be decoded: the connection fails (its compression state is lost).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct HpackError(pub(crate) &'static str);
+pub struct HpackError(pub &'static str);
 
 impl std::fmt::Display for HpackError {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,7 +108,7 @@ fn put_str(out: &mut Vec<u8>, s: &[u8]) {
 /// Encodes `fields` (names lower case, pseudo-headers first) as a header block without the dynamic table:
 /// a field of the static table is indexed; a name of it is indexed with the value as a literal; any other
 /// field is a literal without indexing. The block is the same for every request that sends these fields.
-pub(crate) fn encode(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
+pub fn encode(fields: &[(&[u8], &[u8])]) -> Vec<u8> {
     let mut out = Vec::new();
     for &(name, value) in fields {
         if let Some(i) = STATIC
@@ -147,6 +147,7 @@ impl Field {
     }
 
     /// Its name and value.
+    #[cfg(test)]
     pub(crate) fn pair(&self) -> (&[u8], &[u8]) {
         (&self.name, &self.value)
     }
@@ -160,15 +161,16 @@ impl Field {
 /// The fields of one request (names lower case, pseudo-headers first), and `fallback`: the block without
 /// the dynamic table ([`encode`]).
 #[derive(Debug)]
-pub(crate) struct Template {
-    /// Its number in the run (for the encoder's cache); set with the field ids by the plan.
+pub struct Template {
+    /// Its number in the run (for the encoder's cache); set with the field ids by [`number`].
     pub(crate) index: usize,
     pub(crate) fields: Vec<Field>,
     fallback: Vec<u8>,
 }
 
 impl Template {
-    pub(crate) fn new(fields: &[(&[u8], &[u8])]) -> Template {
+    /// The template of a request with `fields`; [`number`] numbers it with the run's others.
+    pub fn new(fields: &[(&[u8], &[u8])]) -> Template {
         Template {
             index: 0,
             fields: fields
@@ -188,9 +190,47 @@ impl Template {
     }
 }
 
+/// What the encoders of a run know of its templates, from [`number`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Numbering {
+    /// The templates numbered.
+    pub templates: usize,
+    /// What their distinct fields that are not static take in a dynamic table together.
+    pub table_total: usize,
+}
+
+/// Numbers a run's `templates` (0, 1, ... in order, for the encoder's cache of blocks) and gives every
+/// distinct (name, value) among their fields one id (the encoder's model of the server's table holds ids).
+pub fn number<'a>(templates: impl IntoIterator<Item = &'a mut Template>) -> Numbering {
+    let mut ids: std::collections::HashMap<(Vec<u8>, Vec<u8>), u32> =
+        std::collections::HashMap::new();
+    let mut table_total = 0usize;
+    let mut index = 0usize;
+    for t in templates {
+        t.index = index;
+        index += 1;
+        for f in &mut t.fields {
+            let next = ids.len() as u32;
+            f.id = *ids
+                .entry((f.name.clone(), f.value.clone()))
+                .or_insert_with(|| {
+                    if !f.is_static() {
+                        table_total += f.size();
+                    }
+                    next
+                });
+        }
+    }
+    Numbering {
+        templates: index,
+        table_total,
+    }
+}
+
 /// The encoding side of one connection: a model of the server's dynamic table as our blocks filled it, and
 /// per template the block of indices last built (valid while the table's version is the same).
-pub(crate) struct Encoder {
+#[derive(Debug)]
+pub struct Encoder {
     /// (field id, size), newest first.
     table: VecDeque<(u32, usize)>,
     size: usize,
@@ -205,8 +245,12 @@ pub(crate) struct Encoder {
 }
 
 impl Encoder {
-    /// An encoder for `templates` templates whose distinct fields take `total` octets of table.
-    pub(crate) fn new(templates: usize, total: usize) -> Encoder {
+    /// An encoder for the templates [`number`] numbered.
+    pub fn new(n: Numbering) -> Encoder {
+        let Numbering {
+            templates,
+            table_total: total,
+        } = n;
         Encoder {
             table: VecDeque::new(),
             size: 0,
@@ -221,7 +265,8 @@ impl Encoder {
 
     /// The server's SETTINGS_HEADER_TABLE_SIZE: below the table size in use, the table shrinks and the next
     /// block starts with a size update (RFC 7541 §4.2). (Above it, the table stays at its default 4096.)
-    pub(crate) fn limit(&mut self, n: usize) {
+    #[inline]
+    pub fn limit(&mut self, n: usize) {
         if n < self.max {
             self.max = n;
             self.evict(0);
@@ -240,7 +285,8 @@ impl Encoder {
     }
 
     /// The header block for a request of template `t`.
-    pub(crate) fn encode<'a>(&'a mut self, t: &'a Template) -> &'a [u8] {
+    #[inline]
+    pub fn encode<'a>(&'a mut self, t: &'a Template) -> &'a [u8] {
         let dynamic = self.total <= self.max;
         if self.pending.is_none() {
             if !dynamic {
@@ -301,6 +347,7 @@ impl Encoder {
 }
 
 /// A dynamic table entry: name and value in one allocation.
+#[derive(Debug)]
 struct Entry {
     bytes: Box<[u8]>,
     name_len: usize,
@@ -320,7 +367,8 @@ impl Entry {
 }
 
 /// The decoding side of one connection: its dynamic table and scratch space for literals.
-pub(crate) struct Decoder {
+#[derive(Debug)]
+pub struct Decoder {
     /// Newest first.
     table: VecDeque<Entry>,
     size: usize,
@@ -343,7 +391,7 @@ enum Src {
 impl Decoder {
     /// A decoder whose table may hold up to `limit` octets (4096, the default, unless our SETTINGS say
     /// otherwise).
-    pub(crate) fn new(limit: usize) -> Decoder {
+    pub fn new(limit: usize) -> Decoder {
         Decoder {
             table: VecDeque::new(),
             size: 0,
@@ -355,7 +403,7 @@ impl Decoder {
     }
 
     /// Decodes one complete header block, calling `field(name, value)` for each field in order.
-    pub(crate) fn decode(
+    pub fn decode(
         &mut self,
         mut b: &[u8],
         mut field: impl FnMut(&[u8], &[u8]),
@@ -1099,35 +1147,18 @@ mod tests {
         assert_eq!(back, input);
     }
 
-    fn template(
-        index: usize,
-        fields: &[(&str, &str)],
-        ids: &mut Vec<(String, String)>,
-    ) -> Template {
+    fn template(fields: &[(&str, &str)]) -> Template {
         let raw: Vec<(&[u8], &[u8])> = fields
             .iter()
             .map(|(n, v)| (n.as_bytes(), v.as_bytes()))
             .collect();
-        let mut t = Template::new(&raw);
-        t.index = index;
-        for (f, &(n, v)) in t.fields.iter_mut().zip(fields) {
-            let key = (n.to_string(), v.to_string());
-            f.id = match ids.iter().position(|k| *k == key) {
-                Some(i) => i as u32,
-                None => {
-                    ids.push(key);
-                    (ids.len() - 1) as u32
-                }
-            };
-        }
-        t
+        Template::new(&raw)
     }
 
     /// Blocks from the encoder, decoded in order by the decoder, give each template's fields back; once
     /// every template was sent, a block is indices only and the same bytes each time.
     #[test]
     fn the_encoder_fills_the_dynamic_table_then_sends_indices() {
-        let mut ids = Vec::new();
         let a: &[(&str, &str)] = &[
             (":method", "GET"),
             (":scheme", "https"),
@@ -1143,10 +1174,28 @@ mod tests {
             (":authority", "localhost:8443"),
             ("user-agent", "ordo-bench/0.1"),
         ];
-        let ts = [template(0, a, &mut ids), template(1, b, &mut ids)];
-        let total: usize = ids.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
+        let mut ts = [template(a), template(b)];
+        let numbering = number(&mut ts);
+        // every field but the static `:method` and `:scheme` ones, the shared ones once
+        let dynamic = [
+            (":path", "/a"),
+            (":authority", "localhost:8443"),
+            ("user-agent", "ordo-bench/0.1"),
+            ("x-custom", "1"),
+            (":path", "/b"),
+        ];
+        let total: usize = dynamic.iter().map(|(n, v)| n.len() + v.len() + 32).sum();
+        assert_eq!(
+            numbering,
+            Numbering {
+                templates: 2,
+                table_total: total
+            }
+        );
+        assert_eq!((ts[0].index, ts[1].index), (0, 1));
+        assert_eq!(ts[0].fields[4].id, ts[1].fields[4].id, "one id per field");
         for (limit, server_table) in [(4096, 4096), (100, 100), (0, 0)] {
-            let mut e = Encoder::new(2, total);
+            let mut e = Encoder::new(numbering);
             e.limit(limit);
             let mut d = Decoder::new(server_table);
             let mut last = [Vec::new(), Vec::new()];

@@ -1,5 +1,5 @@
-//! The client side of one HTTP/2 connection (RFC 9113) for `ordo bench`, without I/O: the connection task
-//! hands it the bytes it read and writes out the bytes it queued. It opens streams with a header block
+//! The client side of one HTTP/2 connection (RFC 9113), without I/O: the driver (`ordo bench`'s connection
+//! task) hands it the bytes it read and writes out the bytes it queued. It opens streams with a header block
 //! encoded once per class, sends request bodies as the peer's windows allow, answers SETTINGS and PING,
 //! hands back flow-control credit in batches, honours GOAWAY, RST_STREAM and MAX_CONCURRENT_STREAMS, and
 //! turns responses into events that carry only what the report needs (status, head size, body bytes). A
@@ -13,72 +13,30 @@ use std::collections::{HashMap, VecDeque};
 
 use bytes::Bytes;
 
+use crate::frame::*;
 use crate::hpack::Decoder;
-
-const PREFACE: &[u8] = b"PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n";
-
-const DATA: u8 = 0;
-const HEADERS: u8 = 1;
-const PRIORITY: u8 = 2;
-const RST_STREAM: u8 = 3;
-const SETTINGS: u8 = 4;
-const PUSH_PROMISE: u8 = 5;
-const PING: u8 = 6;
-const GOAWAY: u8 = 7;
-const WINDOW_UPDATE: u8 = 8;
-const CONTINUATION: u8 = 9;
-
-const END_STREAM: u8 = 0x1;
-const ACK: u8 = 0x1;
-const END_HEADERS: u8 = 0x4;
-const PADDED: u8 = 0x8;
-const PRIORITY_FLAG: u8 = 0x20;
-
-const PROTOCOL_ERROR: u32 = 0x1;
-const FLOW_CONTROL_ERROR: u32 = 0x3;
-const FRAME_SIZE_ERROR: u32 = 0x6;
-const REFUSED_STREAM: u32 = 0x7;
-const CANCEL: u32 = 0x8;
-const COMPRESSION_ERROR: u32 = 0x9;
-const ENHANCE_YOUR_CALM: u32 = 0xb;
 
 /// The largest frame payload we accept (the default SETTINGS_MAX_FRAME_SIZE, which we do not change).
 const OUR_MAX_FRAME: usize = 16_384;
-/// Largest window (2^31 - 1).
-const MAX_WINDOW: i64 = (1 << 31) - 1;
 /// Header blocks larger than this (HEADERS and CONTINUATIONs together) fail the connection.
-pub(crate) const MAX_HEADER_BLOCK: usize = 256 * 1024;
+pub const MAX_HEADER_BLOCK: usize = 256 * 1024;
 /// CONTINUATION frames one header block may take (nghttp2, h2load's library, allows 8): empty ones would
 /// otherwise keep a block open for ever without growing it.
-pub(crate) const MAX_CONTINUATIONS: usize = 16;
+pub const MAX_CONTINUATIONS: usize = 16;
 /// The decoded size of a response's header list (RFC 9113's measure: name + value + 32 per field) past
 /// which the connection fails — an HPACK bomb decodes a small block into a huge list. Advertised as our
 /// SETTINGS_MAX_HEADER_LIST_SIZE.
-pub(crate) const MAX_HEADER_LIST: usize = 256 * 1024;
+pub const MAX_HEADER_LIST: usize = 256 * 1024;
 /// Informational (1xx) responses a stream may have before its final response.
-pub(crate) const MAX_INFORMATIONAL: u8 = 8;
+pub const MAX_INFORMATIONAL: u8 = 8;
 /// Frames we send in answer to the server's (PING and SETTINGS acknowledgements, RST_STREAM) that may wait
 /// unwritten: a server that makes us answer faster than it reads the answers floods the connection
 /// (nghttp2's limit, and so h2load's).
-pub(crate) const MAX_CONTROL_QUEUED: usize = 1000;
-
-/// A connection error: what went wrong, the error code sent in GOAWAY.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ConnError {
-    pub(crate) code: u32,
-    pub(crate) reason: String,
-}
-
-fn err<T>(code: u32, reason: impl Into<String>) -> Result<T, ConnError> {
-    Err(ConnError {
-        code,
-        reason: reason.into(),
-    })
-}
+pub const MAX_CONTROL_QUEUED: usize = 1000;
 
 /// Why a stream ended without its response.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum StreamFail {
+pub enum StreamFail {
     /// RST_STREAM from the server (other than REFUSED_STREAM), or a response that breaks the rules
     /// (no or bad `:status`, a body unlike its content-length).
     Reset,
@@ -88,7 +46,7 @@ pub(crate) enum StreamFail {
 
 /// What the peer said about a stream (the `client` is the one the stream was opened for).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) enum Event {
+pub enum Event {
     /// The final response head: status, its size as HTTP/1.1 would carry it, and whether the stream ended
     /// with it.
     Head {
@@ -132,9 +90,11 @@ struct Partial {
     continuations: usize,
 }
 
-/// One connection's state. `out` holds the bytes to write, in order.
-pub(crate) struct Conn {
-    pub(crate) out: Vec<u8>,
+/// One connection's state: bytes in ([`Conn::input`], [`Conn::received`]), events and bytes out
+/// ([`Conn::output`], [`Conn::written`]).
+pub struct Conn {
+    /// The bytes to write, in order.
+    out: Vec<u8>,
     /// Where each counted answer (PING and SETTINGS ACK, RST_STREAM) not yet written ends in `out`.
     control: VecDeque<usize>,
     /// Received bytes not yet parsed: `inbuf[start..end]`.
@@ -166,25 +126,13 @@ pub(crate) struct Conn {
     /// The last stream id of a GOAWAY received.
     goaway: Option<u32>,
     /// The `server` field of the first response that has one.
-    pub(crate) server: Option<String>,
-}
-
-/// Writes a frame header.
-fn head(out: &mut Vec<u8>, len: usize, kind: u8, flags: u8, stream: u32) {
-    out.extend_from_slice(&(len as u32).to_be_bytes()[1..]);
-    out.push(kind);
-    out.push(flags);
-    out.extend_from_slice(&stream.to_be_bytes());
-}
-
-fn be32(b: &[u8]) -> u32 {
-    u32::from_be_bytes([b[0], b[1], b[2], b[3]])
+    server: Option<String>,
 }
 
 impl Conn {
     /// A new connection with receive windows of `stream_window` per stream and `conn_window` for the
     /// connection; the preface, our SETTINGS and the connection's WINDOW_UPDATE are queued.
-    pub(crate) fn new(stream_window: u32, conn_window: u32) -> Conn {
+    pub fn new(stream_window: u32, conn_window: u32) -> Conn {
         let stream_window = stream_window.clamp(1, MAX_WINDOW as u32);
         let conn_window = conn_window.clamp(65_535, MAX_WINDOW as u32);
         let mut out = Vec::with_capacity(64 * 1024);
@@ -228,7 +176,8 @@ impl Conn {
 
     /// May a new stream be opened now: the server's SETTINGS came, its stream limit is not reached, no
     /// GOAWAY, stream ids left.
-    pub(crate) fn can_open(&self) -> bool {
+    #[inline]
+    pub fn can_open(&self) -> bool {
         self.settings_seen
             && self.goaway.is_none()
             && self.streams.len() < self.max_streams
@@ -236,19 +185,21 @@ impl Conn {
     }
 
     /// The server's SETTINGS_HEADER_TABLE_SIZE (4096 until it says otherwise).
-    pub(crate) fn header_table_size(&self) -> usize {
+    #[inline]
+    pub fn header_table_size(&self) -> usize {
         self.table_size
     }
 
     /// The connection will take no new stream (GOAWAY, or out of ids) and has none left: drop it.
-    pub(crate) fn finished(&self) -> bool {
+    #[inline]
+    pub fn finished(&self) -> bool {
         (self.goaway.is_some() || self.next_id >= (1 << 31)) && self.streams.is_empty()
     }
 
     /// Opens a stream for `client` with the encoded header `block` and an optional `body`; returns its id.
     /// The caller checks [`Conn::can_open`] first.
     /// `head_request`: the method is HEAD, so the response's content-length describes no body.
-    pub(crate) fn open(
+    pub fn open(
         &mut self,
         client: usize,
         block: &[u8],
@@ -294,7 +245,7 @@ impl Conn {
 
     /// Resets stream `id` (CANCEL) if it is still open: the request timed out. (Not counted as an answer:
     /// our own timeouts are bounded by our streams.)
-    pub(crate) fn cancel(&mut self, id: u32) {
+    pub fn cancel(&mut self, id: u32) {
         if self.streams.remove(&id).is_some() {
             head(&mut self.out, 4, RST_STREAM, 0, id);
             self.out.extend_from_slice(&CANCEL.to_be_bytes());
@@ -329,6 +280,18 @@ impl Conn {
         self.control.push_back(self.out.len());
     }
 
+    /// The bytes queued to write, in order: the driver writes them and says how far with [`Conn::written`].
+    #[inline]
+    pub fn output(&self) -> &[u8] {
+        &self.out
+    }
+
+    /// The `server` field of the first response that had one.
+    #[inline]
+    pub fn server(&self) -> Option<&str> {
+        self.server.as_deref()
+    }
+
     /// The answers queued and not yet written.
     #[cfg(test)]
     pub(crate) fn answers_queued(&self) -> usize {
@@ -337,7 +300,8 @@ impl Conn {
 
     /// The driver has written `out[..written]`: the answers in it no longer count. When all of `out` is
     /// written it is emptied and true returned (the driver's count starts again from 0).
-    pub(crate) fn written(&mut self, written: usize) -> bool {
+    #[inline]
+    pub fn written(&mut self, written: usize) -> bool {
         while self.control.front().is_some_and(|&end| end <= written) {
             self.control.pop_front();
         }
@@ -350,14 +314,15 @@ impl Conn {
     }
 
     /// Queues GOAWAY for a connection error (best effort: the connection is dropped after it).
-    pub(crate) fn goaway(&mut self, code: u32) {
+    pub fn goaway(&mut self, code: u32) {
         head(&mut self.out, 8, GOAWAY, 0, 0);
         self.out.extend_from_slice(&0u32.to_be_bytes());
         self.out.extend_from_slice(&code.to_be_bytes());
     }
 
     /// Free space to read into (at least one frame's worth).
-    pub(crate) fn input(&mut self) -> &mut [u8] {
+    #[inline]
+    pub fn input(&mut self) -> &mut [u8] {
         if self.start == self.end {
             self.start = 0;
             self.end = 0;
@@ -371,27 +336,30 @@ impl Conn {
 
     /// `n` bytes were read into [`Conn::input`]: parses the complete frames among what was received,
     /// pushing what they say about streams to `ev`.
-    pub(crate) fn received(&mut self, n: usize, ev: &mut Vec<Event>) -> Result<(), ConnError> {
+    #[inline]
+    pub fn received(&mut self, n: usize, ev: &mut Vec<Event>) -> Result<(), ConnError> {
         self.end += n;
         loop {
             let avail = self.end - self.start;
-            if avail < 9 {
+            let Some(Head {
+                len,
+                kind,
+                flags,
+                stream: id,
+            }) = Head::parse(&self.inbuf[self.start..self.end])
+            else {
                 return Ok(());
-            }
-            let h = &self.inbuf[self.start..self.start + 9];
-            let len = (h[0] as usize) << 16 | (h[1] as usize) << 8 | h[2] as usize;
-            let (kind, flags) = (h[3], h[4]);
-            let id = be32(&h[5..9]) & 0x7fff_ffff;
+            };
             if len > OUR_MAX_FRAME {
                 return err(
                     FRAME_SIZE_ERROR,
                     format!("a frame of {len} bytes (limit {OUR_MAX_FRAME})"),
                 );
             }
-            if avail < 9 + len {
+            if avail < HEAD_LEN + len {
                 return Ok(());
             }
-            let (a, b) = (self.start + 9, self.start + 9 + len);
+            let (a, b) = (self.start + HEAD_LEN, self.start + HEAD_LEN + len);
             self.start = b;
             // the payload is copied out of the input buffer only for header blocks; others are read in place
             let payload = std::mem::take(&mut self.inbuf);
@@ -893,20 +861,6 @@ impl Conn {
             }
         }
     }
-}
-
-/// The payload of a frame with the PADDED flag, without its pad length and padding.
-fn unpad(flags: u8, p: &[u8]) -> Result<&[u8], ConnError> {
-    if flags & PADDED == 0 {
-        return Ok(p);
-    }
-    let Some((&pad, rest)) = p.split_first() else {
-        return err(FRAME_SIZE_ERROR, "padded frame without its pad length");
-    };
-    if pad as usize > rest.len() {
-        return err(PROTOCOL_ERROR, "padding longer than the frame");
-    }
-    Ok(&rest[..rest.len() - pad as usize])
 }
 
 #[cfg(test)]
