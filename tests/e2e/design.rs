@@ -1,9 +1,11 @@
-//! The design rules the crate map relies on, checked on the source tree: within each crate (and the binary),
-//! no top-level module imports one that imports it back, so every crate reads as layers (docs/design.md).
-//! A `crate::m` path outside comments and `#[cfg(test)]` code is an import of module `m`. Between crates,
-//! data flows one way: `results` depends on no project crate and `report` on `results` and `util` only, so
-//! a reader never reaches the server, the load generator or the tune runner.
-
+//! The design rules the crate map relies on, checked on the source tree (docs/design.md, "Rules the design
+//! test checks"): within each crate (and the binary), no top-level module imports one that imports it back,
+//! so every crate reads as layers — a `crate::m` path outside comments and `#[cfg(test)]` code is an import
+//! of module `m`. Between crates, data flows one way: `results` depends on no project crate and `report` on
+//! `results` and `util` only, so a reader never reaches the server, the load generator or the tune runner.
+//! No source file has more than 1,000 lines of code before its tests, and each crate's integration tests
+//! are one binary, `tests/it/main.rs` (the binary's: `tests/e2e/main.rs`), unless a listed reason needs
+//! another.
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::{Path, PathBuf};
 
@@ -240,5 +242,327 @@ ordo-bench.workspace = true
             "[dev-dependencies]\nordo-testkit.workspace = true\n"
         )
         .is_empty()
+    );
+}
+
+/// The most lines of code a source file may have before its tests: past this, split it along its concepts
+/// into a module folder (docs/design.md).
+const MAX_FILE_LINES: usize = 1000;
+
+/// A file's lines of code: those before the first line that starts with `#[cfg(test)]`.
+fn non_test_lines(src: &str) -> usize {
+    src.lines()
+        .take_while(|l| !l.starts_with("#[cfg(test)]"))
+        .count()
+}
+
+/// The modules `path` declares test-only (`#[cfg(test)]` on the line before `mod name;`), as the path of
+/// their code without `.rs`: `crates/x/src/tests` for `mod tests;` in `crates/x/src/lib.rs`.
+fn test_only_modules(path: &str, src: &str) -> Vec<String> {
+    let base = match path.rsplit_once('/') {
+        Some((dir, "lib.rs" | "main.rs" | "mod.rs")) => dir.to_string(),
+        _ => path.trim_end_matches(".rs").to_string(),
+    };
+    let lines: Vec<&str> = src.lines().collect();
+    lines
+        .windows(2)
+        .filter(|w| w[0].trim() == "#[cfg(test)]")
+        .filter_map(|w| {
+            let decl = w[1].trim();
+            let decl = decl
+                .strip_prefix("pub(crate) ")
+                .or_else(|| decl.strip_prefix("pub "))
+                .unwrap_or(decl);
+            decl.strip_prefix("mod ")?
+                .strip_suffix(';')
+                .map(str::to_string)
+        })
+        .map(|name| format!("{base}/{name}"))
+        .collect()
+}
+
+/// The files among `files` (path from the root, text) with more than [`MAX_FILE_LINES`] lines of code,
+/// as `path: N lines`; test-only modules are not counted.
+fn oversized(files: &[(String, String)]) -> Vec<String> {
+    let test_only: Vec<String> = files
+        .iter()
+        .flat_map(|(p, s)| test_only_modules(p, s))
+        .collect();
+    let is_test = |p: &str| {
+        test_only.iter().any(|t| {
+            p.strip_prefix(t.as_str())
+                .is_some_and(|r| r == ".rs" || r.starts_with('/'))
+        })
+    };
+    files
+        .iter()
+        .filter(|(p, _)| !is_test(p))
+        .filter_map(|(p, s)| {
+            let n = non_test_lines(s);
+            (n > MAX_FILE_LINES).then(|| format!("{p}: {n} lines"))
+        })
+        .collect()
+}
+
+/// The directories of the workspace's packages, from the root (`""`: the binary's own), each with its path.
+fn packages(root: &Path) -> Vec<(String, PathBuf)> {
+    let mut out = vec![(String::new(), root.to_path_buf())];
+    for e in std::fs::read_dir(root.join("crates")).unwrap().flatten() {
+        if e.path().join("Cargo.toml").is_file() {
+            out.push((
+                format!("crates/{}", e.file_name().to_string_lossy()),
+                e.path(),
+            ));
+        }
+    }
+    out.sort();
+    out
+}
+
+/// `rel` joined under the package directory `pkg` (`""`: the root).
+fn under(pkg: &str, rel: &str) -> String {
+    if pkg.is_empty() {
+        rel.to_string()
+    } else {
+        format!("{pkg}/{rel}")
+    }
+}
+
+#[test]
+fn no_source_file_is_over_1000_lines_of_code() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut files = Vec::new();
+    for (pkg, dir) in packages(root) {
+        let mut found = Vec::new();
+        rust_files(&dir.join("src"), &mut found);
+        for f in found {
+            let rel = f.strip_prefix(&dir).unwrap().to_string_lossy().into_owned();
+            files.push((under(&pkg, &rel), std::fs::read_to_string(&f).unwrap()));
+        }
+    }
+    assert!(
+        files.len() > 100,
+        "read only {} files: is the tree where it was?",
+        files.len()
+    );
+    let over = oversized(&files);
+    assert!(
+        over.is_empty(),
+        "over {MAX_FILE_LINES} lines before the tests; split each into a module folder along its concepts \
+         (docs/design.md): {over:#?}"
+    );
+}
+
+#[test]
+fn an_oversized_file_is_found() {
+    let lines = |n: usize| "x\n".repeat(n);
+    let files = vec![
+        ("crates/a/src/big.rs".to_string(), lines(1001)),
+        // an indented `#[cfg(test)]` (a test-only item inside the code) does not end the count
+        (
+            "crates/a/src/inner.rs".to_string(),
+            format!("{}    #[cfg(test)]\n{}", lines(10), lines(991)),
+        ),
+        (
+            "crates/a/src/tested.rs".to_string(),
+            format!(
+                "{}#[cfg(test)]\nmod tests {{\n{}}}\n",
+                lines(1000),
+                lines(500)
+            ),
+        ),
+        (
+            "crates/a/src/lib.rs".to_string(),
+            "mod big;\n#[cfg(test)]\nmod fuzz;\n".to_string(),
+        ),
+        ("crates/a/src/fuzz.rs".to_string(), lines(1500)),
+        (
+            "crates/a/src/m/mod.rs".to_string(),
+            "#[cfg(test)]\npub(crate) mod tests;\n".to_string(),
+        ),
+        ("crates/a/src/m/tests/deep.rs".to_string(), lines(1500)),
+        ("crates/a/src/fuzzy.rs".to_string(), lines(1002)),
+    ];
+    assert_eq!(
+        oversized(&files),
+        vec![
+            "crates/a/src/big.rs: 1001 lines",
+            "crates/a/src/inner.rs: 1002 lines",
+            "crates/a/src/fuzzy.rs: 1002 lines",
+        ]
+    );
+    assert_eq!(non_test_lines("a\n#[cfg(test)]\nb\n"), 1);
+}
+
+/// Integration-test binaries besides each crate's `tests/it/main.rs` and the binary's `tests/e2e/main.rs`,
+/// each with why it cannot be a module of its package's one binary (docs/design.md, "crates/*/tests/it/").
+/// `[[test]]` entries and `autotests` keys of a Cargo.toml are listed the same way
+/// (`crates/x/Cargo.toml: [[test]] name`, `crates/x/Cargo.toml: autotests`).
+const OWN_TEST_BINARIES: &[(&str, &str)] = &[
+    (
+        "crates/bench/tests/alloc.rs",
+        "its #[global_allocator] counts every allocation of the process: another test's threads would add \
+         theirs to the count",
+    ),
+    (
+        "crates/probe/tests/interrupt.rs",
+        "checks that the probe's threads are gone from /proc/self/task after a stop: another test's threads \
+         would be counted as its own",
+    ),
+];
+
+/// The test binaries cargo builds for a package (`pkg`: its directory from the root, `""` for the
+/// binary's own): `tests/*.rs` and `tests/*/main.rs`.
+fn test_binaries(pkg: &str, dir: &Path) -> Vec<String> {
+    let mut out = Vec::new();
+    let Ok(entries) = std::fs::read_dir(dir.join("tests")) else {
+        return out;
+    };
+    for e in entries.flatten() {
+        let name = e.file_name().to_string_lossy().into_owned();
+        let p = e.path();
+        if p.is_file() && name.ends_with(".rs") {
+            out.push(under(pkg, &format!("tests/{name}")));
+        } else if p.join("main.rs").is_file() {
+            out.push(under(pkg, &format!("tests/{name}/main.rs")));
+        }
+    }
+    out
+}
+
+/// A manifest's `[[test]]` entries and `autotests` key, as `path: [[test]] name` and `path: autotests`.
+fn manifest_test_entries(path: &str, text: &str) -> Vec<String> {
+    let mut out: Vec<String> = Vec::new();
+    let mut in_test = false;
+    for line in text.lines().map(str::trim) {
+        if line.starts_with('[') {
+            in_test = line == "[[test]]";
+            if in_test {
+                out.push(format!("{path}: [[test]]"));
+            }
+        } else if in_test && line.split('=').next().is_some_and(|k| k.trim() == "name") {
+            let name = line
+                .split('=')
+                .nth(1)
+                .unwrap_or("")
+                .trim()
+                .trim_matches('"');
+            if let Some(last) = out.last_mut() {
+                *last = format!("{path}: [[test]] {name}");
+            }
+        } else if line
+            .split('=')
+            .next()
+            .is_some_and(|k| k.trim() == "autotests")
+        {
+            out.push(format!("{path}: autotests"));
+        }
+    }
+    out
+}
+
+/// What breaks the one-binary rule: a test binary that is neither its package's one binary nor listed, a
+/// manifest's unlisted `[[test]]` entry or `autotests` key, and a listed entry that is not there.
+fn stray_test_binaries(
+    binaries: &[String],
+    manifests: &[(String, String)],
+    listed: &[(&str, &str)],
+) -> Vec<String> {
+    let is_listed = |b: &str| listed.iter().any(|(l, _)| *l == b);
+    let own: Vec<&String> = binaries
+        .iter()
+        .filter(|b| match b.strip_prefix("crates/") {
+            Some(rest) => rest
+                .split_once('/')
+                .is_none_or(|(_, r)| r != "tests/it/main.rs"),
+            None => b.as_str() != "tests/e2e/main.rs",
+        })
+        .collect();
+    let entries: Vec<String> = manifests
+        .iter()
+        .flat_map(|(p, t)| manifest_test_entries(p, t))
+        .collect();
+    let mut found = Vec::new();
+    for b in &own {
+        if !is_listed(b) {
+            found.push(format!("{b}: a test binary of its own, not listed"));
+        }
+    }
+    for e in &entries {
+        if !is_listed(e) {
+            found.push(format!("{e}: not listed"));
+        }
+    }
+    for (l, _) in listed {
+        if !own.iter().any(|b| b == l) && !entries.iter().any(|e| e == l) {
+            found.push(format!("{l}: listed, but not there"));
+        }
+    }
+    found
+}
+
+#[test]
+fn every_crate_has_one_integration_test_binary() {
+    let root = Path::new(env!("CARGO_MANIFEST_DIR"));
+    let mut binaries = Vec::new();
+    let mut manifests = Vec::new();
+    for (pkg, dir) in packages(root) {
+        binaries.extend(test_binaries(&pkg, &dir));
+        let text = std::fs::read_to_string(dir.join("Cargo.toml")).unwrap();
+        manifests.push((under(&pkg, "Cargo.toml"), text));
+    }
+    assert!(
+        binaries.iter().any(|b| b == "tests/e2e/main.rs") && manifests.len() > 10,
+        "found {binaries:?} in {} packages: is the tree where it was?",
+        manifests.len()
+    );
+    let stray = stray_test_binaries(&binaries, &manifests, OWN_TEST_BINARIES);
+    assert!(
+        stray.is_empty(),
+        "each crate's integration tests are one binary, tests/it/main.rs, with a module per topic; move \
+         these into it, or list them in OWN_TEST_BINARIES with the reason they need a process of their \
+         own: {stray:#?}"
+    );
+}
+
+#[test]
+fn a_stray_test_binary_is_found() {
+    let binaries: Vec<String> = [
+        "tests/e2e/main.rs",
+        "tests/it/main.rs",
+        "crates/a/tests/it/main.rs",
+        "crates/a/tests/extra.rs",
+        "crates/b/tests/more/main.rs",
+        "crates/c/tests/own.rs",
+    ]
+    .map(String::from)
+    .to_vec();
+    let manifests = vec![
+        (
+            "crates/a/Cargo.toml".to_string(),
+            "[package]\nname = \"a\"\nautotests = false\n\n[[test]]\nname = \"x\"\npath = \"t/x.rs\"\n\n\
+             [dependencies]\nname = \"not a test\"\n"
+                .to_string(),
+        ),
+        (
+            "crates/c/Cargo.toml".to_string(),
+            "[package]\nname = \"c\"\n\n[[test]]\nname = \"y\"\n".to_string(),
+        ),
+    ];
+    let listed = [
+        ("crates/c/tests/own.rs", "a reason"),
+        ("crates/c/Cargo.toml: [[test]] y", "a reason"),
+        ("crates/d/tests/gone.rs", "a reason"),
+    ];
+    assert_eq!(
+        stray_test_binaries(&binaries, &manifests, &listed),
+        vec![
+            "tests/it/main.rs: a test binary of its own, not listed",
+            "crates/a/tests/extra.rs: a test binary of its own, not listed",
+            "crates/b/tests/more/main.rs: a test binary of its own, not listed",
+            "crates/a/Cargo.toml: autotests: not listed",
+            "crates/a/Cargo.toml: [[test]] x: not listed",
+            "crates/d/tests/gone.rs: listed, but not there",
+        ]
     );
 }
