@@ -119,7 +119,7 @@ spread() { # PROXY MODE: start it (config written), load it, stop it, add its ro
   for i in 0 1 2; do after[i]=$(logged "$i" /file.txt); n=$((n + after[i] - before[i])); done
   line=$(printf '%-8s %-16s %9s' "$1" "$2" "$n")
   for i in 0 1 2; do
-    share=$(awk -v a="$((after[i] - before[i]))" -v n="$n" 'BEGIN { printf "%.1f", n > 0 ? 100 * a / n : 0 }')
+    share=$(awk -v a="$((after[i] - before[i]))" -v n="$n" 'BEGIN { printf "%.1f", (n > 0 ? 100 * a / n : 0) }')
     want=$(awk -v w="${weight[$i]}" -v t="$total_w" 'BEGIN { print 100 * w / t }')
     dev=$(awk -v s="$share" -v w="$want" -v d="$dev" 'BEGIN { x = (s - w) / w; if (x < 0) x = -x; print (x > d ? x : d) }')
     line+=$(printf ' %8s' "$share%")
