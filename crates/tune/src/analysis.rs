@@ -10,6 +10,8 @@ pub use ordo_results::tune::{
     ScaleRow, SearchSummary, SeedTable,
 };
 
+use ordo_doc::{Block, Document};
+
 use crate::spec::Objective;
 pub use crate::stats::format_p;
 use crate::stats::{holm, p_equals, summary, welch};
@@ -573,11 +575,6 @@ fn scalability(data: &ExperimentData, configs: &[ConfigStats], knob: &str) -> Sc
     }
 }
 
-/// The width of a label column: the longest label, at least `min`, at most 60.
-pub(crate) fn label_width<'a>(labels: impl Iterator<Item = &'a str>, min: usize) -> usize {
-    labels.map(str::len).max().unwrap_or(min).clamp(min, 60)
-}
-
 pub(crate) fn pct(x: f64) -> String {
     format!("{:+.2}%", 100.0 * x)
 }
@@ -598,11 +595,25 @@ pub(crate) fn num(x: f64) -> String {
     }
 }
 
-/// The analysis as terminal text: the sections below, each left out when it has nothing to say.
+/// A test's verdict as the tables print it.
+pub(crate) fn verdict(significant: bool) -> &'static str {
+    if significant {
+        "SIGNIFICANT"
+    } else {
+        "no significant difference"
+    }
+}
+
+/// The analysis as terminal text: its [`document`] through ordo-doc's terminal renderer.
 pub fn render(a: &Analysis) -> String {
-    let mut o = String::new();
+    ordo_doc::text::render(&document(a))
+}
+
+/// The analysis as a document: the blocks of the sections below in order, a section that has nothing to say
+/// left out.
+pub fn document(a: &Analysis) -> Document {
     use section::*;
-    for part in [
+    let parts: [fn(&Analysis) -> Vec<Block>; 9] = [
         header,
         score_table,
         means_table,
@@ -612,23 +623,24 @@ pub fn render(a: &Analysis) -> String {
         scalability,
         search,
         best,
-    ] {
-        part(&mut o, a);
-    }
-    o
+    ];
+    Document::of(parts.iter().flat_map(|part| part(a)).collect())
 }
 
-/// The sections of [`render`], in order.
+/// The sections of [`document`], in order: each returns its blocks (none when it has nothing to say).
 mod section {
-    use std::fmt::Write as _;
+    use ordo_doc::{Align, Block, KeyValue, Table};
 
-    use super::{ALPHA, Analysis, label_width, num, p_equals, pct};
+    use super::{ALPHA, Analysis, num, p_equals, pct, verdict};
+
+    /// A table of the analysis: flush left, two spaces between columns, no rule under the headers, each
+    /// column at least as wide as `min_widths` says (so the numbers' columns stay put from run to run).
+    fn table(title: &str, headers: &[&str], min_widths: &[usize]) -> Table {
+        Table::new(title, headers).columns(0, min_widths).gap(2)
+    }
 
     /// Which experiment, its score and objective, and the notes about the run.
-    pub(super) fn header(o: &mut String, a: &Analysis) {
-        for w in &a.warnings {
-            let _ = writeln!(o, "{w}");
-        }
+    pub(super) fn header(a: &Analysis) -> Vec<Block> {
         let terms = a
             .score_terms
             .iter()
@@ -641,36 +653,36 @@ mod section {
             })
             .collect::<Vec<_>>()
             .join(" + ");
-        let _ = writeln!(
-            o,
+        let mut lines = a.warnings.clone();
+        lines.push(format!(
             "experiment {} `{}` ({}) — score = {terms}, {}",
             a.experiment, a.name, a.status, a.objective
-        );
-        for n in &a.notes {
-            let _ = writeln!(o, "note: {n}");
-        }
-    }
-
-    /// The width of the configuration column (shared by the tables, so their columns line up).
-    fn config_width(a: &Analysis) -> usize {
-        label_width(a.configs.iter().map(|c| c.label.as_str()), 5)
+        ));
+        lines.extend(a.notes.iter().map(|n| format!("note: {n}")));
+        vec![Block::Note(lines.join("\n"))]
     }
 
     /// The score's statistics per configuration.
-    pub(super) fn score_table(o: &mut String, a: &Analysis) {
-        let w = config_width(a);
-        let _ = writeln!(
-            o,
-            "\n{:<w$}  {:>3}  {:>12}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",
-            "configuration", "n", "mean", "sd", "±95% CI", "CI/mean", "min", "max"
+    pub(super) fn score_table(a: &Analysis) -> Vec<Block> {
+        let mut t = table(
+            "",
+            &[
+                "configuration",
+                "n",
+                "mean",
+                "sd",
+                "±95% CI",
+                "CI/mean",
+                "min",
+                "max",
+            ],
+            &[0, 3, 12, 10, 10, 12, 12, 12],
         );
         for c in &a.configs {
             let s = &c.score;
-            let _ = writeln!(
-                o,
-                "{:<w$}  {:>3}  {:>12}  {:>10}  {:>10}  {:>12}  {:>12}  {:>12}",
-                c.label,
-                s.n,
+            t.row(vec![
+                c.label.clone(),
+                s.n.to_string(),
                 num(s.mean),
                 num(s.sd),
                 num(s.ci95),
@@ -680,14 +692,14 @@ mod section {
                     "-".into()
                 },
                 num(s.min),
-                num(s.max)
-            );
+                num(s.max),
+            ]);
         }
+        vec![t.into()]
     }
 
     /// Key measurements next to the score: throughput, p99, errors, and the target's cost per request.
-    pub(super) fn means_table(o: &mut String, a: &Analysis) {
-        let w = config_width(a);
+    pub(super) fn means_table(a: &Analysis) -> Vec<Block> {
         let first = a
             .score_terms
             .first()
@@ -708,66 +720,62 @@ mod section {
         .filter(|(m, _)| a.configs.iter().any(|c| c.metrics.contains_key(m)))
         .collect();
         if cols.is_empty() {
-            return;
+            return Vec::new();
         }
-        let _ = write!(o, "\n{:<w$}", "means per configuration");
-        for (_, h) in &cols {
-            let _ = write!(o, "  {h:>11}");
-        }
-        let _ = writeln!(o);
+        let headers: Vec<&str> = std::iter::once("means per configuration")
+            .chain(cols.iter().map(|(_, h)| *h))
+            .collect();
+        let mut min_widths = vec![11; headers.len()];
+        min_widths[0] = 0;
+        let mut t = table("", &headers, &min_widths);
         for c in &a.configs {
-            let _ = write!(o, "{:<w$}", c.label);
-            for (m, _) in &cols {
-                let v = c.metrics.get(m).map(|s| s.mean).unwrap_or(f64::NAN);
-                let _ = write!(o, "  {:>11}", num(v));
-            }
-            let _ = writeln!(o);
+            let mut row = vec![c.label.clone()];
+            row.extend(
+                cols.iter()
+                    .map(|(m, _)| num(c.metrics.get(m).map(|s| s.mean).unwrap_or(f64::NAN))),
+            );
+            t.row(row);
         }
+        vec![t.into()]
     }
 
     /// Seed 000's table: the spread of the configuration means.
-    pub(super) fn summary(o: &mut String, a: &Analysis) {
+    pub(super) fn summary(a: &Analysis) -> Vec<Block> {
         let Some(t) = &a.table else {
-            return;
+            return Vec::new();
         };
-        let _ = writeln!(o, "\nsummary over configuration means (seed 000's table)");
-        let _ = writeln!(
-            o,
-            "  mean {}  sd {}  max {}  min {}  range {}",
-            num(t.mean),
-            num(t.sd),
-            num(t.max),
-            num(t.min),
-            num(t.range)
-        );
-        if let (Some(b), Some(x)) = (t.baseline, t.max_abs_increase) {
-            let _ = writeln!(
-                o,
-                "  baseline {}  max absolute increase over baseline {}",
-                num(b),
-                pct(x)
-            );
+        let mut kv = KeyValue::new("summary over configuration means (seed 000's table)").indent(2);
+        for (k, v) in [
+            ("mean", t.mean),
+            ("sd", t.sd),
+            ("max", t.max),
+            ("min", t.min),
+            ("range", t.range),
+        ] {
+            kv.pair(k, num(v));
         }
-        let _ = writeln!(
-            o,
-            "  max relative increase of best over worst {}",
-            pct(t.max_rel_increase)
+        if let (Some(b), Some(x)) = (t.baseline, t.max_abs_increase) {
+            kv.pair("baseline", num(b));
+            kv.pair("max absolute increase over baseline", pct(x));
+        }
+        kv.pair(
+            "max relative increase of best over worst",
+            pct(t.max_rel_increase),
         );
+        vec![kv.into()]
     }
 
     /// The mean score per level of each knob.
-    pub(super) fn main_effects(o: &mut String, a: &Analysis) {
+    pub(super) fn main_effects(a: &Analysis) -> Vec<Block> {
         if a.main_effects.is_empty() {
-            return;
+            return Vec::new();
         }
-        if a.main_effects.iter().any(|m| m.observational) {
-            let _ = writeln!(
-                o,
-                "\nmain effects — OBSERVATIONAL (mean score per level over the points the search chose to visit, not a balanced design: a level's mean depends on where the search looked)"
-            );
+        let title = if a.main_effects.iter().any(|m| m.observational) {
+            "main effects — OBSERVATIONAL (mean score per level over the points the search chose to visit, not a balanced design: a level's mean depends on where the search looked)"
         } else {
-            let _ = writeln!(o, "\nmain effects (mean score per level)");
-        }
+            "main effects (mean score per level)"
+        };
+        let mut t = Table::headless(title, &[Align::Left, Align::Left, Align::Left]).gap(2);
         for m in &a.main_effects {
             let levels = m
                 .levels
@@ -775,101 +783,99 @@ mod section {
                 .map(|l| format!("{}: {} (n={})", l.level, num(l.mean), l.configurations))
                 .collect::<Vec<_>>()
                 .join("  ");
-            let _ = writeln!(o, "  {:<36} {levels}  spread {}", m.knob, num(m.spread));
+            t.row(vec![
+                m.knob.clone(),
+                levels,
+                format!("spread {}", num(m.spread)),
+            ]);
         }
+        vec![t.into()]
     }
 
-    /// Each configuration against the baseline.
-    pub(super) fn comparisons(o: &mut String, a: &Analysis) {
-        let w = config_width(a);
+    /// Each configuration against the baseline, and the conclusion when none differs.
+    pub(super) fn comparisons(a: &Analysis) -> Vec<Block> {
         if a.comparisons.is_empty() {
-            return;
+            return Vec::new();
         }
-        let _ = writeln!(
-            o,
-            "\nagainst the baseline (Welch's t-test, Holm-corrected, alpha {ALPHA})"
-        );
+        let mut t = Table::headless(
+            format!("against the baseline (Welch's t-test, Holm-corrected, alpha {ALPHA})"),
+            &[
+                Align::Left,
+                Align::Right,
+                Align::Left,
+                Align::Left,
+                Align::Left,
+                Align::Left,
+            ],
+        )
+        .columns(2, &[0, 9])
+        .gap(2);
         for c in &a.comparisons {
-            let verdict = if c.significant {
-                "SIGNIFICANT"
-            } else {
-                "no significant difference"
-            };
-            let _ = writeln!(
-                o,
-                "  {:<w$}  {:>9}  CI [{}, {}]  {}  {}  {verdict}",
-                c.label,
+            t.row(vec![
+                c.label.clone(),
                 pct(c.rel),
-                num(c.ci_low),
-                num(c.ci_high),
+                format!("CI [{}, {}]", num(c.ci_low), num(c.ci_high)),
                 p_equals("p", c.p),
-                p_equals("p_holm", c.p_holm)
-            );
+                p_equals("p_holm", c.p_holm),
+                verdict(c.significant).into(),
+            ]);
         }
+        let mut blocks = vec![t.into()];
         if a.comparisons.iter().all(|c| !c.significant) {
-            let _ = writeln!(
-                o,
-                "  => no configuration differs significantly from the baseline"
-            );
+            blocks.push(Block::Note(
+                "=> no configuration differs significantly from the baseline".into(),
+            ));
         }
+        blocks
     }
 
     /// The runtime ratios over the scalability knob.
-    pub(super) fn scalability(o: &mut String, a: &Analysis) {
+    pub(super) fn scalability(a: &Analysis) -> Vec<Block> {
         let Some(s) = &a.scalability else {
-            return;
+            return Vec::new();
         };
-        let _ = writeln!(
-            o,
-            "\nscalability over {} (runtime = {}; (rt_B/rt_A)/(B/A), 1 = proportional, lower is better)",
+        let mut kv = KeyValue::new(format!(
+            "scalability over {} (runtime = {}; (rt_B/rt_A)/(B/A), 1 = proportional, lower is better)",
             s.knob, s.runtime_metric
-        );
+        ))
+        .indent(2);
         for r in &s.rows {
             let g = if r.group.is_empty() {
                 String::new()
             } else {
                 format!("[{}] ", r.group)
             };
-            let _ = writeln!(o, "  {g}{}→{}: {:.4}", r.a, r.b, r.ratio);
+            kv.pair(format!("{g}{}→{}", r.a, r.b), format!("{:.4}", r.ratio));
         }
+        vec![kv.into()]
     }
 
     /// What a search tried and whether its best point survived the re-check.
-    pub(super) fn search(o: &mut String, a: &Analysis) {
+    pub(super) fn search(a: &Analysis) -> Vec<Block> {
         let Some(s) = &a.search else {
-            return;
+            return Vec::new();
         };
-        let _ = writeln!(
-            o,
-            "\nsearch: {} configuration(s) tried of a {}-point grid ({:.0}%; budget {})",
+        let mut lines = vec![format!(
+            "search: {} configuration(s) tried of a {}-point grid ({:.0}%; budget {})",
             s.trials,
             s.grid,
             100.0 * s.trials as f64 / s.grid.max(1) as f64,
             s.budget
-        );
+        )];
         match (&s.best, s.reported_gain) {
-            (Some(b), Some(g)) => {
-                let _ = writeln!(
-                    o,
-                    "  reported best: {b} — {} vs the baseline in its trial runs{}",
-                    pct(g),
-                    if g <= 0.0 {
-                        " (no trial beat the baseline there)"
-                    } else {
-                        ""
-                    }
-                );
-            }
-            _ => {
-                let _ = writeln!(
-                    o,
-                    "  the baseline is the best point tried: nothing to re-check"
-                );
-            }
+            (Some(b), Some(g)) => lines.push(format!(
+                "  reported best: {b} — {} vs the baseline in its trial runs{}",
+                pct(g),
+                if g <= 0.0 {
+                    " (no trial beat the baseline there)"
+                } else {
+                    ""
+                }
+            )),
+            _ => lines.push("  the baseline is the best point tried: nothing to re-check".into()),
         }
         if let Some(r) = &s.recheck {
-            let _ = writeln!(
-                o,
+            lines.push(format!(
                 "  re-check against the baseline in fresh interleaved blocks ({} confirmatory runs each): {} ({}), difference CI [{}, {}], {}, {}",
                 r.runs,
                 pct(r.gain),
@@ -877,15 +883,10 @@ mod section {
                 num(r.ci_low),
                 num(r.ci_high),
                 p_equals("p", r.p),
-                if r.significant {
-                    "SIGNIFICANT"
-                } else {
-                    "no significant difference"
-                }
-            );
+                verdict(r.significant)
+            ));
             if let Some(k) = s.kept {
-                let _ = writeln!(
-                    o,
+                lines.push(format!(
                     "  => {:.0}% of the reported gain survived the re-check{}",
                     100.0 * k,
                     if k < 0.9 {
@@ -893,20 +894,18 @@ mod section {
                     } else {
                         ""
                     }
-                );
+                ));
             }
         } else if s.best.is_some() {
-            let _ = writeln!(
-                o,
-                "  re-check not run yet (the experiment stopped before it)"
-            );
+            lines.push("  re-check not run yet (the experiment stopped before it)".into());
         }
+        vec![Block::Note(lines.join("\n"))]
     }
 
     /// The best configuration and how it compares with the baseline.
-    pub(super) fn best(o: &mut String, a: &Analysis) {
+    pub(super) fn best(a: &Analysis) -> Vec<Block> {
         let Some(b) = &a.best else {
-            return;
+            return Vec::new();
         };
         let rechecked = a.search.is_some() && b.vs_baseline.is_some();
         let what = if rechecked {
@@ -914,40 +913,30 @@ mod section {
         } else {
             "best"
         };
-        match &b.vs_baseline {
-            Some(c) => {
-                let _ = writeln!(
-                    o,
-                    "\n{what}: {} — {} ± {} ({} vs baseline{}, difference CI [{}, {}]; {})",
-                    b.label,
-                    num(b.mean),
-                    num(b.ci95),
-                    pct(c.rel),
-                    match (a.objective.as_str(), c.rel < 0.0) {
-                        ("minimize", true) | ("maximize", false) => ", better",
-                        _ => ", worse",
-                    },
-                    num(c.ci_low),
-                    num(c.ci_high),
-                    if c.significant && rechecked {
-                        "significant in the re-check's confirmatory runs"
-                    } else if c.significant {
-                        "significant after Holm correction"
-                    } else {
-                        "NOT significant: no significant difference from the baseline"
-                    }
-                );
-            }
-            None => {
-                let _ = writeln!(
-                    o,
-                    "\n{what}: {} — {} ± {}",
-                    b.label,
-                    num(b.mean),
-                    num(b.ci95)
-                );
-            }
-        }
+        let line = match &b.vs_baseline {
+            Some(c) => format!(
+                "{what}: {} — {} ± {} ({} vs baseline{}, difference CI [{}, {}]; {})",
+                b.label,
+                num(b.mean),
+                num(b.ci95),
+                pct(c.rel),
+                match (a.objective.as_str(), c.rel < 0.0) {
+                    ("minimize", true) | ("maximize", false) => ", better",
+                    _ => ", worse",
+                },
+                num(c.ci_low),
+                num(c.ci_high),
+                if c.significant && rechecked {
+                    "significant in the re-check's confirmatory runs"
+                } else if c.significant {
+                    "significant after Holm correction"
+                } else {
+                    "NOT significant: no significant difference from the baseline"
+                }
+            ),
+            None => format!("{what}: {} — {} ± {}", b.label, num(b.mean), num(b.ci95)),
+        };
+        vec![Block::Note(line)]
     }
 }
 
@@ -1060,6 +1049,76 @@ mod tests {
         assert!(text.contains("no significant difference"), "{text}");
         assert!(text.contains("SIGNIFICANT"), "{text}");
         assert!(text.contains("best: t4"), "{text}");
+    }
+
+    /// The whole terminal text of a small analysis, pinned: the header, the two tables, seed 000's summary,
+    /// main effects, the tests against the baseline, scalability and the `best:` line, built as ordo-doc
+    /// blocks of the right kinds.
+    #[test]
+    fn the_rendered_analysis_is_pinned() {
+        let a = analyze(&data(&[
+            ("base", Some("2"), vec![100.0, 101.0, 99.0, 100.0]),
+            ("threads=4", Some("4"), vec![150.0, 151.0, 149.0, 150.0]),
+        ]));
+        let expected = [
+            "experiment 1 `t` (finished) — score = web.throughput, maximize",
+            "note: this experiment was stored before confirmatory blocks: its significance tests reuse the runs that decided when to stop, which calls identical configurations different more often than the 5% asked for (11% in an A/A simulation); run it again for a valid test",
+            "",
+            "configuration    n          mean          sd     ±95% CI       CI/mean           min           max",
+            "base             4         100.0      0.8165       1.299         1.30%        99.000         101.0",
+            "threads=4        4         150.0      0.8165       1.299         0.87%         149.0         151.0",
+            "",
+            "means per configuration        req/s",
+            "base                           100.0",
+            "threads=4                      150.0",
+            "",
+            "summary over configuration means (seed 000's table)",
+            "  mean:                                     125.0",
+            "  sd:                                       35.355",
+            "  max:                                      150.0",
+            "  min:                                      100.0",
+            "  range:                                    50.000",
+            "  baseline:                                 100.0",
+            "  max absolute increase over baseline:      +50.00%",
+            "  max relative increase of best over worst: +50.00%",
+            "",
+            "main effects (mean score per level)",
+            "  param:threads  2: 100.0 (n=1)  4: 150.0 (n=1)  spread 50.000",
+            "",
+            "against the baseline (Welch's t-test, Holm-corrected, alpha 0.05)",
+            "  threads=4    +50.00%  CI [48.587, 51.413]  p < 0.001  p_holm < 0.001  SIGNIFICANT",
+            "",
+            "scalability over param:threads (runtime = 1/web.throughput; (rt_B/rt_A)/(B/A), 1 = proportional, lower is better)",
+            "  2→4: 0.3333",
+            "",
+            "best: threads=4 — 150.0 ± 1.299 (+50.00% vs baseline, better, difference CI [48.587, 51.413]; significant after Holm correction)",
+        ]
+        .join("\n")
+            + "\n";
+        assert_eq!(render(&a), expected);
+        let kinds: Vec<&str> = document(&a).sections[0]
+            .blocks
+            .iter()
+            .map(|b| match b {
+                Block::Table(_) => "table",
+                Block::KeyValue(_) => "key-value",
+                Block::Note(_) => "note",
+                Block::Figure(f) => match *f {},
+            })
+            .collect();
+        assert_eq!(
+            kinds,
+            [
+                "note",
+                "table",
+                "table",
+                "key-value",
+                "table",
+                "table",
+                "key-value",
+                "note"
+            ]
+        );
     }
 
     /// A configuration: its knob values, whether it is the baseline, its runs' scores.

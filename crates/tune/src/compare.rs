@@ -4,7 +4,6 @@
 //! second's runs against the first's, Holm-corrected over the configurations, as the analysis does against
 //! the baseline.
 
-use std::fmt::Write;
 use std::path::{Path, PathBuf};
 
 pub use ordo_results::tune::{
@@ -12,7 +11,9 @@ pub use ordo_results::tune::{
     mismatches, unit_of,
 };
 
-use crate::analysis::{ALPHA, label_width, num, pct, test_scores};
+use ordo_doc::{Block, Document, KeyValue, Table};
+
+use crate::analysis::{ALPHA, num, pct, test_scores, verdict};
 use crate::stats::{holm, p_equals, summary, welch};
 use crate::store::{ExperimentData, Store, StoreError};
 
@@ -145,44 +146,49 @@ pub fn compare(
     })
 }
 
-/// The comparison as terminal text.
+/// The comparison as terminal text: its [`document`] through ordo-doc's terminal renderer.
 pub fn render(c: &StoreComparison) -> String {
-    let mut o = String::new();
-    for w in &c.warnings {
-        let _ = writeln!(o, "{w}");
+    ordo_doc::text::render(&document(c))
+}
+
+/// The comparison as a document: the warnings, the two experiments, the table of B against A per
+/// configuration, the conclusion when none differs, and the warnings again (they must not scroll away).
+pub fn document(c: &StoreComparison) -> Document {
+    let warnings = (!c.warnings.is_empty()).then(|| Block::Note(c.warnings.join("\n")));
+    let mut sides = KeyValue::new("");
+    for (name, s) in [("A", &c.a), ("B", &c.b)] {
+        sides.pair(
+            name,
+            format!("experiment {} `{}` — {}", s.experiment, s.name, s.machine),
+        );
     }
-    let _ = writeln!(
-        o,
-        "A: experiment {} `{}` — {}",
-        c.a.experiment, c.a.name, c.a.machine
-    );
-    let _ = writeln!(
-        o,
-        "B: experiment {} `{}` — {}",
-        c.b.experiment, c.b.name, c.b.machine
-    );
-    let _ = writeln!(
-        o,
-        "B against A per configuration (Welch's t-test on each side's confirmatory runs, Holm-corrected over {} configurations, alpha {ALPHA}; score {})",
-        c.configs.len(),
-        c.objective
-    );
-    let w = label_width(c.configs.iter().map(|r| r.label.as_str()), 13);
-    let _ = writeln!(
-        o,
-        "{:<w$}  {:>5}  {:>12}  {:>12}  {:>9}  {:<24}  {:<16}  {:<18}",
-        "configuration", "n A/B", "mean A", "mean B", "B vs A", "difference CI", "p", "p_holm"
-    );
+    let mut t = Table::new(
+        format!(
+            "B against A per configuration (Welch's t-test on each side's confirmatory runs, Holm-corrected over {} configurations, alpha {ALPHA}; score {})",
+            c.configs.len(),
+            c.objective
+        ),
+        &[
+            "configuration",
+            "n A/B",
+            "mean A",
+            "mean B",
+            "B vs A",
+            "difference CI",
+            "p",
+            "p_holm",
+            "",
+        ],
+    )
+    .left(5)
+    .left(6)
+    .left(7)
+    .left(8)
+    .columns(0, &[0, 5, 12, 12, 9])
+    .gap(2);
     for r in &c.configs {
-        let verdict = if r.significant {
-            "SIGNIFICANT"
-        } else {
-            "no significant difference"
-        };
-        let _ = writeln!(
-            o,
-            "{:<w$}  {:>5}  {:>12}  {:>12}  {:>9}  {:<24}  {:<16}  {:<18}  {verdict}",
-            r.label,
+        t.row(vec![
+            r.label.clone(),
             format!("{}/{}", r.a.n, r.b.n),
             num(r.a.mean),
             num(r.b.mean),
@@ -190,18 +196,19 @@ pub fn render(c: &StoreComparison) -> String {
             format!("[{}, {}]", num(r.ci_low), num(r.ci_high)),
             p_equals("p", r.p),
             p_equals("p_holm", r.p_holm),
-        );
+            verdict(r.significant).into(),
+        ]);
     }
+    let mut blocks: Vec<Block> = warnings.iter().cloned().collect();
+    blocks.push(sides.into());
+    blocks.push(t.into());
     if c.configs.iter().all(|r| !r.significant) {
-        let _ = writeln!(
-            o,
-            "=> no configuration differs significantly between A and B"
-        );
+        blocks.push(Block::Note(
+            "=> no configuration differs significantly between A and B".into(),
+        ));
     }
-    for w in &c.warnings {
-        let _ = writeln!(o, "{w}");
-    }
-    o
+    blocks.extend(warnings);
+    Document::of(blocks)
 }
 
 /// The experiment to take from a store: `id`, or its newest.
@@ -603,11 +610,21 @@ nice = [0, 5]
             .map(|r| r.label.as_str())
             .collect();
         assert_eq!(sig, vec!["nice=0"], "{cmp:#?}");
-        let text = render(&cmp);
-        assert!(
-            text.contains("SIGNIFICANT") && text.contains("Holm"),
-            "{text}"
-        );
+        // The text, pinned: the two sides, then the table (a row starts with its label and ends with its
+        // verdict: tests/e2e/tune.rs reads them so).
+        let expected = [
+            "A: experiment 1 `e` — machine unknown",
+            "B: experiment 2 `e` — machine unknown",
+            "",
+            "B against A per configuration (Welch's t-test on each side's confirmatory runs, Holm-corrected over 3 configurations, alpha 0.05; score maximize)",
+            "configuration                n A/B        mean A        mean B     B vs A  difference CI     p          p_holm",
+            "baseline (machine defaults)    4/4        1000.1        1000.1     +0.00%  [-1.477, 1.477]   p = 1.00   p_holm = 1.00   no significant difference",
+            "nice=0                         4/4        1000.1        1050.1     +5.00%  [48.523, 51.477]  p < 0.001  p_holm < 0.001  SIGNIFICANT",
+            "nice=5                         4/4        1000.1        1000.4     +0.03%  [-1.177, 1.777]   p = 0.637  p_holm = 1.00   no significant difference",
+        ]
+        .join("\n")
+            + "\n";
+        assert_eq!(render(&cmp), expected);
         // A store that is not the same experiment is refused, and nothing is written.
         store_with(&c, &["0", "10"], &[0.0, 0.0, 0.0]);
         let out2 = d.path().join("ac.db");

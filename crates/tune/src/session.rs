@@ -715,8 +715,7 @@ impl<'o> Session<'o> {
         if let Some(b) = &self.printer.bar {
             b.inc(1);
         }
-        let label_w =
-            crate::analysis::label_width(self.configs.iter().map(|c| c.label.as_str()), 10);
+        let label_w = label_width(self.configs.iter().map(|c| c.label.as_str()), 10);
         let label = &self.configs[idx].label;
         let score = metrics.get("score").copied();
         match (&error, score) {
@@ -834,4 +833,10 @@ pub fn resume(opts: &RunOptions) -> Result<Outcome, RunError> {
         .unwrap_or_else(|| PathBuf::from("."));
     let spec = Spec::parse(&e.spec_text, &file, &dir)?;
     run(&spec, opts)
+}
+
+/// The width of the label column of the progress lines: the longest label, at least `min`, at most 60 (a
+/// longer label pushes its line out rather than widening every line).
+fn label_width<'a>(labels: impl Iterator<Item = &'a str>, min: usize) -> usize {
+    labels.map(str::len).max().unwrap_or(min).clamp(min, 60)
 }
