@@ -10,3 +10,15 @@ pub mod probe;
 pub mod report;
 pub mod serve;
 pub mod tune;
+
+/// Parses `args` (without the program name) as subcommand `name`'s arguments `A`: the unit tests' way into
+/// a subcommand's clap derive.
+#[cfg(test)]
+pub(crate) fn parse_args<A: clap::Args + clap::FromArgMatches>(
+    name: &'static str,
+    args: &[&str],
+) -> Result<A, clap::Error> {
+    let matches = A::augment_args(clap::Command::new(name))
+        .try_get_matches_from(std::iter::once(name).chain(args.iter().copied()))?;
+    A::from_arg_matches(&matches)
+}

@@ -149,18 +149,9 @@ pub fn run(args: Args) -> anyhow::Result<ExitCode> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use clap::Parser;
-
-    #[derive(Debug, Parser)]
-    struct T {
-        #[command(flatten)]
-        a: Args,
-    }
 
     fn parse(args: &[&str]) -> Result<Args, clap::Error> {
-        let mut v = vec!["report"];
-        v.extend_from_slice(args);
-        T::try_parse_from(v).map(|t| t.a)
+        crate::cmd::parse_args("report", args)
     }
 
     #[test]

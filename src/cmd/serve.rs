@@ -232,18 +232,12 @@ mod tests {
 
     #[test]
     fn check_applies_the_overrides_start_up_would() {
-        use clap::Parser;
-        #[derive(Debug, Parser)]
-        struct T {
-            #[command(flatten)]
-            a: Args,
-        }
         let dir = env!("CARGO_MANIFEST_DIR");
         let lua = format!("{dir}/examples/serve/lua-policy.toml");
         let args = |extra: &[&str]| {
-            let mut v = vec!["serve", "--check", lua.as_str()];
+            let mut v = vec!["--check", lua.as_str()];
             v.extend_from_slice(extra);
-            T::try_parse_from(v).unwrap().a
+            crate::cmd::parse_args::<Args>("serve", &v).unwrap()
         };
         let a = args(&[]);
         let cfg = resolve_file(&a, check_target(&a).unwrap().unwrap()).unwrap();
@@ -271,13 +265,8 @@ mod tests {
 
     #[test]
     fn t_is_check_with_its_own_file_or_configs() {
-        use clap::Parser;
-        #[derive(Debug, Parser)]
-        struct T {
-            #[command(flatten)]
-            a: Args,
-        }
-        let parse = |v: &[&str]| T::try_parse_from(v).unwrap().a;
+        // (the first word is the subcommand's name, as on the command line)
+        let parse = |v: &[&str]| crate::cmd::parse_args::<Args>("serve", &v[1..]).unwrap();
         let target = |a: &Args| {
             check_target(a)
                 .map(|t| t.map(|f| f.map(|p| p.display().to_string())))

@@ -53,6 +53,31 @@ async fn h2c(addr: SocketAddr) -> Client {
     handshake(TcpStream::connect(addr).await.unwrap()).await
 }
 
+/// A client whose streams open with a zero window (a slow reader that reads nothing), and the switch that
+/// gives every stream a 1 MiB window when sent.
+async fn zero_window_client(addr: SocketAddr) -> (Client, tokio::sync::oneshot::Sender<()>) {
+    let tcp = TcpStream::connect(addr).await.unwrap();
+    let (send, mut conn) = tokio::time::timeout(
+        WAIT,
+        h2::client::Builder::new()
+            .initial_window_size(0)
+            .handshake::<_, Bytes>(tcp),
+    )
+    .await
+    .unwrap()
+    .unwrap();
+    let (open, opened) = tokio::sync::oneshot::channel::<()>();
+    let driver = tokio::spawn(async move {
+        tokio::select! {
+            r = &mut conn => return r,
+            _ = opened => {}
+        }
+        conn.set_initial_window_size(1 << 20)?;
+        conn.await
+    });
+    (Client { send, conn: driver }, open)
+}
+
 fn get(path: &str) -> http::Request<()> {
     http::Request::builder()
         .uri(format!("http://t.test{path}"))
@@ -389,26 +414,7 @@ const BIG: usize = 100_000;
 #[tokio::test]
 async fn a_zero_window_client_pins_at_most_max_buffered_bytes() {
     let l = listen(Limits::default(), Http2Config::default()).await;
-    let tcp = TcpStream::connect(l.addr).await.unwrap();
-    let (send, mut conn) = tokio::time::timeout(
-        WAIT,
-        h2::client::Builder::new()
-            .initial_window_size(0)
-            .handshake::<_, Bytes>(tcp),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let (open, opened) = tokio::sync::oneshot::channel::<()>();
-    let driver = tokio::spawn(async move {
-        tokio::select! {
-            r = &mut conn => return r,
-            _ = opened => {}
-        }
-        conn.set_initial_window_size(1 << 20)?;
-        conn.await
-    });
-    let mut c = Client { send, conn: driver };
+    let (mut c, open) = zero_window_client(l.addr).await;
     let mut pending = Vec::new();
     for _ in 0..128 {
         pending.push(c.start(get("/big")).await.0);
@@ -500,26 +506,7 @@ async fn a_proxied_body_is_not_read_ahead_of_a_zero_window() {
         "[[routes]]\nprefix = \"/\"\nproxy = {{ upstreams = [\"{up_addr}\"] }}\n"
     ))
     .await;
-    let tcp = TcpStream::connect(h.local_addr()).await.unwrap();
-    let (send, mut conn) = tokio::time::timeout(
-        WAIT,
-        h2::client::Builder::new()
-            .initial_window_size(0)
-            .handshake::<_, Bytes>(tcp),
-    )
-    .await
-    .unwrap()
-    .unwrap();
-    let (open, opened) = tokio::sync::oneshot::channel::<()>();
-    let driver = tokio::spawn(async move {
-        tokio::select! {
-            r = &mut conn => return r,
-            _ = opened => {}
-        }
-        conn.set_initial_window_size(1 << 20)?;
-        conn.await
-    });
-    let mut c = Client { send, conn: driver };
+    let (mut c, open) = zero_window_client(h.local_addr()).await;
     let (f, _stream) = c.start(get("/big")).await;
     let (up_port, ordo_port) = tokio::time::timeout(WAIT, ports).await.unwrap().unwrap();
     // what ordo has read of the body, once it settles (the same figures twice, 200 ms apart)

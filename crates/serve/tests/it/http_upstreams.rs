@@ -709,6 +709,28 @@ async fn ws_echo_server() -> Option<(tokio::process::Child, u16)> {
 
 const WS_ECHO: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/tests/data/ws_echo.py");
 
+/// Runs tests/data/ws_echo.py with `args` (a client mode and its arguments), at most 60 s, and checks it
+/// succeeded printing `want`.
+async fn ws_echo_client(args: &[&str], want: &str) {
+    let client = tokio::time::timeout(
+        Duration::from_secs(60),
+        tokio::process::Command::new("python3")
+            .arg(WS_ECHO)
+            .args(args)
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("the client finishes")
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&client.stdout);
+    assert!(
+        client.status.success() && stdout.trim() == want,
+        "client: {stdout} {}",
+        String::from_utf8_lossy(&client.stderr)
+    );
+}
+
 /// A real WebSocket client and server (Python's `websockets` library, installed by scripts/setup.sh):
 /// 40 text and binary messages up to 70 KB echoed through ordo serve's proxy.
 #[tokio::test]
@@ -721,22 +743,7 @@ async fn websocket_echo_through_the_proxy_with_a_real_client_library() {
     ))
     .await;
     let url = format!("ws://{}/echo", h.local_addr());
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new("python3")
-            .args([WS_ECHO, "client", &url, "20"])
-            .kill_on_drop(true)
-            .output(),
-    )
-    .await
-    .expect("the client finishes")
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&client.stdout);
-    assert!(
-        client.status.success() && stdout.trim() == "ok 40",
-        "client: {stdout} {}",
-        String::from_utf8_lossy(&client.stderr)
-    );
+    ws_echo_client(&["client", &url, "20"], "ok 40").await;
     h.shutdown().await.unwrap();
 }
 
@@ -914,29 +921,17 @@ async fn websocket_over_http2_with_python_h2_and_websockets() {
     ))
     .await;
     let addr = h.local_addr();
-    let client = tokio::time::timeout(
-        Duration::from_secs(60),
-        tokio::process::Command::new("python3")
-            .args([
-                WS_ECHO,
-                "h2client",
-                &addr.ip().to_string(),
-                &addr.port().to_string(),
-                "/echo",
-                "20",
-            ])
-            .kill_on_drop(true)
-            .output(),
+    ws_echo_client(
+        &[
+            "h2client",
+            &addr.ip().to_string(),
+            &addr.port().to_string(),
+            "/echo",
+            "20",
+        ],
+        "ok 40 closed",
     )
-    .await
-    .expect("the client finishes")
-    .unwrap();
-    let stdout = String::from_utf8_lossy(&client.stdout);
-    assert!(
-        client.status.success() && stdout.trim() == "ok 40 closed",
-        "client: {stdout} {}",
-        String::from_utf8_lossy(&client.stderr)
-    );
+    .await;
     h.shutdown().await.unwrap();
 }
 
