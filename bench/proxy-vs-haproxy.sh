@@ -28,8 +28,9 @@
 #   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ... # another ordo binary (e.g. an older build, to compare)
 #   COALESCE=0s ...                                # ordo's `coalesce` (default: ordo's own, 2us; 0s: off)
 #   BODY_BYTES=200000 ...                          # a file of this many bytes instead of the 2 KB one (ordo
-#                                                  # streams bodies over its buffer_max_bytes, 64 KiB)
-#   ORDO_BUFFER_MAX_BYTES=262144 BODY_BYTES=200000 ...   # ordo reading such bodies whole (the old default)
+#                                                  # reads bodies up to its buffer_max_bytes whole: 256 KiB
+#                                                  # for HTTP/1.x clients such as wrk)
+#   ORDO_BUFFER_MAX_BYTES=65536 BODY_BYTES=200000 ...    # ordo streaming such bodies (its HTTP/2 clients' default)
 #
 # Ports: BASE_PORT (default 18180) .. BASE_PORT+4 (the script refuses to start if one is taken).
 # Everything it starts is killed and its temp dir removed on every exit path.

@@ -167,6 +167,16 @@ pub(super) fn gateway_response(up: &Upstream, e: ExchangeError, log: bool) -> Re
     Response::text(status, &format!("{what}: {public}\n"))
 }
 
+/// The largest response body read whole: `configured` (a route's `buffer_max_bytes`), else the default for
+/// the client's protocol ([`DEFAULT_BUFFER_MAX_BYTES`]).
+pub(super) fn whole_body_limit(configured: Option<u64>, version: crate::http::Version) -> u64 {
+    let (http1, http2) = DEFAULT_BUFFER_MAX_BYTES;
+    configured.unwrap_or(match version {
+        crate::http::Version::Http2 => http2,
+        _ => http1,
+    })
+}
+
 /// The most of a streamed body read from the upstream at once. A stream holds at most two such chunks
 /// ahead of its client: one the client's connection task waits to send (HTTP/2 counts it in the
 /// connection's held bytes) and one in the channel; the next is read only when the channel has taken it
@@ -248,6 +258,12 @@ fn chunk_detail(e: ResponseReadError) -> String {
 }
 
 impl ProxyBackend {
+    /// The largest body read whole for `req`: the route's `buffer_max_bytes`, else the default for the
+    /// client's protocol ([`super::DEFAULT_BUFFER_MAX_BYTES`]).
+    fn buffer_max_bytes(&self, req: &Request) -> u64 {
+        whole_body_limit(self.cfg.buffer_max_bytes, req.version)
+    }
+
     pub(super) async fn exchange(
         &self,
         mut conn: UpConn,
@@ -440,7 +456,7 @@ impl ProxyBackend {
         }
         let status = parsed.status;
         match parsed.framing {
-            ResponseFraming::Length(n) if n <= self.cfg.buffer_max_bytes => {
+            ResponseFraming::Length(n) if n <= self.buffer_max_bytes(req) => {
                 // The body is copied out behind the header lines, into their recycled buffer (a fresh
                 // one of this size would cost a large allocation per request); the connection keeps and
                 // reuses its own read buffer.
@@ -594,5 +610,24 @@ impl ProxyBackend {
             },
             body,
         )))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::whole_body_limit;
+    use crate::http::Version;
+
+    /// Left out, the limit follows the client's protocol: an HTTP/1.x connection holds one response at a
+    /// time (read whole up to 256 KiB, the fast path), an HTTP/2 one many (streamed over 64 KiB, for slow
+    /// readers); written, it holds for both.
+    #[test]
+    fn the_whole_body_limit_follows_the_protocol_unless_written() {
+        assert_eq!(whole_body_limit(None, Version::Http11), 256 * 1024);
+        assert_eq!(whole_body_limit(None, Version::Http10), 256 * 1024);
+        assert_eq!(whole_body_limit(None, Version::Http2), 64 * 1024);
+        for v in [Version::Http10, Version::Http11, Version::Http2] {
+            assert_eq!(whole_body_limit(Some(1000), v), 1000);
+        }
     }
 }
