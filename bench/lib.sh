@@ -339,24 +339,33 @@ EOF
 #   bench_haproxy_conf DIR PORT UP_PORT
 bench_haproxy_conf() {
   mkdir -p "$1"
-  cat > "$1/haproxy.cfg" <<EOF
+  {
+    bench_haproxy_head "$2" "  pidfile $1/haproxy.pid" "  option forwardfor"
+    echo "backend be"
+    echo "  server up 127.0.0.1:$3"
+  } > "$1/haproxy.cfg"
+}
+# The head of the HAProxy configurations (on stdout): one thread, keep-alive both ways (`http-reuse always`),
+# the usual timeouts, a frontend on 127.0.0.1:PORT to backend `be`, which the caller writes next;
+# GLOBAL_LINES and DEFAULTS_LINES (optional) are added to those sections.
+#   bench_haproxy_head PORT [GLOBAL_LINES] [DEFAULTS_LINES]
+bench_haproxy_head() {
+  cat <<EOF
 global
   nbthread 1
   maxconn 8192
-  pidfile $1/haproxy.pid
+${2:-}
 defaults
   mode http
   timeout connect 2s
   timeout client 30s
   timeout server 30s
   option http-keep-alive
-  option forwardfor
   http-reuse always
+${3:-}
 frontend fe
-  bind 127.0.0.1:$2
+  bind 127.0.0.1:$1
   default_backend be
-backend be
-  server up 127.0.0.1:$3
 EOF
 }
 # FILE: an ordo serve configuration on 127.0.0.1:PORT (bench_ordo_head, with HEAD_LINE among the [limits]

@@ -71,24 +71,10 @@ EOF
 haproxy_conf() { # DIR PORT ALGORITHM [SERVER_OPTIONS]
   mkdir -p "$1"
   {
-    cat <<EOF
-global
-  nbthread 1
-  maxconn 8192
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 30s
-  timeout server 30s
-  option http-keep-alive
-  http-reuse always
-frontend fe
-  bind 127.0.0.1:$2
-  default_backend be
-backend be
-  balance $3
-  option httpchk GET /health.txt
-EOF
+    bench_haproxy_head "$2"
+    echo "backend be"
+    echo "  balance $3"
+    echo "  option httpchk GET /health.txt"
     for i in 0 1 2; do echo "  server u$i 127.0.0.1:${UP_PORTS[$i]} weight ${weight[$i]} ${4:-}"; done
   } > "$1/haproxy.cfg"
 }

@@ -66,29 +66,18 @@ prefix = "/"
 upstreams = ["127.0.0.1:${UP_PORTS[0]}", "127.0.0.1:${UP_PORTS[1]}", "127.0.0.1:${UP_PORTS[2]}"]
 EOF
 mkdir -p "$tmp/haproxy"
-cat > "$tmp/haproxy/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn 8192
-defaults
-  mode http
-  timeout connect 2s
-  timeout client 30s
-  timeout server 30s
-  option http-keep-alive
-  http-reuse always
-  retries 3
+{
+  bench_haproxy_head "$HAPROXY_PORT" "" "  retries 3
   option redispatch 1
-  retry-on conn-failure empty-response response-timeout 502 503
-frontend fe
-  bind 127.0.0.1:$HAPROXY_PORT
-  default_backend be
+  retry-on conn-failure empty-response response-timeout 502 503"
+  cat <<EOF
 backend be
   default-server check inter 500ms fall 2 rise 2 observe layer7 error-limit 3 on-error mark-down
   server u0 127.0.0.1:${UP_PORTS[0]}
   server u1 127.0.0.1:${UP_PORTS[1]}
   server u2 127.0.0.1:${UP_PORTS[2]}
 EOF
+} > "$tmp/haproxy/haproxy.cfg"
 bench_nginx_conf "$tmp/nginx" "  upstream up {
     server 127.0.0.1:${UP_PORTS[0]} max_fails=2 fail_timeout=5s;
     server 127.0.0.1:${UP_PORTS[1]} max_fails=2 fail_timeout=5s;
