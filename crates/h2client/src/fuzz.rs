@@ -60,16 +60,20 @@ fn value() -> impl Strategy<Value = Vec<u8>> {
     )
 }
 
+/// A current-thread runtime for one differential check against the `h2` crate.
+fn runtime() -> tokio::runtime::Runtime {
+    tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a runtime")
+}
+
 /// The header blocks an `h2` server writes for `responses` (status, fields, whether marked sensitive) on
 /// one connection whose client announced `table_size` (None: the default 4096). A client that speaks raw
 /// frames sends one GET per response; what comes back is cut into header blocks.
 fn h2_blocks(responses: &[Response], table_size: Option<u32>) -> Vec<Vec<u8>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    rt.block_on(async {
+    runtime().block_on(async {
         let (client, server) = tokio::io::duplex(1 << 20);
         let resps = responses.to_vec();
         let server = tokio::spawn(async move {
@@ -149,11 +153,7 @@ fn h2_blocks(responses: &[Response], table_size: Option<u32>) -> Vec<Vec<u8>> {
 /// per request its method, path and regular fields in header-map order, or the server's error.
 fn h2_decoded(blocks: &[Vec<u8>], table_size: Option<u32>) -> Vec<Result<Fields, String>> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    rt.block_on(async {
+    runtime().block_on(async {
         let (client, server) = tokio::io::duplex(1 << 20);
         let n = blocks.len();
         let (done, decoded) = tokio::sync::oneshot::channel();
@@ -262,11 +262,7 @@ struct Answer {
 /// arrives handed to it, streams opened while it may). `Err`: the client failed the connection.
 fn h2_client_events(answers: &[Answer]) -> Result<Vec<Vec<Event>>, String> {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()
-        .expect("a runtime");
-    rt.block_on(async {
+    runtime().block_on(async {
         let (client, server) = tokio::io::duplex(64 * 1024);
         let todo = answers.to_vec();
         let server = tokio::spawn(async move {

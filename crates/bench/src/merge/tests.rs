@@ -6,6 +6,27 @@ use crate::report::{BuildInput, latency_summary};
 use crate::stats::{FailKind, new_hist};
 use hdrhistogram::Histogram;
 
+/// The report of a 2 s, one-connection run to http://x/ with `st`'s figures, started at `started_unix_ms`.
+fn report_of(st: &Stats, started_unix_ms: u64, stages: Vec<report::StagePlan>) -> BenchReport {
+    report::build(BuildInput {
+        config: report::sample(0, 0, 0, 0.0, false).config,
+        target: "http://x/".into(),
+        started_unix_ms,
+        interrupted: false,
+        elapsed_s: 2.0,
+        class_names: vec!["default".into()],
+        shares: vec![1.0],
+        class_connections: vec![1],
+        connections: 1,
+        stats: st,
+        server: None,
+        hostname: "x".into(),
+        port: 80,
+        path: "/".into(),
+        stages,
+    })
+}
+
 /// One run of `n` requests with latencies drawn from `base + [0, spread)` µs (seeded), one connect
 /// failure, started at `start_ms`; and the histogram of its latencies.
 fn run(
@@ -36,23 +57,7 @@ fn run(
         h.record(v).unwrap();
     }
     st.record_fail(0, FailKind::Connect, 5);
-    let r = report::build(BuildInput {
-        config: report::sample(0, 0, 0, 0.0, false).config,
-        target: "http://x/".into(),
-        started_unix_ms: start_ms,
-        interrupted: false,
-        elapsed_s: 2.0,
-        class_names: vec!["default".into()],
-        shares: vec![1.0],
-        class_connections: vec![1],
-        connections: 1,
-        stats: &st,
-        server: None,
-        hostname: "x".into(),
-        port: 80,
-        path: "/".into(),
-        stages: Vec::new(),
-    });
+    let r = report_of(&st, start_ms, Vec::new());
     // what `ordo bench --save` writes and `ordo report merge` reads
     let text = serde_json::to_string(&r).unwrap();
     (serde_json::from_str(&text).unwrap(), h)
@@ -224,23 +229,7 @@ fn stages_merge_stage_by_stage() {
             target,
             unit: "connections".into(),
         };
-        let r = report::build(BuildInput {
-            config: report::sample(0, 0, 0, 0.0, false).config,
-            target: "http://x/".into(),
-            started_unix_ms: 0,
-            interrupted: false,
-            elapsed_s: 2.0,
-            class_names: vec!["default".into()],
-            shares: vec![1.0],
-            class_connections: vec![1],
-            connections: 1,
-            stats: &st,
-            server: None,
-            hostname: "x".into(),
-            port: 80,
-            path: "/".into(),
-            stages: vec![plan(0), plan(1)],
-        });
+        let r = report_of(&st, 0, vec![plan(0), plan(1)]);
         (r, hs)
     };
     let (a, ha) = staged(1, 10.0);
