@@ -754,6 +754,14 @@ async fn pump(source: Source, mut enc: Encoder, tx: mpsc::Sender<io::Result<Byte
                 };
                 match chunk {
                     None => break,
+                    // the source has nothing at hand: what was compressed goes now, and the marker on
+                    // (see `Body::Stream`)
+                    Some(Ok(c)) if c.is_empty() => {
+                        enc.flush()?;
+                        if !send(&tx, enc.take()).await || tx.send(Ok(c)).await.is_err() {
+                            return Ok(());
+                        }
+                    }
                     Some(c) => {
                         enc.write(&c?)?;
                         if enc.pending() >= CHUNK / 4 && !send(&tx, enc.take()).await {

@@ -113,6 +113,19 @@ pub(crate) trait Transport: AsyncRead + AsyncWrite + Unpin + Send + 'static {
         len: u64,
         limit: Duration,
     ) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// Writes `parts` in order (a streamed body's piece and its framing), whole, waiting at most `limit`
+    /// each time the client takes nothing. `more`: more of the response follows, so a TCP socket may keep
+    /// a partial segment back for it (MSG_MORE, as HAProxy sends body data): on loopback one segment, and
+    /// one wakeup of the client, per 64 KiB instead of per piece. A write with `more` must be followed by
+    /// one without it or by [`Transport::push`]. TLS writes (and flushes) each part as it comes.
+    fn write_parts(
+        &mut self,
+        parts: &[&[u8]],
+        more: bool,
+        limit: Duration,
+    ) -> impl Future<Output = std::io::Result<()>> + Send;
+    /// Sends at once what writes with `more` held back (nothing to do for TLS, which flushes each write).
+    fn push(&self) -> std::io::Result<()>;
 }
 
 impl Transport for TcpStream {
@@ -142,6 +155,61 @@ impl Transport for TcpStream {
     ) -> impl Future<Output = std::io::Result<()>> + Send {
         sendfile_tcp(self, head, file, offset, len, limit)
     }
+
+    fn write_parts(
+        &mut self,
+        parts: &[&[u8]],
+        more: bool,
+        limit: Duration,
+    ) -> impl Future<Output = std::io::Result<()>> + Send {
+        send_parts_tcp(self, parts, more, limit)
+    }
+
+    /// Setting TCP_NODELAY (again) sends the socket's pending partial segment at once.
+    fn push(&self) -> std::io::Result<()> {
+        self.set_nodelay(true)
+    }
+}
+
+/// [`Transport::write_parts`] on TCP: sendmsg(2) of all the parts at once, going on after a partial send
+/// from where it stopped.
+async fn send_parts_tcp(
+    stream: &TcpStream,
+    parts: &[&[u8]],
+    more: bool,
+    limit: Duration,
+) -> std::io::Result<()> {
+    let (mut i, mut off) = (0, 0); // the first byte not sent: parts[i][off]
+    while i < parts.len() {
+        // up to four parts a call (a piece and its framing are three), without an allocation
+        let mut slices = [std::io::IoSlice::new(&[]); 4];
+        let mut k = 0;
+        for part in std::iter::once(&parts[i][off..]).chain(parts[i + 1..].iter().copied()) {
+            if k == slices.len() {
+                break;
+            }
+            slices[k] = std::io::IoSlice::new(part);
+            k += 1;
+        }
+        // (with parts left out of this call, more follows whatever `more` says)
+        let more = more || i + k < parts.len();
+        match stream.try_io(Interest::WRITABLE, || {
+            ordo_sys::net::send_vectored(stream, &slices[..k], more)
+        }) {
+            Ok(mut n) => {
+                while i < parts.len() && n >= parts[i].len() - off {
+                    n -= parts[i].len() - off;
+                    (i, off) = (i + 1, 0);
+                }
+                off += n;
+            }
+            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
+                writable_within(stream, limit).await?
+            }
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
 }
 
 /// Most bytes one sendfile(2) call is asked for, so one large response does not hold the thread for long

@@ -194,7 +194,10 @@ pub enum Body {
         body: Bytes,
     },
     /// Chunks produced by another task (a proxied response). `len`, when known, becomes Content-Length and
-    /// must be the exact total. An `Err` chunk aborts the response: the connection is closed.
+    /// must be the exact total. An `Err` chunk aborts the response: the connection is closed. An empty
+    /// chunk says nothing more is at hand for now: the HTTP/1 writer sends each piece but the last with
+    /// MSG_MORE (TCP may keep a partial segment back for what follows) and sends what is held when it gets
+    /// one, so a producer that waits for its source sends one before it waits.
     Stream {
         rx: mpsc::Receiver<std::io::Result<Bytes>>,
         len: Option<u64>,

@@ -39,6 +39,22 @@ impl Transport for TlsStream<TcpStream> {
         }
     }
 
+    async fn write_parts(
+        &mut self,
+        parts: &[&[u8]],
+        _more: bool,
+        limit: Duration,
+    ) -> std::io::Result<()> {
+        for part in parts {
+            write_all_timeout(self, part, limit).await?;
+        }
+        Ok(())
+    }
+
+    fn push(&self) -> std::io::Result<()> {
+        Ok(())
+    }
+
     /// Through TLS the file has to pass through user space to be encrypted: read in chunks and written.
     async fn send_file(
         &mut self,

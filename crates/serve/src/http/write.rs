@@ -229,7 +229,7 @@ pub(crate) fn split_file(
 
 /// Writes `resp`; `Err` means the connection must be closed (write failed, or the body could not be
 /// completed as framed).
-pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
+pub(crate) async fn write_response<W: super::conn::Transport>(
     w: &mut W,
     out: &mut BytesMut,
     resp: Response,
@@ -255,12 +255,20 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
             write_file(w, out, file, offset, len, t).await
         }
         Body::Stream { mut rx, len } | Body::PrerenderedStream { mut rx, len, .. } => {
-            write_all_timeout(w, out, t).await?;
+            // Every piece but the last goes with MSG_MORE, the head too (it shares a segment with the
+            // body's first bytes); an empty piece says nothing more is at hand for now, and what the
+            // socket holds back is sent then (see [`Body::Stream`]).
             let chunked = len.is_none() && ctx.version == Version::Http11;
+            let mut held = len != Some(0);
+            w.write_parts(&[out], held, t).await?;
             let mut sent: u64 = 0;
             while let Some(chunk) = rx.recv().await {
                 let chunk = chunk?;
                 if chunk.is_empty() {
+                    if held {
+                        w.push()?;
+                        held = false;
+                    }
                     continue;
                 }
                 sent += chunk.len() as u64;
@@ -268,13 +276,14 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
                     return Err(io::Error::other("stream longer than its Content-Length"));
                 }
                 if chunked {
-                    out.clear();
-                    out.put_slice(format!("{:x}\r\n", chunk.len()).as_bytes());
-                    write_all_timeout(w, out, t).await?;
-                    write_all_timeout(w, &chunk, t).await?;
-                    write_all_timeout(w, b"\r\n", t).await?;
+                    let mut size = [0u8; 18];
+                    let n = chunk_size_line(&mut size, chunk.len());
+                    w.write_parts(&[&size[..n], &chunk, b"\r\n"], true, t)
+                        .await?;
+                    held = true;
                 } else {
-                    write_all_timeout(w, &chunk, t).await?;
+                    held = len != Some(sent);
+                    w.write_parts(&[&chunk], held, t).await?;
                 }
             }
             if let Some(l) = len {
@@ -283,11 +292,24 @@ pub(crate) async fn write_response<W: AsyncWrite + Unpin>(
                 }
             }
             if chunked {
-                write_all_timeout(w, b"0\r\n\r\n", t).await?;
+                w.write_parts(&[b"0\r\n\r\n"], false, t).await?;
+            } else if held {
+                w.push()?; // (a close-delimited body: the close would send it too)
             }
             Ok(())
         }
     }
+}
+
+/// Writes `n` as a chunk-size line (hex digits, CRLF) into `buf`; returns its length.
+fn chunk_size_line(buf: &mut [u8; 18], n: usize) -> usize {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let digits = (usize::BITS as usize / 4 - n.leading_zeros() as usize / 4).max(1);
+    for (i, b) in buf[..digits].iter_mut().enumerate() {
+        *b = HEX[(n >> (4 * (digits - 1 - i))) & 0xf];
+    }
+    buf[digits..digits + 2].copy_from_slice(b"\r\n");
+    digits + 2
 }
 
 pub(crate) async fn write_file<W: AsyncWrite + Unpin>(
@@ -327,6 +349,27 @@ pub(crate) async fn write_file<W: AsyncWrite + Unpin>(
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn chunk_size_lines_are_lowercase_hex() {
+        for n in [
+            0usize,
+            1,
+            9,
+            10,
+            15,
+            16,
+            255,
+            16384,
+            65535,
+            1 << 40,
+            usize::MAX,
+        ] {
+            let mut buf = [0u8; 18];
+            let len = chunk_size_line(&mut buf, n);
+            assert_eq!(&buf[..len], format!("{n:x}\r\n").as_bytes(), "{n}");
+        }
+    }
 
     #[test]
     fn ip_addresses_are_written_as_display_writes_them() {

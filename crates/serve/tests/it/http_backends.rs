@@ -512,6 +512,91 @@ async fn proxy_streams_chunked_and_close_delimited() {
     assert_eq!(c.response().await.body.len(), 10);
 }
 
+/// A streamed body's pieces go to the client with MSG_MORE (the kernel may hold a partial segment back for
+/// what follows, about 200 ms at most); when the upstream has nothing more for now, what is held must go at
+/// once. The upstream sends a chunked head and one piece, then waits: the piece must reach the client well
+/// before the kernel's own ceiling (the best of three connections, so one stalled moment of a loaded
+/// machine does not decide).
+#[tokio::test]
+async fn a_streamed_piece_reaches_the_client_while_the_upstream_waits() {
+    let listener = TcpListener::bind("127.0.0.1:0").await.unwrap();
+    let addr = listener.local_addr().unwrap();
+    let (sent_tx, mut sent_rx) = tokio::sync::mpsc::unbounded_channel::<Instant>();
+    let release = Arc::new(tokio::sync::Notify::new());
+    let released = release.clone();
+    tokio::spawn(async move {
+        loop {
+            let Ok((mut s, _)) = listener.accept().await else {
+                return;
+            };
+            let (sent_tx, released) = (sent_tx.clone(), released.clone());
+            tokio::spawn(async move {
+                let mut buf = Vec::new();
+                let mut tmp = [0u8; 4096];
+                while find(&buf, b"\r\n\r\n").is_none() {
+                    match s.read(&mut tmp).await {
+                        Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+                        _ => return,
+                    }
+                }
+                let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n";
+                if s.write_all(head).await.is_err() {
+                    return;
+                }
+                let _ = sent_tx.send(Instant::now());
+                released.notified().await;
+                let _ = s.write_all(b"6\r\n world\r\n0\r\n\r\n").await;
+            });
+        }
+    });
+    let mut cfg = proxy_cfg(&[addr]);
+    cfg.read_timeout = Duration::from_secs(10);
+    let s = proxy_server(cfg).await;
+    let mut best = Duration::MAX;
+    let mut clients = Vec::new();
+    for _ in 0..3 {
+        let mut c = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+        c.write_all(&get("/")).await.unwrap();
+        let sent = tokio::time::timeout(Duration::from_secs(5), sent_rx.recv())
+            .await
+            .expect("the upstream got the request")
+            .unwrap();
+        let mut got = Vec::new();
+        let mut tmp = [0u8; 4096];
+        while find(&got, b"hello").is_none() {
+            let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut tmp))
+                .await
+                .expect("the first piece arrives")
+                .unwrap();
+            assert!(n > 0, "proxy closed: {:?}", String::from_utf8_lossy(&got));
+            got.extend_from_slice(&tmp[..n]);
+        }
+        best = best.min(sent.elapsed());
+        clients.push((c, got));
+    }
+    assert!(
+        best < Duration::from_millis(100),
+        "the first piece took {best:?} at best to reach the client while the upstream waited"
+    );
+    release.notify_waiters();
+    for (mut c, mut got) in clients {
+        let mut tmp = [0u8; 4096];
+        while find(&got, b"0\r\n\r\n").is_none() {
+            let n = tokio::time::timeout(Duration::from_secs(5), c.read(&mut tmp))
+                .await
+                .expect("the rest arrives")
+                .unwrap();
+            assert!(n > 0);
+            got.extend_from_slice(&tmp[..n]);
+        }
+        let text = String::from_utf8_lossy(&got);
+        assert!(
+            text.ends_with("5\r\nhello\r\n6\r\n world\r\n0\r\n\r\n"),
+            "{text}"
+        );
+    }
+}
+
 #[tokio::test]
 async fn synthetic_backend() {
     let s = start(

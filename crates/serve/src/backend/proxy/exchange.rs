@@ -177,12 +177,17 @@ pub(super) fn whole_body_limit(configured: Option<u64>, version: crate::http::Ve
     })
 }
 
-/// The most of a streamed body read from the upstream at once. A stream holds at most two such chunks
-/// ahead of its client: one the client's connection task waits to send (HTTP/2 counts it in the
+/// The most of a streamed body read from the upstream at once, for a route that reads bodies up to
+/// `whole_limit` whole: a quarter of that, between 16 KiB and 256 KiB. A stream holds at most two such
+/// chunks ahead of its client: one the client's connection task waits to send (HTTP/2 counts it in the
 /// connection's held bytes) and one in the channel; the next is read only when the channel has taken it
-/// out, so a client that reads nothing stalls the upstream socket instead of growing memory. HAProxy's
-/// buffers are 16 KiB too; nginx buffers 4–8 KiB pages, up to 8 of them, then writes to a temp file.
-pub(super) const STREAM_CHUNK: usize = 16 * 1024;
+/// out, so a client that reads nothing stalls the upstream socket instead of growing memory — half of what
+/// reading a body whole may take. At the defaults: 16 KiB for HTTP/2 clients (many streams per
+/// connection; HAProxy's buffers are 16 KiB too), 64 KiB for HTTP/1.x ones (one response at a time: a
+/// read and a send per 64 KiB cost 0.6× the CPU of four of 16 KiB, measured in docs/serve-http.md).
+pub(super) fn stream_chunk(whole_limit: u64) -> usize {
+    (whole_limit / 4).clamp(16 * 1024, 256 * 1024) as usize
+}
 
 /// Streams the rest of a response body to the client's connection task; returns the upstream connection
 /// to the pool when the body ended cleanly on a reusable connection. `tx` is the sending side of a channel
@@ -194,10 +199,11 @@ pub(super) async fn stream_body(
     mut body: BodyReader,
     reusable: bool,
     t: Duration,
+    chunk: usize,
 ) {
     'chunks: loop {
         // the channel's place first, the read after: nothing is read ahead of what the client takes
-        let Ok(permit) = tx.reserve().await else {
+        let Ok(mut permit) = tx.reserve().await else {
             return; // the client is gone
         };
         loop {
@@ -223,9 +229,23 @@ pub(super) async fn stream_body(
                     return;
                 }
             }
-            conn.buf.reserve(STREAM_CHUNK);
-            let deadline = tokio::time::Instant::now() + t;
-            match conn.read_at_most_by(deadline, STREAM_CHUNK).await {
+            conn.buf.reserve(chunk);
+            let read = match conn.read_now(chunk).await {
+                Some(r) => Some(r),
+                None => {
+                    // the upstream has nothing yet: the client's side sends what it holds back (an empty
+                    // chunk, see `Body::Stream`) while this waits
+                    permit.send(Ok(Bytes::new()));
+                    let deadline = tokio::time::Instant::now() + t;
+                    let read = conn.read_at_most_by(deadline, chunk).await;
+                    permit = match tx.reserve().await {
+                        Ok(p) => p,
+                        Err(_) => return,
+                    };
+                    read
+                }
+            };
+            match read {
                 None => {
                     permit.send(Err(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
@@ -503,7 +523,8 @@ impl ProxyBackend {
                 let (tx, rx) = mpsc::channel(1);
                 let up = up.clone();
                 let reusable = parsed.reusable && !body.until_close();
-                tokio::spawn(stream_body(conn, up, tx, body, reusable, t));
+                let chunk = stream_chunk(self.buffer_max_bytes(req));
+                tokio::spawn(stream_body(conn, up, tx, body, reusable, t, chunk));
                 Ok(Response {
                     status,
                     headers: Vec::new(),
@@ -615,7 +636,7 @@ impl ProxyBackend {
 
 #[cfg(test)]
 mod tests {
-    use super::whole_body_limit;
+    use super::{stream_chunk, whole_body_limit};
     use crate::http::Version;
 
     /// Left out, the limit follows the client's protocol: an HTTP/1.x connection holds one response at a
@@ -629,5 +650,18 @@ mod tests {
         for v in [Version::Http10, Version::Http11, Version::Http2] {
             assert_eq!(whole_body_limit(Some(1000), v), 1000);
         }
+    }
+
+    /// A streamed body is read a quarter of the whole-body limit at a time, within 16–256 KiB: 16 KiB for
+    /// HTTP/2 clients at the defaults (what the slow readers' bound was measured with), 64 KiB for
+    /// HTTP/1.x ones.
+    #[test]
+    fn the_stream_chunk_is_a_quarter_of_the_whole_body_limit_within_bounds() {
+        let at = |v| stream_chunk(whole_body_limit(None, v));
+        assert_eq!(at(Version::Http2), 16 * 1024);
+        assert_eq!(at(Version::Http11), 64 * 1024);
+        assert_eq!(stream_chunk(0), 16 * 1024);
+        assert_eq!(stream_chunk(100 * 1024), 25 * 1024);
+        assert_eq!(stream_chunk(u64::MAX), 256 * 1024);
     }
 }

@@ -41,6 +41,21 @@ impl UpConn {
 
     /// [`UpConn::read_by`], taking at most `max` bytes from the socket (a streamed body's chunk: what is
     /// not taken stays in the kernel, and the upstream's writes stall when its buffers are full).
+    /// What the upstream has now, at most `max` bytes, without waiting: None when nothing is there yet.
+    pub(super) async fn read_now(&mut self, max: usize) -> Option<std::io::Result<usize>> {
+        let mut limited = (&mut self.buf).limit(max);
+        let mut read = std::pin::pin!(self.stream.read_buf(&mut limited));
+        // (a read future that found nothing is dropped having read nothing: tokio's and rustls's reads
+        // lose no bytes when cancelled)
+        std::future::poll_fn(|cx| {
+            std::task::Poll::Ready(match read.as_mut().poll(cx) {
+                std::task::Poll::Ready(r) => Some(r),
+                std::task::Poll::Pending => None,
+            })
+        })
+        .await
+    }
+
     pub(super) async fn read_at_most_by(
         &mut self,
         deadline: tokio::time::Instant,
