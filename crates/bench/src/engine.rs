@@ -546,6 +546,7 @@ pub(crate) fn record(
 pub(crate) async fn client<X: Exchange>(ctx: &Ctx, j: usize, x: &mut X) {
     let plan = &*ctx.plan;
     let mut state = ClientState::new(plan, j);
+    let mut timer = None;
     // 1. Take a request slot (or stop), and wait until it is due (open loop).
     while let Some(taken) = state.take(plan, Instant::now()) {
         if let Some(due) = taken.wait_until {
@@ -556,15 +557,12 @@ pub(crate) async fn client<X: Exchange>(ctx: &Ctx, j: usize, x: &mut X) {
         // 2. The exchange, bounded by the request timeout.
         let t_start = Instant::now();
         let mut opened = 0u64;
-        let res = tokio::time::timeout(
-            plan.timeout,
-            x.exchange(plan, slot.class, slot.url, &mut opened),
-        )
-        .await;
+        let exchange = x.exchange(plan, slot.class, slot.url, &mut opened);
+        let res = within(exchange, &mut timer, t_start.checked_add(plan.timeout)).await;
         let t_done = Instant::now();
         let res = match res {
-            Ok(r) => r,
-            Err(_) => {
+            Some(r) => r,
+            None => {
                 x.timed_out();
                 Err(FailKind::Timeout)
             }
@@ -582,6 +580,36 @@ pub(crate) async fn client<X: Exchange>(ctx: &Ctx, j: usize, x: &mut X) {
         let think = plan.classes[slot.class].think;
         if !think.is_zero() && plan.pacing == Pacing::Closed {
             tokio::time::sleep(think).await;
+        }
+    }
+}
+
+/// `fut`, unless `deadline` passes first (None: it did; a deadline past the clock's range never does).
+/// `timer` is the client's one timer for all its requests: armed at its first request's deadline and moved
+/// on only when it fires before the deadline of the request then in flight, so the runtime's timer wheel
+/// is touched about once per `--timeout` instead of twice per request (`tokio::time::timeout` registers
+/// and removes an entry each time).
+async fn within<F: Future>(
+    fut: F,
+    timer: &mut Option<Pin<Box<tokio::time::Sleep>>>,
+    deadline: Option<Instant>,
+) -> Option<F::Output> {
+    let Some(deadline) = deadline else {
+        return Some(fut.await);
+    };
+    let timer = timer.get_or_insert_with(|| Box::pin(tokio::time::sleep_until(deadline.into())));
+    let mut fut = std::pin::pin!(fut);
+    loop {
+        tokio::select! {
+            biased;
+            r = &mut fut => return Some(r),
+            () = timer.as_mut() => {
+                if Instant::now() >= deadline {
+                    return None;
+                }
+                // an earlier request's deadline: on to this one's
+                timer.as_mut().reset(deadline.into());
+            }
         }
     }
 }
@@ -658,5 +686,44 @@ async fn exchange(
                 });
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// One timer serves a client's requests one after another: each request is timed out by its own
+    /// deadline — not earlier, when the timer still points at an earlier request's, and not never.
+    #[test]
+    fn within_times_each_request_out_by_its_own_deadline_with_one_timer() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_time()
+            .build()
+            .unwrap();
+        rt.block_on(async {
+            let ms = Duration::from_millis;
+            let mut timer = None;
+            let t0 = Instant::now();
+            assert_eq!(
+                within(async { 1 }, &mut timer, Some(t0 + ms(200))).await,
+                Some(1)
+            );
+            // the timer is armed at t0 + 200 ms; this request runs past that, within its own deadline
+            tokio::time::sleep(ms(150)).await;
+            let t1 = Instant::now();
+            let slow = async {
+                tokio::time::sleep(ms(300)).await;
+                2
+            };
+            assert_eq!(within(slow, &mut timer, Some(t1 + ms(1500))).await, Some(2));
+            // one that never ends is cut at its deadline
+            let t2 = Instant::now();
+            let never = std::future::pending::<u8>();
+            assert_eq!(within(never, &mut timer, Some(t2 + ms(100))).await, None);
+            assert!(t2.elapsed() >= ms(100));
+            // no deadline (past the clock's range): awaited as it is
+            assert_eq!(within(async { 3 }, &mut timer, None).await, Some(3));
+        });
     }
 }
