@@ -39,8 +39,6 @@ impl UpConn {
         }
     }
 
-    /// [`UpConn::read_by`], taking at most `max` bytes from the socket (a streamed body's chunk: what is
-    /// not taken stays in the kernel, and the upstream's writes stall when its buffers are full).
     /// What the upstream has now, at most `max` bytes, without waiting: None when nothing is there yet.
     pub(super) async fn read_now(&mut self, max: usize) -> Option<std::io::Result<usize>> {
         let mut limited = (&mut self.buf).limit(max);
@@ -56,6 +54,8 @@ impl UpConn {
         .await
     }
 
+    /// [`UpConn::read_by`], taking at most `max` bytes from the socket (a streamed body's chunk: what is
+    /// not taken stays in the kernel, and the upstream's writes stall when its buffers are full).
     pub(super) async fn read_at_most_by(
         &mut self,
         deadline: tokio::time::Instant,
