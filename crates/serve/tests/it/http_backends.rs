@@ -327,13 +327,8 @@ async fn raw_upstream(answer: Option<&'static [u8]>) -> SocketAddr {
                 return;
             };
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 4096];
-                while find(&buf, b"\r\n\r\n").is_none() {
-                    match s.read(&mut tmp).await {
-                        Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
-                        _ => return,
-                    }
+                if read_request_head(&mut s).await.is_none() {
+                    return;
                 }
                 match answer {
                     Some(a) => {
@@ -531,13 +526,8 @@ async fn a_streamed_piece_reaches_the_client_while_the_upstream_waits() {
             };
             let (sent_tx, released) = (sent_tx.clone(), released.clone());
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 4096];
-                while find(&buf, b"\r\n\r\n").is_none() {
-                    match s.read(&mut tmp).await {
-                        Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
-                        _ => return,
-                    }
+                if read_request_head(&mut s).await.is_none() {
+                    return;
                 }
                 let head = b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\n";
                 if s.write_all(head).await.is_err() {
@@ -681,13 +671,8 @@ async fn proxy_retries_a_pooled_connection_the_upstream_closed() {
             };
             counted.fetch_add(1, Ordering::SeqCst);
             tokio::spawn(async move {
-                let mut buf = Vec::new();
-                let mut tmp = [0u8; 4096];
-                while find(&buf, b"\r\n\r\n").is_none() {
-                    match s.read(&mut tmp).await {
-                        Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
-                        _ => return,
-                    }
+                if read_request_head(&mut s).await.is_none() {
+                    return;
                 }
                 let _ = s
                     .write_all(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")

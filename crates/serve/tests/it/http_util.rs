@@ -219,6 +219,20 @@ pub async fn head_upstream(
     addr
 }
 
+/// What an in-test upstream reads before it answers: bytes up to and including the end of a request head
+/// (None when the connection ends or fails first).
+pub async fn read_request_head(s: &mut TcpStream) -> Option<Vec<u8>> {
+    let mut buf = Vec::new();
+    let mut tmp = [0u8; 4096];
+    while find(&buf, b"\r\n\r\n").is_none() {
+        match s.read(&mut tmp).await {
+            Ok(n) if n > 0 => buf.extend_from_slice(&tmp[..n]),
+            _ => return None,
+        }
+    }
+    Some(buf)
+}
+
 pub fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
     hay.windows(needle.len()).position(|w| w == needle)
 }
