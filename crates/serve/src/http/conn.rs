@@ -232,24 +232,15 @@ async fn writable_within(stream: &TcpStream, limit: Duration) -> std::io::Result
 /// go on from where they stopped; a full send buffer waits for writability through the reactor.
 async fn sendfile_tcp(
     stream: &TcpStream,
-    mut head: &[u8],
+    head: &[u8],
     file: std::fs::File,
     mut offset: u64,
     len: u64,
     limit: Duration,
 ) -> std::io::Result<()> {
     let end = offset.saturating_add(len);
-    let more = len > 0;
-    while !head.is_empty() {
-        match stream.try_io(Interest::WRITABLE, || {
-            ordo_sys::net::send(stream, head, more)
-        }) {
-            Ok(n) => head = &head[n..],
-            Err(e) if e.kind() == std::io::ErrorKind::WouldBlock => {
-                writable_within(stream, limit).await?
-            }
-            Err(e) => return Err(e),
-        }
+    if !head.is_empty() {
+        send_parts_tcp(stream, &[head], len > 0, limit).await?;
     }
     while offset < end {
         let want = (end - offset).min(SENDFILE_CHUNK) as usize;
