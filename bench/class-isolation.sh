@@ -18,7 +18,8 @@
 # CPU_WORKERS (cores + 1: CPU work has its knee near the core count). SERVER_CPUS / CLIENT_CPUS (e.g. 0-7 and
 # 8-15 on 16 cores) pin the server and the load generators to disjoint CPUs; CPU_WORKERS then counts the
 # server's CPUs. Each case is measured ROUNDS times, alone then flooded, and the
-# medians used.
+# medians used; with more than one round the last column gives the range of the rounds' own ratios (the
+# host's CPU speed moves by more than 10% between batches: use ROUNDS ≥ 6 before reading a ratio near 1.10).
 #
 #   bench/class-isolation.sh                       # ~5 min
 #   POLICIES="priority stride" WORKLOADS=cpu ROUNDS=3 DURATION=10 bench/class-isolation.sh
@@ -149,7 +150,7 @@ modes_of() {
 }
 load_before=$(uptime | sed 's/.*load average: //')
 echo "load before: $load_before on $(nproc) CPUs; $ROUNDS round(s) x ${DURATION}s per measurement" >&2
-declare -A alone flood flood_rps
+declare -A alone flood flood_rps ratios
 for round in $(seq 1 "$ROUNDS"); do
   for w in $WORKLOADS; do
     for p in $POLICIES; do
@@ -167,7 +168,9 @@ for round in $(seq 1 "$ROUNDS"); do
         pids+=("$flooder")
         sleep 1
         run_top "$w" "$OUT/top-$w-$p-$m.json"
-        flood[$key]="${flood[$key]:-} $(p99 "$OUT/top-$w-$p-$m.json")"
+        f1=$(p99 "$OUT/top-$w-$p-$m.json")
+        flood[$key]="${flood[$key]:-} $f1"
+        ratios[$key]="${ratios[$key]:-} $(awk -v a="$(p99 "$tmp/alone.json")" -v f="$f1" 'BEGIN { print (a > 0 ? f / a : 0) }')"
         wait "$flooder" || true
         flood_rps[$key]=$(jq -r '.summary.rps' "$tmp/flood.json")
         kill "$server" 2>/dev/null || true
@@ -183,14 +186,16 @@ echo "(other processes on the machine, e.g. builds, compete for the same cores: 
 echo
 echo "top class: $TOP_CLIENTS closed-loop clients; flood: $FLOOD_CLIENTS clients on the low class; sleep = ${SLEEP_MS} ms with $SLEEP_WORKERS workers, cpu = ${CPU_US} us with $CPU_WORKERS workers; threads = $THREADS${SERVER_CPUS:+ on CPUs $SERVER_CPUS}${CLIENT_CPUS:+, clients on CPUs $CLIENT_CPUS}"
 echo "$(date -u '+%F %H:%M') UTC; load average (1/5/15 min) $load_before before, $load_after after, on $(nproc) CPUs; $ROUNDS round(s) of ${DURATION}s, medians"
-printf '%-7s %-9s %-9s %14s %16s %10s %14s\n' "work" "policy" "mode" "top p99 alone" "top p99 flooded" "ratio" "flood req/s"
+printf '%-7s %-9s %-9s %14s %16s %10s %14s %18s\n' "work" "policy" "mode" "top p99 alone" "top p99 flooded" "ratio" "flood req/s" "rounds' ratios"
 for w in $WORKLOADS; do
   for p in $POLICIES; do
     for m in $(modes_of "$w"); do
       key="$w $p $m"
       a=$(echo "${alone[$key]}" | median); f=$(echo "${flood[$key]}" | median)
-      printf '%-7s %-9s %-9s %11.2f ms %13.2f ms %9.2fx %14.0f\n' "$w" "$p" "$m" "$a" "$f" \
-        "$(awk -v a="$a" -v f="$f" 'BEGIN { print (a > 0 ? f / a : 0) }')" "${flood_rps[$key]}"
+      r=$(echo "${ratios[$key]}" | tr ' ' '\n' | awk 'NF { n++; if (n == 1 || $1 < lo) lo = $1; if (n == 1 || $1 > hi) hi = $1 }
+        END { if (n > 1) printf "%.2f-%.2fx (%d)", lo, hi, n; else printf "-" }')
+      printf '%-7s %-9s %-9s %11.2f ms %13.2f ms %9.2fx %14.0f %18s\n' "$w" "$p" "$m" "$a" "$f" \
+        "$(awk -v a="$a" -v f="$f" 'BEGIN { print (a > 0 ? f / a : 0) }')" "${flood_rps[$key]}" "$r"
     done
   done
 done
