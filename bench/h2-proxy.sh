@@ -14,6 +14,8 @@
 #   ROUNDS=6 DURATION=3 bench/h2-proxy.sh
 #   BODY_BYTES=200000 ...                          # bodies over ordo's 64 KiB for HTTP/2 clients: streamed
 #   ORDO_BENCH_NO_BUILD=1 ...                      # use the release binary already built
+#   ORDO_BASE_BIN=/tmp/ordo-before ...             # also another build of ordo ("base", e.g. before a change),
+#                                                  # same configuration, in the same rounds: ratio ordo / base
 set -euo pipefail
 
 DURATION=${DURATION:-3}
@@ -28,11 +30,18 @@ HAPROXY_PORT=$((BASE_PORT + 1))
 NGINX_PORT=$((BASE_PORT + 2))
 ORDO_PORT=$((BASE_PORT + 3))
 ADMIN_PORT=$((BASE_PORT + 4))
+BASE_ORDO_PORT=$((BASE_PORT + 5))
+BASE_ADMIN_PORT=$((BASE_PORT + 6))
+ORDO_BASE_BIN=${ORDO_BASE_BIN:-}
 
 . "$(dirname "$0")/lib.sh"
 bench_init h2-proxy haproxy nginx h2load taskset curl openssl
 bench_build --bin ordo
 bench_ports_free "$UP_PORT" "$HAPROXY_PORT" "$NGINX_PORT" "$ORDO_PORT" "$ADMIN_PORT"
+if [ -n "$ORDO_BASE_BIN" ]; then
+  [ -x "$ORDO_BASE_BIN" ] || { echo "h2-proxy: ORDO_BASE_BIN=$ORDO_BASE_BIN is not an executable" >&2; exit 2; }
+  bench_ports_free "$BASE_ORDO_PORT" "$BASE_ADMIN_PORT"
+fi
 
 mkdir -p "$tmp/www"
 if [ -n "${BODY_BYTES:-}" ]; then head -c "$BODY_BYTES" /dev/urandom > "$tmp/www/file.txt"; else bench_file_2k "$tmp/www/file.txt"; fi
@@ -78,8 +87,18 @@ bench_start_nginx "$tmp/nginx" "https://127.0.0.1:$NGINX_PORT/file.txt" "$SERVER
 taskset -c "$SERVER_CPU" haproxy -db -f "$tmp/haproxy/haproxy.cfg" >>"$tmp/haproxy/stderr" 2>&1 &
 bench_check_started "$!" "https://127.0.0.1:$HAPROXY_PORT/file.txt" "$tmp/haproxy/stderr"; haproxy_pid=$started_pid
 bench_start_ordo "$tmp/ordo.toml" "https://127.0.0.1:$ORDO_PORT/file.txt" "$SERVER_CPU"; ordo_pid=$started_pid
+cases=(haproxy ordo nginx)
+ports=("$HAPROXY_PORT" "$NGINX_PORT" "$ORDO_PORT")
+if [ -n "$ORDO_BASE_BIN" ]; then
+  sed -e "s/127.0.0.1:$ORDO_PORT/127.0.0.1:$BASE_ORDO_PORT/" -e "s/127.0.0.1:$ADMIN_PORT/127.0.0.1:$BASE_ADMIN_PORT/" "$tmp/ordo.toml" > "$tmp/base.toml"
+  ordo_new=$ordo; ordo=$ORDO_BASE_BIN
+  bench_start_ordo "$tmp/base.toml" "https://127.0.0.1:$BASE_ORDO_PORT/file.txt" "$SERVER_CPU"; base_pid=$started_pid
+  ordo=$ordo_new
+  cases+=(base)
+  ports+=("$BASE_ORDO_PORT")
+fi
 # every proxy must return the upstream's file over HTTP/2
-for port in "$HAPROXY_PORT" "$NGINX_PORT" "$ORDO_PORT"; do
+for port in "${ports[@]}"; do
   cmp -s <(curl -fsk --http2 "https://localhost:$port/file.txt") "$tmp/www/file.txt" ||
     { echo "h2-proxy: port $port did not return the file over HTTP/2" >&2; exit 1; }
 done
@@ -101,18 +120,19 @@ run_case() {
     haproxy) h2_case "$1" "$haproxy_pid" "$HAPROXY_PORT" ;;
     nginx) h2_case "$1" "$nginx_pid" "$NGINX_PORT" ;;
     ordo) h2_case "$1" "$ordo_pid" "$ORDO_PORT" ;;
+    base) h2_case "$1" "$base_pid" "$BASE_ORDO_PORT" ;;
   esac
 }
 
 echo "load before: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs; $ROUNDS rounds x ${DURATION}s" >&2
-bench_rounds haproxy ordo nginx
+bench_rounds "${cases[@]}"
 echo "load after: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
 
 echo
 echo "proxies on CPU $SERVER_CPU (one thread each): HAProxy $(haproxy -v 2>&1 | awk 'NR == 1 { print $3 }'), nginx $(nginx -v 2>&1 | sed 's/.*nginx\///'), ordo serve;"
 echo "HTTP/2 over TLS 1.3 from h2load -t1 -c$CONNS -m$STREAMS -D$DURATION and the HTTP/1.1 upstream nginx, both on CPU $CLIENT_CPU; $(if [ -n "${BODY_BYTES:-}" ]; then echo "$BODY_BYTES-byte"; else echo "2 KB"; fi) file"
 printf '%-9s %12s %11s %12s %12s   %s\n' "case" "req/s (med)" "CPU us/req" "server core" "client core" "all rounds (req/s)"
-for k in haproxy ordo nginx; do
+for k in "${cases[@]}"; do
   printf '%-9s %12s %11s %11s%% %11s%%   %s\n' "$k" "$(med "${rps[$k]}")" "$(med "${cpu[$k]}")" \
     "$(med "${sbusy[$k]}")" "$(med "${cbusy[$k]}")" "${rps[$k]# }"
 done
@@ -121,4 +141,8 @@ for peer in haproxy nginx; do
   echo "ratio ordo / $peer:"
   bench_paired_cases ordo "$peer"
 done
+if [ -n "$ORDO_BASE_BIN" ]; then
+  echo "ratio ordo / base ($ORDO_BASE_BIN):"
+  bench_paired_cases ordo base - -
+fi
 echo "(paired: one ratio per round; CPU efficiency = the peer's CPU us/req / ordo's; goal >= 1.0 for both)"

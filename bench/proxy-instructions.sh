@@ -17,7 +17,13 @@
 #     a wrk run of PERF_DURATION (perf's --control fifo; the proxy is started by perf, because `perf stat
 #     -p PID` counts nothing inside some containers): system calls and context switches per request.
 # Request shapes: wrk's minimal request (`GET /file.txt`, Host), and the same with ten browser-like headers
-# (User-Agent, Accept, Accept-Language, Accept-Encoding, Cookie, Referer, Sec-Fetch-*, ...).
+# (User-Agent, Accept, Accept-Language, Accept-Encoding, Cookie, Referer, Sec-Fetch-*, ...); and, when h2load
+# is installed, `h2`: HTTP/2 over TLS 1.3 (h2load -c4 -m32, H2_REQUESTS requests counted after as many of
+# warm-up; the TLS handshakes of its 4 connections are counted too, about 300 instructions a request at
+# 20 000) to a TLS listener of each proxy (ordo's `tls.listen`, a second HAProxy `bind ... ssl alpn
+# h2,http/1.1`) in front of the same upstream, counted by callgrind only (bench/h2-proxy.sh times it).
+# ordo runs with bench_ordo_head's `workers = 4096`, as HAProxy has no such pool: at ordo's default pool
+# (64 per thread) h2load's 128 streams in flight wait for a worker (docs/serve.md).
 # The ratios are ordo / HAProxy: below 1.0, ordo does less work per request.
 #
 #   bench/proxy-instructions.sh                 # needs haproxy, nginx, wrk, valgrind (and perf): ORDO_SETUP_PEERS=1 ./scripts/setup.sh
@@ -27,9 +33,11 @@
 #                                                              # (callgrind_annotate --auto=no FILE)
 # Knobs: DURATION (measured wrk run under callgrind, default 4s), WARMUP (default 2s), CONNS (wrk -c, default
 # 16), PERF_DURATION (the native run perf counts, default 4s), SERVER_CPU (the proxies, default 0),
-# CLIENT_CPU (wrk and the upstream, default 1), BASE_PORT (default 18200; the upstream, HAProxy and ordo
-# listen on BASE_PORT .. BASE_PORT+2, and the script refuses to start if one is taken).
-# Everything it starts is killed and its temp dir removed on every exit path. Takes about a minute.
+# CLIENT_CPU (wrk, h2load and the upstream, default 1), H2_REQUESTS (h2 shape, default 20000), BASE_PORT
+# (default 18200; the upstream, HAProxy and ordo listen on BASE_PORT .. BASE_PORT+2, their TLS listeners on
+# +3 and +4, and the script refuses to start if one is taken).
+# Everything it starts is killed and its temp dir removed on every exit path. Takes about a minute (three with
+# the h2 shape).
 set -euo pipefail
 
 DURATION=${DURATION:-4s}
@@ -42,18 +50,33 @@ BASE_PORT=${BASE_PORT:-18200}
 UP_PORT=$BASE_PORT
 HAPROXY_PORT=$((BASE_PORT + 1))
 ORDO_PORT=$((BASE_PORT + 2))
+HAPROXY_TLS_PORT=$((BASE_PORT + 3))
+ORDO_TLS_PORT=$((BASE_PORT + 4))
+H2_REQUESTS=${H2_REQUESTS:-20000}
 
 . "$(dirname "$0")/lib.sh"
 bench_init proxy-instructions haproxy nginx wrk valgrind callgrind_control taskset curl
 haproxy_bin=$(command -v haproxy)
 bench_build --bin ordo
-bench_ports_free "$UP_PORT" "$HAPROXY_PORT" "$ORDO_PORT"
+bench_ports_free "$UP_PORT" "$HAPROXY_PORT" "$ORDO_PORT" "$HAPROXY_TLS_PORT" "$ORDO_TLS_PORT"
 
 mkdir -p "$tmp/www" "$tmp/cg" "$tmp/perf"
 bench_file_2k "$tmp/www/file.txt"
 bench_nginx_conf "$tmp/upstream" "  server { listen 127.0.0.1:$UP_PORT; root $tmp/www; }"
 bench_haproxy_conf "$tmp/haproxy" "$HAPROXY_PORT" "$UP_PORT"
 bench_ordo_proxy_conf "$tmp/ordo.toml" fcfs 1 "$ORDO_PORT" "$UP_PORT"
+# the h2 shape: a TLS listener beside the plain one in each proxy
+h2=0
+if command -v h2load >/dev/null 2>&1 && command -v openssl >/dev/null 2>&1; then
+  h2=1
+  bench_tls_cert
+  cat "$tmp/cert.pem" "$tmp/key.pem" > "$tmp/combined.pem"
+  sed -i "s|^  bind 127.0.0.1:$HAPROXY_PORT\$|&\n  bind 127.0.0.1:$HAPROXY_TLS_PORT ssl crt $tmp/combined.pem alpn h2,http/1.1 ssl-min-ver TLSv1.3|" "$tmp/haproxy/haproxy.cfg"
+  printf '[tls]\nlisten = "127.0.0.1:%s"\nmin_version = "1.3"\ncertificates = [{ cert = "%s", key = "%s" }]\n' \
+    "$ORDO_TLS_PORT" "$tmp/cert.pem" "$tmp/key.pem" >> "$tmp/ordo.toml"
+else
+  echo "note: h2load or openssl missing: the h2 shape is skipped" >&2
+fi
 bench_start_nginx "$tmp/upstream" "http://127.0.0.1:$UP_PORT/file.txt" "$CLIENT_CPU"
 
 # The two proxies: how each is started (PROXY_cmd), and its port.
@@ -64,6 +87,9 @@ haproxy_cmd=("$haproxy_bin" -db -f "$tmp/haproxy/haproxy.cfg")
 declare -A port
 port[ordo]=$ORDO_PORT
 port[haproxy]=$HAPROXY_PORT
+declare -A tls_port
+tls_port[ordo]=$ORDO_TLS_PORT
+tls_port[haproxy]=$HAPROXY_TLS_PORT
 proxies=(ordo haproxy)
 
 # The request shapes: wrk's arguments for each.
@@ -71,6 +97,7 @@ shapes=(minimal browser)
 declare -A shape_label
 shape_label[minimal]="minimal"
 shape_label[browser]="browser (10 hdrs)"
+shape_label[h2]="h2 (TLS, 4x32)"
 browser_headers=(
   -H "User-Agent: Mozilla/5.0 (X11; Linux x86_64) AppleWebKit/537.36 (KHTML, like Gecko) Chrome/120.0 Safari/537.36"
   -H "Accept: text/html,application/xhtml+xml,application/xml;q=0.9,*/*;q=0.8"
@@ -99,6 +126,19 @@ wrk_requests() {
     echo "warning: wrk against $1 ($2) reported: $(echo "$out" | grep 'Socket errors' | tr -s ' ')" >&2
   fi
   echo "$out" | awk '/requests in/ { print $1 }'
+}
+
+# h2_requests PROXY N: one h2load run of N requests (HTTP/2 over TLS, 4 connections x 32 streams, pinned to
+# CLIENT_CPU) against PROXY's TLS listener; prints how many were answered 2xx. Exits 1 if any was not.
+h2_requests() {
+  local out ok
+  out=$(taskset -c "$CLIENT_CPU" h2load -t1 -c4 -m32 -n"$2" "https://localhost:${tls_port[$1]}/file.txt" 2>&1) || true
+  ok=$(echo "$out" | awk '/^status codes:/ { print $3 }')
+  if [ "${ok:-0}" != "$2" ]; then
+    echo "$bench_name: $1 (h2) answered $ok of $2 requests 2xx: $(echo "$out" | grep -E '^(requests|status codes):' | tr '\n' ' ')" >&2
+    exit 1
+  fi
+  echo "$ok"
 }
 
 # The body that comes back through a proxy must be the upstream's 2 KB file.
@@ -135,6 +175,17 @@ cg_ctl() {
   local out
   out=$(callgrind_control "$1" "$2" 2>&1) || { echo "$bench_name: callgrind_control $1 $2 failed: $out" >&2; exit 1; }
 }
+# cg_read PROXY SHAPE VPID PART REQUESTS: the instructions of dump PART, kept as SHAPE's.
+cg_read() {
+  local f="$tmp/cg/$1.$3.$4"
+  wait_dump "$f"
+  ir[$1,$2]=$(awk '/^(totals|summary):/ { print $2; exit }' "$f")
+  reqs[$1,$2]=$5
+  if [ -n "${CALLGRIND_OUT:-}" ]; then
+    mkdir -p "$CALLGRIND_OUT"
+    cp "$f" "$CALLGRIND_OUT/callgrind.$1.$2"
+  fi
+}
 callgrind_proxy() { # PROXY
   local p=$1 vpid part=0 shape n f
   local -n c=${p}_cmd
@@ -151,15 +202,16 @@ callgrind_proxy() { # PROXY
     n=$(wrk_requests "$p" "$shape" "$DURATION")
     cg_ctl -d "$vpid"
     part=$((part + 1))
-    f="$tmp/cg/$p.$vpid.$part"
-    wait_dump "$f"
-    ir[$p,$shape]=$(awk '/^(totals|summary):/ { print $2; exit }' "$f")
-    reqs[$p,$shape]=$n
-    if [ -n "${CALLGRIND_OUT:-}" ]; then
-      mkdir -p "$CALLGRIND_OUT"
-      cp "$f" "$CALLGRIND_OUT/callgrind.$p.$shape"
-    fi
+    cg_read "$p" "$shape" "$vpid" "$part" "$n"
   done
+  if [ "$h2" = 1 ]; then
+    h2_requests "$p" "$H2_REQUESTS" >/dev/null
+    cg_ctl -z "$vpid"
+    n=$(h2_requests "$p" "$H2_REQUESTS")
+    cg_ctl -d "$vpid"
+    part=$((part + 1))
+    cg_read "$p" h2 "$vpid" "$part" "$n"
+  fi
   stop "$vpid"
 }
 
@@ -255,7 +307,9 @@ echo "proxies on CPU $SERVER_CPU, wrk -t1 -c$CONNS and the upstream on CPU $CLIE
 echo
 echo "user-space instructions per request (valgrind --tool=callgrind, $WARMUP warm-up, $DURATION counted):"
 printf '%-18s %12s %14s %13s   %s\n' "request" "ordo Ir/req" "haproxy Ir/req" "ordo/haproxy" "requests counted (ordo, haproxy)"
-for shape in "${shapes[@]}"; do
+counted=("${shapes[@]}")
+[ "$h2" = 1 ] && counted+=(h2)
+for shape in "${counted[@]}"; do
   o=$(per_req "${ir[ordo,$shape]}" "${reqs[ordo,$shape]}")
   h=$(per_req "${ir[haproxy,$shape]}" "${reqs[haproxy,$shape]}")
   printf '%-18s %12s %14s %13s   %s, %s\n' "${shape_label[$shape]}" "$o" "$h" "$(ratio_or_dash "$o" "$h")" \

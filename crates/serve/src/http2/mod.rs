@@ -30,9 +30,11 @@
 //!   `:protocol websocket` is the HTTP/1.1 handshake to the handler, and its stream carries the tunnel a proxy
 //!   route opens (`tunnel`). A plain CONNECT is 405, another `:protocol` 501.
 //!
-//! For speed (docs/serve.md, "HTTP/2 against nginx"): a stream answered at once is served by the
-//! connection task without a task of its own (`stream::start`), and the frames of one poll of the connection
-//! leave in one write (`Batch`).
+//! For speed (docs/serve.md, "HTTP/2 against nginx"): every stream is served by its connection's task — one
+//! answered at once within the poll that accepted it (`stream::start`), the others (waiting for a worker, an
+//! upstream, a body, a window) in the connection's set of streams in progress (`stream::InProgress`), polled when woken,
+//! never as a runtime task of their own — and the frames of one poll of the connection leave in one write
+//! (`Batch`).
 
 mod stream;
 mod tunnel;
@@ -47,11 +49,11 @@ use std::task::{Context, Poll};
 use std::time::Duration;
 
 use bytes::{Buf, Bytes, BytesMut};
+use futures_util::stream::{FuturesUnordered, StreamExt};
 use serde::Deserialize;
 use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, ReadBuf};
 use tokio::net::TcpStream;
 use tokio::sync::{Semaphore, watch};
-use tokio::task::JoinSet;
 use tokio::time::Instant;
 
 use crate::http::Transport;
@@ -439,7 +441,7 @@ impl<T: AsyncRead + AsyncWrite + Unpin> AsyncWrite for Linger<T> {
     }
 }
 
-/// What every stream task of a connection shares.
+/// What every stream of a connection shares.
 pub(crate) struct ConnCtx<H> {
     pub(crate) handler: Arc<H>,
     pub(crate) limits: Arc<Limits>,
@@ -456,7 +458,7 @@ pub(crate) struct ConnCtx<H> {
 
 /// A connection's response bytes held beyond its client's flow-control windows: counted up when a body (or
 /// a backend stream's chunk) that does not fit the window is kept, down as the windows let it out or the
-/// stream ends. Per connection (its streams' tasks share it), never shared between connections.
+/// stream ends. Per connection (its streams share it), never shared between connections.
 #[derive(Debug)]
 pub(crate) struct Buffered {
     held: std::sync::atomic::AtomicUsize,
@@ -592,7 +594,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
         heads: std::sync::Mutex::default(),
         buffered: Arc::new(Buffered::new(cfg.max_buffered_bytes)),
     });
-    let mut tasks: JoinSet<Outcome> = JoinSet::new();
+    let mut streams: FuturesUnordered<stream::InProgress<H>> = FuturesUnordered::new();
     let mut budget = cfg.max_premature_resets;
     let mut premature: u64 = 0;
     // Armed once the connection is closing (GOAWAY sent): it ends by then at the latest.
@@ -600,7 +602,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
     let close_by = tokio::time::sleep(Duration::ZERO);
     let mut close_by = std::pin::pin!(close_by);
     // Armed from the last time nothing was in flight (`quiet_since`; re-armed from there when it fires, as
-    // streams answered without a task do not touch it).
+    // the timer is not reset for each stream that ends).
     let idle = tokio::time::sleep(limits.idle_timeout);
     let mut idle = std::pin::pin!(idle);
     let mut quiet_since = Instant::now();
@@ -609,19 +611,18 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
     let mut cut = false;
     let main = async {
         loop {
-            // a stream that ended in this round (None: none did, or it panicked in its task)
+            // a stream that ended in this round (None: none did, or it panicked)
             let mut ended: Option<Outcome> = None;
             let mut any_ended = false;
             tokio::select! {
                 biased;
-                Some(done) = tasks.join_next(), if !tasks.is_empty() => {
+                Some(done) = streams.next(), if !streams.is_empty() => {
                     any_ended = true;
                     match done {
-                        Ok(o) => ended = Some(o),
-                        Err(e) if e.is_panic() => {
+                        Some(o) => ended = Some(o),
+                        None => {
                             tracing::error!(%peer, "request handler panicked; HTTP/2 stream reset");
                         }
-                        Err(_) => {}
                     }
                 }
                 r = conn.accept() => match r {
@@ -629,27 +630,14 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
                     Some(Ok((req, respond))) => {
                         // a stream that was on its way when GOAWAY left: give it its time
                         closing &= cut;
-                        let started = match stream::start(req, respond, &ctx) {
-                            // the handler's first poll, here: most answer at once
-                            stream::Started::Poll(mut s) => {
-                                match std::future::poll_fn(|cx| Poll::Ready(s.poll_handler(cx))).await {
-                                    Poll::Ready(resp) => s.answer(resp),
-                                    Poll::Pending => stream::Started::Task(s.into_task()),
-                                }
-                            }
-                            other => other,
-                        };
-                        match started {
+                        match stream::start(req, respond, &ctx) {
                             stream::Started::Done(o) => {
                                 any_ended = true;
                                 ended = Some(o);
                             }
-                            stream::Started::Task(t) => {
-                                tasks.spawn(t);
-                            }
-                            stream::Started::Poll(s) => {
-                                tasks.spawn(s.into_task());
-                            }
+                            // (polled by `streams` at once: most answer in that first poll)
+                            stream::Started::Poll(s) => streams.push(stream::InProgress::Handler(s)),
+                            stream::Started::Later(t) => streams.push(stream::InProgress::Later(t)),
                         }
                     }
                     Some(Err(e)) => {
@@ -663,7 +651,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
                     stopping = true;
                     conn.graceful_shutdown();
                 }
-                _ = &mut idle, if tasks.is_empty() && !stopping => {
+                _ = &mut idle, if streams.is_empty() && !stopping => {
                     let until = quiet_since + limits.idle_timeout;
                     if Instant::now() < until {
                         idle.as_mut().reset(until);
@@ -692,7 +680,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
                         }
                         conn.abrupt_shutdown(h2::Reason::ENHANCE_YOUR_CALM);
                         // every stream still queued or served is dropped now (its queue place freed)
-                        tasks.abort_all();
+                        streams.clear();
                         cut = true;
                         closing = true;
                         close_by.as_mut().reset(Instant::now() + CLOSE_LINGER);
@@ -700,10 +688,10 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
                 }
                 Some(Outcome::Failed) | None => {}
             }
-            if any_ended && tasks.is_empty() {
+            if any_ended && streams.is_empty() {
                 quiet_since = Instant::now();
             }
-            if stopping && !closing && tasks.is_empty() {
+            if stopping && !closing && streams.is_empty() {
                 // nothing left in flight: the client has this long to take the GOAWAY and the last frames
                 closing = true;
                 close_by.as_mut().reset(Instant::now() + CLOSE_LINGER);
@@ -717,7 +705,7 @@ pub(crate) async fn serve<H: Handler, T: Transport>(
         main.as_mut().poll(cx)
     })
     .await;
-    // dropping `tasks` aborts what is left: queue places and permits are released
+    // dropping `streams` drops what is left: queue places and permits are released
 }
 
 fn log_connection_error(peer: SocketAddr, e: &h2::Error) {

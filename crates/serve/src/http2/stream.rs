@@ -4,10 +4,12 @@
 //! stream is watched for a reset (a reset drops the handler's future, and with it the queue place or the
 //! worker), and the [`Response`] sent as HEADERS and DATA within the flow-control windows.
 //!
-//! A stream without a request body whose turn is free is started by the connection task itself ([`start`]):
-//! its handler is polled once there, and an answer ready at once (a cached file, a 503 — most of them) is
-//! handed to h2 without a task, a timer or a reset watch of its own; anything else continues in a task, as
-//! a stream with a body does from the start ([`serve`]). Response header blocks prerendered by the static
+//! Every stream is served by its connection's task, in its set of streams in progress ([`InProgress`]),
+//! never by a runtime task of its own. A stream without a request body whose turn is free has its handler
+//! started at once ([`start`]), and an answer ready in its first poll (a cached file, a 503 — most of them)
+//! is handed to h2 without a further future, a timer or a reset watch; anything else continues as a
+//! [`Later`] future, as a stream with a body does from the start ([`serve`]). Response header blocks
+//! prerendered by the static
 //! cache and the Date are parsed once per connection ([`HeadCache`]), not per response.
 
 use std::future::{Future, poll_fn};
@@ -60,18 +62,19 @@ impl From<Stop> for Outcome {
 pub(super) enum Started<H> {
     /// Answered already (refused, say).
     Done(Outcome),
-    /// Its handler is to be polled once by the connection task: most responses (a cached file, a 503) are
-    /// ready at once and are then sent without a task of their own.
+    /// Its handler is started: most responses (a cached file, a 503) are ready in its first poll and are
+    /// then sent without a future of their own.
     Poll(Inline<H>),
-    /// It needs a task: a request body to read, or its turn among the streams in progress to wait for.
-    Task(StreamTask),
+    /// It goes on later: a request body to read, its turn among the streams in progress to wait for, a
+    /// handler that did not answer in its first poll, or a body to send as the client's windows open.
+    Later(Later),
 }
 
-/// A stream served by a task of its own.
-pub(super) type StreamTask = Pin<Box<dyn Future<Output = Outcome> + Send>>;
+/// A stream that goes on after the poll that started it: kept in its connection's set of streams in progress,
+/// which the connection task polls when the stream is woken (see `super::serve`).
+pub(super) type Later = Pin<Box<dyn Future<Output = Outcome> + Send>>;
 
-/// A stream whose handler has been started and holds its turn: polled once by the connection task, and moved
-/// to a task of its own if it does not answer in that poll.
+/// A stream whose handler has been started and holds its turn ([`InProgress::Handler`]).
 pub(super) struct Inline<H> {
     fut: Pin<Box<dyn Future<Output = Response> + Send>>,
     respond: SendResponse<Bytes>,
@@ -81,8 +84,8 @@ pub(super) struct Inline<H> {
 }
 
 /// Starts serving a stream the connection just accepted: a request without a body whose turn among the
-/// streams in progress is free at once (the usual case) gets its handler started here, for the connection
-/// task to poll; the others get a task ([`serve`]).
+/// streams in progress is free at once (the usual case) gets its handler started here; the others go on
+/// [`Later`] ([`serve`]).
 pub(super) fn start<H: Handler>(
     req: http::Request<RecvStream>,
     mut respond: SendResponse<Bytes>,
@@ -90,15 +93,15 @@ pub(super) fn start<H: Handler>(
 ) -> Started<H> {
     // (an extended CONNECT's stream stays open for its tunnel, whatever its HEADERS said)
     if !req.body().is_end_stream() || req.method() == http::Method::CONNECT {
-        return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
+        return Started::Later(Box::pin(serve(req, respond, ctx.clone())));
     }
     // later streams keep their arrival order behind those waiting for a turn (or for the connection's
     // held response bytes to go out)
     if ctx.buffered.full() {
-        return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
+        return Started::Later(Box::pin(serve(req, respond, ctx.clone())));
     }
     let Ok(slot) = ctx.slots.clone().try_acquire_owned() else {
-        return Started::Task(Box::pin(serve(req, respond, ctx.clone())));
+        return Started::Later(Box::pin(serve(req, respond, ctx.clone())));
     };
     let (parts, _body) = req.into_parts();
     let head_request = parts.method == http::Method::HEAD;
@@ -119,8 +122,8 @@ pub(super) fn start<H: Handler>(
 }
 
 impl<H: Handler> Inline<H> {
-    /// Polls the handler once; a panic in it ends this stream only (as in a task of its own).
-    pub(super) fn poll_handler(&mut self, cx: &mut Context<'_>) -> Poll<Option<Response>> {
+    /// Polls the handler once; a panic in it ends this stream only (reported as `None`).
+    fn poll_handler(&mut self, cx: &mut Context<'_>) -> Poll<Option<Response>> {
         let fut = &mut self.fut;
         match std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| fut.as_mut().poll(cx))) {
             Ok(Poll::Ready(resp)) => Poll::Ready(Some(resp)),
@@ -132,9 +135,9 @@ impl<H: Handler> Inline<H> {
         }
     }
 
-    /// The handler answered: a body in memory is handed to h2 now (`Done`); a file or a stream is sent by a
-    /// task. `None`: the handler panicked and the stream is reset.
-    pub(super) fn answer(self, resp: Option<Response>) -> Started<H> {
+    /// The handler answered: a body in memory is handed to h2 now (`Done`); a file or a stream is sent
+    /// [`Later`]. `None`: the handler panicked and the stream is reset.
+    fn answer(self, resp: Option<Response>) -> Answer {
         let Inline {
             fut,
             mut respond,
@@ -146,53 +149,100 @@ impl<H: Handler> Inline<H> {
         drop(fut);
         let Some(resp) = resp else {
             respond.send_reset(Reason::INTERNAL_ERROR);
-            return Started::Done(Outcome::Failed);
+            return Answer::Done(Outcome::Failed);
         };
         if in_memory(&resp.body) {
             return match send_now(&mut respond, resp, head_request, &ctx) {
-                Ok(None) => Started::Done(Outcome::Answered),
+                Ok(None) => Answer::Done(Outcome::Answered),
                 Ok(Some(rest)) => {
                     let limit = ctx.limits.idle_timeout;
-                    Started::Task(Box::pin(async move {
+                    Answer::Later(Box::pin(async move {
                         match send_rest(rest, limit).await {
                             Ok(()) => Outcome::Answered,
                             Err(s) => s.into(),
                         }
                     }))
                 }
-                Err(s) => Started::Done(s.into()),
+                Err(s) => Answer::Done(s.into()),
             };
         }
-        Started::Task(Box::pin(async move {
+        Answer::Later(Box::pin(async move {
             match send(&mut respond, resp, head_request, &ctx).await {
                 Ok(()) => Outcome::Answered,
                 Err(s) => s.into(),
             }
         }))
     }
+}
 
-    /// The handler did not answer at once (it waits for a worker, say): the rest is a task's, watched for a
-    /// reset as in [`serve`].
-    pub(super) fn into_task(self) -> StreamTask {
-        let Inline {
-            fut,
-            mut respond,
-            slot,
-            head_request,
-            ctx,
-        } = self;
-        Box::pin(async move {
-            let resp = tokio::select! {
-                biased;
-                resp = fut => resp,
-                r = poll_fn(|cx| respond.poll_reset(cx)) => return reset_outcome(r),
-            };
-            drop(slot);
-            match send(&mut respond, resp, head_request, &ctx).await {
-                Ok(()) => Outcome::Answered,
-                Err(s) => s.into(),
+/// What a stream whose handler answered does next.
+enum Answer {
+    Done(Outcome),
+    Later(Later),
+}
+
+/// One of a connection's streams in progress, polled by the connection task: the connection keeps them in a
+/// `FuturesUnordered`, which gives each stream a waker of its own and polls only those woken, so a stream
+/// waiting for a worker or its upstream costs no runtime task (no spawn, no scheduling) and its response
+/// reaches h2 in the same poll of the connection task that writes it out, not after a second wake-up.
+/// (Measured in docs/serve.md, "HTTP/2 clients through the proxy"; the streams ran on the connection's
+/// thread before too, each serving thread having a runtime of its own.) A stream's handler is first polled
+/// here, with that waker: a handler polled first by the connection task would have registered the
+/// connection's waker, and had to be polled again, at the cost of its whole chain of futures, to learn its
+/// own. The output is how the stream ended; `None`: it panicked after its handler (which ends that stream
+/// only: its handles are dropped, so h2 resets it), as a runtime task's panic was reported.
+pub(super) enum InProgress<H> {
+    /// Its handler has not answered yet; watched for a reset as in [`serve`] (a reset drops the handler's
+    /// future, and with it the queue place or the worker).
+    Handler(Inline<H>),
+    /// The rest: a body to read, a turn to wait for, a response to send.
+    Later(Later),
+    /// Ended (never polled again by the set).
+    Ended,
+}
+
+impl<H: Handler> Future for InProgress<H> {
+    type Output = Option<Outcome>;
+
+    fn poll(self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<Option<Outcome>> {
+        let this = self.get_mut();
+        loop {
+            match this {
+                InProgress::Handler(s) => {
+                    let Poll::Ready(resp) = s.poll_handler(cx) else {
+                        let Poll::Ready(r) = s.respond.poll_reset(cx) else {
+                            return Poll::Pending;
+                        };
+                        *this = InProgress::Ended;
+                        return Poll::Ready(Some(reset_outcome(r)));
+                    };
+                    let InProgress::Handler(s) = std::mem::replace(this, InProgress::Ended) else {
+                        return Poll::Ready(Some(Outcome::Failed));
+                    };
+                    match s.answer(resp) {
+                        Answer::Done(o) => return Poll::Ready(Some(o)),
+                        Answer::Later(t) => *this = InProgress::Later(t),
+                    }
+                }
+                InProgress::Later(t) => {
+                    let r = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+                        t.as_mut().poll(cx)
+                    }));
+                    return match r {
+                        Ok(Poll::Pending) => Poll::Pending,
+                        Ok(Poll::Ready(o)) => {
+                            *this = InProgress::Ended;
+                            Poll::Ready(Some(o))
+                        }
+                        Err(_) => {
+                            *this = InProgress::Ended;
+                            Poll::Ready(None)
+                        }
+                    };
+                }
+                InProgress::Ended => return Poll::Ready(Some(Outcome::Failed)),
             }
-        })
+        }
     }
 }
 
@@ -213,7 +263,7 @@ fn admit<H>(
     Ok(request)
 }
 
-/// Serves one stream to its end in a task of its own.
+/// Serves one stream to its end, from its HEADERS (a stream with a body, or one that waits for its turn).
 async fn serve<H: Handler>(
     req: http::Request<RecvStream>,
     mut respond: SendResponse<Bytes>,

@@ -171,6 +171,10 @@ impl Handler for EchoHandler {
             let _active = Active(echo.clone());
             match req.path.as_str() {
                 "/panic" => panic!("test handler panics on /panic"),
+                "/panic-later" => {
+                    tokio::time::sleep(Duration::from_millis(20)).await;
+                    panic!("test handler panics on /panic-later, after waiting")
+                }
                 // a body in memory of its own (as a proxied response read whole), not a shared one
                 "/big" => {
                     Response::bytes(200, "application/octet-stream", Bytes::from(vec![7u8; BIG]))
@@ -614,10 +618,21 @@ async fn a_handler_panic_resets_its_stream_and_the_connection_goes_on() {
     let e = collect(f).await.expect_err("the panicking stream is reset");
     assert_eq!(e.reason(), Some(h2::Reason::INTERNAL_ERROR), "{e}");
     assert_eq!(c.fetch(get("/x")).await.status, 200);
-    // again, then a stream whose handler waits (served by a task of its own) on the same connection
+    // again, then a stream whose handler waits (polled later, in the connection's set of streams in
+    // progress) on the same connection
     let (f, _) = c.start(get("/panic")).await;
     assert!(collect(f).await.is_err());
     assert_eq!(c.fetch(get("/slow")).await.status, 200);
+    // a handler that panics in a later poll, beside one that waits: only its own stream is reset
+    let (slow, _) = c.start(get("/slow")).await;
+    let (f, _) = c.start(get("/panic-later")).await;
+    let e = collect(f)
+        .await
+        .expect_err("the stream panicking later is reset");
+    assert_eq!(e.reason(), Some(h2::Reason::INTERNAL_ERROR), "{e}");
+    let slow = collect(slow).await.expect("the other stream is answered");
+    assert_eq!((slow.status, slow.text().trim()), (200, "slow"));
+    assert_eq!(c.fetch(get("/x")).await.status, 200);
 }
 
 #[tokio::test]
