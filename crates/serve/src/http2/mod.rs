@@ -30,11 +30,11 @@
 //!   `:protocol websocket` is the HTTP/1.1 handshake to the handler, and its stream carries the tunnel a proxy
 //!   route opens (`tunnel`). A plain CONNECT is 405, another `:protocol` 501.
 //!
-//! For speed (docs/serve.md, "HTTP/2 against nginx"): every stream is served by its connection's task — one
-//! answered at once within the poll that accepted it (`stream::start`), the others (waiting for a worker, an
-//! upstream, a body, a window) in the connection's set of streams in progress (`stream::InProgress`), polled when woken,
-//! never as a runtime task of their own — and the frames of one poll of the connection leave in one write
-//! (`Batch`).
+//! For speed (docs/serve.md, "HTTP/2 against nginx"): every stream is served by its connection's task —
+//! one answered at once within the poll that accepted it (`stream::start`), the others (waiting for a
+//! worker, an upstream, a body, a window) in the connection's set of streams in progress
+//! (`stream::InProgress`), polled when woken, never as a runtime task of their own — and the frames of one
+//! poll of the connection leave in one write (`Batch`).
 
 mod stream;
 mod tunnel;

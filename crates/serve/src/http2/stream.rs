@@ -9,8 +9,8 @@
 //! started at once ([`start`]), and an answer ready in its first poll (a cached file, a 503 — most of them)
 //! is handed to h2 without a further future, a timer or a reset watch; anything else continues as a
 //! [`Later`] future, as a stream with a body does from the start ([`serve`]). Response header blocks
-//! prerendered by the static
-//! cache and the Date are parsed once per connection ([`HeadCache`]), not per response.
+//! prerendered by the static cache and the Date are parsed once per connection ([`HeadCache`]), not per
+//! response.
 
 use std::future::{Future, poll_fn};
 use std::io;
