@@ -94,7 +94,7 @@ if [ -n "$ORDO_BASE_BIN" ]; then
   ordo_new=$ordo; ordo=$ORDO_BASE_BIN
   bench_start_ordo "$tmp/base.toml" "https://127.0.0.1:$BASE_ORDO_PORT/file.txt" "$SERVER_CPU"; base_pid=$started_pid
   ordo=$ordo_new
-  cases+=(base)
+  cases=(haproxy ordo base nginx) # (base beside ordo in every round's order: their ratio is the one judged)
   ports+=("$BASE_ORDO_PORT")
 fi
 # every proxy must return the upstream's file over HTTP/2
