@@ -277,6 +277,10 @@ mod tests {
         b.acquire("sysctl:vm.dirty_ratio", "proc/sys/vm/dirty_ratio")
             .unwrap();
         a.release_all();
+        // Released; but a process another test of this binary forks meanwhile holds a copy of `a`'s
+        // descriptor (and so its flock) until it execs, so "at once" can be a few milliseconds late: wait
+        // for it (a lock that was never released fails after the whole wait).
+        b.set_wait(Duration::from_secs(5));
         b.acquire("sysctl:vm.swappiness", "proc/sys/vm/swappiness")
             .unwrap();
     }
