@@ -136,7 +136,7 @@ pub(crate) fn status(shared: &Shared) -> serde_json::Value {
             json!({ "prefix": r.prefix, "host": r.host, "backend": backend, "strip_prefix": r.strip_prefix })
         })
         .collect();
-    let spins = crate::serving_thread::coalesce_spins();
+    let spins = ordo_sys::coalesce::coalesce_spins();
     json!({
         "config": cfg.name(),
         "listen": shared.local_addr.to_string(),

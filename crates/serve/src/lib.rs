@@ -35,9 +35,9 @@ mod vhost;
 pub use config::{ConfigError, Overrides, POLICY_NAMES, ServeConfig, parse_policy, policy_name};
 pub use gate::Overloaded;
 pub use ordo_sched::PolicyKind;
+pub use ordo_sys::coalesce::coalesce_wakeups;
 /// Build a key path: `keypath!["classes", 1, "weight"]`.
 #[doc(hidden)]
 pub use ordo_util::keypath;
 pub use overload::Workers;
 pub use server::{Server, ServerHandle, StartError};
-pub use serving_thread::coalesce_wakeups;

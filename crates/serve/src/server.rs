@@ -84,7 +84,7 @@ fn start_worker(
     builder
         .enable_all()
         .on_thread_start(move || set_serving_thread(index));
-    let rt = crate::serving_thread::coalesce_wakeups(&mut builder, coalesce)
+    let rt = ordo_sys::coalesce::coalesce_wakeups(&mut builder, coalesce)
         .build()
         .map_err(err)?;
     let handle = rt.handle().clone();

@@ -5,6 +5,7 @@
 
 mod cancel;
 pub mod clock;
+pub mod coalesce;
 pub mod cpus;
 mod error;
 pub mod fingerprint;

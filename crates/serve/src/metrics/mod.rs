@@ -438,7 +438,7 @@ impl Metrics {
         self.concurrency.refresh(snap);
         let seen = self.abandoned_seen.swap(snap.abandoned, Ordering::Relaxed);
         self.abandoned.inc_by(snap.abandoned.saturating_sub(seen));
-        let (paid, missed) = crate::serving_thread::coalesce_spins();
+        let (paid, missed) = ordo_sys::coalesce::coalesce_spins();
         for (i, (now, result)) in [(paid, "paid_off"), (missed, "missed")]
             .into_iter()
             .enumerate()
