@@ -71,6 +71,11 @@ pub struct Args {
     /// Connect time limit; also how long an unreachable target takes to be reported.
     #[arg(long, default_value = "5s", value_name = "TIME", value_parser = parse_dur)]
     pub connect_timeout: Duration,
+    /// Wakeup coalescing: a busy client thread spins this long before it waits for the server's answers,
+    /// which then arrive without a wakeup the server would pay for on a shared machine (0s: off; at most
+    /// 100us).
+    #[arg(long, default_value = "20us", value_name = "TIME", value_parser = parse_dur)]
+    pub coalesce: Duration,
     /// Run this long first and leave it out of every statistic.
     #[arg(long, default_value = "0s", value_name = "TIME", value_parser = parse_dur)]
     pub warmup: Duration,
@@ -219,6 +224,7 @@ fn resolve(args: &Args) -> anyhow::Result<BenchConfig> {
     };
     cfg.timeout = args.timeout;
     cfg.connect_timeout = args.connect_timeout;
+    cfg.coalesce = args.coalesce;
     cfg.warmup = args.warmup;
     cfg.mix = match &args.mix {
         Some(p) => Some(Mix::from_file(p).map_err(bench_err)?),

@@ -32,6 +32,13 @@ pub enum Pacing {
     Open { rate: f64 },
 }
 
+/// `--coalesce` left out: a busy client thread spins this long before it parks (docs/bench.md, "Wakeup
+/// coalescing").
+pub const DEFAULT_COALESCE: Duration = Duration::from_micros(20);
+
+/// The longest `--coalesce`, as `ordo serve`'s `coalesce`.
+pub const MAX_COALESCE: Duration = Duration::from_micros(100);
+
 /// Everything one run needs. Build it with [`BenchConfig::new`] and adjust the public fields, or resolve it
 /// from the command line; [`crate::run`] validates it first.
 #[derive(Clone, Debug)]
@@ -52,6 +59,10 @@ pub struct BenchConfig {
     /// Per-request limit (connect + send + receive); a request over it counts as an exception.
     pub timeout: Duration,
     pub connect_timeout: Duration,
+    /// Wakeup coalescing of the client threads (`--coalesce`, `ordo_sys::coalesce`): a busy client thread
+    /// spins this long before it parks, so the server's answers meanwhile are read without waking it — a
+    /// wakeup the server pays on a shared machine. Zero: off.
+    pub coalesce: Duration,
     /// Run this long first and leave it out of every statistic.
     pub warmup: Duration,
     /// Class mix; `None` means one class named `default` requesting the target.
@@ -111,6 +122,7 @@ impl BenchConfig {
             body: None,
             timeout: Duration::from_secs(30),
             connect_timeout: Duration::from_secs(5),
+            coalesce: DEFAULT_COALESCE,
             warmup: Duration::ZERO,
             mix: None,
             strict_length: false,
@@ -163,6 +175,15 @@ impl BenchConfig {
         }
         if self.connect_timeout.is_zero() {
             return Err(bad("connect-timeout", "must be longer than 0".into()));
+        }
+        if self.coalesce > MAX_COALESCE {
+            return Err(bad(
+                "coalesce",
+                format!(
+                    "must be at most 100us (a longer spin costs the client more than the wakeup it saves), got {:?}",
+                    self.coalesce
+                ),
+            ));
         }
         if let Some(mix) = &self.mix {
             mix.validate_against(&self.target)?;
@@ -318,5 +339,14 @@ mod tests {
         c.pacing = Pacing::Closed;
         c.method = "G T".into();
         assert!(c.validate().unwrap_err().to_string().contains("method"));
+        c.method = "GET".into();
+        // wakeup coalescing: 0 (off) to 100 µs
+        for ok in [Duration::ZERO, DEFAULT_COALESCE, MAX_COALESCE] {
+            c.coalesce = ok;
+            c.validate().unwrap();
+        }
+        c.coalesce = Duration::from_millis(1);
+        let e = c.validate().unwrap_err().to_string();
+        assert!(e.contains("coalesce") && e.contains("1ms"), "{e}");
     }
 }

@@ -55,6 +55,8 @@ pub(crate) struct Plan {
     pub strict_length: bool,
     pub timeout: Duration,
     pub connect_timeout: Duration,
+    /// Wakeup coalescing of each worker thread's runtime (`BenchConfig::coalesce`).
+    pub coalesce: Duration,
     pub pacing: Pacing,
     pub connections: usize,
     /// How connections are made and requests sent: HTTP/1.1 (`Http1Protocol`) or HTTP/2 (`h2::H2Plan`),
@@ -107,9 +109,9 @@ pub(crate) fn run_thread(
     threads: usize,
     cancel: watch::Receiver<bool>,
 ) -> std::io::Result<Stats> {
-    let rt = tokio::runtime::Builder::new_current_thread()
-        .enable_all()
-        .build()?;
+    let mut builder = tokio::runtime::Builder::new_current_thread();
+    builder.enable_all();
+    let rt = ordo_sys::coalesce::coalesce_wakeups(&mut builder, plan.coalesce).build()?;
     let local = tokio::task::LocalSet::new();
     let open = matches!(plan.pacing, Pacing::Open { .. });
     let stats = Rc::new(RefCell::new(

@@ -206,6 +206,7 @@ fn plan_run(
         strict_length: config.strict_length,
         timeout: config.timeout,
         connect_timeout: config.connect_timeout,
+        coalesce: config.coalesce,
         pacing: config.pacing,
         connections: config.connections,
         protocol,
