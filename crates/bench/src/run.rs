@@ -544,6 +544,7 @@ fn run_config(
         warmup_s: config.warmup.as_secs_f64(),
         timeout_s: config.timeout.as_secs_f64(),
         connect_timeout_s: config.connect_timeout.as_secs_f64(),
+        coalesce_us: Some(config.coalesce.as_secs_f64() * 1e6),
         mix: config.mix.as_ref().map(|m| mix::display_path(&m.source)),
         assign: if assign_requests {
             "requests"

@@ -175,6 +175,10 @@ pub struct RunConfig {
     /// HTTP/2: concurrent streams per connection (each a client of the closed or open loop).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub streams: Option<u64>,
+    /// Wakeup coalescing of the client threads (`--coalesce`), in microseconds (0: off); absent in reports
+    /// written before the option.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub coalesce_us: Option<f64>,
 }
 
 /// Whole-run figures (ab's report).
@@ -408,6 +412,7 @@ impl BenchReport {
                 assign: "clients".into(),
                 protocol: None,
                 streams: None,
+                coalesce_us: None,
             },
             started_unix_ms: 0,
             interrupted: false,

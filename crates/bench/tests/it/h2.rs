@@ -90,6 +90,8 @@ fn h2_over_tls_many_streams_per_connection_all_2xx() {
     assert_eq!(r.summary.connections_opened, 2);
     assert_eq!(r.config.protocol.as_deref(), Some("h2"));
     assert_eq!(r.config.streams, Some(20));
+    // the client's wakeup coalescing is recorded with the run (the default, 20 µs)
+    assert_eq!(r.config.coalesce_us, Some(20.0));
     let text = ordo_bench::print::text(&r);
     assert!(
         text.contains("HTTP/2 (h2), 20 streams per connection"),
