@@ -36,9 +36,6 @@ pub enum Pacing {
 /// coalescing").
 pub const DEFAULT_COALESCE: Duration = Duration::from_micros(20);
 
-/// The longest `--coalesce`, as `ordo serve`'s `coalesce`.
-pub const MAX_COALESCE: Duration = Duration::from_micros(100);
-
 /// Everything one run needs. Build it with [`BenchConfig::new`] and adjust the public fields, or resolve it
 /// from the command line; [`crate::run`] validates it first.
 #[derive(Clone, Debug)]
@@ -176,7 +173,7 @@ impl BenchConfig {
         if self.connect_timeout.is_zero() {
             return Err(bad("connect-timeout", "must be longer than 0".into()));
         }
-        if self.coalesce > MAX_COALESCE {
+        if self.coalesce > ordo_sys::coalesce::MAX_WAIT {
             return Err(bad(
                 "coalesce",
                 format!(
@@ -341,7 +338,11 @@ mod tests {
         assert!(c.validate().unwrap_err().to_string().contains("method"));
         c.method = "GET".into();
         // wakeup coalescing: 0 (off) to 100 µs
-        for ok in [Duration::ZERO, DEFAULT_COALESCE, MAX_COALESCE] {
+        for ok in [
+            Duration::ZERO,
+            DEFAULT_COALESCE,
+            ordo_sys::coalesce::MAX_WAIT,
+        ] {
             c.coalesce = ok;
             c.validate().unwrap();
         }

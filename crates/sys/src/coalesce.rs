@@ -7,6 +7,10 @@ use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+/// The longest coalescing wait either command accepts (`ordo serve`'s `coalesce`, `ordo bench
+/// --coalesce`): a longer spin costs the spinning thread more than the wakeup it saves its peers.
+pub const MAX_WAIT: Duration = Duration::from_micros(100);
+
 /// A thread spins before parking only while it is hot: in its last full window of this length it spent
 /// at least [`HOT_PERCENT`] of the time working (not parked, not spinning). Near saturation a spin costs
 /// little next to the work and saves its senders a wakeup each time; at a moderate load it would cost the

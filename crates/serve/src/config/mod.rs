@@ -33,8 +33,9 @@ pub const DEFAULT_LISTEN: &str = "127.0.0.1:8080";
 pub const DEFAULT_ADMIN: &str = "127.0.0.1:9090";
 
 /// The longest `coalesce` spin: it is CPU time spent on every park of a busy serving thread, and beyond
-/// this it buys no more batching (docs/serve.md, "Wakeup coalescing").
-pub const MAX_COALESCE: Duration = Duration::from_micros(100);
+/// this it buys no more batching (docs/serve.md, "Wakeup coalescing"). The mechanism's own cap, which
+/// `ordo bench --coalesce` shares.
+pub const MAX_COALESCE: Duration = ordo_sys::coalesce::MAX_WAIT;
 /// `coalesce` when the file leaves it out: on, since a thread spins only while it works most of the time.
 pub const DEFAULT_COALESCE: Duration = Duration::from_micros(2);
 
