@@ -291,13 +291,18 @@ bench_check_started() {
 }
 
 # The head of ordo serve's configuration in the peer comparisons (on stdout): listen on 127.0.0.1:PORT, one
-# serving thread (ORDO_THREADS when set), policy POLICY, workers, queue and connections far above any client count (the peers have
-# no such limits), no admin listener; LIMITS (lines, optional) added to [limits], the head's last table.
+# serving thread (ORDO_THREADS when set), policy POLICY, workers (ORDO_WORKERS when set), queue and
+# connections far above any client count (the peers have no such limits), no admin listener; LIMITS (lines,
+# optional) added to [limits], the head's last table.
 #   bench_ordo_head PORT POLICY [LIMITS]
 bench_ordo_head() {
   echo "listen = \"127.0.0.1:$1\""
   echo "threads = ${ORDO_THREADS:-1}"
-  echo "workers = 4096"
+  # ORDO_WORKERS: the pool's size (default 4096); `default` leaves it to ordo (64 per serving thread)
+  case "${ORDO_WORKERS:-4096}" in
+    default) ;;
+    *) echo "workers = ${ORDO_WORKERS:-4096}" ;;
+  esac
   echo "policy = \"$2\""
   echo "queue_cap = 100000"
   # ORDO_COALESCE: the serving threads' wakeup coalescing (docs/serve.md, "Wakeup coalescing"); ordo's default if unset

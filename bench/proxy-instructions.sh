@@ -31,6 +31,9 @@
 #   ORDO_BIN=/path/to/ordo ORDO_BENCH_NO_BUILD=1 ...           # another build of ordo (e.g. before a change)
 #   CALLGRIND_OUT=/tmp/cg bench/proxy-instructions.sh          # keep the callgrind profiles there
 #                                                              # (callgrind_annotate --auto=no FILE)
+#   ORDO_WORKERS=default bench/proxy-instructions.sh           # ordo's default pool instead of 4096 (its h2
+#                                                              # streams then wait for a worker: the gate's
+#                                                              # waiting path is counted too)
 # Knobs: DURATION (measured wrk run under callgrind, default 4s), WARMUP (default 2s), CONNS (wrk -c, default
 # 16), PERF_DURATION (the native run perf counts, default 4s), SERVER_CPU (the proxies, default 0),
 # CLIENT_CPU (wrk, h2load and the upstream, default 1), H2_REQUESTS (h2 shape, default 20000), BASE_PORT
