@@ -154,6 +154,7 @@ impl Gate {
                     dropped: Vec::new(),
                     counted: false,
                     lease: None,
+                    answers: Vec::new(),
                 }),
                 table: ArcSwap::from_pointee(table),
                 epoch,

@@ -1,8 +1,11 @@
 //! The gate's slow path, over the lanes' `ordo_sched` schedulers and under one lock: a request that finds
 //! no free worker waits in its lane's queue; a release hands free workers to the waiters by the class
 //! policy (`Shared::pump`); a waiter whose client went away leaves the queue at once (`Queued`); and the
-//! timer task answers queue timeouts when they fall due.
+//! timer task answers queue timeouts when they fall due. Grants are decided under the lock and sent after
+//! it is released (`Locked`): sending one can wake another thread's runtime, a system call no other
+//! thread's acquire or release should wait behind.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, MutexGuard};
 use std::time::Duration;
@@ -35,6 +38,60 @@ pub(super) struct State {
     pub(super) counted: bool,
     /// Fleet mode's lease, applied to every current lane ([`Gate::set_lease`]).
     pub(super) lease: Option<Lease>,
+    /// Answers `pump` decided under the lock, sent once it is released ([`Locked`]).
+    pub(super) answers: Vec<Answer>,
+}
+
+/// A waiter's answer, to be sent outside the lock: its grant (a permit) or its rejection.
+pub(super) type Answer = (oneshot::Sender<Grant>, Grant);
+
+thread_local! {
+    /// An empty vector with room, swapped for `State::answers` as the lock is released (so sending the
+    /// answers allocates nothing, and needs no second trip through the lock to give the room back).
+    static SPARE_ANSWERS: std::cell::Cell<Vec<Answer>> = const { std::cell::Cell::new(Vec::new()) };
+}
+
+/// The gate's lock, held: derefs to the [`State`]; when dropped, releases the lock and then sends the
+/// answers `pump` queued meanwhile. Sending one wakes the waiting request's task — on another serving
+/// thread, a system call that wakes that thread's runtime — which under the lock would hold every other
+/// thread's acquire and release back for its duration.
+pub(super) struct Locked<'a> {
+    guard: Option<MutexGuard<'a, State>>,
+}
+
+impl std::ops::Deref for Locked<'_> {
+    type Target = State;
+    fn deref(&self) -> &State {
+        self.guard.as_ref().expect("held until dropped")
+    }
+}
+
+impl std::ops::DerefMut for Locked<'_> {
+    fn deref_mut(&mut self) -> &mut State {
+        self.guard.as_mut().expect("held until dropped")
+    }
+}
+
+impl Drop for Locked<'_> {
+    fn drop(&mut self) {
+        let Some(mut st) = self.guard.take() else {
+            return;
+        };
+        if st.answers.is_empty() {
+            return;
+        }
+        let mut answers = SPARE_ANSWERS.try_with(Cell::take).unwrap_or_default();
+        std::mem::swap(&mut answers, &mut st.answers);
+        drop(st);
+        for (tx, answer) in answers.drain(..) {
+            if let Err(Ok(permit)) = tx.send(answer) {
+                // The waiter went away between its dispatch and now (its `Queued` found itself no longer
+                // queued and nothing in the channel yet): the worker goes back, counted abandoned.
+                permit.release_unused();
+            }
+        }
+        let _ = SPARE_ANSWERS.try_with(|c| c.set(answers));
+    }
 }
 
 impl State {
@@ -73,10 +130,12 @@ pub(super) struct Shared {
 }
 
 impl Shared {
-    pub(super) fn lock(&self) -> MutexGuard<'_, State> {
+    pub(super) fn lock(&self) -> Locked<'_> {
         // A panic while holding the lock cannot leave the counters half-updated in a way that matters more
         // than stopping service, so keep going with the inner value.
-        self.state.lock().unwrap_or_else(|p| p.into_inner())
+        Locked {
+            guard: Some(self.state.lock().unwrap_or_else(|p| p.into_inner())),
+        }
     }
 
     pub(super) fn now(&self) -> Nanos {
@@ -165,18 +224,11 @@ impl Shared {
                 inflight,
                 outcome: None,
             };
-            if let Err(Ok(mut p)) = d.item.tx.send(Ok(permit)) {
-                // The receiver is gone. A dropped wait cancels its entry first (`Queued`), so this is
-                // only a safety net: disarm the permit (we hold the lock) and go on.
-                p.core = None;
-                lane.finish(Some(class));
-                self.abandoned.fetch_add(1, Ordering::Relaxed);
-            }
+            st.answers.push((d.item.tx, Ok(permit)));
         }
         lane.sync_queued();
-        for r in dropped.drain(..) {
-            let _ = r.item.tx.send(Err(r.reason));
-        }
+        st.answers
+            .extend(dropped.drain(..).map(|r| (r.item.tx, Err(r.reason))));
         st.dropped = dropped;
     }
 
@@ -270,8 +322,10 @@ impl Drop for Queued {
             self.shared.abandoned.fetch_add(1, Ordering::Relaxed);
             return;
         }
-        // No longer queued: `pump` sent a grant (under the lock, so it is in the channel now), or the
-        // timer or `close` refused it (nothing to release).
+        // No longer queued: `pump` dispatched it — its grant is in the channel, to release here, or still
+        // on its way (sent once the lock is free: closing the channel makes that send fail, and the sender
+        // releases it) — or the timer or `close` refused it (nothing to release).
+        self.rx.close();
         if let Ok(Ok(permit)) = self.rx.try_recv() {
             permit.release_unused();
         }
@@ -396,6 +450,39 @@ mod tests {
         let s = g.snapshot();
         assert_eq!((s.busy, s.queued, s.abandoned), (0, 0, 1));
         let _p = g.acquire(meta(&g, 0), &a).await.unwrap();
+    }
+
+    /// A grant is sent once the lock is released, so a waiter can go away after its dispatch and before its
+    /// answer arrives: the permit must then come back, whichever side runs first.
+    #[test]
+    fn a_grant_racing_its_waiters_departure_never_leaks_the_worker() {
+        let rt = tokio::runtime::Builder::new_current_thread()
+            .enable_all()
+            .build()
+            .unwrap();
+        let g = gate(1, PolicyKind::Fcfs);
+        let a: Arc<str> = Arc::from("a");
+        for _ in 0..4000 {
+            let p1 = rt.block_on(g.acquire(meta(&g, 0), &a)).unwrap();
+            let mut waiting = Box::pin(g.acquire(meta(&g, 0), &a));
+            poll_once(waiting.as_mut());
+            assert_eq!(g.snapshot().queued, 1);
+            let start = std::sync::Barrier::new(2);
+            std::thread::scope(|s| {
+                s.spawn(|| {
+                    start.wait();
+                    drop(p1);
+                });
+                s.spawn(|| {
+                    start.wait();
+                    drop(waiting);
+                });
+            });
+            let s = g.snapshot();
+            assert_eq!((s.busy, s.queued), (0, 0));
+        }
+        assert_eq!(g.snapshot().abandoned, 4000);
+        rt.block_on(g.acquire(meta(&g, 0), &a)).unwrap();
     }
 
     #[tokio::test]
