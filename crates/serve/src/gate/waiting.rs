@@ -167,7 +167,10 @@ impl Shared {
         if st.lanes[li].sched.is_empty() && st.dropped.is_empty() {
             return;
         }
-        let now = self.now();
+        // the clock is read once a worker is there to hand out (not when the caller has just queued a
+        // request because none was)
+        let mut clock = None;
+        let mut now = || *clock.get_or_insert_with(|| self.now());
         let mut dropped = std::mem::take(&mut st.dropped);
         let lane = &mut st.lanes[li];
         loop {
@@ -176,7 +179,7 @@ impl Shared {
             }
             let before = dropped.len();
             let (d, inflight) = match lane.reserved_waiting() {
-                Some(c) => match lane.sched.dispatch_class(c, now, &mut dropped) {
+                Some(c) => match lane.sched.dispatch_class(c, now(), &mut dropped) {
                     Some(d) => {
                         let inflight = lane.start_reserved(d.meta.class);
                         (Some(d), inflight)
@@ -188,7 +191,7 @@ impl Shared {
                     let Some(inflight) = lane.take_shared() else {
                         break;
                     };
-                    match lane.sched.dispatch_or_drop(now, &mut dropped) {
+                    match lane.sched.dispatch_or_drop(now(), &mut dropped) {
                         Some(d) => {
                             lane.count_class(d.meta.class);
                             (Some(d), inflight)
@@ -219,7 +222,7 @@ impl Shared {
                 generation: lane.generation(),
                 locked: true,
                 waited: Duration::from_nanos(d.waited),
-                started: now,
+                started: now(),
                 epoch: self.epoch,
                 inflight,
                 outcome: None,
