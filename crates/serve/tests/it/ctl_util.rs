@@ -2,6 +2,7 @@
 //! it with a tiny HTTP/1.1 client over a plain TCP stream.
 
 use std::net::SocketAddr;
+use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use ordo_serve::{Overrides, ServeConfig, Server, ServerHandle};
@@ -148,4 +149,47 @@ pub fn queued(h: &ServerHandle) -> u64 {
 /// Busy workers according to /status.
 pub fn busy(h: &ServerHandle) -> u64 {
     h.status()["busy"].as_u64().unwrap_or(0)
+}
+
+/// Log lines written on this thread while the guard [`Captured::start`] returns lives (the tests run on a
+/// current-thread runtime: every task of a server started on one serving thread runs here).
+#[derive(Clone, Default)]
+pub struct Captured(Arc<Mutex<Vec<u8>>>);
+
+impl std::io::Write for Captured {
+    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().unwrap().extend_from_slice(b);
+        Ok(b.len())
+    }
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+impl Captured {
+    /// Capture this thread's log lines (every level up to INFO, as `ordo serve` writes them by default)
+    /// until the guard is dropped.
+    pub fn start() -> (Captured, tracing::subscriber::DefaultGuard) {
+        let log = Captured::default();
+        let writer = log.clone();
+        let subscriber = tracing_subscriber::fmt()
+            .with_writer(move || writer.clone())
+            .with_ansi(false)
+            .finish();
+        (log, tracing::subscriber::set_default(subscriber))
+    }
+
+    /// The captured lines that contain `needle`.
+    pub fn lines(&self, needle: &str) -> usize {
+        self.matching(needle).len()
+    }
+
+    /// The captured lines that contain `needle`, themselves.
+    pub fn matching(&self, needle: &str) -> Vec<String> {
+        String::from_utf8_lossy(&self.0.lock().unwrap())
+            .lines()
+            .filter(|l| l.contains(needle))
+            .map(str::to_string)
+            .collect()
+    }
 }

@@ -14,7 +14,7 @@ use ordo_serve::ServerHandle;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::{TcpListener, TcpStream};
 
-use crate::ctl_util::{start, wait_until};
+use crate::ctl_util::{Captured, start, wait_until};
 use crate::http_util::{Client, get};
 
 /// A `redis-server` of this test's own on a free loopback port, killed when dropped.
@@ -428,42 +428,12 @@ async fn one_rate_limit_holds_over_three_instances() {
     }
 }
 
-/// Log lines written on this thread while the guard lives (the tests run on a current-thread runtime:
-/// every task of their servers runs here).
-#[derive(Clone, Default)]
-struct Captured(Arc<Mutex<Vec<u8>>>);
-
-impl std::io::Write for Captured {
-    fn write(&mut self, b: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().unwrap().extend_from_slice(b);
-        Ok(b.len())
-    }
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
-impl Captured {
-    fn lines(&self, needle: &str) -> usize {
-        String::from_utf8_lossy(&self.0.lock().unwrap())
-            .lines()
-            .filter(|l| l.contains(needle))
-            .count()
-    }
-}
-
 #[tokio::test]
 async fn requests_keep_flowing_while_redis_is_down_and_it_comes_back() {
     let Some(mut redis) = Redis::start().await else {
         return;
     };
-    let log = Captured::default();
-    let writer = log.clone();
-    let subscriber = tracing_subscriber::fmt()
-        .with_writer(move || writer.clone())
-        .with_ansi(false)
-        .finish();
-    let _guard = tracing::subscriber::set_default(subscriber);
+    let (log, _guard) = Captured::start();
     let toml = format!(
         "workers = 8\n\
          [[routes]]\nprefix = \"/\"\nsynthetic = {{}}\n\

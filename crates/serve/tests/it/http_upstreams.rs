@@ -14,7 +14,7 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::net::TcpListener;
 use tokio::task::JoinSet;
 
-use crate::ctl_util::{get, request, start, wait_until};
+use crate::ctl_util::{Captured, get, request, start, start_threads, wait_until};
 
 /// How a test upstream answers.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -533,6 +533,43 @@ async fn every_upstream_out_is_503_at_once() {
     assert_eq!(
         (upstream_state(&st, 0), upstream_state(&st, 1)),
         ("ejected".into(), "ejected".into())
+    );
+    h.shutdown().await.unwrap();
+}
+
+/// A failure the request ends with is logged at WARN with its reason, also when it was tried on the
+/// group's other upstreams first (logged at debug while another might answer): with one upstream, every
+/// failure is such a one, and without this line the operator saw a 502 and no reason.
+#[tokio::test]
+async fn a_failure_the_request_ends_with_is_logged_with_its_reason() {
+    let (log, _guard) = Captured::start();
+    let mut a = Up::new("a", Mode::Status(200)).await;
+    let mut b = Up::new("b", Mode::Status(200)).await;
+    a.kill().await;
+    b.kill().await;
+    // one upstream, the default `tries` (3): nothing else to try after it
+    let h = start_threads(&config(&[&a], ""), 1).await;
+    let r = get(h.local_addr(), "/").await;
+    assert_eq!(r.status, 502, "{r:?}");
+    let lines = log.matching("no other upstream to try");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("WARN")
+            && lines[0].contains(&a.addr.to_string())
+            && lines[0].contains("502"),
+        "{lines:?}"
+    );
+    assert!(lines[0].to_lowercase().contains("refused"), "{lines:?}");
+    h.shutdown().await.unwrap();
+    // two upstreams, both dead: one line, for the failure the request ended with
+    let h = start_threads(&config(&[&a, &b], ""), 1).await;
+    let r = get(h.local_addr(), "/").await;
+    assert_eq!(r.status, 502, "{r:?}");
+    assert_eq!(log.lines("no other upstream to try"), 2);
+    assert_eq!(
+        log.lines("trying another upstream"),
+        0,
+        "debug lines are not written at INFO"
     );
     h.shutdown().await.unwrap();
 }

@@ -136,13 +136,14 @@ impl Drop for Recycled {
 /// The answer to a failed exchange: 502 or 504 with a body that says what kind of failure it was and
 /// nothing about the upstream (no address, no system error); those go to the log.
 pub(super) fn gateway_error(up: &Upstream, e: ExchangeError) -> Response {
-    gateway_response(up, e, true)
+    let (status, public, detail) = gateway_parts(e);
+    tracing::warn!(upstream = %up.addr, status, "proxy: {detail}");
+    gateway_text(status, public)
 }
 
-/// [`gateway_error`]; `log`: false for a failure the request moves on from (tried on another upstream),
-/// which is logged at debug level only, so a dead upstream does not write a warning per request.
-pub(super) fn gateway_response(up: &Upstream, e: ExchangeError, log: bool) -> Response {
-    let (status, public, detail) = match e {
+/// A failed exchange's status, what the client is told, and what the log is told.
+pub(super) fn gateway_parts(e: ExchangeError) -> (u16, &'static str, String) {
+    match e {
         ExchangeError::Connect(d) => (502, "the upstream could not be reached", d),
         ExchangeError::ConnectTimeout => (
             504,
@@ -153,12 +154,11 @@ pub(super) fn gateway_response(up: &Upstream, e: ExchangeError, log: bool) -> Re
         ExchangeError::Stale { msg, .. } => (502, "the upstream closed the connection", msg),
         ExchangeError::Bad(d) => (502, "the upstream sent an invalid response", d),
         ExchangeError::Timeout(d) => (504, "the upstream did not answer in time", d),
-    };
-    if log {
-        tracing::warn!(upstream = %up.addr, status, "proxy: {detail}");
-    } else {
-        tracing::debug!(upstream = %up.addr, status, "proxy: {detail}; trying another upstream");
     }
+}
+
+/// The client's answer to a failed exchange ([`gateway_parts`]).
+pub(super) fn gateway_text(status: u16, public: &str) -> Response {
     let what = if status == 504 {
         "gateway timeout"
     } else {

@@ -479,9 +479,19 @@ impl ProxyBackend {
         let idempotent = retry::idempotent(&req.method);
         let mut tried: Vec<usize> = Vec::new();
         let mut last: Option<Response> = None;
+        // the failure `last` answers, logged at debug when the request moved on: (upstream, status, detail)
+        let mut unlogged: Option<(usize, u16, String)> = None;
         loop {
             let Some(i) = self.choose(req, &tried, local) else {
-                // nothing (more) to try: every upstream is ejected, down, or was tried
+                // nothing (more) to try: every upstream is ejected, down, or was tried. A failure the
+                // request ends with is the operator's to see (with one upstream, every failure ends here).
+                if let Some((u, status, detail)) = unlogged {
+                    tracing::warn!(
+                        upstream = %self.upstreams[u].addr,
+                        status,
+                        "proxy: {detail} (no other upstream to try)"
+                    );
+                }
                 return last.unwrap_or_else(no_upstream);
             };
             let up = &self.upstreams[i];
@@ -502,6 +512,7 @@ impl ProxyBackend {
                     }
                     tracing::debug!(upstream = %up.addr, status = resp.status, "the upstream answered {}; trying another", resp.status);
                     last = Some(resp);
+                    unlogged = None;
                     tried.push(i);
                     continue;
                 }
@@ -521,7 +532,12 @@ impl ProxyBackend {
             if !next {
                 return gateway_error(up, failure);
             }
-            last = Some(gateway_response(up, failure, false));
+            // logged at debug only while another upstream may answer, so a dead upstream in a group
+            // does not write a warning per request
+            let (status, public, detail) = gateway_parts(failure);
+            tracing::debug!(upstream = %up.addr, status, "proxy: {detail}; trying another upstream");
+            last = Some(gateway_text(status, public));
+            unlogged = Some((i, status, detail));
             tried.push(i);
         }
     }
