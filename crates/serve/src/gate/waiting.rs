@@ -38,7 +38,8 @@ pub(super) struct State {
     pub(super) counted: bool,
     /// Fleet mode's lease, applied to every current lane ([`Gate::set_lease`]).
     pub(super) lease: Option<Lease>,
-    /// Answers `pump` decided under the lock, sent once it is released ([`Locked`]).
+    /// Answers `pump` decided under the lock, sent once it is released ([`Locked`]): so `pump` runs only
+    /// under [`Shared::lock`], never under a bare guard of `Shared::state`.
     pub(super) answers: Vec<Answer>,
 }
 
@@ -48,7 +49,7 @@ pub(super) type Answer = (oneshot::Sender<Grant>, Grant);
 thread_local! {
     /// An empty vector with room, swapped for `State::answers` as the lock is released (so sending the
     /// answers allocates nothing, and needs no second trip through the lock to give the room back).
-    static SPARE_ANSWERS: std::cell::Cell<Vec<Answer>> = const { std::cell::Cell::new(Vec::new()) };
+    static SPARE_ANSWERS: Cell<Vec<Answer>> = const { Cell::new(Vec::new()) };
 }
 
 /// The gate's lock, held: derefs to the [`State`]; when dropped, releases the lock and then sends the
