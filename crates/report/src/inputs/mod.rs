@@ -351,26 +351,20 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
     for d in &docs {
         check_version(name, kind, d)?;
     }
-    let corrupt = |e: serde_json::Error| InputError::Corrupt {
+    let corrupt = |e: Located| InputError::Corrupt {
         path: name.to_string(),
         kind: kind.as_str().to_string(),
-        reason: e.to_string(),
+        reason: located(&e),
     };
     let machine = Machine::from_value(obj.get("fingerprint"));
     let one = |docs: &mut Vec<Value>| docs.pop().unwrap_or(Value::Null);
     let data = match kind {
-        Kind::Demo => InputData::Demo(Box::new(
-            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
-        )),
-        Kind::Bench => InputData::Bench(Box::new(
-            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
-        )),
-        Kind::ProbeLoop => InputData::ProbeLoop(Box::new(
-            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
-        )),
-        Kind::ProbeCompare => InputData::ProbeCompare(Box::new(
-            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
-        )),
+        Kind::Demo => InputData::Demo(Box::new(typed(one(&mut docs)).map_err(corrupt)?)),
+        Kind::Bench => InputData::Bench(Box::new(typed(one(&mut docs)).map_err(corrupt)?)),
+        Kind::ProbeLoop => InputData::ProbeLoop(Box::new(typed(one(&mut docs)).map_err(corrupt)?)),
+        Kind::ProbeCompare => {
+            InputData::ProbeCompare(Box::new(typed(one(&mut docs)).map_err(corrupt)?))
+        }
         Kind::ProbePid => {
             let mut out = Vec::with_capacity(docs.len());
             for (i, d) in docs.into_iter().enumerate() {
@@ -381,17 +375,15 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
                         reason: format!("document {} is not a probe-pid interval", i + 1),
                     });
                 }
-                out.push(serde_json::from_value(d).map_err(|e| InputError::Corrupt {
+                out.push(typed(d).map_err(|e| InputError::Corrupt {
                     path: name.to_string(),
                     kind: "probe-pid".into(),
-                    reason: format!("document {}: {e}", i + 1),
+                    reason: format!("document {}: {}", i + 1, located(&e)),
                 })?);
             }
             InputData::ProbePid(out)
         }
-        Kind::Series => InputData::Series(Box::new(
-            serde_json::from_value(one(&mut docs)).map_err(corrupt)?,
-        )),
+        Kind::Series => InputData::Series(Box::new(typed(one(&mut docs)).map_err(corrupt)?)),
         // Tune stores are SQLite files; no JSON document has this kind.
         Kind::Tune => return Err(unknown(format!("unknown kind {kind_s:?}"))),
     };
@@ -400,6 +392,22 @@ pub fn parse(name: &str, bytes: &[u8]) -> Result<Input, InputError> {
         machine,
         data,
     })
+}
+
+/// A result document's failure to read as its type, with where in the document it happened.
+type Located = serde_path_to_error::Error<serde_json::Error>;
+
+/// `doc` as the result type `T`; an error names the field that did not fit (`summary.latency.count`).
+fn typed<T: serde::de::DeserializeOwned>(doc: Value) -> Result<T, Located> {
+    serde_path_to_error::deserialize(doc)
+}
+
+/// The error's text, after the path of the field it is about when there is one (`.`: the document).
+fn located(e: &Located) -> String {
+    match e.path().to_string().as_str() {
+        "." => e.inner().to_string(),
+        path => format!("{path}: {}", e.inner()),
+    }
 }
 
 /// Whether the file starts with SQLite's magic (unreadable files are left to the JSON path's error).
@@ -456,6 +464,37 @@ mod tests {
         );
         let e = parse("x.bin", &[0xff, 0xfe, 0]).unwrap_err().to_string();
         assert!(e.contains("not UTF-8"));
+    }
+
+    /// A result whose field has the wrong type is refused naming that field, however deep it is.
+    #[test]
+    fn a_corrupt_field_is_named_by_its_path() {
+        let good = include_str!("../../../../examples/report/bench-mix.json");
+        let mut v: Value = serde_json::from_str(good).unwrap();
+        assert!(parse("x.json", good.as_bytes()).is_ok());
+        v["summary"]["latency"]["count"] = Value::from("many");
+        let e = parse("x.json", v.to_string().as_bytes())
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.starts_with(
+                "x.json: corrupt bench result: summary.latency.count: invalid type: string \"many\""
+            ),
+            "{e}"
+        );
+        // in a stream of probe-pid intervals, the document and the field
+        let pid = include_str!("../../../../examples/report/probe-pid.jsonl");
+        let mut docs: Vec<Value> = pid
+            .lines()
+            .map(|l| serde_json::from_str(l).unwrap())
+            .collect();
+        docs[2]["process"]["cpu_pct"] = Value::from("hot");
+        let text: String = docs.iter().map(|d| format!("{d}\n")).collect();
+        let e = parse("x.jsonl", text.as_bytes()).unwrap_err().to_string();
+        assert!(
+            e.contains("document 3: process.cpu_pct: invalid type: string \"hot\""),
+            "{e}"
+        );
     }
 
     /// A store is read through the caller's reader only; its two errors name the file.

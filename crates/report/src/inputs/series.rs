@@ -82,7 +82,7 @@ mod tests {
         .unwrap_err()
         .to_string();
         assert!(
-            e.starts_with("x.json: corrupt series result: missing field"),
+            e.starts_with("x.json: corrupt series result: charts[0]: missing field `caption`"),
             "{e}"
         );
     }
