@@ -286,15 +286,8 @@ impl Collector for ClassCollector {
             for (n, m) in &classes {
                 let h = get(m);
                 let count = h.count();
-                let mut cumulative = 0;
-                let buckets: Vec<(f64, u64)> = bounds
-                    .iter()
-                    .zip(&h.buckets)
-                    .map(|(b, c)| {
-                        cumulative += c;
-                        (*b, cumulative)
-                    })
-                    .collect();
+                // per bucket: the encoder writes them cumulative (`le`) itself
+                let buckets: Vec<(f64, u64)> = bounds.iter().copied().zip(h.buckets).collect();
                 family
                     .encode_family(&label(n))?
                     .encode_histogram::<ClassLabel>(h.sum.as_secs_f64(), count, &buckets, None)?;

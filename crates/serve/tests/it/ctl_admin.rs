@@ -302,6 +302,51 @@ fn check_exposition(text: &str, openmetrics: bool) {
         text.ends_with("# EOF\n"),
         "OpenMetrics ends with # EOF, the classic format does not"
     );
+    check_histograms(text);
+}
+
+/// Every histogram series is one: its buckets (`le`, cumulative) never decrease, and the `+Inf` bucket
+/// holds every observation, as `_count` does.
+fn check_histograms(text: &str) {
+    use std::collections::HashMap;
+    let value = |l: &str| l.rsplit(' ').next().unwrap().parse::<f64>().unwrap();
+    let mut buckets: HashMap<String, Vec<(String, f64)>> = HashMap::new();
+    let mut counts: HashMap<String, f64> = HashMap::new();
+    for l in text.lines().filter(|l| !l.starts_with('#')) {
+        let (name_labels, _) = l.rsplit_once(' ').unwrap();
+        if let Some((name, labels)) = name_labels.split_once("_bucket{") {
+            let (le, rest) = labels
+                .split_once(',')
+                .unwrap_or((labels.trim_end_matches('}'), "}"));
+            let le = le
+                .strip_prefix("le=")
+                .unwrap_or_else(|| panic!("le first: {l}"));
+            buckets
+                .entry(format!("{name}{{{rest}"))
+                .or_default()
+                .push((le.trim_matches('"').to_string(), value(l)));
+        } else if let Some((name, labels)) = name_labels.split_once("_count{") {
+            counts.insert(format!("{name}{{{labels}"), value(l));
+        }
+    }
+    assert!(!buckets.is_empty(), "no histogram in\n{text}");
+    for (series, bs) in &buckets {
+        for w in bs.windows(2) {
+            assert!(
+                w[0].1 <= w[1].1,
+                "{series}: bucket le={} > le={}",
+                w[0].0,
+                w[1].0
+            );
+        }
+        let (le, inf) = bs.last().unwrap();
+        assert_eq!(le, "+Inf", "{series}: the last bucket");
+        assert_eq!(
+            Some(inf),
+            counts.get(series),
+            "{series}: +Inf bucket vs _count"
+        );
+    }
 }
 
 /// Issue 10 (smaller items): class names with `"` or `\` broke every metrics line they appeared on (label
