@@ -177,6 +177,7 @@ impl<T> Scheduler<T> {
         now: Nanos,
         dropped: &mut Vec<Rejected<T>>,
     ) -> Option<Dispatched<T>> {
+        self.drop_past_deadline(now, dropped);
         while self.len > 0 {
             let (class, entry) = match self.policy.pick(&self.queues, now) {
                 Some(Choice::Head(c)) if self.queues.head(c).is_some() => (c, None),
@@ -212,6 +213,7 @@ impl<T> Scheduler<T> {
         now: Nanos,
         dropped: &mut Vec<Rejected<T>>,
     ) -> Option<Dispatched<T>> {
+        self.drop_past_deadline(now, dropped);
         while self.queues.len(class) > 0 {
             match self.take_from(class, None, now, dropped) {
                 Take::Served(d) => return Some(d),
@@ -359,6 +361,14 @@ impl<T> Scheduler<T> {
                 }
             }
         }
+        self.drop_past_deadline(now, out);
+    }
+
+    /// Under edf, the requests whose deadline to start has passed leave with
+    /// [`RejectReason::DeadlineUnreachable`]. [`Scheduler::expire`] removes them when they fall due, and
+    /// every dispatch first: a caller whose timer runs late (a busy thread) must not start one after its
+    /// deadline meanwhile.
+    fn drop_past_deadline(&mut self, now: Nanos, out: &mut Vec<Rejected<T>>) {
         while let Some(h) = self.policy.pop_expired(&self.queues, now) {
             // A stale handle (a policy bug) must not loop forever.
             let Some((item, e)) = self.remove(h, false) else {
@@ -532,6 +542,31 @@ mod tests {
 
     fn drain_ids(s: &mut Scheduler<u32>, now: Nanos) -> Vec<u32> {
         std::iter::from_fn(|| s.dispatch(now).map(|d| d.item)).collect()
+    }
+
+    /// edf never starts a request after its deadline, even when nobody called `expire` since it passed
+    /// (the caller's timer runs late): the dispatch drops it first, and hands the next one out; the dropped
+    /// request comes out of the next `expire` (or `dispatch_or_drop`'s list at once) as unreachable.
+    #[test]
+    fn edf_never_dispatches_past_a_deadline() {
+        let mut s = sched(&["a"], PolicyKind::Edf);
+        for (id, deadline) in [(1u32, 10), (2, 20), (3, 100)] {
+            let mut m = Meta::new(0, 0);
+            m.deadline = Some(deadline);
+            s.enqueue(id, m, 0).unwrap();
+        }
+        let mut dropped = Vec::new();
+        let d = s.dispatch_or_drop(15, &mut dropped).unwrap();
+        assert_eq!(d.item, 2);
+        let gone: Vec<(u32, RejectReason)> = dropped.iter().map(|r| (r.item, r.reason)).collect();
+        assert_eq!(gone, [(1, RejectReason::DeadlineUnreachable)]);
+        // through `dispatch`: kept for the next `expire`
+        assert!(s.dispatch(150).is_none());
+        assert!(s.is_empty());
+        assert_eq!(s.next_expiry(), Some(0));
+        let mut out = Vec::new();
+        s.expire(150, &mut out);
+        assert_eq!(out.iter().map(|r| r.item).collect::<Vec<_>>(), [3]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 //! class_len, caps), never dispatch, expire or drain a cancelled request, and never show one to a custom
 //! picker; under edf the admission estimate ignores cancelled requests at once.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::{Arc, Mutex};
 
 use ordo_sched::{
@@ -166,6 +166,10 @@ proptest! {
         s.set_capacity(2);
         // request id -> class name; ids double as (unique) size hints so the picker can check heads
         let mut live: BTreeMap<u64, String> = BTreeMap::new();
+        // request id -> its deadline to start (its own, else its class's at enqueue)
+        let mut deadline_of: HashMap<u64, Nanos> = HashMap::new();
+        // dropped by an edf dispatch for a passed deadline, handed out by the next expire (or drain)
+        let mut gone: HashSet<u64> = HashSet::new();
         let mut tickets: Vec<(Ticket, u64)> = Vec::new();
         let mut now: Nanos = 0;
         let mut next_id: u64 = 0;
@@ -185,6 +189,9 @@ proptest! {
                             prop_assert!(cfg.classes[c].queue_cap.is_none_or(|cap| in_class < cap));
                             prop_assert!(cfg.global_queue_cap.is_none_or(|cap| live.len() < cap));
                             live.insert(id, name);
+                            if let Some(d) = m.deadline.or(cfg.classes[c].deadline.map(|d| now + d)) {
+                                deadline_of.insert(id, d);
+                            }
                             tickets.push((t, id));
                         }
                         Err(r) => {
@@ -204,6 +211,18 @@ proptest! {
                     }
                 }
                 Op::Dispatch => {
+                    if cfg.policy == PolicyKind::Edf {
+                        let late: Vec<u64> = live
+                            .keys()
+                            .copied()
+                            .filter(|id| deadline_of.get(id).is_some_and(|d| *d < now))
+                            .collect();
+                        for id in late {
+                            live.remove(&id);
+                            shared.lock().unwrap().remove(&id);
+                            gone.insert(id);
+                        }
+                    }
                     let d = s.dispatch(now);
                     prop_assert_eq!(d.is_some(), !live.is_empty());
                     if let Some(d) = d {
@@ -228,7 +247,8 @@ proptest! {
                     let mut out = Vec::new();
                     s.expire(now, &mut out);
                     for r in out {
-                        prop_assert!(live.remove(&r.item).is_some(), "expired {} which is not queued", r.item);
+                        let was = live.remove(&r.item).is_some() || gone.remove(&r.item);
+                        prop_assert!(was, "expired {} which is not queued", r.item);
                         shared.lock().unwrap().remove(&r.item);
                     }
                 }
@@ -259,7 +279,7 @@ proptest! {
         s.drain(&mut out);
         let drained: HashSet<u64> = out.iter().copied().collect();
         prop_assert_eq!(drained.len(), out.len());
-        prop_assert_eq!(drained, live.keys().copied().collect::<HashSet<u64>>());
+        prop_assert_eq!(drained, live.keys().chain(&gone).copied().collect::<HashSet<u64>>());
         for (t, _) in tickets {
             prop_assert_eq!(s.cancel(t), None);
         }
@@ -329,6 +349,8 @@ proptest! {
                     }
                 }
                 8 => {
+                    // the requests whose deadline has passed are dropped first (handed out by expire)
+                    live.retain(|_, (_, dl)| *dl >= now);
                     if let Some(d) = s.dispatch(now) {
                         // Earliest deadline first among the live requests.
                         let min = live.values().map(|(_, dl)| *dl).min();
@@ -340,8 +362,9 @@ proptest! {
                     let mut out = Vec::new();
                     s.expire(now, &mut out);
                     for r in out {
-                        let (_, dl) = live.remove(&r.item).expect("expired a live request");
-                        prop_assert!(dl < now);
+                        if let Some((_, dl)) = live.remove(&r.item) {
+                            prop_assert!(dl < now);
+                        }
                     }
                 }
             }
