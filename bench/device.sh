@@ -3,8 +3,8 @@
 # machine has none of the peers and installs nothing, so they travel bundled in target/devpeer and run
 # through its loader; this script puts a shim for each bundled program first in PATH and then runs, each
 # into $OUT/NAME.txt (stdout and stderr):
-#   many-cores         bench/many-cores.sh: ordo serve at its defaults vs nginx and HAProxy at 1, 4, 8 threads
-#                      (issue 22);
+#   many-cores         bench/many-cores.sh: ordo serve at its defaults vs nginx and HAProxy at 1, 4, 8 threads,
+#                      and the class policies' guarantees on 8 threads (issue 22 items 1 and 2);
 #   class-isolation    bench/class-isolation.sh with 8 serving threads on CPUs 0-7, clients on 8-15 (issue 22
 #                      item 5);
 #   client-many-cores  bench/client-many-cores.sh: ordo bench vs wrk and h2load at 1, 4, 8 client threads
@@ -75,7 +75,7 @@ for r in $RUNS; do
       if [ "$DRY" = 1 ]; then
         run many-cores SERIES_OUT="$OUT/many-cores.json" THREAD_COUNTS="1" ROUNDS=2 DURATION=1s "$root/bench/many-cores.sh"
       else
-        run many-cores SERIES_OUT="$OUT/many-cores.json" THREAD_COUNTS="1 4 8" ROUNDS=3 DURATION=3s "$root/bench/many-cores.sh"
+        run many-cores SERIES_OUT="$OUT/many-cores.json" THREAD_COUNTS="1 4 8" SHARES_COUNTS=8 ROUNDS=3 DURATION=3s "$root/bench/many-cores.sh"
       fi
       ;;
     class-isolation)

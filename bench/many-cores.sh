@@ -6,6 +6,14 @@
 #   proxy   ordo serve as a reverse proxy vs nginx proxy_pass (upstream keepalive, as nginx's docs advise)
 #           vs HAProxy (nbthread N), all in front of the same upstream nginx;
 #   h2      HTTP/2 over TLS 1.3: ordo serve vs nginx (http2 ssl), loaded by h2load (only if installed).
+#   shares  the class policy's guarantees when requests wait, on N threads (issue 22 item 2): ordo serve with
+#           five classes and a small pool (SHARES_WORKERS per thread) in front of its synthetic backend
+#           (SHARES_MS of waiting per request), each class loaded by its own closed-loop `ordo bench`
+#           clients, twice: policy stride (weights 5:4:3:2:1: each class's share of the requests served
+#           within 2% of its weight's), priority (the top class, always backlogged, gets them all, goal
+#           >= 99%) and edf (every request due to start within 25 ms: under this overload some are refused
+#           at once, and none starts late). Read from the server's counters; once per N (thousands of
+#           dispatches each; not a paired timing ratio).
 # With the proxy case, a diagnostic one beside it: ordo_proxy_wide, the same proxy with `workers = 100000`
 # (not the default): with 64 connections per thread, more requests are in flight than the default 64 workers
 # once N > 1, so they wait in the gate; the difference between the two is what that waiting costs.
@@ -15,7 +23,9 @@
 #
 #   bench/many-cores.sh                              # N in 1 4 8 16 (those that fit on this machine)
 #   THREAD_COUNTS="1 2" ROUNDS=3 DURATION=5s bench/many-cores.sh
-#   CASES="static proxy" bench/many-cores.sh         # leave out h2
+#   CASES="static proxy" bench/many-cores.sh         # leave out h2 and shares
+#   CASES=shares THREAD_COUNTS="1 2" bench/many-cores.sh   # only the class guarantees
+#   SHARES_COUNTS=8 ...                              # the shares case at these thread counts only
 #   ORDO_BENCH_NO_BUILD=1 ...                         # use the release binary already built
 #   SERIES_OUT=scaling.json ...                       # where the scaling charts go (a `series` result)
 #
@@ -29,7 +39,10 @@ set -euo pipefail
 DURATION=${DURATION:-5s}
 ROUNDS=${ROUNDS:-3}
 THREAD_COUNTS=${THREAD_COUNTS:-1 4 8 16}
-CASES=${CASES:-static proxy h2}
+CASES=${CASES:-static proxy h2 shares}
+SHARES_COUNTS=${SHARES_COUNTS:-$THREAD_COUNTS}
+SHARES_WORKERS=${SHARES_WORKERS:-8}
+SHARES_MS=${SHARES_MS:-1}
 CONNS_PER_THREAD=${CONNS_PER_THREAD:-64}
 BASE_PORT=${BASE_PORT:-18280}
 SERIES_OUT=${SERIES_OUT:-}
@@ -42,16 +55,18 @@ ORDO_PROXY_PORT=$((BASE_PORT + 5))
 NGINX_H2_PORT=$((BASE_PORT + 6))
 ORDO_H2_PORT=$((BASE_PORT + 7))
 ORDO_WIDE_PORT=$((BASE_PORT + 8))
-ADMIN_PORT=$((BASE_PORT + 10)) # and the next three: one per ordo instance
+SHARES_PORT=$((BASE_PORT + 9))
+ADMIN_PORT=$((BASE_PORT + 10)) # and the next four: one per ordo instance
 
 . "$(dirname "$0")/lib.sh"
-bench_init many-cores nginx haproxy wrk taskset curl openssl
+bench_init many-cores nginx haproxy wrk taskset curl openssl jq
 nginx_bin=$(command -v nginx)
 haproxy_bin=$(command -v haproxy)
 bench_build --bin ordo
 SERIES_OUT=${SERIES_OUT:-$here/ordo-results/many-cores.json}
 bench_ports_free "$UP_PORT" "$NGINX_PORT" "$ORDO_PORT" "$NGINX_PROXY_PORT" "$HAPROXY_PORT" "$ORDO_PROXY_PORT" \
-  "$NGINX_H2_PORT" "$ORDO_H2_PORT" "$ORDO_WIDE_PORT" "$ADMIN_PORT" $((ADMIN_PORT + 1)) $((ADMIN_PORT + 2)) $((ADMIN_PORT + 3))
+  "$NGINX_H2_PORT" "$ORDO_H2_PORT" "$ORDO_WIDE_PORT" "$SHARES_PORT" "$ADMIN_PORT" $((ADMIN_PORT + 1)) \
+  $((ADMIN_PORT + 2)) $((ADMIN_PORT + 3)) $((ADMIN_PORT + 4))
 have_h2load=0
 command -v h2load >/dev/null 2>&1 && have_h2load=1
 [[ " $CASES " == *" h2 "* ]] && [ "$have_h2load" = 0 ] && echo "many-cores: h2load not found: the h2 case is left out" >&2
@@ -209,6 +224,113 @@ run_case() {
   rps[$1]="${rps[$1]:-} $r"; cpu[$1]="${cpu[$1]:-} $c"; sbusy[$1]="${sbusy[$1]:-} $sb"; cbusy[$1]="${cbusy[$1]:-} $cb"
 }
 
+# The class guarantees on N threads (CASES shares): ordo serve with five classes c1..c5 (by path prefix), a
+# pool of SHARES_WORKERS per thread, its synthetic backend waiting SHARES_MS per request; `ordo bench` with a
+# mix of the five, 4 x the pool's workers of closed-loop clients each (so every class always has requests
+# queued), once with stride 5:4:3:2:1 and once with priority c1 > ... > c5. Prints each class's share of the
+# requests served beside what the policy promises, and the verdicts.
+shares_metrics() { # the shares server's /metrics now
+  curl -fsS "http://127.0.0.1:$((ADMIN_PORT + 4))/metrics"
+}
+# Per class, what a counter of the shares server gained between two /metrics snapshots: "c1 N" lines.
+#   gained NAME BEFORE AFTER
+gained() {
+  awk -v name="$1" 'FNR == 1 { f++ } index($0, name "{class=\"") == 1 && $0 !~ /reason=/ {
+      split($0, q, "\""); v[q[2]] += (f == 1 ? -$NF : $NF) }
+    END { for (c in v) print c, v[c] }' "$2" "$3" | sort
+}
+# What the lines of a snapshot that start with PREFIX gained in all, between two snapshots.
+#   gained_sum PREFIX BEFORE AFTER
+gained_sum() {
+  awk -v p="$1" 'FNR == 1 { f++ } index($0, p) == 1 { s += (f == 1 ? -$NF : $NF) } END { printf "%d\n", s }' "$2" "$3"
+}
+SHARES_DEADLINE_MS=25
+# The class guarantees on N threads (CASES shares): ordo serve with five classes c1..c5 (by path prefix), a
+# pool of SHARES_WORKERS per thread, its synthetic backend waiting SHARES_MS per request; `ordo bench` with a
+# mix of the five, 4 x the pool's workers of closed-loop clients each (so every class always has requests
+# queued), three times: stride 5:4:3:2:1, priority c1 > ... > c5, and edf with every class's requests due
+# to start within SHARES_DEADLINE_MS. What each policy promises is read from the server's own counters over
+# DURATION in the middle of the load (a class's long queue wait does not move its requests out of a
+# client-side window): each class's share of the dispatches, and edf's refusals and late starts.
+shares_case() { # N
+  local n=$1 policy workers=$((SHARES_WORKERS * $1)) clients c bpid bad
+  local per_class=$((4 * SHARES_WORKERS * $1))
+  {
+    echo "assign = \"clients\""
+    for c in 1 2 3 4 5; do
+      printf '[[class]]\nname = "c%s"\nshare = 1\nurl = "/c%s/work?ms=%s"\n' "$c" "$c" "$SHARES_MS"
+    done
+  } > "$tmp/shares-mix.toml"
+  clients=$((5 * per_class))
+  for policy in stride priority edf; do
+    {
+      echo "listen = \"127.0.0.1:$SHARES_PORT\""
+      echo "workers = $workers"
+      echo "policy = \"$policy\""
+      echo "queue_cap = 100000"
+      echo "[admin]"
+      echo "listen = \"127.0.0.1:$((ADMIN_PORT + 4))\""
+      for c in 1 2 3 4 5; do
+        printf '[[classes]]\nname = "c%s"\nweight = %s\npriority = %s\n' "$c" $((6 - c)) $((60 - 10 * c))
+        [ "$policy" = edf ] && printf 'deadline = "%sms"\n' "$SHARES_DEADLINE_MS"
+      done
+      for c in 1 2 3 4 5; do
+        printf '[[rules]]\nclass = "c%s"\npath_prefix = "/c%s/"\n' "$c" "$c"
+      done
+      printf '[[routes]]\nprefix = "/"\nsynthetic = {}\n'
+    } > "$tmp/shares-$policy.toml"
+    bench_start_ordo "$tmp/shares-$policy.toml" "http://127.0.0.1:$SHARES_PORT/c1/work" "$SERVER_CPUS"
+    started+=("$started_pid")
+    # the load runs a second longer on each side than the window the server's counters are read over
+    taskset -c "$CLIENT_CPUS" "$ordo" bench -c "$clients" -t "$CLIENT_THREADS" -d "$((${DURATION%s} + 2))s" \
+      --mix "$tmp/shares-mix.toml" --json "http://127.0.0.1:$SHARES_PORT/" > "$tmp/shares-$policy.json" 2>>"$tmp/ordo.stderr" &
+    bpid=$!
+    sleep 1
+    shares_metrics > "$tmp/m0"
+    sleep "${DURATION%s}"
+    shares_metrics > "$tmp/m1"
+    wait "$bpid" || echo "warning: ordo bench for the $policy shares exited $?" >&2
+    stop_servers
+    gained ordo_serve_dispatched_total "$tmp/m0" "$tmp/m1" > "$tmp/shares-$policy.txt"
+    # answers that were neither 2xx nor edf's 503s: failures of the run itself
+    bad=$(jq '[.classes[] | .failed.total // 0] | add' "$tmp/shares-$policy.json")
+    [ "$policy" = edf ] || bad=$((bad + $(jq '[.classes[] | .non_2xx // 0] | add' "$tmp/shares-$policy.json")))
+    case $policy in
+      stride)
+        echo "stride shares on N = $n ($workers workers, $per_class clients per class, ${SHARES_MS} ms per request; dispatches in $DURATION):"
+        awk -v bad="$bad" '{ w = 6 - substr($1, 2); n[NR] = $1; got[NR] = $2; ws += w; wt[NR] = w; tot += $2 }
+          END { worst = 0
+            for (i = 1; i <= NR; i++) { want = wt[i] / ws; g = (tot ? got[i] / tot : 0); err = (want ? g / want - 1 : 0)
+              a = (err < 0 ? -err : err); if (a > worst) worst = a
+              printf "  %s (weight %d): %6.2f%% of %d requests, weight share %6.2f%%, %+5.1f%%\n", n[i], wt[i], 100 * g, tot, 100 * want, 100 * err }
+            printf "  largest error %.1f%%: %s (goal: each within 2%%)%s\n", 100 * worst, (worst <= 0.02 ? "meets" : "BELOW GOAL"),
+              (bad ? sprintf("; %d requests failed", bad) : "") }' "$tmp/shares-$policy.txt"
+        ;;
+      priority)
+        echo "priority order on N = $n (c1 highest; dispatches in $DURATION):"
+        awk -v bad="$bad" '{ n[NR] = $1; got[NR] = $2; tot += $2 }
+          END { for (i = 1; i <= NR; i++) printf "  %s: %6.2f%% of %d requests\n", n[i], (tot ? 100 * got[i] / tot : 0), tot
+            top = (tot ? got[1] / tot : 0)
+            printf "  top class %.2f%%: %s (goal: >= 99%%)%s\n", 100 * top,
+              (top >= 0.99 ? "meets" : "BELOW GOAL"), (bad ? sprintf("; %d requests failed", bad) : "") }' "$tmp/shares-$policy.txt"
+        ;;
+      edf)
+        local served refused late
+        served=$(awk '{ s += $2 } END { print s + 0 }' "$tmp/shares-$policy.txt")
+        refused=$(gained_sum 'ordo_serve_rejected_total{class="' "$tmp/m0" "$tmp/m1")
+        # started later than the deadline: waited past the histogram bound just above it (25.6 ms)
+        late=$(($(gained_sum 'ordo_serve_queue_wait_seconds_count{' "$tmp/m0" "$tmp/m1") -
+          $(gained_sum 'ordo_serve_queue_wait_seconds_bucket{le="0.0256"' "$tmp/m0" "$tmp/m1")))
+        echo "edf on N = $n (every request due to start within ${SHARES_DEADLINE_MS} ms; in $DURATION):"
+        awk -v s="$served" -v r="$refused" -v l="$late" -v bad="$bad" 'BEGIN {
+          printf "  %d started, %d refused as unreachable (%.1f%%), %d started after waiting more than 25.6 ms\n", s, r, (s + r ? 100 * r / (s + r) : 0), l
+          printf "  %s (goal: under overload some are refused, none starts late)%s\n", (r > 0 && l == 0 ? "meets" : "BELOW GOAL"),
+            (bad ? sprintf("; %d requests failed", bad) : "") }'
+        ;;
+    esac
+  done
+}
+
 summary=()
 for n in $THREAD_COUNTS; do
   if ! layout "$n"; then
@@ -216,12 +338,16 @@ for n in $THREAD_COUNTS; do
     continue
   fi
   CONNS=$((CONNS_PER_THREAD * n))
-  echo "== N = $n: servers on CPUs $SERVER_CPUS, upstream nginx ($UP_WORKERS workers) on $UPSTREAM_CPUS, client ($CLIENT_THREADS threads, $CONNS connections) on $CLIENT_CPUS" >&2
-  start_n "$n"
   cases=()
   [[ " $CASES " == *" static "* ]] && cases+=(nginx_static ordo_static)
   [[ " $CASES " == *" proxy "* ]] && cases+=(haproxy ordo_proxy nginx_proxy ordo_proxy_wide)
   [[ " $CASES " == *" h2 "* ]] && [ "$have_h2load" = 1 ] && cases+=(nginx_h2 ordo_h2)
+  if [ ${#cases[@]} = 0 ]; then
+    if [[ " $CASES " == *" shares "* ]] && [[ " $SHARES_COUNTS " == *" $n "* ]]; then shares_case "$n"; fi
+    continue
+  fi
+  echo "== N = $n: servers on CPUs $SERVER_CPUS, upstream nginx ($UP_WORKERS workers) on $UPSTREAM_CPUS, client ($CLIENT_THREADS threads, $CONNS connections) on $CLIENT_CPUS" >&2
+  start_n "$n"
   for k in "${cases[@]}"; do unset "rps[$k]" "cpu[$k]" "sbusy[$k]" "cbusy[$k]"; done
   echo "load before: $(cut -d' ' -f1-3 /proc/loadavg)" >&2
   bench_rounds "${cases[@]}"
@@ -246,6 +372,10 @@ for n in $THREAD_COUNTS; do
   pair ordo_proxy haproxy
   pair ordo_proxy_wide nginx_proxy
   pair ordo_h2 nginx_h2
+  if [[ " $CASES " == *" shares "* ]] && [[ " $SHARES_COUNTS " == *" $n "* ]]; then
+    echo
+    shares_case "$n"
+  fi
 done
 
 echo
