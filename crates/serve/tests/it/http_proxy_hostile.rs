@@ -867,3 +867,31 @@ async fn an_upstream_head_over_max_response_head_bytes_is_a_502_even_in_one_read
         assert_eq!(r.status, status, "padding {pad}: {}", r.text());
     }
 }
+
+/// An upstream whose chunked body turns bad after the response head went out (a chunk size that is no hex):
+/// the client's response is cut short — its connection closed before the last chunk, which it can tell from
+/// a complete answer — and the operator gets a warning with the reason (it used to be silent).
+#[tokio::test]
+async fn a_streamed_body_gone_bad_is_cut_and_logged() {
+    let (log, _guard) = crate::ctl_util::Captured::start();
+    let (up, _ulog) =
+        answering_raw("HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n5\r\nhello\r\nzz\r\n")
+            .await;
+    let s = proxy(cfg(up)).await;
+    let mut c = Client::connect(s.addr).await;
+    c.send(&get("/")).await;
+    let mut got = Vec::new();
+    let read = tokio::time::timeout(WAIT, c.stream.read_to_end(&mut got)).await;
+    assert!(read.is_ok(), "the connection was not closed");
+    let text = String::from_utf8_lossy(&got);
+    assert!(text.starts_with("HTTP/1.1 200 OK\r\n"), "{text}");
+    assert!(!text.ends_with("0\r\n\r\n"), "no last chunk: {text}");
+    let lines = log.matching("bad upstream chunking");
+    assert_eq!(lines.len(), 1, "{lines:?}");
+    assert!(
+        lines[0].contains("WARN")
+            && lines[0].contains("was cut")
+            && lines[0].contains(&up.to_string()),
+        "{lines:?}"
+    );
+}

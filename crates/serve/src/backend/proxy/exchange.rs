@@ -222,10 +222,9 @@ pub(super) async fn stream_body(
                     }
                 }
                 Err(e) => {
-                    permit.send(Err(std::io::Error::other(format!(
-                        "bad upstream chunking: {}",
-                        chunk_detail(e)
-                    ))));
+                    let detail = format!("bad upstream chunking: {}", chunk_detail(e));
+                    cut(&up, &detail);
+                    permit.send(Err(std::io::Error::other(detail)));
                     return;
                 }
             }
@@ -247,6 +246,7 @@ pub(super) async fn stream_body(
             };
             match read {
                 None => {
+                    cut(&up, "upstream body timed out");
                     permit.send(Err(std::io::Error::new(
                         std::io::ErrorKind::TimedOut,
                         "upstream body timed out",
@@ -255,6 +255,7 @@ pub(super) async fn stream_body(
                 }
                 Some(Ok(0)) | Some(Err(_)) => {
                     if body.end_of_input().is_err() {
+                        cut(&up, "upstream closed mid-body");
                         permit.send(Err(std::io::Error::other("upstream closed mid-body")));
                     }
                     // close-delimited: the end of the connection is the end of the body
@@ -267,6 +268,12 @@ pub(super) async fn stream_body(
     if reusable {
         up.checkin(conn, Instant::now());
     }
+}
+
+/// A streamed body the upstream failed after the response head went out: the client's connection is cut
+/// (its response ends short, which the client sees), and the operator gets the reason, as for a 502.
+fn cut(up: &Upstream, detail: &str) {
+    tracing::warn!(upstream = %up.addr, "proxy: {detail}; the response, already under way, was cut");
 }
 
 /// What was wrong with a body the reader refused (only a chunked body can be refused).
