@@ -10,6 +10,11 @@ const UNITS: &str = "ns, us, ms, s, m or h";
 /// converted exactly; fractions to the nearest nanosecond.
 pub fn parse_duration(s: &str) -> Result<Duration, String> {
     let t = s.trim();
+    if t.starts_with('-') {
+        return Err(format!(
+            "invalid duration {s:?}: durations cannot be negative"
+        ));
+    }
     let split = t
         .find(|c: char| !(c.is_ascii_digit() || c == '.'))
         .ok_or_else(|| {
@@ -121,6 +126,19 @@ mod tests {
                 .unwrap_err()
                 .contains("unknown unit")
         );
+    }
+
+    #[test]
+    fn a_negative_duration_is_refused_as_negative() {
+        for s in ["-1us", " -2s", "-0.5ms"] {
+            let e = parse_duration(s).unwrap_err();
+            assert!(
+                e.contains("cannot be negative") && e.contains(s.trim()),
+                "{e}"
+            );
+            let e = parse_duration_or_secs(s).unwrap_err();
+            assert!(e.contains("cannot be negative"), "{e}");
+        }
     }
 
     #[test]
