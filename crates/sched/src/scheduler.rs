@@ -177,7 +177,6 @@ impl<T> Scheduler<T> {
         now: Nanos,
         dropped: &mut Vec<Rejected<T>>,
     ) -> Option<Dispatched<T>> {
-        self.drop_past_deadline(now, dropped);
         while self.len > 0 {
             let (class, entry) = match self.policy.pick(&self.queues, now) {
                 Some(Choice::Head(c)) if self.queues.head(c).is_some() => (c, None),
@@ -213,7 +212,6 @@ impl<T> Scheduler<T> {
         now: Nanos,
         dropped: &mut Vec<Rejected<T>>,
     ) -> Option<Dispatched<T>> {
-        self.drop_past_deadline(now, dropped);
         while self.queues.len(class) > 0 {
             match self.take_from(class, None, now, dropped) {
                 Take::Served(d) => return Some(d),
@@ -275,6 +273,26 @@ impl<T> Scheduler<T> {
             }
             None => head.h,
         };
+        // edf: a request whose deadline to start has passed is refused, not started — `expire` removes
+        // such requests when they fall due, but a caller whose timer runs late (a busy thread) may
+        // dispatch before it does
+        if self.policy.drops_late()
+            && self
+                .slab
+                .get(h)
+                .and_then(|e| e.meta.deadline)
+                .is_some_and(|d| now > d)
+        {
+            if let Some((item, e)) = self.remove(h, false) {
+                dropped.push(Rejected {
+                    item,
+                    meta: e.meta,
+                    reason: RejectReason::DeadlineUnreachable,
+                });
+                return Take::Dropped;
+            }
+            return Take::Nothing;
+        }
         match self.remove(h, true) {
             Some((item, e)) => Take::Served(Dispatched {
                 item,
@@ -361,14 +379,6 @@ impl<T> Scheduler<T> {
                 }
             }
         }
-        self.drop_past_deadline(now, out);
-    }
-
-    /// Under edf, the requests whose deadline to start has passed leave with
-    /// [`RejectReason::DeadlineUnreachable`]. [`Scheduler::expire`] removes them when they fall due, and
-    /// every dispatch first: a caller whose timer runs late (a busy thread) must not start one after its
-    /// deadline meanwhile.
-    fn drop_past_deadline(&mut self, now: Nanos, out: &mut Vec<Rejected<T>>) {
         while let Some(h) = self.policy.pop_expired(&self.queues, now) {
             // A stale handle (a policy bug) must not loop forever.
             let Some((item, e)) = self.remove(h, false) else {

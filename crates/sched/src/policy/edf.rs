@@ -182,6 +182,10 @@ impl Policy for Edf {
         true
     }
 
+    fn drops_late(&self) -> bool {
+        true
+    }
+
     fn on_remove(&mut self, _q: &Queues, e: &QEntry, _dispatched: bool) {
         if !self.sorted[e.meta.class] {
             self.heap.remove(e.h);

@@ -96,6 +96,11 @@ pub(crate) trait Policy: Send {
     fn pop_expired(&mut self, _q: &Queues, _now: Nanos) -> Option<Handle> {
         None
     }
+    /// Whether a request whose own deadline has passed must never be served (edf: `pop_expired` removes
+    /// them when they fall due, and the scheduler refuses to start one that a late `expire` left queued).
+    fn drops_late(&self) -> bool {
+        false
+    }
     /// The earliest time at which `pop_expired` will have work.
     fn next_expiry(&self, _q: &Queues) -> Option<Nanos> {
         None
