@@ -245,15 +245,7 @@ impl<T> Scheduler<T> {
             let (h, sojourn, last) = (head.h, head.waited(now), self.queues.len(class) == 1);
             let verdict = self.codel[class].on_dispatch(&spec, now, sojourn, last);
             if verdict == Verdict::Drop && spec.drop {
-                if let Some((item, e)) = self.remove(h, false) {
-                    dropped.push(Rejected {
-                        item,
-                        meta: e.meta,
-                        reason: RejectReason::StandingQueue,
-                    });
-                    return Take::Dropped;
-                }
-                return Take::Nothing;
+                return self.refuse(h, RejectReason::StandingQueue, dropped);
             }
             lifo = spec.lifo && self.codel[class].standing();
         }
@@ -283,15 +275,7 @@ impl<T> Scheduler<T> {
                 .and_then(|e| e.meta.deadline)
                 .is_some_and(|d| now > d)
         {
-            if let Some((item, e)) = self.remove(h, false) {
-                dropped.push(Rejected {
-                    item,
-                    meta: e.meta,
-                    reason: RejectReason::DeadlineUnreachable,
-                });
-                return Take::Dropped;
-            }
-            return Take::Nothing;
+            return self.refuse(h, RejectReason::DeadlineUnreachable, dropped);
         }
         match self.remove(h, true) {
             Some((item, e)) => Take::Served(Dispatched {
@@ -299,6 +283,26 @@ impl<T> Scheduler<T> {
                 meta: e.meta,
                 waited: now.saturating_sub(e.meta.arrival),
             }),
+            None => Take::Nothing,
+        }
+    }
+
+    /// Take queued request `h` out instead of serving it, appending it to `dropped` with `reason`.
+    fn refuse(
+        &mut self,
+        h: Handle,
+        reason: RejectReason,
+        dropped: &mut Vec<Rejected<T>>,
+    ) -> Take<T> {
+        match self.remove(h, false) {
+            Some((item, e)) => {
+                dropped.push(Rejected {
+                    item,
+                    meta: e.meta,
+                    reason,
+                });
+                Take::Dropped
+            }
             None => Take::Nothing,
         }
     }
